@@ -1,0 +1,109 @@
+"""The one result schema every tool adapter produces, and atomic Parquet I/O.
+
+One row per (experiment, run_id, iteration, host, job, op). ``host`` is a configured host
+name, or ``all`` for the aggregate over every host of the run. ``op`` is one of
+``read``, ``write``, ``trim`` (block/file tools) and ``delete``, ``list``, ``stat`` (object
+tools). Units are in the column names: bytes, ns, seconds, bytes/s.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storbench.atomic import atomic_output
+
+SCHEMA_VERSION = 1
+ALL_HOSTS = "all"
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
+
+
+def percentile_column(p: float) -> str:
+    """50.0 -> 'p50_ns', 99.9 -> 'p99_9_ns', 99.99 -> 'p99_99_ns'."""
+    text = f"{p:g}".replace(".", "_")
+    return f"p{text}_ns"
+
+
+PERCENTILE_COLUMNS = tuple(percentile_column(p) for p in PERCENTILES)
+
+_IDENTITY = [
+    ("experiment", pa.string()),
+    ("run_id", pa.string()),
+    ("iteration", pa.int32()),
+    ("attempt", pa.int32()),
+    ("tool", pa.string()),
+    ("host", pa.string()),
+    ("job", pa.string()),
+    ("op", pa.string()),
+]
+_PARAMETERS = [
+    ("rw", pa.string()),
+    ("bs", pa.int64()),  # bytes; object size for S3 tools
+    ("iodepth", pa.int32()),
+    ("numjobs", pa.int32()),
+    ("rwmixread", pa.int32()),
+    ("size", pa.int64()),  # bytes
+    ("runtime_s", pa.float64()),  # configured runtime
+    ("params_json", pa.string()),  # every parameter of the sweep point, JSON object
+]
+_METRICS = [
+    ("bytes", pa.int64()),
+    ("ios", pa.int64()),
+    ("duration_s", pa.float64()),  # measured time the op ran
+    ("bw_bytes_s", pa.float64()),
+    ("iops", pa.float64()),
+    ("lat_mean_ns", pa.float64()),
+    ("lat_stdev_ns", pa.float64()),
+    ("lat_min_ns", pa.float64()),
+    ("lat_max_ns", pa.float64()),
+    *[(name, pa.float64()) for name in PERCENTILE_COLUMNS],
+    ("lat_basis", pa.string()),  # 'lat' (submission to completion) or 'clat' (completion)
+    ("pct_source", pa.string()),  # 'histogram' (from merged bins) or 'tool' (as printed)
+    ("hist_ns", pa.list_(pa.int64())),  # histogram bin values (ns), ascending
+    ("hist_count", pa.list_(pa.int64())),  # count per bin, same length as hist_ns
+    ("errors", pa.int64()),
+]
+_PROVENANCE = [
+    ("tool_version", pa.string()),
+    ("job_file_sha256", pa.string()),
+    ("command", pa.string()),
+    ("raw_path", pa.string()),
+    ("start_time", pa.string()),  # ISO 8601 UTC
+    ("end_time", pa.string()),
+    ("schema_version", pa.int32()),
+]
+
+SCHEMA = pa.schema(_IDENTITY + _PARAMETERS + _METRICS + _PROVENANCE)
+COLUMNS = tuple(SCHEMA.names)
+
+
+def table_from_rows(rows: list[dict]) -> pa.Table:
+    """Build a table in SCHEMA; missing keys become nulls, unknown keys are an error."""
+    unknown = {key for row in rows for key in row} - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"rows have columns outside the result schema: {sorted(unknown)}")
+    columns = {name: [row.get(name) for row in rows] for name in COLUMNS}
+    columns["schema_version"] = [SCHEMA_VERSION] * len(rows)
+    return pa.table(columns, schema=SCHEMA)
+
+
+def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
+    with atomic_output(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_rows(rows: list[dict], path: str | os.PathLike) -> None:
+    write_parquet(table_from_rows(rows), path)
+
+
+def read_parquet(paths) -> pa.Table:
+    """Read one or more result files into one table in SCHEMA."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    tables = [pq.read_table(p, schema=SCHEMA) for p in paths]
+    if not tables:
+        return SCHEMA.empty_table()
+    return pa.concat_tables(tables)

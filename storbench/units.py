@@ -1,0 +1,78 @@
+"""Sizes and durations as written in configs and fio job files.
+
+Sizes are binary whatever the spelling, as in fio's default ``kb_base=1024``:
+``4k`` = ``4K`` = ``4KB`` = ``4KiB`` = 4096 bytes. A bare number is bytes.
+Durations: ``500ms``, ``5s``, ``2m``, ``1h``, ``1d``; a bare number is seconds.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?b?)\s*$", re.IGNORECASE)
+_SIZE_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$")
+_DURATION_SECONDS = {"us": 1e-6, "ms": 1e-3, None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_FIO_SUFFIXES = ((4, "t"), (3, "g"), (2, "m"), (1, "k"))
+
+
+class UnitError(ValueError):
+    pass
+
+
+def parse_size(value) -> int:
+    """'4k' -> 4096, '256MiB' -> 268435456, 4096 -> 4096. Raises UnitError."""
+    if isinstance(value, bool):
+        raise UnitError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise UnitError(f"size must not be negative: {value}")
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise UnitError(f"not a size: {value!r} (expected e.g. 4k, 1m, 256MiB, 1g)")
+    number, prefix, unit = match.groups()
+    if unit.lower() == "i":  # '4Ki' is accepted, '4i' is not
+        if not prefix:
+            raise UnitError(f"not a size: {value!r}")
+    result = float(number) * 1024 ** _SIZE_POWERS[prefix.lower()]
+    if result != int(result):
+        raise UnitError(f"size is not a whole number of bytes: {value!r}")
+    return int(result)
+
+
+def fio_size(value) -> str:
+    """A size in a form fio reads the same way whatever its kb_base: '256MiB' -> '256m'."""
+    size = parse_size(value)
+    for power, suffix in _FIO_SUFFIXES:
+        if size and size % 1024**power == 0:
+            return f"{size // 1024**power}{suffix}"
+    return str(size)
+
+
+def size_label(value) -> str:
+    """Short readable label for run ids and figures: 4096 -> '4k', 1048576 -> '1m'."""
+    return fio_size(value)
+
+
+def parse_duration(value) -> float:
+    """'5s' -> 5.0, '2m' -> 120.0, 3 -> 3.0. Raises UnitError."""
+    if isinstance(value, bool):
+        raise UnitError(f"not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise UnitError(f"duration must not be negative: {value}")
+        return float(value)
+    match = _DURATION.match(str(value))
+    if not match:
+        raise UnitError(f"not a duration: {value!r} (expected e.g. 500ms, 5s, 2m, 1h)")
+    number, unit = match.groups()
+    return float(number) * _DURATION_SECONDS[unit]
+
+
+def fio_duration(value) -> str:
+    """Seconds or milliseconds as fio reads them: '5s' -> '5s', '1.5s' -> '1500ms'."""
+    seconds = parse_duration(value)
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000)}ms"
