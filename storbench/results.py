@@ -14,20 +14,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storbench.atomic import atomic_output
+from storbench.schema_names import (  # noqa: F401  re-exported
+    ALL_HOSTS,
+    PERCENTILE_COLUMNS,
+    PERCENTILES,
+    percentile_column,
+)
 
 SCHEMA_VERSION = 1
-ALL_HOSTS = "all"
-
-PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
-
-
-def percentile_column(p: float) -> str:
-    """50.0 -> 'p50_ns', 99.9 -> 'p99_9_ns', 99.99 -> 'p99_99_ns'."""
-    text = f"{p:g}".replace(".", "_")
-    return f"p{text}_ns"
-
-
-PERCENTILE_COLUMNS = tuple(percentile_column(p) for p in PERCENTILES)
 
 _IDENTITY = [
     ("experiment", pa.string()),

@@ -12,7 +12,15 @@ import re
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?b?)\s*$", re.IGNORECASE)
 _SIZE_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$")
-_DURATION_SECONDS = {"us": 1e-6, "ms": 1e-3, None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_SECONDS = {
+    "us": 1e-6,
+    "ms": 1e-3,
+    None: 1.0,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
 _FIO_SUFFIXES = ((4, "t"), (3, "g"), (2, "m"), (1, "k"))
 
 
@@ -32,9 +40,8 @@ def parse_size(value) -> int:
     if not match:
         raise UnitError(f"not a size: {value!r} (expected e.g. 4k, 1m, 256MiB, 1g)")
     number, prefix, unit = match.groups()
-    if unit.lower() == "i":  # '4Ki' is accepted, '4i' is not
-        if not prefix:
-            raise UnitError(f"not a size: {value!r}")
+    if unit.lower() == "i" and not prefix:  # '4Ki' is accepted, '4i' is not
+        raise UnitError(f"not a size: {value!r}")
     result = float(number) * 1024 ** _SIZE_POWERS[prefix.lower()]
     if result != int(result):
         raise UnitError(f"size is not a whole number of bytes: {value!r}")

@@ -1,0 +1,24 @@
+"""Tool adapters by name.
+
+A new tool adds its module, its templates/<tool>/ folder and one line in _REGISTRY.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from storbench.tools.base import ToolAdapter
+
+_REGISTRY = {
+    "fio": "storbench.tools.fio",
+}
+
+
+def known_tools() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_tool(name: str) -> ToolAdapter:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown tool {name!r} (known: {', '.join(known_tools())})")
+    return importlib.import_module(_REGISTRY[name]).ADAPTER

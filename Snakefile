@@ -1,0 +1,25 @@
+# storbench: one YAML config -> rendered job files -> runs on client hosts -> Parquet -> reports.
+# Results tree: results/<experiment>/{jobs,raw,parsed,logs}/ and summary.parquet; reports/<experiment>/.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+# The embedded demo is the default; --configfile replaces it instead of being merged into it.
+if not config:
+
+    configfile: "config/config.yaml"
+
+
+report: "templates/report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/run.smk"
+include: "rules/parse.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        final_reports(),
+    default_target: True

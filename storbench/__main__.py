@@ -1,0 +1,5 @@
+import sys
+
+from storbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,299 @@
+"""Load and validate a campaign config: schema first, then the checks a schema cannot express.
+
+Every problem is reported as ``<key path>: <problem>`` (``experiments.demo.job.bs: not a
+size: '4kk'``) before any job starts; nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from storbench import units
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
+MAX_HOSTS_PER_GROUP = 4096
+
+SIZE_OPTIONS = frozenset({"bs", "blocksize", "size", "filesize", "io_size", "offset"})
+DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay"})
+PERCENT_SIZE_OPTIONS = frozenset({"size", "io_size", "offset"})
+
+
+class ConfigError(ValueError):
+    """A config problem; ``problems`` holds one '<key path>: <problem>' line each."""
+
+    def __init__(self, problems: list[str], source: str = "config"):
+        self.problems = problems
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid {source}:\n{lines}")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    tool: str
+    host_groups: tuple[str, ...]
+    target_name: str
+    target: dict
+    iterations: int
+    job: dict
+    sweep: dict
+    template: str | None
+    job_file: str | None
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Campaign:
+    raw: dict
+    host_groups: dict  # group name -> list of host spec dicts
+    experiments: dict  # name -> Experiment
+
+    def hosts_of(self, experiment: str) -> list[dict]:
+        hosts: list[dict] = []
+        for group in self.experiments[experiment].host_groups:
+            hosts.extend(self.host_groups[group])
+        return hosts
+
+    @property
+    def default_experiments(self) -> list[str]:
+        return list(self.raw.get("run") or self.experiments)
+
+
+def load_yaml(path: str | os.PathLike) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as error:
+        raise ConfigError([f"cannot read: {error.strerror}"], source=str(path)) from error
+    except UnicodeDecodeError as error:
+        raise ConfigError([f"not UTF-8 text: {error}"], source=str(path)) from error
+    except yaml.YAMLError as error:
+        raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
+    if not isinstance(data, dict):
+        raise ConfigError(["the top level must be a mapping"], source=str(path))
+    return data
+
+
+def load_campaign_file(path: str | os.PathLike) -> Campaign:
+    return load_campaign(load_yaml(path), source=str(path))
+
+
+def load_campaign(raw: dict, source: str = "config") -> Campaign:
+    problems = schema_problems(raw)
+    if problems:
+        raise ConfigError(problems, source)
+    problems = []
+    host_groups = {
+        name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
+    }
+    experiments = {
+        name: _experiment(name, spec, raw, problems) for name, spec in raw["experiments"].items()
+    }
+    for index, name in enumerate(raw.get("run") or []):
+        if name not in raw["experiments"]:
+            problems.append(f"run[{index}]: unknown experiment {name!r}")
+    if problems:
+        raise ConfigError(problems, source)
+    campaign = Campaign(raw=raw, host_groups=host_groups, experiments=experiments)
+    from storbench import plan  # plan imports config; late import breaks the cycle
+
+    for name in experiments:
+        try:
+            plan.experiment_runs(campaign, name)
+        except plan.PlanError as error:
+            problems.append(f"experiments.{name}.sweep: {error}")
+    if problems:
+        raise ConfigError(problems, source)
+    return campaign
+
+
+@cache
+def _validator():
+    import jsonschema
+
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_problems(raw: dict) -> list[str]:
+    problems = []
+    for error in _validator().iter_errors(raw):
+        problems.append(_describe_schema_error(error))
+    return sorted(set(problems))
+
+
+def _key_path(parts) -> str:
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+def _describe_schema_error(error) -> str:
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"{_key_path(path + extra[:1])}: unknown key" + (
+            f" (also {', '.join(map(repr, extra[1:]))})" if len(extra) > 1 else ""
+        )
+    if error.validator == "propertyNames":
+        return f"{_key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        best = min(error.context, key=lambda e: len(list(e.absolute_path)))
+        return f"{_key_path(path)}: {best.message}"
+    if error.validator == "required":
+        return f"{_key_path(path)}: {error.message}"
+    return f"{_key_path(path)}: {error.message}"
+
+
+def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
+    from ClusterShell.NodeSet import NodeSet, NodeSetException
+
+    key = f"hosts.{name}"
+    nodes_text = group.get("nodes", name)
+    try:
+        nodes = list(NodeSet(nodes_text))
+    except NodeSetException as error:
+        problems.append(f"{key}.nodes: malformed host range {nodes_text!r}: {error}")
+        return []
+    if not nodes:
+        problems.append(f"{key}.nodes: {nodes_text!r} expands to no host")
+        return []
+    if len(nodes) > MAX_HOSTS_PER_GROUP:
+        problems.append(
+            f"{key}.nodes: {nodes_text!r} expands to {len(nodes)} hosts "
+            f"(more than {MAX_HOSTS_PER_GROUP}; split the group)"
+        )
+        return []
+    if group["transport"] == "local" and len(nodes) != 1:
+        problems.append(f"{key}.nodes: a local group is exactly one host, not {len(nodes)}")
+        return []
+    try:
+        connect_timeout = units.parse_duration(group.get("connect_timeout", 10))
+    except units.UnitError as error:
+        problems.append(f"{key}.connect_timeout: {error}")
+        return []
+    specs = []
+    for node in nodes:
+        spec = {"name": node, "group": name, "transport": group["transport"]}
+        for option in ("user", "port", "jump", "host_key_check", "workdir"):
+            if option in group:
+                spec[option] = group[option]
+        for option in ("identity", "known_hosts"):
+            if option in group:
+                spec[option] = os.path.expanduser(group[option])
+        spec["connect_timeout"] = connect_timeout
+        specs.append(spec)
+    return specs
+
+
+def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experiment | None:
+    from storbench.tools import known_tools
+
+    key = f"experiments.{name}"
+    if spec["tool"] not in known_tools():
+        problems.append(
+            f"{key}.tool: unknown tool {spec['tool']!r} (known: {', '.join(known_tools())})"
+        )
+    groups = (spec["hosts"],) if isinstance(spec["hosts"], str) else tuple(spec["hosts"])
+    for group in groups:
+        if group not in raw["hosts"]:
+            problems.append(
+                f"{key}.hosts: unknown host group {group!r} (defined: {', '.join(raw['hosts'])})"
+            )
+    if spec["target"] not in raw["targets"]:
+        problems.append(
+            f"{key}.target: unknown target {spec['target']!r} "
+            f"(defined: {', '.join(raw['targets'])})"
+        )
+    job = dict(spec.get("job") or {})
+    sweep = dict(spec.get("sweep") or {})
+    for option, value in job.items():
+        _check_option_value(f"{key}.job.{option}", option, value, problems)
+    for option, values in sweep.items():
+        if option == "zip":
+            for zipped, zipped_values in values.items():
+                for i, value in enumerate(zipped_values):
+                    _check_option_value(f"{key}.sweep.zip.{zipped}[{i}]", zipped, value, problems)
+            continue
+        for i, value in enumerate(values):
+            _check_option_value(f"{key}.sweep.{option}[{i}]", option, value, problems)
+    if "template" in spec and "job_file" in spec:
+        problems.append(f"{key}: give either template or job_file, not both")
+    for option in ("template", "job_file"):
+        if option in spec and not Path(spec[option]).is_file():
+            problems.append(f"{key}.{option}: no such file {spec[option]!r}")
+    if "job_file" in spec and sweep:
+        problems.append(f"{key}.sweep: a ready job_file cannot be swept; use a template")
+    timeout = None
+    if "timeout" in spec:
+        try:
+            timeout = units.parse_duration(spec["timeout"])
+        except units.UnitError as error:
+            problems.append(f"{key}.timeout: {error}")
+    target = dict(raw["targets"].get(spec["target"]) or {})
+    return Experiment(
+        name=name,
+        tool=spec["tool"],
+        host_groups=groups,
+        target_name=spec["target"],
+        target=target,
+        iterations=int(spec.get("iterations", 1)),
+        job=job,
+        sweep=sweep,
+        template=spec.get("template"),
+        job_file=spec.get("job_file"),
+        timeout=timeout,
+    )
+
+
+def _check_option_value(key: str, option: str, value, problems: list[str]) -> None:
+    text = str(value)
+    if any(ord(ch) < 32 for ch in text):
+        problems.append(f"{key}: control characters (newline, tab ...) are not allowed in values")
+        return
+    try:
+        if option in SIZE_OPTIONS:
+            _check_size(option, text)
+        elif option in DURATION_OPTIONS:
+            units.parse_duration(value)
+    except units.UnitError as error:
+        problems.append(f"{key}: {error}")
+
+
+def _check_size(option: str, text: str) -> None:
+    if option in PERCENT_SIZE_OPTIONS and text.endswith("%"):
+        return
+    if option in ("bs", "blocksize"):  # fio accepts ranges (4k-16k) and per-direction lists (4k,8k)
+        for part in text.replace("-", ",").split(","):
+            if part:
+                units.parse_size(part)
+        return
+    units.parse_size(text)
+
+
+_SECRET_KEY = re.compile(r"password|passwd|secret|token|access_key|credential", re.IGNORECASE)
+REDACTED = "***redacted***"
+
+
+def redacted(value):
+    """A copy with the values of secret-looking keys replaced, for reports and logs."""
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if _SECRET_KEY.search(str(key)) else redacted(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    return value
+
+
+def redacted_yaml(value) -> str:
+    return yaml.safe_dump(redacted(value), sort_keys=False, default_flow_style=False)

@@ -1,0 +1,42 @@
+"""Render one run's job file from a Jinja template (StrictUndefined), or copy a ready job file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storbench import atomic
+from storbench.tools import get_tool
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+
+
+class RenderError(ValueError):
+    pass
+
+
+def render_job(spec: dict) -> str:
+    if spec.get("job_file"):
+        return Path(spec["job_file"]).read_text()
+    import jinja2
+
+    tool = get_tool(spec["tool"])
+    template_path = (
+        Path(spec["template"]) if spec.get("template") else TEMPLATES_DIR / tool.default_template
+    )
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # job files are not HTML
+    )
+    try:
+        template = environment.get_template(template_path.name)
+        return template.render(**tool.template_context(spec))
+    except jinja2.UndefinedError as error:
+        raise RenderError(f"template {template_path}: {error.message}") from error
+    except jinja2.TemplateSyntaxError as error:
+        raise RenderError(f"template {template_path}:{error.lineno}: {error.message}") from error
+
+
+def write_job(spec: dict, output: str) -> None:
+    atomic.write_text(output, render_job(spec))

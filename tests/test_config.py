@@ -1,0 +1,135 @@
+"""Config validation: every problem names its key path, and nothing runs before it passes."""
+
+import copy
+
+import pytest
+
+from storbench.config import ConfigError, load_campaign, load_yaml, redacted_yaml
+
+VALID = {
+    "hosts": {
+        "localhost": {"transport": "local"},
+        "clients": {"nodes": "client[01-04]", "transport": "ssh", "user": "root", "port": 22},
+    },
+    "targets": {"scratch": {"type": "directory", "path": "/var/tmp/storbench/scratch"}},
+    "experiments": {
+        "demo": {
+            "tool": "fio",
+            "hosts": "localhost",
+            "target": "scratch",
+            "iterations": 3,
+            "job": {"size": "256MiB", "runtime": "5s", "ramp_time": "1s", "numjobs": 1},
+            "sweep": {"rw": ["read", "write"], "bs": ["4k", "1m"], "iodepth": [1, 16]},
+        }
+    },
+}
+
+
+def problems_of(mutate) -> list[str]:
+    raw = copy.deepcopy(VALID)
+    mutate(raw)
+    with pytest.raises(ConfigError) as caught:
+        load_campaign(raw)
+    return caught.value.problems
+
+
+def test_valid_config_expands_host_ranges():
+    campaign = load_campaign(copy.deepcopy(VALID))
+    names = [h["name"] for h in campaign.host_groups["clients"]]
+    assert names == ["client01", "client02", "client03", "client04"]
+    assert campaign.host_groups["clients"][0]["user"] == "root"
+    assert campaign.host_groups["localhost"] == [
+        {"name": "localhost", "group": "localhost", "transport": "local", "connect_timeout": 10.0}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda c: c["experiments"]["demo"].update(colour="red"), "experiments.demo.colour: unknown key"),
+        (lambda c: c.update(extra=1), "extra: unknown key"),
+        (
+            lambda c: c["experiments"]["demo"].update(iterations="three"),
+            "experiments.demo.iterations: 'three' is not of type 'integer'",
+        ),
+        (
+            lambda c: c["experiments"]["demo"]["job"].update(bs="4kk"),
+            "experiments.demo.job.bs: not a size: '4kk'",
+        ),
+        (
+            lambda c: c["experiments"]["demo"]["sweep"].update(bs=["4k", "1mm"]),
+            "experiments.demo.sweep.bs[1]: not a size: '1mm'",
+        ),
+        (
+            lambda c: c["experiments"]["demo"]["job"].update(runtime="5 parsecs"),
+            "experiments.demo.job.runtime: not a duration",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(nodes="client[01-"),
+            "hosts.clients.nodes: malformed host range 'client[01-'",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(nodes="n[1-5000]"),
+            "hosts.clients.nodes: 'n[1-5000]' expands to 5000 hosts",
+        ),
+        (
+            lambda c: c["experiments"]["demo"].update(hosts="nosuchgroup"),
+            "experiments.demo.hosts: unknown host group 'nosuchgroup'",
+        ),
+        (
+            lambda c: c["experiments"]["demo"].update(target="nvme9"),
+            "experiments.demo.target: unknown target 'nvme9'",
+        ),
+        (
+            lambda c: c["experiments"]["demo"].update(tool="iozone"),
+            "experiments.demo.tool: unknown tool 'iozone'",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(port=70000),
+            "hosts.clients.port: 70000 is greater than the maximum of 65535",
+        ),
+        (
+            lambda c: c["targets"]["scratch"].update(path="relative/dir"),
+            "targets.scratch.path: 'relative/dir' does not match",
+        ),
+        (
+            lambda c: c["experiments"]["demo"]["job"].update(filename="a\n[evil]"),
+            "experiments.demo.job.filename: control characters",
+        ),
+        (
+            lambda c: c["experiments"]["demo"]["sweep"].update(zip={"bs": ["4k"], "numjobs": [1, 2]}),
+            "experiments.demo.sweep: zip lists must have equal lengths",
+        ),
+        (lambda c: c.update(run=["nope"]), "run[0]: unknown experiment 'nope'"),
+        (lambda c: c["experiments"]["demo"].pop("target"), "'target' is a required property"),
+    ],
+)
+def test_each_problem_names_its_key(mutate, expected):
+    problems = problems_of(mutate)
+    assert any(expected in p for p in problems), problems
+
+
+def test_error_message_lists_every_problem():
+    def two_problems(c):
+        c["experiments"]["demo"]["job"]["bs"] = "4kk"
+        c["experiments"]["demo"]["target"] = "nvme9"
+
+    raw = copy.deepcopy(VALID)
+    two_problems(raw)
+    with pytest.raises(ConfigError) as caught:
+        load_campaign(raw)
+    message = str(caught.value)
+    assert "experiments.demo.job.bs" in message and "experiments.demo.target" in message
+
+
+def test_malformed_yaml_names_the_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("hosts: {localhost: [\n")
+    with pytest.raises(ConfigError) as caught:
+        load_yaml(path)
+    assert str(path) in str(caught.value) and "not valid YAML" in str(caught.value)
+
+
+def test_redaction_hides_secret_values():
+    text = redacted_yaml({"targets": {"s3": {"secret_key": "hunter2", "access_key": "AKIA"}}})
+    assert "hunter2" not in text and "AKIA" not in text and "secret_key" in text
