@@ -1,0 +1,58 @@
+"""Job files from templates: the default fio template, own templates, ready job files."""
+
+import pytest
+
+from storbench.render import RenderError, render_job
+
+SPEC = {
+    "experiment": "demo",
+    "run_id": "randread_bs4k_qd16_nj1",
+    "tool": "fio",
+    "target": {"name": "scratch", "type": "directory", "path": "/var/tmp/storbench/scratch"},
+    "params": {"size": "256MiB", "runtime": "5s", "rw": "randread", "bs": "4k", "iodepth": 16},
+    "point": {"rw": "randread", "bs": "4k", "iodepth": 16},
+    "template": None,
+    "job_file": None,
+}
+
+
+def option_lines(text: str) -> dict:
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith(";")
+    )
+
+
+def test_default_fio_template_renders_every_option():
+    text = render_job(SPEC)
+    options = option_lines(text)
+    assert options["directory"] == "/var/tmp/storbench/scratch/${STORBENCH_HOST}"
+    assert options["size"] == "256m"  # fio would read '256MiB' as 256,000,000 bytes
+    assert options["runtime"] == "5s" and options["time_based"] == "1"
+    assert options["rw"] == "randread" and options["bs"] == "4k" and options["iodepth"] == "16"
+    assert options["group_reporting"] == "1" and options["lat_percentiles"] == "1"
+    assert text.rstrip().endswith("[randread_bs4k_qd16_nj1]")
+
+
+def test_shared_target_directory_without_per_host_subdir():
+    spec = {**SPEC, "target": {**SPEC["target"], "per_host_subdir": False}}
+    assert option_lines(render_job(spec))["directory"] == "/var/tmp/storbench/scratch"
+
+
+def test_own_template_sees_the_same_variables(tmp_path):
+    template = tmp_path / "mine.fio.j2"
+    template.write_text("[{{ run_id }}]\nrw={{ options.rw }}\nfilename={{ target.path }}/f\n")
+    text = render_job({**SPEC, "template": str(template)})
+    assert text == "[randread_bs4k_qd16_nj1]\nrw=randread\nfilename=/var/tmp/storbench/scratch/f\n"
+
+
+def test_undefined_variable_is_an_error_naming_the_template(tmp_path):
+    template = tmp_path / "typo.fio.j2"
+    template.write_text("bs={{ options.blocksize }}\n")
+    with pytest.raises(RenderError, match="typo.fio.j2.*blocksize"):
+        render_job({**SPEC, "template": str(template)})
+
+
+def test_ready_job_file_is_used_verbatim(tmp_path):
+    job = tmp_path / "ready.fio"
+    job.write_text("[global]\nrw=read\n[x]\nsize=1m\n")
+    assert render_job({**SPEC, "job_file": str(job)}) == job.read_text()
