@@ -20,6 +20,6 @@ include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         final_reports(),
-    default_target: True

@@ -1,4 +1,5 @@
 import json
+import os
 import re
 import sys
 
@@ -13,14 +14,24 @@ try:
 except storbench_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
-PYTHON = sys.executable
+
+envvars:
+    "PATH",
+
+
+# Jobs call the `storbench` entry point of the interpreter running Snakemake (the project venv).
+os.environ["PATH"] = os.pathsep.join(
+    [os.path.dirname(sys.executable), os.environ["PATH"]]
+)
 EXPERIMENTS = list(CAMPAIGN.experiments)
 RUNS = {
     name: {run.run_id: run for run in plan.experiment_runs(CAMPAIGN, name)}
     for name in EXPERIMENTS
 }
 USED_TARGETS = sorted({e.target_name for e in CAMPAIGN.experiments.values()})
-JOB_SUFFIXES = sorted({get_tool(e.tool).job_suffix.lstrip(".") for e in CAMPAIGN.experiments.values()})
+JOB_SUFFIXES = sorted(
+    {get_tool(e.tool).job_suffix.lstrip(".") for e in CAMPAIGN.experiments.values()}
+)
 
 
 wildcard_constraints:
@@ -49,7 +60,9 @@ def target_locks():
 def require_target_lock_caps():
     """Without a cap Snakemake ignores a resource, so run jobs on one target could overlap."""
     missing = [
-        lock_name(t) for t in USED_TARGETS if workflow.global_resources.get(lock_name(t)) != 1
+        lock_name(t)
+        for t in USED_TARGETS
+        if workflow.global_resources.get(lock_name(t)) != 1
     ]
     if missing:
         flags = " ".join(f"{name}=1" for name in missing)
@@ -88,15 +101,21 @@ def job_source(wildcards):
         return experiment.job_file
     if experiment.template:
         return experiment.template
-    return workflow.source_path(f"../templates/{get_tool(experiment.tool).default_template}")
+    return workflow.source_path(
+        f"../templates/{get_tool(experiment.tool).default_template}"
+    )
 
 
 def render_spec_json(wildcards):
-    return plan.to_json(plan.render_spec(CAMPAIGN, wildcards.experiment, run_of(wildcards)))
+    return plan.to_json(
+        plan.render_spec(CAMPAIGN, wildcards.experiment, run_of(wildcards))
+    )
 
 
 def run_spec_json(wildcards):
-    return plan.to_json(plan.run_spec(CAMPAIGN, wildcards.experiment, run_of(wildcards)))
+    return plan.to_json(
+        plan.run_spec(CAMPAIGN, wildcards.experiment, run_of(wildcards))
+    )
 
 
 def run_job_file(wildcards):
@@ -113,7 +132,9 @@ def parsed_iterations(wildcards):
 
 
 def experiment_job_files(wildcards):
-    return [job_path(wildcards.experiment, run_id) for run_id in RUNS[wildcards.experiment]]
+    return [
+        job_path(wildcards.experiment, run_id) for run_id in RUNS[wildcards.experiment]
+    ]
 
 
 def report_meta_json(wildcards):
@@ -122,7 +143,9 @@ def report_meta_json(wildcards):
     snapshot = {
         "experiments": {name: CAMPAIGN.raw["experiments"][name]},
         "hosts": {g: CAMPAIGN.raw["hosts"][g] for g in experiment.host_groups},
-        "targets": {experiment.target_name: CAMPAIGN.raw["targets"][experiment.target_name]},
+        "targets": {
+            experiment.target_name: CAMPAIGN.raw["targets"][experiment.target_name]
+        },
     }
     meta = {
         "title": f"storbench report: {name}",

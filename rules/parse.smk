@@ -5,8 +5,10 @@ rule parse_iteration:
         parsed="results/{experiment}/parsed/{run_id}/it{iteration}.parquet",
     log:
         "results/{experiment}/logs/parse/{run_id}.it{iteration}.log",
+    conda:
+        "../envs/storbench.yaml"
     shell:
-        "{PYTHON} -m storbench parse --manifest {input.manifest:q} --output {output.parsed:q}"
+        "storbench parse --manifest {input.manifest:q} --output {output.parsed:q}"
         " > {log:q} 2>&1"
 
 
@@ -17,5 +19,7 @@ rule gather_experiment:
         summary="results/{experiment}/summary.parquet",
     log:
         "results/{experiment}/logs/gather.log",
+    conda:
+        "../envs/storbench.yaml"
     shell:
-        "{PYTHON} -m storbench gather --output {output.summary:q} {input.parsed:q} > {log:q} 2>&1"
+        "storbench gather --output {output.summary:q} {input.parsed:q} > {log:q} 2>&1"

@@ -34,10 +34,12 @@ rule report_experiment:
             category="{experiment}",
             labels={"item": "latency percentiles"},
         ),
-    params:
-        meta=report_meta_json,
     log:
         "results/{experiment}/logs/report.log",
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        meta=report_meta_json,
     shell:
-        "{PYTHON} -m storbench report --summary {input.summary:q} --out-dir reports/{wildcards.experiment}"
+        "storbench report --summary {input.summary:q} --out-dir reports/{wildcards.experiment}"
         " --meta {params.meta:q} {input.jobs:q} > {log:q} 2>&1"

@@ -3,13 +3,15 @@ rule render_job:
         template=job_source,
     output:
         job="results/{experiment}/jobs/{run_id}.{suffix}",
-    params:
-        spec=render_spec_json,
     log:
         "results/{experiment}/logs/render/{run_id}.{suffix}.log",
     localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        spec=render_spec_json,
     shell:
-        "{PYTHON} -m storbench render --spec {params.spec:q} --output {output.job:q} > {log:q} 2>&1"
+        "storbench render --spec {params.spec:q} --output {output.job:q} > {log:q} 2>&1"
 
 
 # One iteration on every host of the group; at most one per storage target at a time.
@@ -18,13 +20,15 @@ rule run_iteration:
         job=run_job_file,
     output:
         manifest="results/{experiment}/raw/{run_id}/it{iteration}/run.json",
-    params:
-        spec=run_spec_json,
-    resources:
-        **target_locks(),
     log:
         "results/{experiment}/logs/run/{run_id}.it{iteration}.log",
     localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    resources:
+        **target_locks(),
+    params:
+        spec=run_spec_json,
     shell:
-        "{PYTHON} -m storbench run --spec {params.spec:q} --iteration {wildcards.iteration}"
+        "storbench run --spec {params.spec:q} --iteration {wildcards.iteration}"
         " --job {input.job:q} --manifest {output.manifest:q} > {log:q} 2>&1"

@@ -97,8 +97,9 @@ def build_report(
     table = summary_table(summary)
     written["summary.csv"] = _write(out_dir / "summary.csv", summary_csv(summary).encode())
     written["summary.md"] = _write(out_dir / "summary.md", markdown_table(table).encode())
-    html = render_html(title=title, meta=meta, summary=summary, table=table, figures=figures,
-                       per_run=per_run_table(raw) if raw is not None else None)
+    html = render_html(
+        title=title, meta=meta, summary=summary, table=table, figures=figures, raw=raw
+    )
     written["index.html"] = _write(out_dir / "index.html", html.encode())
     return written
 
@@ -198,10 +199,18 @@ def summary_table(summary: pd.DataFrame) -> dict:
         *(["Experiment"] if show_experiment else []),
         "Run",
         *(["Job"] if show_job else []),
-        "rw", "bs", "iodepth", "numjobs", "op", "n",
-        "BW MiB/s (mean ± sd)", "BW CoV",
-        "IOPS (mean ± sd)", "IOPS CoV",
-        "Mean lat µs", "p99 µs",
+        "rw",
+        "bs",
+        "iodepth",
+        "numjobs",
+        "op",
+        "n",
+        "BW MiB/s (mean ± sd)",
+        "BW CoV",
+        "IOPS (mean ± sd)",
+        "IOPS CoV",
+        "Mean lat µs",
+        "p99 µs",
     ]
     rows = [
         {"cells": _summary_cells(row, show_experiment, show_job), "flagged": bool(row["cov_flag"])}
@@ -263,8 +272,9 @@ def per_run_table(raw: pd.DataFrame) -> dict:
     frame = stats.latest_attempts(raw)
     # The aggregate row ('all') goes after the hosts it aggregates.
     frame = frame.assign(_aggregate=frame["host"] == results.ALL_HOSTS)
-    frame = frame.sort_values(["run_id", "iteration", "_aggregate", "host", "job", "op"],
-                              kind="stable")
+    frame = frame.sort_values(
+        ["run_id", "iteration", "_aggregate", "host", "job", "op"], kind="stable"
+    )
     header = ["Run", "Iteration", "Host", "op", "BW MiB/s", "IOPS", "p99 µs"]
     rows = [
         [
@@ -307,8 +317,12 @@ def render_figure(fig) -> tuple[bytes, bytes]:
 
 def _new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=(FIGURE_WIDTH_IN, height_in), dpi=FIGURE_DPI,
-        layout="constrained", squeeze=False,
+        nrows,
+        ncols,
+        figsize=(FIGURE_WIDTH_IN, height_in),
+        dpi=FIGURE_DPI,
+        layout="constrained",
+        squeeze=False,
     )
     return fig, list(axes.flat)
 
@@ -400,10 +414,17 @@ def _grouped_bars(ax, panel: pd.DataFrame, all_series: list[str], scale: float) 
             continue
         x = [positions[bs] - 0.4 + width * (index + 0.5) for bs in rows["bs"]]
         ax.bar(
-            x, rows["bw_bytes_s_mean"] / scale, width,
-            yerr=rows["bw_bytes_s_sd"].fillna(0) / scale, capsize=2, label=series,
-            color=COLORS[index % len(COLORS)], hatch=HATCHES[index % len(HATCHES)],
-            edgecolor="black", linewidth=0.5, error_kw={"elinewidth": 0.8},
+            x,
+            rows["bw_bytes_s_mean"] / scale,
+            width,
+            yerr=rows["bw_bytes_s_sd"].fillna(0) / scale,
+            capsize=2,
+            label=series,
+            color=COLORS[index % len(COLORS)],
+            hatch=HATCHES[index % len(HATCHES)],
+            edgecolor="black",
+            linewidth=0.5,
+            error_kw={"elinewidth": 0.8},
         )
     ax.set_xticks(range(len(sizes)), [size_label(int(bs)) for bs in sizes])
     ax.set_xlim(-0.6, len(sizes) - 0.4)
@@ -417,8 +438,13 @@ def _figure_legend(fig, axes) -> None:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     if handles:
-        fig.legend(handles.values(), handles.keys(), loc="outside lower center",
-                   ncols=min(len(handles), 4), frameon=False)
+        fig.legend(
+            handles.values(),
+            handles.keys(),
+            loc="outside lower center",
+            ncols=min(len(handles), 4),
+            frameon=False,
+        )
 
 
 def iops_figure(summary: pd.DataFrame):
@@ -457,9 +483,15 @@ def _iops_lines(ax, panel: pd.DataFrame, all_series: list[str]) -> None:
         if rows.empty:
             continue
         ax.errorbar(
-            rows["iodepth"].astype(float), rows["iops_mean"], yerr=rows["iops_sd"].fillna(0),
-            label=series, color=COLORS[index % len(COLORS)],
-            marker=MARKERS[index % len(MARKERS)], markersize=4, linewidth=1, capsize=2,
+            rows["iodepth"].astype(float),
+            rows["iops_mean"],
+            yerr=rows["iops_sd"].fillna(0),
+            label=series,
+            color=COLORS[index % len(COLORS)],
+            marker=MARKERS[index % len(MARKERS)],
+            markersize=4,
+            linewidth=1,
+            capsize=2,
         )
 
 
@@ -486,8 +518,10 @@ def latency_figure(summary: pd.DataFrame):
     fig, (ax,) = _new_figure(height_in=3.6)
     fig.set_figwidth(width)
     values = {column: summary[column].map(_ns_to_us) for column, _, _ in LATENCY_PERCENTILES}
-    present = [not any(_missing(values[c].iloc[i]) for c, _, _ in LATENCY_PERCENTILES)
-               for i in range(len(summary))]
+    present = [
+        not any(_missing(values[c].iloc[i]) for c, _, _ in LATENCY_PERCENTILES)
+        for i in range(len(summary))
+    ]
     _latency_ranges(ax, values, present)
     _latency_markers(ax, values, present)
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
@@ -498,7 +532,7 @@ def latency_figure(summary: pd.DataFrame):
     basis = _basis_text(summary)
     caption = (
         f"Latency percentiles p50, p99 and p99.9 per run ({basis}; µs, log scale), computed "
-        f"from the latency histograms of all iterations merged into one; {NO_VALUE} marks "
+        "from the latency histograms of all iterations merged into one; n/a marks "
         "runs where some iteration had no histogram."
     )
     return fig, caption
@@ -535,8 +569,7 @@ def _latency_missing(ax, present: list[bool]) -> None:
         ax.set_yticks([])
     for x, ok in enumerate(present):
         if not ok:
-            ax.text(x, 0.02, NO_VALUE, ha="center", va="bottom",
-                    transform=ax.get_xaxis_transform())
+            ax.text(x, 0.02, "n/a", ha="center", va="bottom", transform=ax.get_xaxis_transform())
 
 
 def _basis_text(summary: pd.DataFrame) -> str:
@@ -556,17 +589,20 @@ FIGURE_BUILDERS = {
 
 
 BASIS_MEANING = {
-    "clat": "completion latency (clat): from submission to the device until completion",
-    "lat": "total latency (lat): from the application's submission until completion",
+    "clat": "completion latency (clat): from submission of an I/O until its completion",
+    "lat": "total latency (lat = slat + clat): from creation of an I/O until its completion",
 }
 
 
-def methodology(meta: dict, summary: pd.DataFrame) -> list[tuple[str, str]]:
+def methodology(
+    meta: dict, summary: pd.DataFrame, raw: pd.DataFrame | None = None
+) -> list[tuple[str, str]]:
     """(label, text) pairs describing how the numbers were made; absent keys are skipped."""
     job = meta.get("job") or {}
+    version = meta.get("tool_version") or _recorded_versions(raw)
     items = [
         ("Experiment", meta.get("experiment")),
-        ("Tool", _join_nonempty(meta.get("tool"), meta.get("tool_version"))),
+        ("Tool", _join_nonempty(meta.get("tool"), version)),
         ("Hosts", _list_text(meta.get("hosts"))),
         ("Target", _mapping_text(meta.get("target"))),
         ("Iterations", meta.get("iterations")),
@@ -596,6 +632,13 @@ PERCENTILE_TEXT = (
     "is the first bin whose cumulative count reaches it (fio's rule). Where any iteration "
     f"lacks a histogram the percentile is shown as {NO_VALUE}."
 )
+
+
+def _recorded_versions(raw: pd.DataFrame | None) -> str | None:
+    """Tool versions as recorded in the result rows, when meta does not say."""
+    if raw is None or "tool_version" not in raw:
+        return None
+    return ", ".join(sorted({str(v) for v in raw["tool_version"].dropna()})) or None
 
 
 def _join_nonempty(*parts) -> str:
@@ -649,8 +692,15 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render_html(*, title: str, meta: dict, summary: pd.DataFrame, table: dict,
-                figures: list[dict], per_run: dict | None) -> str:
+def render_html(
+    *,
+    title: str,
+    meta: dict,
+    summary: pd.DataFrame,
+    table: dict,
+    figures: list[dict],
+    raw: pd.DataFrame | None,
+) -> str:
     job_files = meta.get("job_files") or {}
     context = {
         "title": title,
@@ -658,8 +708,8 @@ def render_html(*, title: str, meta: dict, summary: pd.DataFrame, table: dict,
         "footnote": COV_FOOTNOTE,
         "errors": int(summary["errors"].fillna(0).sum()) if "errors" in summary else 0,
         "figures": figures,
-        "methodology": methodology(meta, summary),
-        "per_run": per_run,
+        "methodology": methodology(meta, summary, raw),
+        "per_run": per_run_table(raw) if raw is not None else None,
         "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
         "config_yaml": meta.get("config_yaml") or "",
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import re
 
 import pandas as pd
@@ -122,9 +121,7 @@ def test_html_shows_table_numbers_and_sections(built):
     html = (out_dir / "index.html").read_text()
     summary = pd.read_csv(out_dir / "summary.csv")
     for _, cell in summary.iterrows():
-        text = report.format_mean_sd(
-            cell["bw_bytes_s_mean"] / MIB, cell["bw_bytes_s_sd"] / MIB, 1
-        )
+        text = report.format_mean_sd(cell["bw_bytes_s_mean"] / MIB, cell["bw_bytes_s_sd"] / MIB, 1)
         assert f"<td>{text}</td>" in html
     assert "<td>3,200.0 ± 64.0</td>" in html  # randread 1m qd8
     assert "<td>2.0 %</td>" in html  # CoV of every cell, below the flag limit
@@ -215,10 +212,16 @@ def test_number_formatting():
 
 
 def test_figure_png_is_a_png():
-    summary = stats.summarize(results.table_from_rows([result_row("randread", 4096, 1, 1,
-                                                                  "all", 10)]))
+    summary = stats.summarize(
+        results.table_from_rows([result_row("randread", 4096, 1, 1, "all", 10)])
+    )
     png, svg, caption = report.make_figure("iops_vs_iodepth", summary)
     assert png.startswith(b"\x89PNG")
     assert svg.lstrip().startswith(b"<?xml")
     assert "log2" in caption
-    assert io.BytesIO(png).getbuffer().nbytes == len(png)
+
+
+def test_empty_results_still_give_a_report(tmp_path):
+    written = report.build_report(results.SCHEMA.empty_table(), tmp_path, title="empty", meta={})
+    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES}
+    assert "<h1>empty</h1>" in written["index.html"].read_text()

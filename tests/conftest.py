@@ -1,0 +1,47 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import pytest
+
+from storbench.hosts import HostSpec
+from sshd import SshdUnavailable, SshLab  # tests/ is on sys.path (rootdir conftest)
+
+SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3")
+
+
+@pytest.fixture(scope="session")
+def ssh_lab(tmp_path_factory):
+    """Two real sshd on 127.0.0.2 and 127.0.0.3 (lab.servers), stopped at session end.
+
+    lab.client_key, lab.known_hosts, lab.start(address) for an extra server.
+    """
+    try:
+        lab = SshLab(tmp_path_factory.mktemp("sshd"))
+    except SshdUnavailable as exc:
+        # Not a skip: CI must not silently drop the SSH tests.
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        for address in SSH_ADDRESSES:
+            lab.start(address)
+        yield lab
+    finally:
+        lab.stop_all()
+
+
+@pytest.fixture(scope="session")
+def ssh_hosts(ssh_lab, tmp_path_factory) -> list[HostSpec]:
+    """HostSpecs (transport ssh, user root) for the lab's two servers, in address order."""
+    workdirs = tmp_path_factory.mktemp("ssh-workdirs")
+    return [
+        HostSpec(
+            name=server.address,
+            transport="ssh",
+            user="root",
+            port=server.port,
+            identity=str(ssh_lab.client_key),
+            known_hosts=str(ssh_lab.known_hosts),
+            workdir=str(workdirs / server.address),
+        )
+        for server in ssh_lab.servers[: len(SSH_ADDRESSES)]
+    ]

@@ -1,0 +1,271 @@
+"""Host transports against the local machine and real sshd on 127.0.0.2 / 127.0.0.3."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+from sshd import free_port, generate_key
+
+from storbench.hosts import HostError, HostSpec, open_transport, parse_jump
+
+
+@pytest.fixture(params=["local", "ssh"])
+def host(request, tmp_path) -> HostSpec:
+    """The same tests against the local transport and the first SSH host."""
+    if request.param == "local":
+        return HostSpec(name="localhost", workdir=str(tmp_path / "workdir"))
+    return request.getfixturevalue("ssh_hosts")[0]
+
+
+@pytest.fixture
+def transport(host):
+    with open_transport(host) as opened:
+        opened.check()
+        yield opened
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def unique_sleep_seconds() -> str:
+    """A sleep duration nobody else uses, so pgrep -f finds only our process."""
+    return f"20.{uuid.uuid4().int % 10**6:06d}"
+
+
+def is_running(pattern: str) -> bool:
+    # The SSH hosts are loopback addresses: their processes are visible here too.
+    return subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True).returncode == 0
+
+
+def run(transport, argv, tmp_path, *, timeout_s=30.0, marker=None, cwd=None):
+    """transport.run with output files in tmp_path: (rc, stdout bytes, stderr bytes)."""
+    name = unique("cmd")
+    out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+    rc = transport.run(
+        argv, timeout_s=timeout_s, stdout_path=out, stderr_path=err,
+        marker=marker or argv[-1], cwd=cwd,
+    )  # fmt: skip
+    return rc, out.read_bytes(), err.read_bytes()
+
+
+def ssh_spec(ssh_hosts, **changes) -> HostSpec:
+    return dataclasses.replace(ssh_hosts[0], **changes)
+
+
+def connect_error(spec: HostSpec) -> str:
+    with pytest.raises(HostError) as caught, open_transport(spec) as transport:
+        transport.check()
+    message = str(caught.value)
+    assert message.startswith(f"host {spec.name}: ")
+    return message
+
+
+# -- HostSpec ---------------------------------------------------------------------------
+
+
+def test_hostspec_from_dict_ignores_none_and_round_trips():
+    spec = HostSpec.from_dict(
+        {"name": "client01", "transport": "ssh", "user": None, "identity": "~/.ssh/id_x"}
+    )
+    assert spec.address == "client01"
+    assert spec.user is None
+    assert spec.identity == os.path.expanduser("~/.ssh/id_x")
+    assert HostSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_hostspec_from_dict_names_unknown_keys():
+    with pytest.raises(ValueError, match="unknown host setting.*hostname.*prot"):
+        HostSpec.from_dict({"name": "a", "hostname": "b", "prot": 22})
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"transport": "rsh"}, {"port": 0}, {"port": "22"}, {"workdir": "rel"}, {"jump": "u@h:x"}],
+)
+def test_hostspec_rejects_bad_values(changes):
+    with pytest.raises(ValueError):
+        HostSpec(name="h", **changes)
+
+
+def test_parse_jump():
+    assert parse_jump("bastion") == (None, "bastion", 22)
+    assert parse_jump("ops@bastion:2222") == ("ops", "bastion", 2222)
+    assert parse_jump("[::1]:2200") == (None, "::1", 2200)
+
+
+def test_host_error_is_picklable():
+    error = pickle.loads(pickle.dumps(HostError("h1", "gone")))
+    assert (str(error), error.host, error.reason) == ("host h1: gone", "h1", "gone")
+
+
+def test_local_transport_does_not_import_fabric():
+    code = (
+        "import sys; from storbench.hosts import HostSpec, open_transport\n"
+        "with open_transport(HostSpec('localhost')) as t: t.check(); t.mkdirs('/tmp')\n"
+        "assert not {'fabric', 'paramiko', 'invoke'} & set(sys.modules), 'imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- both transports --------------------------------------------------------------------
+
+
+def test_run_returns_exit_code_and_streams_output(transport, tmp_path):
+    rc, out, err = run(transport, ["sh", "-c", "echo out; echo err >&2; exit 3"], tmp_path)
+    assert (rc, out, err) == (3, b"out\n", b"err\n")
+
+
+def test_arguments_arrive_verbatim(transport, tmp_path):
+    pwned = f"/tmp/{unique('storbench-pwned')}"
+    argument = (
+        f"a  b; $(touch {pwned}) `touch {pwned}` 'single' \"double\" \\back $HOME"
+        f" & | > < * ? ~ #\nsecond line; touch {pwned}"
+    )
+    rc, out, _ = run(transport, ["printf", "%s", argument], tmp_path, marker="printf %s")
+    assert rc == 0
+    assert out == argument.encode()
+    assert not os.path.exists(pwned)
+
+
+def test_run_in_cwd(transport, tmp_path, host):
+    transport.mkdirs(host.workdir)
+    rc, out, _ = run(transport, ["pwd"], tmp_path, marker="pwd", cwd=host.workdir)
+    assert (rc, out.decode().strip()) == (0, host.workdir)
+
+
+def test_put_text_fetch_round_trip(transport, tmp_path, host):
+    text = "[global]\nname=\u00e9t\u00e9 \u2713\n" * 1000
+    remote = f"{host.workdir}/{unique('put')}/deeper/job.fio"
+    transport.put_text(text, remote)
+    transport.put_text(text, remote)  # replacing an existing file works too
+    local = tmp_path / "fetched" / "job.fio"
+    transport.fetch(remote, local)
+    assert local.read_text() == text
+    assert os.listdir(os.path.dirname(remote)) == ["job.fio"]  # no temp file left behind
+
+
+def test_fetch_missing_file_raises(transport, tmp_path, host):
+    local = tmp_path / "never"
+    with pytest.raises(HostError, match=f"^host {host.name}: .*fetch"):
+        transport.fetch(f"{host.workdir}/does-not-exist", local)
+    assert os.listdir(tmp_path) == []
+
+
+def test_mkdirs(transport, tmp_path, host):
+    path = f"{host.workdir}/{unique('dirs')}/a/b/c"
+    transport.mkdirs(path)
+    transport.mkdirs(path)  # idempotent
+    rc, _, _ = run(transport, ["test", "-d", path], tmp_path)
+    assert rc == 0
+
+
+def test_timeout_returns_124_and_leaves_nothing_running(transport, tmp_path):
+    seconds = unique_sleep_seconds()
+    rc, _, _ = run(transport, ["sleep", seconds], tmp_path, timeout_s=1)
+    assert rc == 124
+    assert not is_running(f"sleep {seconds}")
+
+
+def test_interrupt_kills_the_tool(transport, tmp_path):
+    seconds = unique_sleep_seconds()
+    watcher = interrupt_main_thread_when_running(f"sleep {seconds}")
+    with pytest.raises(KeyboardInterrupt):
+        run(transport, ["sleep", seconds], tmp_path, timeout_s=25)
+    watcher.join()
+    assert not is_running(f"sleep {seconds}")
+
+
+def interrupt_main_thread_when_running(pattern: str) -> threading.Thread:
+    """SIGINT the main thread (like Ctrl-C) as soon as a process matches pattern."""
+    main_thread = threading.main_thread().ident
+
+    def watch():
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if is_running(pattern):
+                signal.pthread_kill(main_thread, signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return watcher
+
+
+def test_run_rejects_marker_not_in_command(transport, tmp_path):
+    with pytest.raises(ValueError, match="marker"):
+        run(transport, ["true"], tmp_path, marker="not-in-the-command")
+
+
+# -- SSH only ---------------------------------------------------------------------------
+
+
+def test_unknown_host_key_is_refused(ssh_hosts, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    assert "host key unknown" in connect_error(ssh_spec(ssh_hosts, known_hosts=str(empty)))
+
+
+def test_changed_host_key_is_refused(ssh_hosts, tmp_path):
+    spec = ssh_hosts[0]
+    impostor_type, impostor_blob = generate_key(tmp_path / "impostor").split()[:2]
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(f"[{spec.address}]:{spec.port} {impostor_type} {impostor_blob}\n")
+    message = connect_error(ssh_spec(ssh_hosts, known_hosts=str(known_hosts)))
+    assert "host key CHANGED" in message
+    assert str(known_hosts) in message
+
+
+def test_host_key_check_off_accepts_unknown_key(ssh_hosts, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    spec = ssh_spec(ssh_hosts, known_hosts=str(empty), host_key_check=False)
+    with open_transport(spec) as transport:
+        assert run(transport, ["echo", "accepted"], tmp_path)[:2] == (0, b"accepted\n")
+    assert empty.read_text() == ""  # accepting does not write to known_hosts
+
+
+def test_wrong_identity_fails_authentication(ssh_hosts, tmp_path):
+    generate_key(tmp_path / "stranger")
+    message = connect_error(ssh_spec(ssh_hosts, identity=str(tmp_path / "stranger")))
+    assert "ssh authentication failed for user root" in message
+
+
+def test_unreachable_host(ssh_hosts):
+    port = free_port("127.0.0.9")
+    spec = ssh_spec(ssh_hosts, name="127.0.0.9", address=None, port=port, connect_timeout=5)
+    assert spec.address == "127.0.0.9"
+    message = connect_error(spec)
+    assert f"unreachable at 127.0.0.9:{port}" in message
+
+
+def test_jump_host(ssh_hosts, tmp_path):
+    first, second = ssh_hosts
+    spec = dataclasses.replace(second, jump=f"root@{first.address}:{first.port}")
+    with open_transport(spec) as transport:
+        assert run(transport, ["echo", "via-jump"], tmp_path)[:2] == (0, b"via-jump\n")
+    dead_jump = dataclasses.replace(second, jump=f"127.0.0.9:{free_port('127.0.0.9')}")
+    assert "(jump host)" in connect_error(dead_jump)
+
+
+def test_fio_runs_on_both_ssh_hosts(ssh_hosts, tmp_path):
+    for spec in ssh_hosts:
+        data_file = f"{spec.workdir}/{unique('fio')}"
+        argv = ["fio", "--name=t", f"--filename={data_file}", "--size=1m", "--rw=write",
+                "--bs=4k", "--output-format=json"]  # fmt: skip
+        with open_transport(spec) as transport:
+            transport.mkdirs(spec.workdir)
+            rc, out, err = run(transport, argv, tmp_path, marker=data_file)
+        assert rc == 0, err.decode()
+        assert json.loads(out)["jobs"][0]["write"]["io_bytes"] == 1048576
