@@ -18,6 +18,7 @@ def atomic_output(path: str | os.PathLike):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_current_umask())  # mkstemp makes 0600; published files follow the umask
     os.close(fd)
     try:
         yield Path(tmp)
@@ -25,6 +26,12 @@ def atomic_output(path: str | os.PathLike):
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -209,7 +209,8 @@ class LocalTransport(Transport):
             except BaseException as exc:
                 _kill_process_group(proc)
                 if isinstance(exc, subprocess.TimeoutExpired):
-                    raise self._error(f"{argv[0]} still running after {backstop_s:.0f}s; killed") from exc
+                    reason = f"{argv[0]} still running after {backstop_s:.0f}s; killed"
+                    raise self._error(reason) from exc
                 raise
 
     def put_text(self, text: str, path: str) -> None:

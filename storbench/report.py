@@ -1,9 +1,10 @@
 """Paper-style report of a campaign: summary table, figures and an offline HTML document.
 
-``build_report`` reads a summary (``stats.summarize`` written with ``stats.write_summary``)
-and writes index.html, summary.csv, summary.md and three figures as PNG and SVG. Output is
-byte-for-byte reproducible: fixed figure sizes and dpi, no dates in image metadata, a fixed
-SVG hash salt, and no timestamps in the HTML unless ``meta`` carries them.
+``build_report`` reads raw results (summarised with ``stats.summarize``) or a ready summary
+(``stats.write_summary``) and writes index.html, summary.csv, summary.md and three figures
+as PNG and SVG. Output is byte-for-byte reproducible: fixed figure sizes and dpi, no dates
+in image metadata, a fixed SVG hash salt, and no timestamps in the HTML unless ``meta``
+carries them.
 
 Units: bandwidth in MiB/s in tables (binary, like fio), MiB/s or GiB/s in figures by
 magnitude; latency in µs; IOPS as is. Spread is the sample sd across iterations (ddof=1).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from storbench.hosts import HostSpec
-from sshd import SshdUnavailable, SshLab  # tests/ is on sys.path (rootdir conftest)
+from tests.sshd import SshdUnavailable, SshLab
 
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3")
 

@@ -69,11 +69,14 @@ class SshServer:
         return f"[{self.address}]:{self.port} {key_type} {blob}"
 
     def stop(self) -> None:
-        """Stop the listener and any per-connection sshd processes it forked."""
-        children = _child_pids(self.process.pid)
+        """Stop the per-connection sshd processes, then the listener."""
+        # Children first, while the listener can still reap them (else they linger as zombies).
+        deadline = time.monotonic() + 5
+        while (children := _child_pids(self.process.pid)) and time.monotonic() < deadline:
+            for pid in children:
+                _terminate(pid)
+            time.sleep(0.05)
         self.process.terminate()
-        for pid in children:
-            _terminate(pid)
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -14,9 +14,9 @@ import time
 import uuid
 
 import pytest
-from sshd import free_port, generate_key
 
 from storbench.hosts import HostError, HostSpec, open_transport, parse_jump
+from tests.sshd import free_port, generate_key
 
 
 @pytest.fixture(params=["local", "ssh"])
@@ -54,7 +54,7 @@ def run(transport, argv, tmp_path, *, timeout_s=30.0, marker=None, cwd=None):
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     rc = transport.run(
         argv, timeout_s=timeout_s, stdout_path=out, stderr_path=err,
-        marker=marker or argv[-1], cwd=cwd,
+        marker=marker or " ".join(argv), cwd=cwd,
     )  # fmt: skip
     return rc, out.read_bytes(), err.read_bytes()
 
@@ -132,7 +132,7 @@ def test_arguments_arrive_verbatim(transport, tmp_path):
         f"a  b; $(touch {pwned}) `touch {pwned}` 'single' \"double\" \\back $HOME"
         f" & | > < * ? ~ #\nsecond line; touch {pwned}"
     )
-    rc, out, _ = run(transport, ["printf", "%s", argument], tmp_path, marker="printf %s")
+    rc, out, _ = run(transport, ["printf", "%s", argument], tmp_path, marker=pwned)
     assert rc == 0
     assert out == argument.encode()
     assert not os.path.exists(pwned)
@@ -140,7 +140,7 @@ def test_arguments_arrive_verbatim(transport, tmp_path):
 
 def test_run_in_cwd(transport, tmp_path, host):
     transport.mkdirs(host.workdir)
-    rc, out, _ = run(transport, ["pwd"], tmp_path, marker="pwd", cwd=host.workdir)
+    rc, out, _ = run(transport, ["sh", "-c", "pwd"], tmp_path, cwd=host.workdir)
     assert (rc, out.decode().strip()) == (0, host.workdir)
 
 

@@ -1,5 +1,7 @@
 """Job files from templates: the default fio template, own templates, ready job files."""
 
+import os
+
 import pytest
 
 from storbench.render import RenderError, render_job
@@ -56,3 +58,15 @@ def test_ready_job_file_is_used_verbatim(tmp_path):
     job = tmp_path / "ready.fio"
     job.write_text("[global]\nrw=read\n[x]\nsize=1m\n")
     assert render_job({**SPEC, "job_file": str(job)}) == job.read_text()
+
+
+def test_published_files_follow_the_umask(tmp_path):
+    from storbench import atomic
+
+    previous = os.umask(0o022)
+    try:
+        atomic.write_text(tmp_path / "out.txt", "x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
