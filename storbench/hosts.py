@@ -234,6 +234,22 @@ class LocalTransport(Transport):
         except OSError as exc:
             raise self._error(f"cannot create directory {path}: {_describe(exc)}") from exc
 
+    def kill_matching(self, marker: str) -> None:
+        """Like pkill -f, but sparing this process and its ancestors.
+
+        Here the marker (a job file path) may well be in storbench's own command line
+        or in the shell that started it.
+        """
+        _check_marker_text(marker)
+        spared = _ancestry(os.getpid())
+        victims = _local_pids_matching(marker) - spared
+        _signal_pids(victims, signal.SIGTERM)
+        deadline = time.monotonic() + TERM_GRACE_S
+        while victims and time.monotonic() < deadline:
+            time.sleep(0.1)
+            victims = _local_pids_matching(marker) - spared
+        _signal_pids(victims, signal.SIGKILL)
+
     def _shell(self, script: str, *, timeout_s: float) -> tuple[int, str, str]:
         done = subprocess.run(
             ["sh", "-c", script], capture_output=True, text=True, timeout=timeout_s
@@ -266,8 +282,6 @@ class SSHTransport(Transport):
                     channel = self._exec(command)
                     return self._pump(channel, out, err, deadline)
             except BaseException as exc:
-                if channel is not None:
-                    channel.close()
                 self._kill_after_failure(marker, exc)
                 raise
             finally:
@@ -524,6 +538,36 @@ def _kill_process_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # also stragglers that outlived the leader
     proc.wait()
+
+
+def _local_pids_matching(marker: str) -> set[int]:
+    """PIDs whose command line (arguments joined by spaces, as pkill -f sees it) has marker."""
+    found = set()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):  # processes come and go while we look
+            args = cmdline.read_bytes().rstrip(b"\0").replace(b"\0", b" ")
+            if marker in args.decode(errors="replace"):
+                found.add(int(cmdline.parent.name))
+    return found
+
+
+def _ancestry(pid: int) -> set[int]:
+    """pid and its parents up to (not including) init."""
+    chain = set()
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rpartition(")")[2].split()[1])  # field 4 (ppid), after "(comm)"
+    return chain
+
+
+def _signal_pids(pids, sig) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
 
 
 @contextlib.contextmanager

@@ -203,6 +203,29 @@ def interrupt_main_thread_when_running(pattern: str) -> threading.Thread:
     return watcher
 
 
+def test_kill_matching(transport, tmp_path):
+    seconds = unique_sleep_seconds()
+    victim = subprocess.Popen(["sleep", seconds])
+    transport.kill_matching(f"sleep {seconds}")
+    assert victim.wait(timeout=10) == -signal.SIGTERM
+    transport.kill_matching(f"sleep {seconds}")  # nothing left to kill is fine
+
+
+def test_local_kill_matching_spares_the_caller():
+    marker = unique("storbench-kill-test")
+    caller = (
+        "import subprocess, sys; from storbench.hosts import HostSpec, open_transport\n"
+        "sleeper = 'import time; time.sleep(20)'\n"
+        "victim = subprocess.Popen([sys.executable, '-c', sleeper, sys.argv[1]])\n"
+        "open_transport(HostSpec('localhost')).kill_matching(sys.argv[1])\n"
+        "print(victim.wait())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", caller, marker], capture_output=True, text=True, timeout=30
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{-signal.SIGTERM}\n", "")
+
+
 def test_run_rejects_marker_not_in_command(transport, tmp_path):
     with pytest.raises(ValueError, match="marker"):
         run(transport, ["true"], tmp_path, marker="not-in-the-command")

@@ -173,3 +173,18 @@ def test_tool_failure_publishes_nothing_and_shows_stderr(tmp_path):
     kept = tmp_path / "results/tiny/raw/read_bs4k_nj1/it1/a1/localhost.stderr"
     assert "no_such_engine" in kept.read_text()
 
+
+
+def test_rerun_after_a_failure_keeps_the_failed_raw_output(tmp_path):
+    config = tiny_config(tmp_path / "target", rw=("read",))
+    config["experiments"]["tiny"]["iterations"] = 1
+    config["experiments"]["tiny"]["job"]["ioengine"] = "no_such_engine"
+    assert snakemake(tmp_path, config, check=False).returncode != 0
+    config["experiments"]["tiny"]["job"]["ioengine"] = "psync"
+    snakemake(tmp_path, config)
+    it_dir = tmp_path / "results/tiny/raw/read_bs4k_nj1/it1"
+    manifest = json.loads((it_dir / "run.json").read_text())
+    assert manifest["attempt"] == 2 and manifest["raw_dir"] == "a2"
+    assert "no_such_engine" in (it_dir / "a1/localhost.stderr").read_text()
+    rows = pq.read_table(tmp_path / "results/tiny/summary.parquet").to_pylist()
+    assert {r["attempt"] for r in rows} == {2}
