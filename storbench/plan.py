@@ -49,7 +49,8 @@ def sweep_points(sweep: dict) -> list[dict]:
     axes: list[list[dict]] = []
     if zipped:
         keys = list(zipped)
-        axes.append([dict(zip(keys, values, strict=True)) for values in zip(*zipped.values(), strict=True)])
+        rows = zip(*zipped.values(), strict=True)
+        axes.append([dict(zip(keys, values, strict=True)) for values in rows])
     for key, values in sweep.items():
         if key != "zip":
             axes.append([{key: value} for value in values])

@@ -338,13 +338,14 @@ def _empty_figure(message: str):
 def series_labels(summary: pd.DataFrame) -> pd.Series:
     """Legend label of each cell: rw, plus op for runs with several ops, job when several."""
     ops_per_run = summary.groupby("run_id")["op"].transform("nunique")
-    show_job = summary["job"].nunique() > 1
+    # A run's job is named after the run; only a multi-job file needs the job in the label.
+    jobs_per_run = summary.groupby("run_id")["job"].transform("nunique")
     labels = []
-    for (_, row), n_ops in zip(summary.iterrows(), ops_per_run, strict=True):
+    for (_, row), n_ops, n_jobs in zip(summary.iterrows(), ops_per_run, jobs_per_run, strict=True):
         label = _rw_label(row)
         if n_ops > 1:
             label += f" {row['op']}"
-        if show_job:
+        if n_jobs > 1:
             label = f"{row['job']}: {label}"
         labels.append(label)
     return pd.Series(labels, index=summary.index, dtype=object)
@@ -541,10 +542,10 @@ def latency_figure(summary: pd.DataFrame):
 
 def _latency_labels(summary: pd.DataFrame) -> Iterable[str]:
     ops_per_run = summary.groupby("run_id")["op"].transform("nunique")
-    show_job = summary["job"].nunique() > 1
-    for (_, row), n_ops in zip(summary.iterrows(), ops_per_run, strict=True):
+    jobs_per_run = summary.groupby("run_id")["job"].transform("nunique")
+    for (_, row), n_ops, n_jobs in zip(summary.iterrows(), ops_per_run, jobs_per_run, strict=True):
         label = str(row["run_id"])
-        if show_job:
+        if n_jobs > 1:
             label += f" {row['job']}"
         yield f"{label} {row['op']}" if n_ops > 1 else label
 

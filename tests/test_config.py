@@ -46,7 +46,10 @@ def test_valid_config_expands_host_ranges():
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda c: c["experiments"]["demo"].update(colour="red"), "experiments.demo.colour: unknown key"),
+        (
+            lambda c: c["experiments"]["demo"].update(colour="red"),
+            "experiments.demo.colour: unknown key",
+        ),
         (lambda c: c.update(extra=1), "extra: unknown key"),
         (
             lambda c: c["experiments"]["demo"].update(iterations="three"),
@@ -97,7 +100,9 @@ def test_valid_config_expands_host_ranges():
             "experiments.demo.job.filename: control characters",
         ),
         (
-            lambda c: c["experiments"]["demo"]["sweep"].update(zip={"bs": ["4k"], "numjobs": [1, 2]}),
+            lambda c: c["experiments"]["demo"]["sweep"].update(
+                zip={"bs": ["4k"], "numjobs": [1, 2]}
+            ),
             "experiments.demo.sweep: zip lists must have equal lengths",
         ),
         (lambda c: c.update(run=["nope"]), "run[0]: unknown experiment 'nope'"),

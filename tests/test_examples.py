@@ -21,7 +21,10 @@ def test_config_validates_and_plans(config):
     )  # fmt: skip
     assert check.returncode == 0, check.stderr
     dry = subprocess.run(
-        [SNAKEMAKE, "-n", "--forceall", "--configfile", str(config)], cwd=REPO, capture_output=True, text=True
+        [SNAKEMAKE, "-n", "--forceall", "--configfile", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
     assert planned_jobs(dry)["report_experiment"] >= 1

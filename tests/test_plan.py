@@ -20,7 +20,9 @@ def test_cross_product_in_sweep_order():
 
 
 def test_zip_pairs_elementwise_and_crosses_the_rest():
-    points = plan.sweep_points({"zip": {"bs": ["4k", "1m"], "iodepth": [32, 4]}, "rw": ["read", "write"]})
+    points = plan.sweep_points(
+        {"zip": {"bs": ["4k", "1m"], "iodepth": [32, 4]}, "rw": ["read", "write"]}
+    )
     assert points == [
         {"bs": "4k", "iodepth": 32, "rw": "read"},
         {"bs": "4k", "iodepth": 32, "rw": "write"},
@@ -39,7 +41,11 @@ def test_empty_sweep_is_one_point():
         ({"rw": "randread", "bs": "4k", "iodepth": 16, "numjobs": 1}, {}, "randread_bs4k_qd16_nj1"),
         ({"rw": "read", "bs": "1MiB", "iodepth": 1}, {}, "read_bs1m_qd1"),
         ({"rw": "randrw", "rwmixread": 70, "bs": 4096}, {}, "randrw_bs4k_mix70"),
-        ({"rw": "read", "ioengine": "io_uring"}, {"ioengine": "io_uring"}, "read_ioengine-io-uring"),
+        (
+            {"rw": "read", "ioengine": "io_uring"},
+            {"ioengine": "io_uring"},
+            "read_ioengine-io-uring",
+        ),
         ({"rw": "read", "filename": "/a b"}, {"filename": "/a b"}, "read_filename--a-b"),
         ({}, {}, "run"),
     ],
@@ -55,7 +61,11 @@ def test_demo_expands_to_sixteen_distinct_runs():
     ids = [r.run_id for r in runs]
     assert len(ids) == len(set(ids)) == 16
     assert ids[0] == "read_bs4k_qd1_nj1" and ids[-1] == "randwrite_bs1m_qd16_nj1"
-    assert runs[0].params["size"] == "256MiB" and runs[0].point == {"rw": "read", "bs": "4k", "iodepth": 1}
+    assert runs[0].params["size"] == "256MiB" and runs[0].point == {
+        "rw": "read",
+        "bs": "4k",
+        "iodepth": 1,
+    }
 
 
 def test_colliding_run_ids_are_a_config_error():
@@ -72,5 +82,7 @@ def test_timeout_defaults_from_runtime():
 
 
 def test_normalized_options_are_unambiguous_for_fio():
-    options = plan.normalized_options({"size": "256MiB", "bs": "4k", "runtime": 1.5, "direct": True})
+    options = plan.normalized_options(
+        {"size": "256MiB", "bs": "4k", "runtime": 1.5, "direct": True}
+    )
     assert options == {"size": "256m", "bs": "4k", "runtime": "1500ms", "direct": 1}

@@ -225,3 +225,17 @@ def test_empty_results_still_give_a_report(tmp_path):
     written = report.build_report(results.SCHEMA.empty_table(), tmp_path, title="empty", meta={})
     assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES}
     assert "<h1>empty</h1>" in written["index.html"].read_text()
+
+
+def test_series_join_runs_across_depths_when_jobs_are_named_after_runs():
+    rows = [
+        {**result_row("randread", 4096, depth, 1, "all", 100.0), "job": f"randread-4k-qd{depth}"}
+        for depth in DEPTHS
+    ]
+    summary = stats.summarize(results.table_from_rows(rows))
+    assert set(report.series_labels(summary)) == {"randread"}
+    two_jobs = [
+        {**result_row("randread", 4096, 1, 1, "all", 100.0), "job": job} for job in ("a", "b")
+    ]
+    labels = report.series_labels(stats.summarize(results.table_from_rows(two_jobs)))
+    assert sorted(labels) == ["a: randread", "b: randread"]

@@ -111,7 +111,9 @@ def test_report_table_equals_the_mean_of_the_raw_runs(finished_campaign):
         for iteration in (1, 2):
             it_dir = workdir / f"results/tiny/raw/{run_id}/it{iteration}"
             raw_dir = it_dir / json.loads((it_dir / "run.json").read_text())["raw_dir"]
-            raw_iops.append(json.loads((raw_dir / "localhost.json").read_text())["jobs"][0][op]["iops"])
+            raw_iops.append(
+                json.loads((raw_dir / "localhost.json").read_text())["jobs"][0][op]["iops"]
+            )
         assert int(rows[(run_id, op)]["n"]) == 2
         assert float(rows[(run_id, op)]["iops_mean"]) == pytest.approx(sum(raw_iops) / 2, rel=1e-9)
     html = (workdir / "reports/tiny/index.html").read_text()
@@ -152,8 +154,9 @@ def test_bad_config_stops_before_any_job(tmp_path):
 
 
 def test_missing_target_lock_cap_fails_fast(tmp_path):
-    result = snakemake(tmp_path, tiny_config(tmp_path / "target"), "--workflow-profile", "none",
-                       check=False)
+    result = snakemake(
+        tmp_path, tiny_config(tmp_path / "target"), "--workflow-profile", "none", check=False
+    )
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert "lock_scratch" in output and "--resources lock_scratch=1" in output
@@ -172,7 +175,6 @@ def test_tool_failure_publishes_nothing_and_shows_stderr(tmp_path):
     assert not (tmp_path / "results/tiny/parsed").exists()
     kept = tmp_path / "results/tiny/raw/read_bs4k_nj1/it1/a1/localhost.stderr"
     assert "no_such_engine" in kept.read_text()
-
 
 
 def test_rerun_after_a_failure_keeps_the_failed_raw_output(tmp_path):
