@@ -275,6 +275,7 @@ class SSHTransport(Transport):
         if cwd is not None:
             command = f"cd {shlex.quote(cwd)} && exec {command}"
         deadline = time.monotonic() + timeout_s + KILL_AFTER_S + BACKSTOP_S
+        self._connection()  # connect first: if that fails, nothing was started to kill
         with _open_output(stdout_path) as out, _open_output(stderr_path) as err:
             channel = None
             try:
@@ -543,11 +544,13 @@ def _kill_process_group(proc: subprocess.Popen) -> None:
 def _local_pids_matching(marker: str) -> set[int]:
     """PIDs whose command line (arguments joined by spaces, as pkill -f sees it) has marker."""
     found = set()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         with contextlib.suppress(OSError):  # processes come and go while we look
-            args = cmdline.read_bytes().rstrip(b"\0").replace(b"\0", b" ")
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ")
             if marker in args.decode(errors="replace"):
-                found.add(int(cmdline.parent.name))
+                found.add(int(entry))
     return found
 
 

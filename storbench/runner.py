@@ -59,42 +59,52 @@ def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _host_workdir(spec: HostSpec, local_dir: Path, run_path: str) -> str:
+@dataclass(frozen=True)
+class HostPaths:
+    """Where a host's job file and tool output live on that host."""
+
+    workdir: str
+    job_path: str
+    output_path: str
+
+
+def host_paths(spec: HostSpec, tool, local_dir: Path, run_path: str) -> HostPaths:
     if spec.transport == "local":
-        return str(local_dir.resolve())
-    return f"{spec.workdir.rstrip('/')}/{run_path}"
+        workdir = str(local_dir.resolve())
+    else:
+        workdir = f"{spec.workdir.rstrip('/')}/{run_path}"
+    return HostPaths(
+        workdir=workdir,
+        job_path=f"{workdir}/job{tool.job_suffix}",
+        output_path=f"{workdir}/{tool.output_name(spec.name)}",
+    )
 
 
-def _run_on_host(spec: dict, host: dict, job_text: str, local_dir: Path, run_path: str, result):
+def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, local_dir: Path,
+                 result: HostResult):  # fmt: skip
     tool = get_tool(spec["tool"])
-    host_spec = HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
-    name = host_spec.name
-    stdout_path = local_dir / f"{name}.stdout"
-    stderr_path = local_dir / f"{name}.stderr"
+    name = host.name
     try:
-        with open_transport(host_spec) as transport:
+        with open_transport(host) as transport:
             transport.check()
-            workdir = _host_workdir(host_spec, local_dir, run_path)
-            job_path = f"{workdir}/job{tool.job_suffix}"
-            output_path = f"{workdir}/{tool.output_name(name)}"
-            transport.mkdirs(workdir)
+            transport.mkdirs(paths.workdir)
             target_directory = tool.target_directory(spec["target"], name)
             if target_directory:
                 transport.mkdirs(target_directory)
-            transport.put_text(job_text, job_path)
+            transport.put_text(job_text, paths.job_path)
             result.tool_version = _tool_version(transport, tool, local_dir, name)
-            result.command = tool.command(job_path, output_path, name)
+            result.command = tool.command(paths.job_path, paths.output_path, name)
             result.start_time = _now()
             result.exit_code = transport.run(
                 result.command,
                 timeout_s=spec["timeout_s"],
-                stdout_path=stdout_path,
-                stderr_path=stderr_path,
-                marker=job_path,
+                stdout_path=local_dir / f"{name}.stdout",
+                stderr_path=local_dir / f"{name}.stderr",
+                marker=paths.job_path,  # the job path is unique to this attempt on this host
             )
             result.end_time = _now()
             if result.exit_code == 0:
-                transport.fetch(output_path, local_dir / tool.output_name(name))
+                transport.fetch(paths.output_path, local_dir / tool.output_name(name))
     except HostError as error:
         result.error = str(error)
     except Exception as error:  # reported per host; the iteration fails as a whole below
@@ -115,12 +125,11 @@ def _tool_version(transport, tool, local_dir: Path, name: str) -> str:
     return out.read_text(errors="replace").strip()
 
 
-def _kill_everywhere(hosts: list[dict], marker: str) -> None:
-    for host in hosts:
+def _kill_everywhere(hosts: list[HostSpec], paths: list[HostPaths]) -> None:
+    for host, host_paths_ in zip(hosts, paths, strict=True):
         try:
-            spec = HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
-            with open_transport(spec) as transport:
-                transport.kill_matching(marker)
+            with open_transport(host) as transport:
+                transport.kill_matching(host_paths_.job_path)
         except Exception:  # best effort while interrupted; the next run starts a new attempt
             pass
 
@@ -148,15 +157,19 @@ def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str)
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir = next_attempt_dir(iteration_dir)
     run_path = f"{spec['experiment']}/{spec['run_id']}/it{iteration}/a{attempt}"
-    results = [HostResult(name=host["name"]) for host in spec["hosts"]]
+    hosts = [
+        HostSpec.from_dict({k: v for k, v in h.items() if k != "group"}) for h in spec["hosts"]
+    ]
+    paths = [host_paths(host, tool, local_dir, run_path) for host in hosts]
+    results = [HostResult(name=host.name) for host in hosts]
     threads = [
         threading.Thread(
             target=_run_on_host,
-            args=(spec, host, job_text, local_dir, run_path, result),
-            name=f"run-{host['name']}",
+            args=(spec, host, host_paths_, job_text, local_dir, result),
+            name=f"run-{host.name}",
             daemon=True,
         )
-        for host, result in zip(spec["hosts"], results, strict=True)
+        for host, host_paths_, result in zip(hosts, paths, results, strict=True)
     ]
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -166,8 +179,7 @@ def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str)
             while thread.is_alive():
                 thread.join(0.2)
     except KeyboardInterrupt:
-        marker = f"/{run_path}/job{tool.job_suffix}"
-        _kill_everywhere(spec["hosts"], marker)
+        _kill_everywhere(hosts, paths)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous_term)

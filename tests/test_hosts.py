@@ -48,6 +48,13 @@ def is_running(pattern: str) -> bool:
     return subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True).returncode == 0
 
 
+def wait_until_running(pattern: str) -> None:
+    deadline = time.monotonic() + 10
+    while not is_running(pattern):
+        assert time.monotonic() < deadline, f"no process matching {pattern!r} appeared"
+        time.sleep(0.02)
+
+
 def run(transport, argv, tmp_path, *, timeout_s=30.0, marker=None, cwd=None):
     """transport.run with output files in tmp_path: (rc, stdout bytes, stderr bytes)."""
     name = unique("cmd")
@@ -191,12 +198,8 @@ def interrupt_main_thread_when_running(pattern: str) -> threading.Thread:
     main_thread = threading.main_thread().ident
 
     def watch():
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if is_running(pattern):
-                signal.pthread_kill(main_thread, signal.SIGINT)
-                return
-            time.sleep(0.05)
+        wait_until_running(pattern)
+        signal.pthread_kill(main_thread, signal.SIGINT)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -206,6 +209,7 @@ def interrupt_main_thread_when_running(pattern: str) -> threading.Thread:
 def test_kill_matching(transport, tmp_path):
     seconds = unique_sleep_seconds()
     victim = subprocess.Popen(["sleep", seconds])
+    wait_until_running(f"sleep {seconds}")  # /proc shows the arguments a moment after exec
     transport.kill_matching(f"sleep {seconds}")
     assert victim.wait(timeout=10) == -signal.SIGTERM
     transport.kill_matching(f"sleep {seconds}")  # nothing left to kill is fine
@@ -215,8 +219,9 @@ def test_local_kill_matching_spares_the_caller():
     marker = unique("storbench-kill-test")
     caller = (
         "import subprocess, sys; from storbench.hosts import HostSpec, open_transport\n"
-        "sleeper = 'import time; time.sleep(20)'\n"
-        "victim = subprocess.Popen([sys.executable, '-c', sleeper, sys.argv[1]])\n"
+        "sleeper = 'import time; print(flush=True); time.sleep(20)'\n"
+        "victim = subprocess.Popen([sys.executable, '-c', sleeper, sys.argv[1]], stdout=-1)\n"
+        "victim.stdout.readline()\n"  # it runs: its arguments are visible in /proc
         "open_transport(HostSpec('localhost')).kill_matching(sys.argv[1])\n"
         "print(victim.wait())"
     )
