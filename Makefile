@@ -31,7 +31,6 @@ $(VENV)/.installed: envs/requirements.txt pyproject.toml
 	@# Debian's python3 ships venv without ensurepip; the pseudo-command forces the install
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || envs/install-system-packages.sh no-ensurepip:python3-venv
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r envs/requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
