@@ -1,0 +1,20 @@
+"""The benchmark run path imports nothing heavy: no pandas, pyarrow or matplotlib."""
+
+import subprocess
+import sys
+
+HEAVY = ("pandas", "pyarrow", "matplotlib", "fabric", "paramiko")
+
+
+def test_run_step_for_a_local_host_imports_nothing_heavy():
+    probe = (
+        "import sys\n"
+        "from storbench import cli, runner\n"
+        "from storbench.tools import get_tool\n"
+        "get_tool('fio').command('/x/job.fio', '/x/out.json', 'localhost')\n"
+        "cli.build_parser()\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
