@@ -131,7 +131,8 @@ def normalized_options(params: dict) -> dict:
     return options
 
 
-def render_spec(campaign: Campaign, name: str, run: Run) -> dict:
+def _run_identity(campaign: Campaign, name: str, run: Run) -> dict:
+    """What every step's spec says about the run: which, with what tool, on which target."""
     experiment = campaign.experiments[name]
     return {
         "experiment": name,
@@ -139,6 +140,13 @@ def render_spec(campaign: Campaign, name: str, run: Run) -> dict:
         "tool": experiment.tool,
         "target": {"name": experiment.target_name, **experiment.target},
         "params": run.params,
+    }
+
+
+def render_spec(campaign: Campaign, name: str, run: Run) -> dict:
+    experiment = campaign.experiments[name]
+    return {
+        **_run_identity(campaign, name, run),
         "point": run.point,
         "template": experiment.template,
         "job_file": experiment.job_file,
@@ -146,15 +154,10 @@ def render_spec(campaign: Campaign, name: str, run: Run) -> dict:
 
 
 def run_spec(campaign: Campaign, name: str, run: Run) -> dict:
-    experiment = campaign.experiments[name]
     return {
-        "experiment": name,
-        "run_id": run.run_id,
-        "tool": experiment.tool,
-        "target": {"name": experiment.target_name, **experiment.target},
+        **_run_identity(campaign, name, run),
         "hosts": campaign.hosts_of(name),
-        "params": run.params,
-        "timeout_s": iteration_timeout(run.params, experiment.timeout),
+        "timeout_s": iteration_timeout(run.params, campaign.experiments[name].timeout),
     }
 
 
