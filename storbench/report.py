@@ -1,7 +1,7 @@
 """Paper-style report of a campaign: summary table, figures and an offline HTML document.
 
-``build_report`` reads raw results (summarised with ``stats.summarize``) or a ready summary
-(``stats.write_summary``) and writes index.html, summary.csv, summary.md and three figures
+``build_report`` reads an experiment's result rows, summarises them with
+``stats.summarize``, and writes index.html, summary.csv, summary.md and three figures
 as PNG and SVG. Output is byte-for-byte reproducible: fixed figure sizes and dpi, no dates
 in image metadata, a fixed SVG hash salt, and no timestamps in the HTML unless ``meta``
 carries them.
@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import io
 import math
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,7 +26,6 @@ import jinja2  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 
 from storbench import atomic, results, stats  # noqa: E402
 from storbench.units import size_label  # noqa: E402
@@ -71,21 +69,17 @@ MIXED_RW = {"rw", "readwrite", "randrw"}
 # Entry point
 
 
-def build_report(
-    summary_parquet, out_dir, *, title: str, meta: dict, results_parquet=None
-) -> dict[str, Path]:
+def build_report(results_source, out_dir, *, title: str, meta: dict) -> dict[str, Path]:
     """Write the report into ``out_dir`` and return {file name: path}.
 
-    ``summary_parquet``: raw results in the result schema (one file, list of files or table;
-    summarised here with ``stats.summarize``) or an already summarised table (detected by its
-    columns). ``meta``: provenance for methodology and appendix (experiment, tool,
+    ``results_source``: result rows in the result schema (a Parquet path, a list of paths, or
+    a table). ``meta``: provenance for methodology and appendix (experiment, tool,
     tool_version, hosts, target, iterations, job, sweep, run_ids, job_files, config_yaml,
     storbench_version, generated_by); every key is optional.
-    ``results_parquet``: raw results for the per-run table when ``summary_parquet`` is a
-    summary; without raw rows that section says they were not supplied.
     """
     out_dir = Path(out_dir)
-    summary, raw = load_inputs(summary_parquet, results_parquet)
+    raw = _read_results(results_source)
+    summary = stats.summarize(raw)
     written: dict[str, Path] = {}
 
     figures = []
@@ -105,27 +99,10 @@ def build_report(
     return written
 
 
-def load_inputs(source, results_source=None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """(summary, raw rows or None) from raw results or a summary, by the columns present."""
-    frame = _read_frame(source)
-    if _is_raw(frame):
-        return stats.summarize(frame), frame
-    raw = _read_frame(results_source) if results_source is not None else None
-    return frame, raw
-
-
-def _read_frame(source) -> pd.DataFrame:
+def _read_results(source) -> pd.DataFrame:
     if isinstance(source, (pa.Table, pd.DataFrame)):
         return stats.as_frame(source)
-    paths = [source] if isinstance(source, (str, os.PathLike)) else list(source)
-    if paths and "iteration" in pq.read_schema(paths[0]).names:
-        return results.read_parquet(paths).to_pandas()  # cast to the result schema
-    return pd.concat([pd.read_parquet(path) for path in paths], ignore_index=True)
-
-
-def _is_raw(frame: pd.DataFrame) -> bool:
-    # Raw result rows carry one iteration each; a summary has n iterations per row instead.
-    return "iteration" in frame.columns and "n" not in frame.columns
+    return results.read_parquet(source).to_pandas()
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -596,9 +573,7 @@ BASIS_MEANING = {
 }
 
 
-def methodology(
-    meta: dict, summary: pd.DataFrame, raw: pd.DataFrame | None = None
-) -> list[tuple[str, str]]:
+def methodology(meta: dict, summary: pd.DataFrame, raw: pd.DataFrame) -> list[tuple[str, str]]:
     """(label, text) pairs describing how the numbers were made; absent keys are skipped."""
     job = meta.get("job") or {}
     version = meta.get("tool_version") or _recorded_versions(raw)
@@ -636,9 +611,9 @@ PERCENTILE_TEXT = (
 )
 
 
-def _recorded_versions(raw: pd.DataFrame | None) -> str | None:
+def _recorded_versions(raw: pd.DataFrame) -> str | None:
     """Tool versions as recorded in the result rows, when meta does not say."""
-    if raw is None or "tool_version" not in raw:
+    if "tool_version" not in raw:
         return None
     return ", ".join(sorted({str(v) for v in raw["tool_version"].dropna()})) or None
 
@@ -701,7 +676,7 @@ def render_html(
     summary: pd.DataFrame,
     table: dict,
     figures: list[dict],
-    raw: pd.DataFrame | None,
+    raw: pd.DataFrame,
 ) -> str:
     job_files = meta.get("job_files") or {}
     context = {
@@ -711,7 +686,7 @@ def render_html(
         "errors": int(summary["errors"].fillna(0).sum()) if "errors" in summary else 0,
         "figures": figures,
         "methodology": methodology(meta, summary, raw),
-        "per_run": per_run_table(raw) if raw is not None else None,
+        "per_run": per_run_table(raw),
         "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
         "config_yaml": meta.get("config_yaml") or "",
     }

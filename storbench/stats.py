@@ -15,7 +15,6 @@ import pandas as pd
 import pyarrow as pa
 
 from storbench import histogram
-from storbench.atomic import atomic_output
 from storbench.results import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 
 CELL_KEYS = ("experiment", "run_id", "job", "op")
@@ -139,12 +138,6 @@ def merged_percentiles(rows: pd.DataFrame) -> list[float]:
     values, counts = histogram.merge(bins)
     result = histogram.percentiles(values, counts, PERCENTILES)
     return [math.nan if value is None else value for value in result]
-
-
-def write_summary(summary: pd.DataFrame, path) -> None:
-    """Write a summary atomically as Parquet (the input of ``report.build_report``)."""
-    with atomic_output(path) as tmp:
-        summary.to_parquet(tmp, index=False)
 
 
 def _has_bins(values, counts) -> bool:

@@ -169,7 +169,7 @@ def test_builds_are_byte_identical(raw_path, tmp_path):
     assert b"Software" not in first["bandwidth.png"].read_bytes()
 
 
-def test_summary_input_and_edge_cases(tmp_path):
+def test_edge_cases(tmp_path):
     """One bs, one iodepth, a randrw run with two ops, a cell without histograms, n=1."""
     rows = []
     for iteration in (1, 2):
@@ -181,14 +181,14 @@ def test_summary_input_and_edge_cases(tmp_path):
         plain.update(hist_ns=None, hist_count=None)
         rows.append(plain)
     rows.append(result_row("randwrite", 4096, 4, 1, "all", 50))
-    summary = stats.summarize(results.table_from_rows(rows))
-    summary_path = tmp_path / "summary.parquet"
-    stats.write_summary(summary, summary_path)
+    results_path = tmp_path / "results.parquet"
+    results.write_rows(rows, results_path)
 
-    written = report.build_report(summary_path, tmp_path / "out", title="edge", meta={})
+    written = report.build_report(results_path, tmp_path / "out", title="edge", meta={})
     html = written["index.html"].read_text()
     assert "randrw (70 % read)" in html
-    assert "Raw per-iteration results were not supplied" in html
+    per_run = html.split('id="per-run"')[1].split("</section>")[0]
+    assert per_run.count("<td>randrw-4k-qd4</td>") == 4  # 2 iterations x 2 ops
     no_bins = html.split("<td>randread-4k-qd4</td>")[1].split("</tr>")[0]
     assert no_bins.endswith(f"<td>{report.NO_VALUE}</td>")  # p99 without histograms
     single = html.split("<td>randwrite-4k-qd4</td>")[1].split("</tr>")[0]

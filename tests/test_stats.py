@@ -167,10 +167,3 @@ def test_cells_are_split_by_op_and_sorted_by_parameters():
     assert cell(summary, "mix-4k", "write")["rwmixread"] == 70
     assert pd.isna(cell(summary, "seq-1m")["rwmixread"])
     assert list(summary.columns) == list(stats.SUMMARY_COLUMNS)
-
-
-def test_write_summary_round_trips(tmp_path):
-    summary = summary_of([row(iteration=i, bw_mib=100 + i) for i in range(3)])
-    path = tmp_path / "summary.parquet"
-    stats.write_summary(summary, path)
-    pd.testing.assert_frame_equal(pd.read_parquet(path), summary)
