@@ -73,15 +73,35 @@ _PROVENANCE = [
 SCHEMA = pa.schema(_IDENTITY + _PARAMETERS + _METRICS + _PROVENANCE)
 COLUMNS = tuple(SCHEMA.names)
 
+# Per-interval series (fio status/log intervals, elbencho live CSV, vdbench intervals):
+# one row per (run, iteration, host, job, op, interval); t_s is the interval's end.
+TIMESERIES_SCHEMA = pa.schema(
+    _IDENTITY
+    + [
+        ("t_s", pa.float64()),  # seconds since the workload started, at the interval's end
+        ("interval_s", pa.float64()),
+        ("bytes", pa.int64()),  # in this interval
+        ("ios", pa.int64()),
+        ("bw_bytes_s", pa.float64()),
+        ("iops", pa.float64()),
+        ("lat_mean_ns", pa.float64()),
+        ("errors", pa.int64()),
+        ("timestamp", pa.string()),  # ISO 8601 UTC of the interval's end, when the tool gives it
+        ("source", pa.string()),  # the raw file the row came from
+        ("schema_version", pa.int32()),
+    ]
+)
+TIMESERIES_COLUMNS = tuple(TIMESERIES_SCHEMA.names)
 
-def table_from_rows(rows: list[dict]) -> pa.Table:
-    """Build a table in SCHEMA; missing keys become nulls, unknown keys are an error."""
-    unknown = {key for row in rows for key in row} - set(COLUMNS)
+
+def table_from_rows(rows: list[dict], schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Build a table in the schema; missing keys become nulls, unknown keys are an error."""
+    unknown = {key for row in rows for key in row} - set(schema.names)
     if unknown:
         raise ValueError(f"rows have columns outside the result schema: {sorted(unknown)}")
-    columns = {name: [row.get(name) for row in rows] for name in COLUMNS}
+    columns = {name: [row.get(name) for row in rows] for name in schema.names}
     columns["schema_version"] = [SCHEMA_VERSION] * len(rows)
-    return pa.table(columns, schema=SCHEMA)
+    return pa.table(columns, schema=schema)
 
 
 def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
@@ -93,11 +113,15 @@ def write_rows(rows: list[dict], path: str | os.PathLike) -> None:
     write_parquet(table_from_rows(rows), path)
 
 
-def read_parquet(paths) -> pa.Table:
-    """Read one or more result files into one table in SCHEMA."""
+def write_timeseries(rows: list[dict], path: str | os.PathLike) -> None:
+    write_parquet(table_from_rows(rows, TIMESERIES_SCHEMA), path)
+
+
+def read_parquet(paths, schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Read one or more result files into one table in the schema."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    tables = [pq.read_table(p, schema=SCHEMA) for p in paths]
+    tables = [pq.read_table(p, schema=schema) for p in paths]
     if not tables:
-        return SCHEMA.empty_table()
+        return schema.empty_table()
     return pa.concat_tables(tables)

@@ -14,3 +14,34 @@ def percentile_column(p: float) -> str:
 
 
 PERCENTILE_COLUMNS = tuple(percentile_column(p) for p in PERCENTILES)
+
+# The op column: block/file I/O, object and metadata operations, and network directions.
+OPERATIONS = (
+    "read",
+    "write",
+    "trim",
+    "delete",
+    "list",
+    "stat",
+    "mkdir",
+    "rmdir",
+    "send",
+    "receive",
+)
+_OP_ALIASES = {
+    "get": "read",
+    "put": "write",
+    "head": "stat",
+    "rmfiles": "delete",
+    "rmdirs": "rmdir",
+    "mkdirs": "mkdir",
+}
+
+
+def normalize_op(name: str) -> str:
+    """A tool's operation name in the op vocabulary: GET -> read, PUT -> write, HEAD -> stat."""
+    key = str(name).strip().lower()
+    op = _OP_ALIASES.get(key, key)
+    if op not in OPERATIONS:
+        raise ValueError(f"unknown operation {name!r} (known: {', '.join(OPERATIONS)})")
+    return op

@@ -1,6 +1,12 @@
-"""The interface every tool adapter implements: render, command, parse.
+"""The interface every tool adapter implements: render, command, services, parse, import.
 
 Adapters are imported on the run path, so they import nothing heavy at module level.
+
+Result rows are dicts with keys of ``storbench.results.COLUMNS`` (missing keys become
+nulls): per-host rows plus ``host='all'`` rows (see ``storbench.aggregate.aggregate_hosts``),
+``op`` in ``storbench.schema_names.OPERATIONS`` (``normalize_op`` maps GET/PUT/...), sizes
+in bytes, times in ns or s as the column names say. Time-series rows use
+``storbench.results.TIMESERIES_COLUMNS``.
 """
 
 from __future__ import annotations
@@ -8,14 +14,34 @@ from __future__ import annotations
 from pathlib import Path
 
 
+# Job files of S3 tools that need keys in the file itself carry these placeholders; the runner
+# replaces them only in the host's private copy (mode 0600, outside results/), never on disk here.
+SECRET_PLACEHOLDERS = {
+    "access_key": "@@STORBENCH_ACCESS_KEY@@",
+    "secret_key": "@@STORBENCH_SECRET_KEY@@",
+}
+
+
+class ToolOutputError(ValueError):
+    """A file is not this tool's output, or is empty or truncated; the message names the file."""
+
+
 class ToolAdapter:
     name: str = ""
     job_suffix: str = ".job"
     default_template: str = ""  # relative to the workflow's templates/ folder
+    install_hint: str = ""  # how to install the tool, shown when a host lacks it
+    target_types: tuple[str, ...] = ("directory",)  # target types the tool can benchmark
+    secret_env: dict[str, str] = {}  # env variable the tool reads -> "access_key" / "secret_key"
+    output_is_folder: bool = False  # output_name() is a folder the runner creates and fetches
+
+    # --- render ---------------------------------------------------------------------------
 
     def template_context(self, spec: dict) -> dict:
         """Variables a job template sees (see README: templates)."""
         raise NotImplementedError
+
+    # --- run ------------------------------------------------------------------------------
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
         """argv that runs one job file on one host, writing the tool's result to output_path."""
@@ -25,13 +51,45 @@ class ToolAdapter:
         raise NotImplementedError
 
     def output_name(self, host: str) -> str:
-        """File name of a host's result inside the raw iteration folder."""
+        """File (or folder) name of a host's result inside the raw iteration folder."""
         raise NotImplementedError
 
     def target_directory(self, target: dict, host: str) -> str | None:
         """Directory the tool needs on the host before it starts (created by the runner)."""
         return None
 
+    # --- multi-host service mode (tools that have one) ------------------------------------
+
+    has_services: bool = False
+    default_port: int = 0
+
+    def service_start_command(self, host: str, port: int) -> list[str]:
+        """argv that starts the tool's service on a host (in the foreground)."""
+        raise NotImplementedError(f"{self.name} has no service mode")
+
+    def service_stop_command(self, endpoints: list[str]) -> list[str]:
+        """argv run on the controller that stops the services at host:port endpoints."""
+        raise NotImplementedError(f"{self.name} has no service mode")
+
+    def controller_command(self, job_path: str, output_path: str, endpoints: list[str]) -> list[str]:
+        """argv run on the controller that drives every service at once."""
+        raise NotImplementedError(f"{self.name} has no service mode")
+
+    # --- parse ----------------------------------------------------------------------------
+
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
         """Rows in the result schema (per host and host='all') from one iteration's raw files."""
         raise NotImplementedError
+
+    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        """Per-interval rows from one iteration's raw files; none by default."""
+        return []
+
+    def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
+        """Rows from raw outputs produced outside storbench (``storbench import``).
+
+        ``base`` has experiment, iteration, attempt and tool; rows set ``run_id`` (from the
+        tool's own labels or the file name) and ``raw_path``. Raises ToolOutputError naming
+        the file when a path is not this tool's output.
+        """
+        raise NotImplementedError(f"import of {self.name} outputs is not supported")

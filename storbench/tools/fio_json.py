@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 
 from storbench import histogram
-from storbench.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.aggregate import (
+    LATENCY_SUMMARY,
+    aggregate_hosts,
+    histogram_percentiles,
+    no_percentiles,
+)
+from storbench.schema_names import PERCENTILE_COLUMNS, PERCENTILES
 from storbench.units import UnitError, parse_duration, parse_size
 
 OPS = ("read", "write", "trim")
 ALL_CLIENTS = "All clients"
 
 _DOCUMENT_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
-_CLONE_LABEL = re.compile(r"^(?P<base>.*)\[\d+\]$")
 
 _PARAMETER_PARSERS = {
     "rw": str,
@@ -32,13 +36,6 @@ _PARAMETER_PARSERS = {
     "runtime_s": parse_duration,
 }
 _FIO_OPTION_NAMES = {"runtime_s": "runtime"}
-
-_SUMMED = ("bytes", "ios", "bw_bytes_s", "iops", "errors")
-_LATENCY_SUMMARY = ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns")
-_PERCENTILE_FIELDS = (*PERCENTILE_COLUMNS, "lat_basis", "pct_source", "hist_ns", "hist_count")
-_METRICS = frozenset((*_SUMMED, "duration_s", *_LATENCY_SUMMARY, *_PERCENTILE_FIELDS))
-_PER_ROW_IDENTITY = frozenset(("host", "job", "op"))
-_JOINED_WHEN_DIFFERENT = frozenset(("command", "raw_path", "tool_version"))
 
 
 class FioOutputError(ValueError):
@@ -196,7 +193,7 @@ def _float(value):
 
 def _latency_summary(lat: dict) -> dict:
     if not lat.get("N"):  # fio prints zeros, not nulls, when nothing was measured
-        return dict.fromkeys(_LATENCY_SUMMARY)
+        return dict.fromkeys(LATENCY_SUMMARY)
     return {
         "lat_mean_ns": float(lat["mean"]),
         "lat_stdev_ns": float(lat["stddev"]),
@@ -210,7 +207,7 @@ def _percentiles(stats: dict) -> dict:
         bins = (stats.get(f"{basis}_ns") or {}).get("bins")
         if bins:
             values, counts = histogram.from_mapping(bins)
-            return _histogram_percentiles(values, counts, basis)
+            return histogram_percentiles(values, counts, basis)
     printed = (stats.get("clat_ns") or {}).get("percentile")
     if printed:
         return {
@@ -223,127 +220,7 @@ def _percentiles(stats: dict) -> dict:
             "hist_ns": None,
             "hist_count": None,
         }
-    return _no_percentiles()
-
-
-def _histogram_percentiles(values: list[int], counts: list[int], basis: str) -> dict:
-    return {
-        **dict(zip(PERCENTILE_COLUMNS, _percentile_values(values, counts), strict=True)),
-        "lat_basis": basis,
-        "pct_source": "histogram",
-        "hist_ns": values,
-        "hist_count": counts,
-    }
-
-
-def _percentile_values(values: list[int], counts: list[int]) -> list:
-    return histogram.percentiles(values, counts, PERCENTILES)
-
-
-def _no_percentiles() -> dict:
-    return dict.fromkeys(_PERCENTILE_FIELDS)
-
-
-# --- aggregate over hosts ----------------------------------------------------------------
-
-
-def aggregate_hosts(rows: list[dict]) -> list[dict]:
-    """Rows with host='all': one per (job base name, op) over every host and numjobs clone."""
-    groups: dict[tuple, list[dict]] = {}
-    for row in rows:
-        if row.get("host") != ALL_HOSTS:
-            groups.setdefault((_base_job(row.get("job")), row.get("op")), []).append(row)
-    return [_aggregate(job, op, group) for (job, op), group in groups.items()]
-
-
-def _base_job(job):
-    match = _CLONE_LABEL.match(job) if job is not None else None
-    return match.group("base") if match else job
-
-
-def _aggregate(job, op, group: list[dict]) -> dict:
-    return {
-        **_shared_columns(group),
-        "host": ALL_HOSTS,
-        "job": job,
-        "op": op,
-        **{column: _sum(row.get(column) for row in group) for column in _SUMMED},
-        "duration_s": _max(row.get("duration_s") for row in group),
-        **_pooled_latency(group),
-        **_merged_percentiles(group),
-    }
-
-
-def _shared_columns(group: list[dict]) -> dict:
-    """Parameter/provenance columns: the common value, else None (or the values joined)."""
-    columns = {key for row in group for key in row} - _METRICS - _PER_ROW_IDENTITY
-    shared = {}
-    for column in sorted(columns):
-        values = list(dict.fromkeys(row.get(column) for row in group))
-        if len(values) == 1:
-            shared[column] = values[0]
-        elif column in _JOINED_WHEN_DIFFERENT:
-            shared[column] = "; ".join(str(value) for value in values if value is not None)
-        else:
-            shared[column] = None
-    return shared
-
-
-def _sum(values):
-    present = [value for value in values if value is not None]
-    return sum(present) if present else None
-
-
-def _max(values):
-    present = [value for value in values if value is not None]
-    return max(present) if present else None
-
-
-def _min(values):
-    present = [value for value in values if value is not None]
-    return min(present) if present else None
-
-
-def _pooled_latency(group: list[dict]) -> dict:
-    """Exact mean/stdev of the union of samples, from per-row mean, stdev and count.
-
-    fio's stddev is the sample one (divides by n-1), so the pooled value is too.
-    """
-    measured = [row for row in group if row.get("lat_mean_ns") is not None and row.get("ios")]
-    if len(measured) == 1:  # keep fio's own figures rather than re-derive them with rounding
-        return {column: measured[0][column] for column in _LATENCY_SUMMARY}
-    total = sum(row["ios"] for row in measured)
-    if not total:
-        return dict.fromkeys(_LATENCY_SUMMARY)
-    mean = sum(row["ios"] * row["lat_mean_ns"] for row in measured) / total
-    squares = sum(
-        (row["ios"] - 1) * (row.get("lat_stdev_ns") or 0.0) ** 2
-        + row["ios"] * (row["lat_mean_ns"] - mean) ** 2
-        for row in measured
-    )
-    return {
-        "lat_mean_ns": mean,
-        "lat_stdev_ns": math.sqrt(squares / (total - 1)) if total > 1 else 0.0,
-        "lat_min_ns": _min(row.get("lat_min_ns") for row in measured),
-        "lat_max_ns": _max(row.get("lat_max_ns") for row in measured),
-    }
-
-
-def _merged_percentiles(group: list[dict]) -> dict:
-    """Percentiles of the summed bins; None if any row lacks bins (never average percentiles)."""
-    measured = [row for row in group if _has_latency(row)]
-    if len(measured) == 1:  # one row: its percentiles, even fio's printed ones, are exact
-        return {column: measured[0].get(column) for column in _PERCENTILE_FIELDS}
-    bases = {row.get("lat_basis") for row in measured}
-    if len(bases) != 1 or any(row.get("hist_ns") is None for row in measured):
-        return _no_percentiles()
-    values, counts = histogram.merge((row["hist_ns"], row["hist_count"]) for row in measured)
-    return _histogram_percentiles(values, counts, bases.pop())
-
-
-def _has_latency(row: dict) -> bool:
-    """False for ops that did I/O but measured nothing (e.g. the one failed write of a job)."""
-    return row.get("pct_source") is not None or row.get("lat_mean_ns") is not None
+    return no_percentiles()
 
 
 # --- whole run ---------------------------------------------------------------------------
