@@ -11,6 +11,11 @@ from storbench.tools.base import ToolAdapter
 
 _REGISTRY = {
     "fio": "storbench.tools.fio",
+    "elbencho": "storbench.tools.elbencho",
+    "vdbench": "storbench.tools.vdbench",
+    "warp": "storbench.tools.warp",
+    "gosbench": "storbench.tools.gosbench",
+    "iperf3": "storbench.tools.iperf3",
 }
 
 
