@@ -14,6 +14,7 @@ report: "templates/report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/prepare.smk"
 include: "rules/run.smk"
 include: "rules/parse.smk"
 include: "rules/report.smk"

@@ -39,6 +39,8 @@ wildcard_constraints:
     run_id=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     iteration=r"\d+",
     suffix="|".join(JOB_SUFFIXES),
+    target="|".join(re.escape(t) for t in USED_TARGETS),
+    bucket=r"[a-z0-9][a-z0-9.-]*",
 
 
 def lock_name(target):
@@ -164,3 +166,34 @@ def report_meta_json(wildcards):
 
 def final_reports():
     return [f"reports/{name}/index.html" for name in CAMPAIGN.default_experiments]
+
+
+S3_TARGETS = sorted(
+    {e.target_name for e in CAMPAIGN.experiments.values() if e.target["type"] == "s3"}
+)
+
+
+def experiment_bucket_marker(wildcards):
+    """S3 experiments need their bucket before the first run; other targets need nothing."""
+    target = plan.experiment_target(CAMPAIGN, wildcards.experiment)
+    if target["type"] != "s3":
+        return []
+    return f"results/targets/{target['name']}/buckets/{target['bucket']}.json"
+
+
+def s3_target_json(wildcards):
+    return json.dumps(
+        {"name": wildcards.target, **CAMPAIGN.raw["targets"][wildcards.target]},
+        sort_keys=True,
+    )
+
+
+def cleanup_spec_json():
+    """Every S3 target of the config with the buckets its experiments use."""
+    buckets = {}
+    for name in EXPERIMENTS:
+        target = plan.experiment_target(CAMPAIGN, name)
+        if target["type"] == "s3":
+            entry = buckets.setdefault(target["name"], {"target": target, "buckets": []})
+            entry["buckets"].append(target["bucket"])
+    return json.dumps(list(buckets.values()), sort_keys=True)

@@ -18,6 +18,7 @@ rule render_job:
 rule run_iteration:
     input:
         job=run_job_file,
+        bucket=experiment_bucket_marker,
     output:
         manifest="results/{experiment}/raw/{run_id}/it{iteration}/run.json",
     log:

@@ -76,6 +76,57 @@ def _report(args) -> int:
     return 0
 
 
+def _prepare_bucket(args) -> int:
+    from storbench import s3
+
+    target = json.loads(args.target)
+    marker = s3.prepare_bucket(target["name"], target, args.bucket, args.marker)
+    state = "created" if marker["created"] else "already there"
+    print(f"bucket {args.bucket} on {target['endpoint']}: {state}")
+    return 0
+
+
+def _cleanup(args) -> int:
+    from pathlib import Path
+
+    from storbench import s3
+
+    for entry in json.loads(args.spec):
+        target = entry["target"]
+        removed = s3.cleanup_buckets(target["name"], target, entry["buckets"])
+        for bucket in entry["buckets"]:
+            Path(s3.marker_path(target["name"], bucket)).unlink(missing_ok=True)
+        print(f"target {target['name']}: removed buckets {', '.join(removed) or '(none)'}")
+    return 0
+
+
+def _import(args) -> int:
+    from pathlib import Path
+
+    from storbench import results
+    from storbench.tools import get_tool, known_tools
+
+    if args.tool not in known_tools():
+        raise ImportInputError(f"unknown tool {args.tool!r} (known: {', '.join(known_tools())})")
+    paths = [Path(p) for p in args.paths]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise ImportInputError(f"no such file or folder: {', '.join(missing)}")
+    base = {"experiment": args.experiment, "iteration": 1, "attempt": 1, "tool": args.tool}
+    tool = get_tool(args.tool)
+    rows = tool.import_outputs(paths, base)
+    if not rows:
+        raise ImportInputError(f"no {args.tool} results found in {', '.join(args.paths)}")
+    results.write_rows(rows, args.output)
+    runs = sorted({row["run_id"] for row in rows})
+    print(f"{args.output}: {len(rows)} rows from {len(runs)} run(s) of {args.tool}")
+    return 0
+
+
+class ImportInputError(ValueError):
+    pass
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="storbench", description=__doc__)
     steps = parser.add_subparsers(dest="step", required=True)
@@ -113,6 +164,25 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--meta", required=True, help="report metadata (JSON)")
     report.add_argument("job_files", nargs="*")
     report.set_defaults(handler=_report)
+
+    bucket = steps.add_parser("prepare-bucket", help="create an S3 target's bucket")
+    bucket.add_argument("--target", required=True, help="target (JSON)")
+    bucket.add_argument("--bucket", required=True)
+    bucket.add_argument("--marker", required=True, help="JSON marker to publish")
+    bucket.set_defaults(handler=_prepare_bucket)
+
+    cleanup = steps.add_parser("cleanup", help="remove the buckets of S3 experiments")
+    cleanup.add_argument("--spec", required=True, help="[{target, buckets}] (JSON)")
+    cleanup.set_defaults(handler=_cleanup)
+
+    imports = steps.add_parser(
+        "import", help="turn a tool's outputs made outside storbench into result Parquet"
+    )
+    imports.add_argument("--tool", required=True)
+    imports.add_argument("--experiment", default="imported", help="experiment name in the rows")
+    imports.add_argument("-o", "--output", required=True, help="Parquet file to write")
+    imports.add_argument("paths", nargs="+", help="raw output files or folders")
+    imports.set_defaults(handler=_import)
     return parser
 
 
@@ -121,16 +191,22 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.hosts import HostError
     from storbench.render import RenderError
     from storbench.runner import RunError
+    from storbench.s3 import S3Error
+    from storbench.secrets import SecretError
+    from storbench.tools.base import ToolOutputError
     from storbench.units import UnitError
 
-    errors: list[type[BaseException]] = [ConfigError, HostError, RenderError, RunError, UnitError]
-    try:
-        from storbench.tools.fio_json import FioOutputError
-
-        errors.append(FioOutputError)
-    except ImportError:
-        pass
-    return tuple(errors)
+    return (
+        ConfigError,
+        HostError,
+        ImportInputError,
+        RenderError,
+        RunError,
+        S3Error,
+        SecretError,
+        ToolOutputError,
+        UnitError,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

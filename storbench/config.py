@@ -146,11 +146,26 @@ def _describe_schema_error(error) -> str:
     if error.validator == "propertyNames":
         return f"{_key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
     if error.validator in ("oneOf", "anyOf") and error.context:
-        best = min(error.context, key=lambda e: len(list(e.absolute_path)))
-        return f"{_key_path(path)}: {best.message}"
+        return _describe_alternatives(error, path)
     if error.validator == "required":
         return f"{_key_path(path)}: {error.message}"
     return f"{_key_path(path)}: {error.message}"
+
+
+def _describe_alternatives(error, path) -> str:
+    """Describe the branch the instance meant (its `type` matched), not the first one tried."""
+    branches: dict = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    meant = [errs for errs in branches.values() if not any(e.validator == "const" for e in errs)]
+    if len(meant) == 1:
+        return _describe_schema_error(min(meant[0], key=lambda e: len(list(e.absolute_path))))
+    consts = [e for e in error.context if e.validator == "const"]
+    if not meant and consts:
+        allowed = ", ".join(str(e.validator_value) for e in consts)
+        return f"{_key_path(list(consts[0].absolute_path))}: must be one of {allowed}"
+    best = min(error.context, key=lambda e: len(list(e.absolute_path)))
+    return f"{_key_path(path)}: {best.message}"
 
 
 def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
@@ -213,6 +228,8 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
             f"{key}.target: unknown target {spec['target']!r} "
             f"(defined: {', '.join(raw['targets'])})"
         )
+    elif spec["tool"] in known_tools():
+        _check_target_type(key, spec["tool"], raw["targets"][spec["target"]]["type"], problems)
     job = dict(spec.get("job") or {})
     sweep = dict(spec.get("sweep") or {})
     for option, value in job.items():
@@ -252,6 +269,17 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
         job_file=spec.get("job_file"),
         timeout=timeout,
     )
+
+
+def _check_target_type(key: str, tool: str, target_type: str, problems: list[str]) -> None:
+    from storbench.tools import get_tool
+
+    supported = get_tool(tool).target_types
+    if target_type not in supported:
+        problems.append(
+            f"{key}.target: {tool} cannot benchmark a {target_type} target "
+            f"(it supports: {', '.join(supported)})"
+        )
 
 
 def _check_option_value(key: str, option: str, value, problems: list[str]) -> None:

@@ -164,6 +164,19 @@ class Transport:
     def mkdirs(self, path: str) -> None:
         raise NotImplementedError
 
+    def put_private_text(self, text: str, path: str) -> None:
+        """Write a file only its owner can read (mode 0600 before any content is written)."""
+        raise NotImplementedError
+
+    def fetch_tree(self, path: str, local_dir) -> None:
+        """Copy a folder from the host, recursively, into local_dir."""
+        raise NotImplementedError
+
+    def remove(self, paths: list[str]) -> None:
+        """Best effort rm -f of files on the host (private copies after a run)."""
+        if paths:
+            self._shell("rm -f -- " + " ".join(map(shlex.quote, paths)), timeout_s=SHELL_TIMEOUT_S)
+
     def kill_matching(self, marker: str) -> None:
         """SIGTERM the processes whose command line contains marker, SIGKILL leftovers."""
         _check_marker_text(marker)
@@ -233,6 +246,24 @@ class LocalTransport(Transport):
             os.makedirs(path, exist_ok=True)
         except OSError as exc:
             raise self._error(f"cannot create directory {path}: {_describe(exc)}") from exc
+
+    def put_private_text(self, text: str, path: str) -> None:
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise self._error(f"cannot write {path}: {_describe(exc)}") from exc
+
+    def fetch_tree(self, path: str, local_dir) -> None:
+        try:
+            if os.path.exists(local_dir) and os.path.samefile(path, local_dir):
+                return
+            shutil.copytree(path, local_dir, dirs_exist_ok=True)
+        except (OSError, shutil.Error) as exc:
+            raise self._error(f"cannot fetch {path}: {exc}") from exc
 
     def kill_matching(self, marker: str) -> None:
         """Like pkill -f, but sparing this process and its ancestors.
@@ -312,6 +343,30 @@ class SSHTransport(Transport):
         rc, _, err = self._shell(f"mkdir -p -- {shlex.quote(path)}", timeout_s=SHELL_TIMEOUT_S)
         if rc != 0:
             raise self._error(f"cannot create directory {path}: {err.strip()}")
+
+    def put_private_text(self, text: str, path: str) -> None:
+        sftp = self._sftp_client()
+        with self._translating(f"writing {path}"):
+            with contextlib.suppress(OSError):
+                sftp.remove(path)
+            with sftp.open(path, "w") as handle:
+                handle.chmod(0o600)  # before the content arrives
+                handle.write(text.encode())
+
+    def fetch_tree(self, path: str, local_dir) -> None:
+        import stat as stat_module
+
+        sftp = self._sftp_client()
+        local_dir = Path(local_dir)
+        local_dir.mkdir(parents=True, exist_ok=True)
+        with self._translating(f"fetching {path}"):
+            for entry in sftp.listdir_attr(path):
+                remote = posixpath.join(path, entry.filename)
+                if stat_module.S_ISDIR(entry.st_mode or 0):
+                    self.fetch_tree(remote, local_dir / entry.filename)
+                else:
+                    with atomic_output(local_dir / entry.filename) as tmp:
+                        sftp.get(remote, str(tmp))
 
     def close(self) -> None:
         for closable in (self._sftp, self._conn, self._gateway):

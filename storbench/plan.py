@@ -138,15 +138,27 @@ def _run_identity(campaign: Campaign, name: str, run: Run) -> dict:
         "experiment": name,
         "run_id": run.run_id,
         "tool": experiment.tool,
-        "target": {"name": experiment.target_name, **experiment.target},
+        "target": experiment_target(campaign, name),
         "params": run.params,
     }
+
+
+def experiment_target(campaign: Campaign, name: str) -> dict:
+    """The experiment's target as the steps see it; S3 targets gain the experiment's bucket."""
+    experiment = campaign.experiments[name]
+    target = {"name": experiment.target_name, **experiment.target}
+    if target["type"] == "s3":
+        from storbench.s3 import bucket_name
+
+        target["bucket"] = bucket_name(target, name)
+    return target
 
 
 def render_spec(campaign: Campaign, name: str, run: Run) -> dict:
     experiment = campaign.experiments[name]
     return {
         **_run_identity(campaign, name, run),
+        "hosts": [host["name"] for host in campaign.hosts_of(name)],
         "point": run.point,
         "template": experiment.template,
         "job_file": experiment.job_file,

@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import os
 import re
+import shlex
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -18,7 +19,9 @@ from pathlib import Path
 
 from storbench import atomic
 from storbench.hosts import HostError, HostSpec, open_transport
+from storbench.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.tools import get_tool
+from storbench.tools.base import SECRET_PLACEHOLDERS
 
 STDERR_TAIL_LINES = 20
 _ATTEMPT = re.compile(r"^a(\d+)$")
@@ -68,8 +71,11 @@ class HostPaths:
     output_path: str
 
 
-def host_paths(spec: HostSpec, tool, local_dir: Path, run_path: str) -> HostPaths:
-    if spec.transport == "local":
+def host_paths(
+    spec: HostSpec, tool, local_dir: Path, run_path: str, *, private: bool = False
+) -> HostPaths:
+    """Local runs work in the raw folder itself, unless private files (keys) are involved."""
+    if spec.transport == "local" and not private:
         workdir = str(local_dir.resolve())
     else:
         workdir = f"{spec.workdir.rstrip('/')}/{run_path}"
@@ -81,7 +87,7 @@ def host_paths(spec: HostSpec, tool, local_dir: Path, run_path: str) -> HostPath
 
 
 def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, local_dir: Path,
-                 result: HostResult):  # fmt: skip
+                 result: HostResult, credentials: Credentials | None):  # fmt: skip
     tool = get_tool(spec["tool"])
     name = host.name
     try:
@@ -93,34 +99,80 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
                 transport.mkdirs(target_directory)
             transport.put_text(job_text, paths.job_path)
             result.tool_version = _tool_version(transport, tool, local_dir, name)
-            result.command = tool.command(paths.job_path, paths.output_path, name)
-            result.start_time = _now()
-            result.exit_code = transport.run(
-                result.command,
-                timeout_s=spec["timeout_s"],
-                stdout_path=local_dir / f"{name}.stdout",
-                stderr_path=local_dir / f"{name}.stderr",
-                marker=paths.job_path,  # the job path is unique to this attempt on this host
-            )
+            private_files: list[str] = []
+            try:
+                argv = _command_with_secrets(
+                    transport, tool, paths, job_text, credentials, private_files
+                )
+                result.command = tool.command(paths.job_path, paths.output_path, name)
+                result.start_time = _now()
+                result.exit_code = transport.run(
+                    argv,
+                    timeout_s=spec["timeout_s"],
+                    stdout_path=local_dir / f"{name}.stdout",
+                    stderr_path=local_dir / f"{name}.stderr",
+                    marker=paths.job_path,  # unique to this attempt on this host
+                )
+            finally:
+                transport.remove(private_files)
             result.end_time = _now()
             if result.exit_code == 0:
-                transport.fetch(paths.output_path, local_dir / tool.output_name(name))
+                _fetch_output(transport, tool, paths, local_dir / tool.output_name(name))
     except HostError as error:
         result.error = str(error)
     except Exception as error:  # reported per host; the iteration fails as a whole below
         result.error = f"host {name}: {type(error).__name__}: {error}"
 
 
+def _command_with_secrets(
+    transport, tool, paths: HostPaths, job_text: str, credentials, private_files: list[str]
+) -> list[str]:
+    """The argv to start; keys go into 0600 files whose names extend the job path (the marker)."""
+    if credentials is None:
+        return tool.command(paths.job_path, paths.output_path, transport.spec.name)
+    job_path = paths.job_path
+    if any(placeholder in job_text for placeholder in SECRET_PLACEHOLDERS.values()):
+        job_path = f"{paths.job_path}.private"
+        filled = job_text
+        for field, placeholder in SECRET_PLACEHOLDERS.items():
+            filled = filled.replace(placeholder, credentials.field(field))
+        private_files.append(job_path)
+        transport.put_private_text(filled, job_path)
+    argv = tool.command(job_path, paths.output_path, transport.spec.name)
+    if not tool.secret_env:
+        return argv
+    env_file = f"{paths.job_path}.env"
+    lines = [f"{var}={shlex.quote(credentials.field(key))}" for var, key in tool.secret_env.items()]
+    private_files.append(env_file)
+    transport.put_private_text("\n".join(lines) + "\n", env_file)
+    # the keys reach the tool's environment, never its command line
+    return ["sh", "-c", 'set -a; . "$1"; set +a; shift; exec "$@"', "env-file", env_file, *argv]
+
+
+def _fetch_output(transport, tool, paths: HostPaths, local_path: Path) -> None:
+    if tool.output_is_folder:
+        transport.fetch_tree(paths.output_path, local_path)
+    else:
+        transport.fetch(paths.output_path, local_path)
+
+
 def _tool_version(transport, tool, local_dir: Path, name: str) -> str:
     out = local_dir / f"{name}.version"
     err = local_dir / f"{name}.version.stderr"
     code = transport.run(
-        tool.version_command(), timeout_s=60, stdout_path=out, stderr_path=err, marker="--version"
+        tool.version_command(),
+        timeout_s=60,
+        stdout_path=out,
+        stderr_path=err,
+        marker=" ".join(tool.version_command()),
     )
     if code != 0:
+        missing = code == 127  # the shell's "command not found"
         raise RunError(
-            f"host {transport.spec.name}: '{' '.join(tool.version_command())}' "
-            f"exited {code}: {_tail(err)}"
+            f"host {transport.spec.name}: "
+            + (f"{tool.name} is not installed" if missing else f"{tool.name} does not start")
+            + f" ('{' '.join(tool.version_command())}' exited {code}: {_tail(err)})"
+            + (f"; install it: {tool.install_hint}" if tool.install_hint else "")
         )
     return out.read_text(errors="replace").strip()
 
@@ -154,18 +206,20 @@ def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str)
     """Run, wait for every host, then publish the manifest; raise RunError on any failure."""
     tool = get_tool(spec["tool"])
     job_text = Path(job_file).read_text()
+    credentials = _credentials(spec)
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir = next_attempt_dir(iteration_dir)
     run_path = f"{spec['experiment']}/{spec['run_id']}/it{iteration}/a{attempt}"
     hosts = [
         HostSpec.from_dict({k: v for k, v in h.items() if k != "group"}) for h in spec["hosts"]
     ]
-    paths = [host_paths(host, tool, local_dir, run_path) for host in hosts]
+    private = credentials is not None
+    paths = [host_paths(host, tool, local_dir, run_path, private=private) for host in hosts]
     results = [HostResult(name=host.name) for host in hosts]
     threads = [
         threading.Thread(
             target=_run_on_host,
-            args=(spec, host, host_paths_, job_text, local_dir, result),
+            args=(spec, host, host_paths_, job_text, local_dir, result, credentials),
             name=f"run-{host.name}",
             daemon=True,
         )
@@ -184,7 +238,8 @@ def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str)
     finally:
         signal.signal(signal.SIGTERM, previous_term)
     if any(r.error or r.exit_code != 0 for r in results):
-        raise RunError(_failure_message(spec, results, local_dir))
+        message = _failure_message(spec, results, local_dir)
+        raise RunError(scrub(message, credentials.values()) if credentials else message)
     manifest = {
         "experiment": spec["experiment"],
         "run_id": spec["run_id"],
@@ -213,6 +268,16 @@ def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str)
     }
     atomic.write_json(manifest_path, manifest)
     return manifest
+
+
+def _credentials(spec: dict) -> Credentials | None:
+    target = spec["target"]
+    if target.get("type") != "s3":
+        return None
+    try:
+        return target_credentials(target["name"], target)
+    except SecretError as error:
+        raise RunError(str(error)) from None
 
 
 def _raise_interrupt(signum, frame):

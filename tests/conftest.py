@@ -45,3 +45,22 @@ def ssh_hosts(ssh_lab, tmp_path_factory) -> list[HostSpec]:
         )
         for server in ssh_lab.servers[: len(SSH_ADDRESSES)]
     ]
+
+
+@pytest.fixture(scope="session")
+def minio(tmp_path_factory):
+    """A real MinIO on 127.0.0.1 with fresh random root credentials, stopped at session end."""
+    import shutil
+
+    from tests.minio import MinioUnavailable, start_minio
+
+    try:
+        server = start_minio(tmp_path_factory.mktemp("minio"))
+    except MinioUnavailable as exc:
+        if shutil.which("go") is None:
+            pytest.skip(f"no Go toolchain to build MinIO ({exc})")
+        pytest.fail(str(exc), pytrace=False)  # Go is here: `make test` builds it, never skip
+    try:
+        yield server
+    finally:
+        server.stop()

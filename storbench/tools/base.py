@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 # Job files of S3 tools that need keys in the file itself carry these placeholders; the runner
 # replaces them only in the host's private copy (mode 0600, outside results/), never on disk here.
 SECRET_PLACEHOLDERS = {
@@ -71,7 +70,9 @@ class ToolAdapter:
         """argv run on the controller that stops the services at host:port endpoints."""
         raise NotImplementedError(f"{self.name} has no service mode")
 
-    def controller_command(self, job_path: str, output_path: str, endpoints: list[str]) -> list[str]:
+    def controller_command(
+        self, job_path: str, output_path: str, endpoints: list[str]
+    ) -> list[str]:
         """argv run on the controller that drives every service at once."""
         raise NotImplementedError(f"{self.name} has no service mode")
 

@@ -13,6 +13,8 @@ class FioAdapter(ToolAdapter):
     name = "fio"
     job_suffix = ".fio"
     default_template = "fio/job.fio.j2"
+    install_hint = "apt-get install fio (Debian/Ubuntu), dnf install fio (RHEL/Fedora)"
+    target_types = ("directory", "block")
 
     def template_context(self, spec: dict) -> dict:
         from storbench.plan import normalized_options
@@ -47,7 +49,9 @@ class FioAdapter(ToolAdapter):
     def output_name(self, host: str) -> str:
         return f"{host}.json"
 
-    def target_directory(self, target: dict, host: str) -> str:
+    def target_directory(self, target: dict, host: str) -> str | None:
+        if target["type"] != "directory":
+            return None
         path = target["path"].rstrip("/")
         return f"{path}/{host}" if target.get("per_host_subdir", True) else path
 
@@ -59,6 +63,29 @@ class FioAdapter(ToolAdapter):
             path = raw_dir / host["output"]
             outputs.append((host["name"], path.read_bytes().decode("utf-8", errors="replace")))
         return fio_json.parse_outputs(outputs, base=base)
+
+    def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
+        """Each json/json+ file is one run (run id = file stem) on one host (its folder name)."""
+        from storbench.tools import fio_json
+
+        rows = []
+        for path in _json_files(paths):
+            text = path.read_bytes().decode("utf-8", errors="replace")
+            if not text.strip():
+                raise fio_json.FioOutputError(f"{path}: empty file")
+            run_base = {**base, "run_id": path.stem, "raw_path": str(path)}
+            try:
+                rows += fio_json.parse_outputs([(path.parent.name, text)], base=run_base)
+            except fio_json.FioOutputError as error:
+                raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None
+        return rows
+
+
+def _json_files(paths: list[Path]) -> list[Path]:
+    files = []
+    for path in paths:
+        files += sorted(path.rglob("*.json")) if path.is_dir() else [path]
+    return files
 
 
 ADAPTER = FioAdapter()

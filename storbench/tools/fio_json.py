@@ -19,6 +19,7 @@ from storbench.aggregate import (
     no_percentiles,
 )
 from storbench.schema_names import PERCENTILE_COLUMNS, PERCENTILES
+from storbench.tools.base import ToolOutputError
 from storbench.units import UnitError, parse_duration, parse_size
 
 OPS = ("read", "write", "trim")
@@ -38,7 +39,7 @@ _PARAMETER_PARSERS = {
 _FIO_OPTION_NAMES = {"runtime_s": "runtime"}
 
 
-class FioOutputError(ValueError):
+class FioOutputError(ToolOutputError):
     pass
 
 

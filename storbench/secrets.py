@@ -1,0 +1,74 @@
+"""Credentials of S3 targets: read at run time from environment variables or a credentials
+file the config names, never from the config itself, and kept out of every file we write.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+from dataclasses import dataclass
+
+
+class SecretError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key: str
+    secret_key: str
+
+    def __repr__(self) -> str:  # tracebacks and logs never show the values
+        return "Credentials(access_key=***, secret_key=***)"
+
+    def field(self, name: str) -> str:
+        return {"access_key": self.access_key, "secret_key": self.secret_key}[name]
+
+    def values(self) -> tuple[str, str]:
+        return (self.access_key, self.secret_key)
+
+
+def target_credentials(target_name: str, target: dict, environ=None) -> Credentials:
+    """The target's keys, or SecretError naming the variable or file that is missing."""
+    environ = os.environ if environ is None else environ
+    spec = target.get("credentials") or {}
+    where = f"target {target_name}"
+    if "file" in spec:
+        return _from_file(where, os.path.expanduser(spec["file"]), spec.get("profile", "default"))
+    values = {}
+    for field in ("access_key", "secret_key"):
+        variable = spec.get(f"{field}_env")
+        if not variable:
+            raise SecretError(f"{where}: credentials.{field}_env is not set in the config")
+        value = environ.get(variable)
+        if not value:
+            raise SecretError(f"{where}: environment variable {variable} is not set or empty")
+        values[field] = value
+    return Credentials(**values)
+
+
+def _from_file(where: str, path: str, profile: str) -> Credentials:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            parser.read_file(handle)
+    except OSError as error:
+        reason = error.strerror
+        raise SecretError(f"{where}: cannot read credentials file {path}: {reason}") from None
+    except configparser.Error as error:
+        raise SecretError(f"{where}: {path} is not an INI credentials file: {error}") from None
+    if not parser.has_section(profile):
+        raise SecretError(f"{where}: no profile [{profile}] in {path}")
+    section = parser[profile]
+    missing = [k for k in ("aws_access_key_id", "aws_secret_access_key") if not section.get(k)]
+    if missing:
+        raise SecretError(f"{where}: profile [{profile}] in {path} lacks {', '.join(missing)}")
+    return Credentials(section["aws_access_key_id"], section["aws_secret_access_key"])
+
+
+def scrub(text: str, secrets) -> str:
+    """text with every secret value replaced (for error messages that quote tool output)."""
+    for value in secrets:
+        if value:
+            text = text.replace(value, "***")
+    return text
