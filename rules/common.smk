@@ -133,6 +133,13 @@ def parsed_iterations(wildcards):
     ]
 
 
+def parsed_timeseries(wildcards):
+    return [
+        path.replace(".parquet", ".timeseries.parquet")
+        for path in parsed_iterations(wildcards)
+    ]
+
+
 def experiment_job_files(wildcards):
     return [
         job_path(wildcards.experiment, run_id) for run_id in RUNS[wildcards.experiment]
@@ -194,6 +201,8 @@ def cleanup_spec_json():
     for name in EXPERIMENTS:
         target = plan.experiment_target(CAMPAIGN, name)
         if target["type"] == "s3":
-            entry = buckets.setdefault(target["name"], {"target": target, "buckets": []})
+            entry = buckets.setdefault(
+                target["name"], {"target": target, "buckets": []}
+            )
             entry["buckets"].append(target["bucket"])
     return json.dumps(list(buckets.values()), sort_keys=True)

@@ -3,23 +3,27 @@ rule parse_iteration:
         manifest="results/{experiment}/raw/{run_id}/it{iteration}/run.json",
     output:
         parsed="results/{experiment}/parsed/{run_id}/it{iteration}.parquet",
+        timeseries="results/{experiment}/parsed/{run_id}/it{iteration}.timeseries.parquet",
     log:
         "results/{experiment}/logs/parse/{run_id}.it{iteration}.log",
     conda:
         "../envs/storbench.yaml"
     shell:
         "storbench parse --manifest {input.manifest:q} --output {output.parsed:q}"
-        " > {log:q} 2>&1"
+        " --timeseries {output.timeseries:q} > {log:q} 2>&1"
 
 
 rule gather_experiment:
     input:
         parsed=parsed_iterations,
+        timeseries=parsed_timeseries,
     output:
         summary="results/{experiment}/summary.parquet",
+        timeseries="results/{experiment}/timeseries.parquet",
     log:
         "results/{experiment}/logs/gather.log",
     conda:
         "../envs/storbench.yaml"
     shell:
-        "storbench gather --output {output.summary:q} {input.parsed:q} > {log:q} 2>&1"
+        "storbench gather --output {output.summary:q} --timeseries {output.timeseries:q}"
+        " {input.parsed:q} {input.timeseries:q} > {log:q} 2>&1"

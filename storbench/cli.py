@@ -50,7 +50,7 @@ def _run(args) -> int:
 def _parse(args) -> int:
     from storbench import ingest
 
-    rows = ingest.parse_iteration(args.manifest, args.output)
+    rows = ingest.parse_iteration(args.manifest, args.output, args.timeseries)
     print(f"{args.output}: {rows} rows")
     return 0
 
@@ -58,7 +58,7 @@ def _parse(args) -> int:
 def _gather(args) -> int:
     from storbench import ingest
 
-    rows = ingest.gather(args.parsed, args.output)
+    rows = ingest.gather(args.parsed, args.output, args.timeseries)
     print(f"{args.output}: {rows} rows")
     return 0
 
@@ -151,10 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     parse = steps.add_parser("parse", help="raw output of one iteration -> Parquet")
     parse.add_argument("--manifest", required=True)
     parse.add_argument("--output", required=True)
+    parse.add_argument("--timeseries", help="Parquet file for per-interval rows")
     parse.set_defaults(handler=_parse)
 
     gather = steps.add_parser("gather", help="concatenate an experiment's parsed Parquet files")
     gather.add_argument("--output", required=True)
+    gather.add_argument("--timeseries", help="Parquet file for the per-interval rows")
     gather.add_argument("parsed", nargs="+")
     gather.set_defaults(handler=_gather)
 
