@@ -20,7 +20,7 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
 MAX_HOSTS_PER_GROUP = 4096
 
 SIZE_OPTIONS = frozenset({"bs", "blocksize", "size", "filesize", "io_size", "offset"})
-DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay"})
+DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay", "status_interval"})
 PERCENT_SIZE_OPTIONS = frozenset({"size", "io_size", "offset"})
 
 

@@ -102,9 +102,11 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
             private_files: list[str] = []
             try:
                 argv = _command_with_secrets(
-                    transport, tool, paths, job_text, credentials, private_files
+                    transport, tool, paths, job_text, credentials, private_files, spec["params"]
                 )
-                result.command = tool.command(paths.job_path, paths.output_path, name)
+                result.command = tool.run_command(
+                    paths.job_path, paths.output_path, name, spec["params"]
+                )
                 result.start_time = _now()
                 result.exit_code = transport.run(
                     argv,
@@ -125,11 +127,17 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
 
 
 def _command_with_secrets(
-    transport, tool, paths: HostPaths, job_text: str, credentials, private_files: list[str]
+    transport,
+    tool,
+    paths: HostPaths,
+    job_text: str,
+    credentials,
+    private_files: list[str],
+    params: dict,
 ) -> list[str]:
     """The argv to start; keys go into 0600 files whose names extend the job path (the marker)."""
     if credentials is None:
-        return tool.command(paths.job_path, paths.output_path, transport.spec.name)
+        return tool.run_command(paths.job_path, paths.output_path, transport.spec.name, params)
     job_path = paths.job_path
     if any(placeholder in job_text for placeholder in SECRET_PLACEHOLDERS.values()):
         job_path = f"{paths.job_path}.private"
@@ -138,7 +146,7 @@ def _command_with_secrets(
             filled = filled.replace(placeholder, credentials.field(field))
         private_files.append(job_path)
         transport.put_private_text(filled, job_path)
-    argv = tool.command(job_path, paths.output_path, transport.spec.name)
+    argv = tool.run_command(job_path, paths.output_path, transport.spec.name, params)
     if not tool.secret_env:
         return argv
     env_file = f"{paths.job_path}.env"

@@ -46,6 +46,10 @@ class ToolAdapter:
         """argv that runs one job file on one host, writing the tool's result to output_path."""
         raise NotImplementedError
 
+    def run_command(self, job_path: str, output_path: str, host: str, params: dict) -> list[str]:
+        """command() for one run; adapters whose command line depends on options override it."""
+        return self.command(job_path, output_path, host)
+
     def version_command(self) -> list[str]:
         raise NotImplementedError
 

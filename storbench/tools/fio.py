@@ -7,6 +7,8 @@ from pathlib import Path
 from storbench.tools.base import ToolAdapter
 
 HOST_VARIABLE = "STORBENCH_HOST"
+# fio reads these on its command line only, not in job files
+COMMAND_LINE_OPTIONS = ("status_interval",)
 
 
 class FioAdapter(ToolAdapter):
@@ -29,7 +31,11 @@ class FioAdapter(ToolAdapter):
             "run_id": spec["run_id"],
             "target": target,
             "directory": directory,
-            "options": normalized_options(spec["params"]),
+            "options": {
+                option: value
+                for option, value in normalized_options(spec["params"]).items()
+                if option not in COMMAND_LINE_OPTIONS
+            },
             "point": spec["point"],
         }
 
@@ -42,6 +48,16 @@ class FioAdapter(ToolAdapter):
             f"--output={output_path}",
             job_path,
         ]
+
+    def run_command(self, job_path: str, output_path: str, host: str, params: dict) -> list[str]:
+        """With status_interval, fio also prints a cumulative report every interval."""
+        argv = self.command(job_path, output_path, host)
+        if "status_interval" in params:
+            from storbench.units import parse_duration
+
+            seconds = max(1, round(parse_duration(params["status_interval"])))
+            argv.insert(argv.index("fio") + 1, f"--status-interval={seconds}")
+        return argv
 
     def version_command(self) -> list[str]:
         return ["fio", "--version"]
@@ -63,6 +79,19 @@ class FioAdapter(ToolAdapter):
             path = raw_dir / host["output"]
             outputs.append((host["name"], path.read_bytes().decode("utf-8", errors="replace")))
         return fio_json.parse_outputs(outputs, base=base)
+
+    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        from storbench.tools import fio_json, fio_timeseries
+
+        rows = []
+        for host in manifest["hosts"]:
+            path = raw_dir / host["output"]
+            text = path.read_bytes().decode("utf-8", errors="replace")
+            if len(fio_json.load_documents(text, source=str(path))) > 1:
+                rows += fio_timeseries.rows_from_status_interval(
+                    text, host=host["name"], base=base, source=str(path)
+                )
+        return rows
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         """Each json/json+ file is one run (run id = file stem) on one host (its folder name)."""
