@@ -98,6 +98,8 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
             if target_directory:
                 transport.mkdirs(target_directory)
             transport.put_text(job_text, paths.job_path)
+            if tool.output_is_folder:
+                transport.mkdirs(paths.output_path)
             result.tool_version = _tool_version(transport, tool, local_dir, name)
             private_files: list[str] = []
             try:
