@@ -1,0 +1,311 @@
+"""elbencho: a config file per run (``elbencho -c``), standalone or service mode, result folders.
+
+Job options (experiment ``job:``/``sweep:``) and the elbencho option each becomes:
+
+* ``rw``: read, randread, write, randwrite, rw/readwrite, randrw. ``rand*`` sets ``rand=1``;
+  the mixed ones set ``rwmixpct`` = ``rwmixread`` (default 50), which turns elbencho's write
+  phase into ``RWMIX<pct>`` (reads of blocks that must already exist, see ``phases``).
+* ``phases`` (comma list, in any order; elbencho runs them as mkdirs, write, stat, read,
+  rmfiles, rmdirs): ``mkdirs`` (-d), ``write`` (-w), ``stat`` (--stat), ``read`` (-r),
+  ``rmfiles`` (-F), ``rmdirs`` (-D). Default from ``rw`` and the target type:
+  directory read ``mkdirs,write,read,rmfiles,rmdirs`` (the write prepares the files),
+  directory write ``mkdirs,write,rmfiles,rmdirs``; block read ``read``, write/mixed ``write``;
+  s3 read ``write,read,rmfiles``, write ``write,rmfiles`` (the bucket belongs to storbench).
+  Mixed workloads on directories have no default: elbencho's rwmix reads fail on files that
+  do not exist yet, so give e.g. ``phases: write`` over files an earlier experiment left.
+* ``numjobs`` -> ``threads`` (per host), ``iodepth`` -> ``iodepth``, ``bs`` -> ``block``,
+  ``size`` -> ``size`` (per file; for a file or block device the dataset; for S3 the object
+  size, default ``bs``), ``files`` -> ``files`` (-N, per dir and thread), ``dirs`` -> ``dirs``
+  (-n, per thread), ``runtime`` -> ``timelimit`` (whole seconds; elbencho stops the phase that
+  exceeds it and runs no later phase; add ``infloop: 1`` for time-based I/O).
+  ``ramp_time`` has no elbencho equivalent and is rejected.
+* Every other option is written as ``name=value``: elbencho's own long options (``direct``,
+  ``blockvarpct``, ``latpercent9s``, ``limitread``, ``infloop``, ``nosvcshare`` ...). Defaults
+  unless given: ``lat=1 latpercent=1 lathisto=1 cpu=1 liveint=1000``.
+* S3 targets add ``s3endpoints`` and ``s3region``; the bucket is the path. Keys reach elbencho
+  only through its environment (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, read in
+  ProgArgs.cpp unless running as a service: in service mode the controller reads them).
+  elbencho refuses mixed reads/writes on S3. Standalone runs of several hosts on one bucket
+  would use the same object names: on S3, use one host or service mode.
+
+elbencho takes no benchmark path from a config file (the path is a hidden positional option
+that ``bpo::parse_config_file`` is not given), so the job file carries it in the comment line
+``#storbench-path=...`` and the command reads it from there (``{host}`` becomes the host's
+name: per-host subdirectories of a directory target, as for fio). In service mode elbencho
+separates the services' files itself (rank subdirectories), so the controller drops ``{host}``.
+
+Outputs: a folder per host (``<host>-elbencho``) with results.json/.csv/.txt and live.csv;
+:mod:`storbench.tools.elbencho_results` turns them into rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storbench.tools.base import ToolAdapter
+
+RESULT_FOLDER_SUFFIX = "-elbencho"
+PATH_LINE = "#storbench-path="
+HOST_PLACEHOLDER = "{host}"
+
+# sh -c script: $1 job file, $2 host name ('' for the controller), then elbencho's argv
+_PATH_FROM_JOB_FILE = (
+    f"path=$(sed -n 's/^{PATH_LINE}//p' \"$1\" | head -n 1); "
+    f'[ -n "$path" ] || {{ echo "$1: no {PATH_LINE} line" >&2; exit 2; }}; '
+    f'case $path in *"{HOST_PLACEHOLDER}"*) '
+    f'path="${{path%%"{HOST_PLACEHOLDER}"*}}$2${{path#*"{HOST_PLACEHOLDER}"}}";; esac; '
+    'shift 2; exec "$@" "$path"'
+)
+
+PHASE_OPTIONS = {  # storbench phase name -> elbencho long option
+    "mkdirs": "mkdirs",
+    "write": "write",
+    "stat": "stat",
+    "read": "read",
+    "rmfiles": "delfiles",
+    "rmdirs": "deldirs",
+}
+DEFAULT_PHASES = {  # (target type, workload kind) -> phases
+    ("directory", "read"): "mkdirs,write,read,rmfiles,rmdirs",
+    ("directory", "write"): "mkdirs,write,rmfiles,rmdirs",
+    ("block", "read"): "read",
+    ("block", "write"): "write",
+    ("block", "mixed"): "write",
+    ("s3", "read"): "write,read,rmfiles",
+    ("s3", "write"): "write,rmfiles",
+}
+RW_MODES = {  # rw -> (random offsets, workload kind)
+    "read": (False, "read"),
+    "randread": (True, "read"),
+    "write": (False, "write"),
+    "randwrite": (True, "write"),
+    "rw": (False, "mixed"),
+    "readwrite": (False, "mixed"),
+    "randrw": (True, "mixed"),
+}
+MAPPED_OPTIONS = {  # storbench option -> elbencho long option
+    "numjobs": "threads",
+    "dirs": "dirs",
+    "files": "files",
+    "size": "size",
+    "bs": "block",
+    "iodepth": "iodepth",
+}
+HANDLED_OPTIONS = frozenset({*MAPPED_OPTIONS, "rw", "rwmixread", "phases", "runtime"})
+DEFAULT_OPTIONS = {"lat": 1, "latpercent": 1, "lathisto": 1, "cpu": 1, "liveint": 1000}
+GENERIC_SPELLING = {  # elbencho option -> the storbench option that sets it
+    **{elbencho: option for option, elbencho in MAPPED_OPTIONS.items() if elbencho != option},
+    **dict.fromkeys(PHASE_OPTIONS.values(), "phases"),
+    "rand": "rw",
+    "rwmixpct": "rwmixread",
+    "timelimit": "runtime",
+}
+SET_BY_STORBENCH = frozenset(
+    {"label", "configfile", "resfile", "csvfile", "jsonfile", "livecsv", "livecsvex",
+     "hosts", "hostsfile", "service", "foreground", "port", "quit", "s3endpoints", "s3region"}
+)  # fmt: skip
+SECRET_OPTIONS = frozenset({"s3key", "s3secret", "s3sessiontoken", "s3credlist", "s3sseckey"})
+
+
+class ElbenchoAdapter(ToolAdapter):
+    name = "elbencho"
+    job_suffix = ".elbencho"
+    default_template = "elbencho/job.elbencho.j2"
+    install_hint = (
+        "install a release package (.deb/.rpm, static binary) or build from source: "
+        "https://github.com/breuner/elbencho"
+    )
+    target_types = ("directory", "block", "s3")
+    secret_env = {"AWS_ACCESS_KEY_ID": "access_key", "AWS_SECRET_ACCESS_KEY": "secret_key"}
+    output_is_folder = True
+    has_services = True
+    default_port = 1611
+
+    # --- render -----------------------------------------------------------------------------
+
+    def template_context(self, spec: dict) -> dict:
+        from storbench.render import RenderError
+
+        try:
+            options = job_options(spec["params"], spec["target"], spec["run_id"])
+            path = benchmark_path(spec["target"])
+        except ValueError as error:
+            raise RenderError(f"elbencho experiment {spec['experiment']}: {error}") from None
+        return {
+            "experiment": spec["experiment"],
+            "run_id": spec["run_id"],
+            "target": spec["target"],
+            "path_line": PATH_LINE + path,
+            "options": options,
+            "point": spec["point"],
+        }
+
+    # --- run --------------------------------------------------------------------------------
+
+    def command(self, job_path: str, output_path: str, host: str) -> list[str]:
+        elbencho = ["elbencho", "-c", job_path, *_output_arguments(output_path)]
+        return ["sh", "-c", _PATH_FROM_JOB_FILE, "elbencho-job", job_path, host, *elbencho]
+
+    def version_command(self) -> list[str]:
+        return ["elbencho", "--version"]
+
+    def output_name(self, host: str) -> str:
+        return f"{host}{RESULT_FOLDER_SUFFIX}"
+
+    def target_directory(self, target: dict, host: str) -> str | None:
+        if target["type"] != "directory":
+            return None
+        return benchmark_path(target).replace(HOST_PLACEHOLDER, host)
+
+    def service_start_command(self, host: str, port: int) -> list[str]:
+        return ["elbencho", "--service", "--foreground", "--port", str(port)]
+
+    def controller_command(
+        self, job_path: str, output_path: str, endpoints: list[str]
+    ) -> list[str]:
+        elbencho = [
+            "elbencho",
+            "--hosts",
+            ",".join(endpoints),
+            "-c",
+            job_path,
+            *_output_arguments(output_path),
+        ]
+        return ["sh", "-c", _PATH_FROM_JOB_FILE, "elbencho-job", job_path, "", *elbencho]
+
+    def service_stop_command(self, endpoints: list[str]) -> list[str]:
+        return ["elbencho", "--hosts", ",".join(endpoints), "--quit"]
+
+    # --- parse ------------------------------------------------------------------------------
+
+    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        from storbench.tools import elbencho_results
+
+        return elbencho_results.parse_run(manifest, raw_dir, base)
+
+    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        from storbench.tools import elbencho_results
+
+        return elbencho_results.parse_run_timeseries(manifest, raw_dir, base)
+
+    def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
+        from storbench.tools import elbencho_results
+
+        return elbencho_results.import_paths(paths, base)
+
+
+def _output_arguments(output_path: str) -> list[str]:
+    return [
+        "--resfile",
+        f"{output_path}/results.txt",
+        "--csvfile",
+        f"{output_path}/results.csv",
+        "--jsonfile",
+        f"{output_path}/results.json",
+        "--livecsv",
+        f"{output_path}/live.csv",
+        "--livecsvex",
+    ]
+
+
+def benchmark_path(target: dict) -> str:
+    """elbencho's path argument; '{host}' stands for the host's name."""
+    kind = target["type"]
+    if kind not in ElbenchoAdapter.target_types:
+        raise ValueError(f"elbencho cannot benchmark a target of type {kind!r}")
+    path = target.get("bucket" if kind == "s3" else "path") or ""
+    if not path or "\n" in path or "\r" in path:
+        raise ValueError(f"target {target.get('name')!r}: unusable path {path!r}")
+    if kind == "directory" and target.get("per_host_subdir", True):
+        return f"{path.rstrip('/')}/{HOST_PLACEHOLDER}"
+    return path
+
+
+def job_options(params: dict, target: dict, run_id: str) -> dict:
+    """elbencho long options (config file lines) for one run, in a fixed readable order."""
+    from storbench import units
+    from storbench.plan import normalized_options
+
+    _check_option_names(params)
+    normalized = normalized_options(params)
+    random, kind = _workload(params)
+    if kind == "mixed" and target["type"] == "s3":
+        raise ValueError("elbencho cannot mix reads and writes on S3 (--rwmixpct)")
+    options: dict = {"label": run_id}
+    for phase in _phases(params, target["type"], kind):
+        options[PHASE_OPTIONS[phase]] = 1
+    for option, elbencho in MAPPED_OPTIONS.items():
+        if option in normalized:
+            options[elbencho] = normalized[option]
+    if target["type"] == "s3" and "size" not in options and "block" in options:
+        options["size"] = options["block"]  # one object per block unless size says otherwise
+    if random:
+        options["rand"] = 1
+    if kind == "mixed":
+        options["rwmixpct"] = int(params.get("rwmixread", 50))
+    if "runtime" in params:
+        seconds = units.parse_duration(params["runtime"])
+        if seconds != int(seconds) or seconds < 1:
+            raise ValueError(f"runtime {params['runtime']!r}: elbencho's timelimit is whole s")
+        options["timelimit"] = int(seconds)
+    if target["type"] == "s3":
+        options["s3endpoints"] = target["endpoint"]
+        if target.get("region"):
+            options["s3region"] = target["region"]
+    for option, value in normalized.items():
+        if option not in HANDLED_OPTIONS:
+            options[option] = value
+    for option, value in DEFAULT_OPTIONS.items():
+        options.setdefault(option, value)
+    for option, value in options.items():
+        _check_value(option, value)
+    return options
+
+
+def _check_option_names(params: dict) -> None:
+    for option in params:
+        if option == "ramp_time":
+            raise ValueError("ramp_time: elbencho has no ramp time (no warm-up exclusion)")
+        if option in SECRET_OPTIONS:
+            raise ValueError(f"{option}: keys come from the target's credentials, never a job")
+        if option in SET_BY_STORBENCH:
+            raise ValueError(f"{option}: set by storbench, not by a job option")
+        if option in GENERIC_SPELLING:
+            raise ValueError(f"{option}: use storbench's option {GENERIC_SPELLING[option]!r}")
+
+
+def _workload(params: dict) -> tuple[bool, str | None]:
+    if "rw" not in params:
+        if "phases" not in params:
+            raise ValueError("set rw (read, randread, write, randwrite, rw, randrw) or phases")
+        return False, None
+    rw = str(params["rw"])
+    if rw not in RW_MODES:
+        raise ValueError(f"rw {rw!r}: elbencho does {', '.join(RW_MODES)}")
+    return RW_MODES[rw]
+
+
+def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
+    if "phases" in params:
+        phases = [part.strip() for part in str(params["phases"]).split(",") if part.strip()]
+        unknown = [phase for phase in phases if phase not in PHASE_OPTIONS]
+        if unknown or not phases:
+            raise ValueError(f"phases {params['phases']!r}: known are {', '.join(PHASE_OPTIONS)}")
+        return phases
+    if (target_type, kind) not in DEFAULT_PHASES:
+        raise ValueError(
+            f"rw {params['rw']!r} on a {target_type} target has no default phases: elbencho's "
+            "rwmix reads need existing files; set phases (e.g. 'write' over files a previous "
+            "experiment left)"
+        )
+    return DEFAULT_PHASES[(target_type, kind)].split(",")
+
+
+def _check_value(option: str, value) -> None:
+    text = str(value)
+    # boost's config file parser cuts a line at '#'; a newline would start another option
+    if "#" in text or "\n" in text or "\r" in text:
+        raise ValueError(f"{option}: value {text!r} cannot be written to an elbencho config file")
+
+
+ADAPTER = ElbenchoAdapter()
