@@ -102,7 +102,7 @@ def _pooled_latency(group: list[dict]) -> dict:
     """
     measured = [row for row in group if row.get("lat_mean_ns") is not None and row.get("ios")]
     if len(measured) == 1:  # keep fio's own figures rather than re-derive them with rounding
-        return {column: measured[0][column] for column in LATENCY_SUMMARY}
+        return {column: measured[0].get(column) for column in LATENCY_SUMMARY}
     total = sum(row["ios"] for row in measured)
     if not total:
         return dict.fromkeys(LATENCY_SUMMARY)

@@ -1,0 +1,521 @@
+"""GOSBench (mulbc/gosbench): a server hands YAML-defined S3 tests to workers on the hosts.
+
+The job file is gosbench's YAML config with one test per run. The S3 keys are in it only
+as base.SECRET_PLACEHOLDERS (gosbench reads keys from its config alone). The server runs
+on the controller in the output folder, so its ``gosbench_results.csv`` lands there next
+to its log ``server.console.txt``; a worker (``gosbench-worker -s <server>:<port>``) runs
+on every host. On one host, ``command`` runs server and worker together.
+
+The server never exits by itself (it waits for more workers after the last test), so the
+command stops it once the log says "All performance tests finished" and every worker was
+told to shut down; a server that exits on its own has failed. Workers exit when the server
+tells them to; ``service_stop_command`` is a no-op and the runner kills leftovers.
+
+Results: one host='all' row per test, from the server's ``PERF RESULTS`` log line (full
+precision), else from ``gosbench_results.csv`` (6 decimals). gosbench only reports the sum
+over workers, so with one worker on the run's only host that host gets the same row.
+Columns: ios = Total Operations (successful requests), bytes = Total Bytes, bw_bytes_s =
+gosbench's Average BW (sum of each worker's bytes / its own ~runtime), iops = ios x bw /
+bytes (exact for a constant object size; none without payload bytes), duration_s = "Test
+runtime on server" (it includes gosbench's 10 s wait after the work, so bytes / duration_s
+is not the bandwidth), lat_mean_ns = gosbench's average latency, which is the unweighted
+mean of the workers' averages of whole milliseconds. No percentiles, no error count.
+
+op: gosbench mixes operations within one test and reports them together. A test with one
+non-zero weight gets that op (existing_read counts as read); a mixed test gets the op of
+the largest weight (read, write, delete, list on ties), rw='mixed' and rwmixread = the read
+share of the weights, so the row must be read as "this mix, dominated by op".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+from storbench.schema_names import ALL_HOSTS
+from storbench.tools.base import SECRET_PLACEHOLDERS, ToolAdapter, ToolOutputError
+
+WORKER = "gosbench-worker"
+SERVER_LOG = "server.console.txt"  # written by the command's script, like worker.console.txt
+RESULTS_CSV = "gosbench_results.csv"
+CSV_HEADER = (
+    "testName",
+    "Total Operations",
+    "Total Bytes",
+    "Average Bandwidth in Bytes/s",
+    "Average Latency in ms",
+    "Test duration seen by server in seconds",
+)
+MAX_BUCKET_NAME = 63  # S3's limit
+PROMETHEUS_PORT = 8888  # the worker's exporter (gosbench's default); one worker per host
+WEIGHTS = ("read_weight", "existing_read_weight", "write_weight", "delete_weight", "list_weight")
+_OP_OF_WEIGHT = {
+    "read_weight": "read",
+    "existing_read_weight": "read",
+    "write_weight": "write",
+    "delete_weight": "delete",
+    "list_weight": "list",
+}
+_OP_ORDER = ("read", "write", "delete", "list")
+_WEIGHTS_OF_RW = {"read": "read", "randread": "read", "write": "write", "randwrite": "write"}
+_MIXED_RW = ("rw", "readwrite", "randrw")
+_UNITS = ((4, "TB"), (3, "GB"), (2, "MB"), (1, "KB"))  # gosbench's units are binary
+_UNIT_BYTES = {"B": 1, "KB": 1 << 10, "K": 1 << 10, "MB": 1 << 20, "M": 1 << 20,
+               "GB": 1 << 30, "G": 1 << 30, "TB": 1 << 40, "T": 1 << 40}  # fmt: skip
+_PERF_KEYS = {
+    "Average BW in Byte/s": "bw",
+    "Average latency in ms": "latency_ms",
+    "Test runtime on server": "runtime",
+    "Total Bytes": "bytes",
+    "Total Operations": "operations",
+    "test": "test",
+}
+_PERF_FIELD = re.compile(
+    r"(?:^|\s)(" + "|".join(re.escape(key) for key in _PERF_KEYS) + r')=("(?:[^"\\]|\\.)*"|\S+)'
+)
+
+# $1 output folder, $2 config, $3 server port, $4 workers to wait for, $5 local worker's
+# Prometheus port or '' (server only, the workers run as services on the hosts).
+_SERVER_SCRIPT = """\
+out=$1 config=$2 port=$3 workers=$4 local_worker=$5 link=
+case $config in
+  *.yaml|*.yml|*.json) ;;
+  *) link=$config.yaml; ln -sf "$config" "$link" || exit; config=$link ;;
+esac
+mkdir -p "$out" && cd "$out" || exit
+header='@HEADER@'
+[ -e gosbench_results.csv ] || printf '%s\\n' "$header" > gosbench_results.csv
+gosbench-server -c "$config" -p "$port" > server.console.txt 2>&1 &
+server=$!
+worker=
+if [ -n "$local_worker" ]; then
+  gosbench-worker -s "127.0.0.1:$port" -p "$local_worker" > worker.console.txt 2>&1 &
+  worker=$!
+fi
+grace=30
+while kill -0 "$server" 2>/dev/null; do
+  if grep -q 'msg="All performance tests finished"' server.console.txt; then
+    told=$(grep -c 'msg="Shutting down worker"' server.console.txt)
+    if [ "$told" -ge "$workers" ] || [ "$grace" -le 0 ]; then
+      kill "$server" $worker 2>/dev/null
+      wait
+      [ -z "$link" ] || rm -f "$link"
+      exit 0
+    fi
+    grace=$((grace - 1))
+  fi
+  sleep 1
+done
+wait "$server"
+rc=$?
+[ -z "$worker" ] || kill "$worker" 2>/dev/null
+[ -z "$link" ] || rm -f "$link"
+echo "storbench-gosbench: gosbench-server stopped before finishing (exit $rc):" >&2
+tail -n 20 server.console.txt >&2
+[ "$rc" -ne 0 ] || rc=1
+exit "$rc"
+"""
+
+_SERVER_SCRIPT = _SERVER_SCRIPT.replace("@HEADER@", ",".join(CSV_HEADER))
+
+# gosbench has no --version flag: report where both binaries are; 127 when one is missing.
+_VERSION_SCRIPT = (
+    "server=$(command -v gosbench-server) && worker=$(command -v gosbench-worker) || exit 127; "
+    'echo "gosbench (has no --version flag): $server $worker"'
+)
+
+
+class GosbenchAdapter(ToolAdapter):
+    name = "gosbench"
+    job_suffix = ".yaml"  # gosbench picks its config parser by the file name suffix
+    default_template = "gosbench/config.yaml.j2"
+    install_hint = (
+        "https://github.com/mulbc/gosbench (go install github.com/mulbc/gosbench/server@latest "
+        "and .../worker@latest build 'server' and 'worker': put them on PATH as "
+        "gosbench-server and gosbench-worker)"
+    )
+    target_types = ("s3",)
+    output_is_folder = True
+    has_services = True
+    default_port = 2000  # the server's port (gosbench's default); workers connect to it
+
+    def template_context(self, spec: dict) -> dict:
+        target = spec["target"]
+        if target.get("type") != "s3":
+            raise _render_error(f"target {target.get('name')!r} is not an s3 target")
+        return {
+            "experiment": spec["experiment"],
+            "run_id": spec["run_id"],
+            "target": target,
+            "point": spec["point"],
+            "access_key": SECRET_PLACEHOLDERS["access_key"],
+            "secret_key": SECRET_PLACEHOLDERS["secret_key"],
+            "s3": {
+                "endpoint": target["endpoint"],
+                "region": target.get("region") or "us-east-1",
+                "skip_ssl_verify": _yaml_bool(target.get("verify_tls") is False),
+                "use_path_style": _yaml_bool(spec["params"].get("use_path_style", True)),
+            },
+            "test": config_test(spec),
+        }
+
+    def command(self, job_path: str, output_path: str, host: str) -> list[str]:
+        """Server and one worker on this host (a single-host run)."""
+        port = str(self.default_port)
+        return _server_argv(job_path, output_path, port, workers=1, worker=str(PROMETHEUS_PORT))
+
+    def version_command(self) -> list[str]:
+        return ["sh", "-c", _VERSION_SCRIPT]
+
+    def output_name(self, host: str) -> str:
+        return f"{host}.gosbench"
+
+    def service_start_command(self, host: str, port: int) -> list[str]:
+        """A worker that connects to the server at host:port (the controller, not the worker's
+        own host: gosbench workers dial out); it retries every second until the server is up."""
+        return [WORKER, "-s", f"{host}:{port}", "-p", str(PROMETHEUS_PORT)]
+
+    def service_stop_command(self, endpoints: list[str]) -> list[str]:
+        return ["true"]  # workers exit when the server says so; the runner kills leftovers
+
+    def controller_command(
+        self, job_path: str, output_path: str, endpoints: list[str]
+    ) -> list[str]:
+        """The server for len(endpoints) workers, on the port of the endpoints."""
+        ports = {endpoint.rpartition(":")[2] for endpoint in endpoints}
+        port = ports.pop() if len(ports) == 1 else str(self.default_port)
+        return _server_argv(job_path, output_path, port, workers=len(endpoints), worker="")
+
+    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        from storbench.aggregate import aggregate_hosts
+
+        config_path = raw_dir.parent / manifest["job_file"]
+        tests = load_tests(config_path)
+        hosts = manifest["hosts"]
+        folders = [(h, raw_dir / h["output"]) for h in hosts if (raw_dir / h["output"]).exists()]
+        if len(folders) != 1:
+            expected = ", ".join(h["output"] for h in hosts)
+            raise ToolOutputError(f"{raw_dir}: expected one gosbench output folder of {expected}")
+        host, folder = folders[0]
+        results = load_results(folder)
+        rows = result_rows(
+            results, tests, base=base, params=manifest.get("params") or {},
+            tool_version=host.get("tool_version"), source=folder,
+        )  # fmt: skip
+        workers = {tests[row["job"]].get("workers") for row in rows}
+        if len(hosts) == 1 and workers == {1}:
+            host_rows = [{**row, "host": hosts[0]["name"]} for row in rows]
+            return host_rows + aggregate_hosts(host_rows)
+        return rows
+
+    def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
+        paths = [Path(path) for path in paths]
+        configs = [path for path in paths if path.suffix in (".yaml", ".yml")]
+        rows = []
+        for path in paths:
+            if path in configs:
+                continue
+            results = load_results(path)
+            tests = _tests_for(results, path, configs)
+            run_id = path.name if path.is_dir() else path.parent.name
+            run = {**base, "run_id": run_id, "raw_path": str(path)}
+            rows += result_rows(results, tests, base=run, params={}, source=path)
+        if not rows:
+            raise ToolOutputError(f"{', '.join(map(str, paths))}: no gosbench output given")
+        return rows
+
+
+ADAPTER = GosbenchAdapter()
+
+
+def _server_argv(job_path: str, output_path: str, port: str, *, workers: int, worker: str):
+    return ["sh", "-c", _SERVER_SCRIPT, "storbench-gosbench", output_path, job_path, port,
+            str(workers), worker]  # fmt: skip
+
+
+# --- config --------------------------------------------------------------------------------
+
+
+def _render_error(message: str) -> Exception:
+    from storbench.render import RenderError  # lazy: render imports the tool registry
+
+    return RenderError(f"gosbench: {message}")
+
+
+def _yaml_bool(value) -> str:
+    return "true" if value is True or str(value).lower() in ("1", "true", "yes", "on") else "false"
+
+
+def config_test(spec: dict) -> dict:
+    """The test entry of the config for one run (see templates/gosbench/config.yaml.j2)."""
+    from storbench import units
+
+    params = spec["params"]
+    if "bs" not in params:
+        raise _render_error("set bs (the object size)")
+    size, unit = object_size_in_units(units.parse_size(params["bs"]))
+    part = params.get("part_size")
+    part_size = 0  # gosbench's default: no multipart uploads
+    if part:
+        part_bytes = units.parse_size(part)
+        if part_bytes % _UNIT_BYTES[unit]:
+            raise _render_error(f"part_size {part!r} is not a whole number of {unit}")
+        part_size = part_bytes // _UNIT_BYTES[unit]
+    runtime = units.fio_duration(params["runtime"]) if "runtime" in params else "0s"
+    stop_with_ops = int(params.get("stop_with_ops", 0))
+    if runtime == "0s" and not stop_with_ops:
+        raise _render_error("set runtime or stop_with_ops")
+    objects = int(params.get("objects", 100))
+    buckets = int(params.get("buckets", 1))
+    longest = f"{spec['target']['bucket']}-{buckets - 1}"
+    if len(longest) > MAX_BUCKET_NAME:
+        raise _render_error(f"bucket name {longest!r} is longer than {MAX_BUCKET_NAME}")
+    return {
+        "name": spec["run_id"],
+        **weights(params),
+        "size": size,
+        "unit": unit,
+        "part_size": part_size,
+        "objects": objects,
+        "buckets": buckets,
+        # storbench's cleanup removes buckets named <bucket>*; gosbench appends the number
+        "bucket_prefix": f"{spec['target']['bucket']}-",
+        "object_prefix": str(params.get("object_prefix", "obj")),
+        "stop_with_runtime": runtime,
+        "stop_with_ops": stop_with_ops,
+        "workers": len(spec.get("hosts") or []) or 1,
+        # shared: bucket names stay <bucket_prefix><n>, else gosbench prepends w<worker>
+        "workers_share_buckets": _yaml_bool(params.get("workers_share_buckets", True)),
+        "parallel_clients": int(params.get("numjobs", 1)),
+        "clean_after": _yaml_bool(params.get("clean_after", True)),
+    }
+
+
+def weights(params: dict) -> dict:
+    """Operation weights: the *_weight options, else from rw (and rwmixread for rw mixes)."""
+    given = {name: int(params[name]) for name in WEIGHTS if name in params}
+    if given:
+        chosen = {**dict.fromkeys(WEIGHTS, 0), **given}
+    elif str(params.get("rw", "")).lower() in _WEIGHTS_OF_RW:
+        chosen = {
+            **dict.fromkeys(WEIGHTS, 0),
+            f"{_WEIGHTS_OF_RW[str(params['rw']).lower()]}_weight": 100,
+        }
+    elif str(params.get("rw", "")).lower() in _MIXED_RW:
+        reads = int(params.get("rwmixread", 50))
+        chosen = {**dict.fromkeys(WEIGHTS, 0), "read_weight": reads, "write_weight": 100 - reads}
+    else:
+        raise _render_error("set rw (read, write, rw, randrw) or the *_weight options")
+    if not any(chosen.values()):
+        raise _render_error("every operation weight is 0")
+    return chosen
+
+
+def object_size_in_units(size: int) -> tuple[int, str]:
+    """4096 -> (4, 'KB'): the largest gosbench unit (binary) that divides the size."""
+    if size <= 0:
+        raise _render_error("the object size must be at least 1 byte")
+    for power, unit in _UNITS:
+        if size % 1024**power == 0:
+            return size // 1024**power, unit
+    return size, "B"
+
+
+def load_tests(path: Path) -> dict:
+    """{test name: test entry} of a gosbench config file (YAML or JSON)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise ToolOutputError(f"{path}: not a readable gosbench config ({error})") from None
+    tests = config.get("tests") if isinstance(config, dict) else None
+    if not isinstance(tests, list) or not all(isinstance(t, dict) and "name" in t for t in tests):
+        raise ToolOutputError(f"{path}: not a gosbench config (no 'tests' list with names)")
+    return {str(test["name"]): test for test in tests}
+
+
+def _tests_for(results: list[dict], output: Path, configs: list[Path]) -> dict:
+    """The tests of the given config files, else of a config beside the output or one up."""
+    names = {result["test"] for result in results}
+    folder = output if output.is_dir() else output.parent
+    candidates = configs or sorted(
+        path for directory in (folder, folder.parent) for pattern in ("*.yaml", "*.yml")
+        for path in directory.glob(pattern)
+    )  # fmt: skip
+    for candidate in candidates:
+        try:
+            tests = load_tests(candidate)
+        except ToolOutputError:
+            continue
+        if names <= set(tests):
+            return tests
+    raise ToolOutputError(
+        f"{output}: no gosbench config with test(s) {', '.join(sorted(names))} given or next to "
+        "it (needed for the operation weights and object size)"
+    )
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+def load_results(path: Path) -> list[dict]:
+    """Per-test results from an output folder, the server log or gosbench_results.csv."""
+    path = Path(path)
+    if path.is_dir():
+        for name in (SERVER_LOG, RESULTS_CSV):
+            if (path / name).is_file():
+                return load_results(path / name)
+        raise ToolOutputError(f"{path}: no {SERVER_LOG} or {RESULTS_CSV} in the folder")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise ToolOutputError(f"{path}: not text, not gosbench output") from None
+    if not text.strip():
+        raise ToolOutputError(f"{path}: empty file")
+    if text.startswith(CSV_HEADER[0] + ","):
+        return results_from_csv(text, source=path)
+    return perf_results(text, source=path)
+
+
+def perf_results(text: str, *, source) -> list[dict]:
+    """The PERF RESULTS lines of the server's log (logrus text, keys with spaces)."""
+    from storbench.tools.warp import parse_go_duration
+
+    results = []
+    for line in text.splitlines():
+        if 'msg="PERF RESULTS"' not in line:
+            continue
+        fields = {_PERF_KEYS[key]: _unquote(value) for key, value in _PERF_FIELD.findall(line)}
+        missing = sorted(set(_PERF_KEYS.values()) - set(fields))
+        if missing:
+            raise ToolOutputError(f"{source}: PERF RESULTS line lacks {', '.join(missing)}")
+        try:
+            results.append({
+                "test": fields["test"],
+                "operations": float(fields["operations"]),
+                "bytes": float(fields["bytes"]),
+                "bw": float(fields["bw"]),
+                "latency_ms": float(fields["latency_ms"]),
+                "runtime_s": parse_go_duration(fields["runtime"]),
+            })  # fmt: skip
+        except ValueError as error:
+            raise ToolOutputError(f"{source}: PERF RESULTS line: {error}") from None
+    if not results:
+        raise ToolOutputError(f"{source}: no PERF RESULTS line ({_first_line(text)})")
+    return results
+
+
+def _unquote(value: str) -> str:
+    if value.startswith('"'):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value.strip('"')
+    return value
+
+
+def _first_line(text: str) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"first line: {line[:200]!r}"
+
+
+def results_from_csv(text: str, *, source) -> list[dict]:
+    lines = list(csv.reader(io.StringIO(text)))
+    if tuple(lines[0]) != CSV_HEADER:
+        raise ToolOutputError(f"{source}: not gosbench_results.csv (header {lines[0]!r})")
+    results = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line:
+            continue
+        if len(line) != len(CSV_HEADER):
+            raise ToolOutputError(f"{source}:{number}: {len(line)} fields, not {len(CSV_HEADER)}")
+        try:
+            results.append({
+                "test": line[0],
+                "operations": float(line[1]),
+                "bytes": float(line[2]),
+                "bw": float(line[3]),
+                "latency_ms": float(line[4]),
+                "runtime_s": float(line[5]),
+            })  # fmt: skip
+        except ValueError as error:
+            raise ToolOutputError(f"{source}:{number}: {error}") from None
+    if not results:
+        raise ToolOutputError(f"{source}: gosbench_results.csv without any test")
+    return results
+
+
+def result_rows(
+    results: list[dict], tests: dict, *, base: dict, params: dict, tool_version=None, source
+) -> list[dict]:
+    """One host='all' row per test result, described by its test entry of the config."""
+    from storbench.aggregate import LATENCY_SUMMARY, no_percentiles
+    from storbench.results import COLUMNS  # lazy: results imports pyarrow
+
+    inherited = {key: value for key, value in base.items() if key in COLUMNS}
+    unmeasured = {**dict.fromkeys(LATENCY_SUMMARY), **no_percentiles(), "errors": None}
+    rows = []
+    for result in results:
+        test = tests.get(result["test"])
+        if test is None:
+            raise ToolOutputError(f"{source}: test {result['test']!r} is not in the config")
+        op, rw, rwmixread = _operation(test, source)
+        operations, payload, bw = result["operations"], result["bytes"], result["bw"]
+        rows.append({
+            **inherited,
+            **unmeasured,
+            "host": ALL_HOSTS,
+            "job": result["test"],
+            "op": op,
+            "rw": str(params["rw"]) if "rw" in params else rw,
+            "bs": _constant_object_size(test),
+            "numjobs": test.get("parallel_clients"),
+            "rwmixread": rwmixread,
+            "runtime_s": _runtime_s(test),
+            "bytes": round(payload),
+            "ios": round(operations),
+            "duration_s": result["runtime_s"],
+            "bw_bytes_s": bw,
+            "iops": operations * bw / payload if payload else None,
+            "lat_mean_ns": result["latency_ms"] * 1e6,
+            "lat_basis": "lat",
+            "tool_version": tool_version,
+        })  # fmt: skip
+    return rows
+
+
+def _operation(test: dict, source) -> tuple[str, str, int | None]:
+    """(op, rw, rwmixread) of a test from its weights (see the module doc)."""
+    shares = dict.fromkeys(_OP_ORDER, 0)
+    for name in WEIGHTS:
+        shares[_OP_OF_WEIGHT[name]] += int(test.get(name) or 0)
+    used = [op for op in _OP_ORDER if shares[op] > 0]
+    if not used:
+        raise ToolOutputError(f"{source}: test {test.get('name')!r} has no non-zero weight")
+    if len(used) == 1:
+        return used[0], used[0], None
+    dominant = max(used, key=lambda op: (shares[op], -_OP_ORDER.index(op)))
+    return dominant, "mixed", round(100 * shares["read"] / sum(shares.values()))
+
+
+def _constant_object_size(test: dict) -> int | None:
+    objects = test.get("objects") or {}
+    unit = str(objects.get("unit", "")).upper()
+    if unit not in _UNIT_BYTES or objects.get("size_min") != objects.get("size_max"):
+        return None
+    return int(objects["size_min"]) * _UNIT_BYTES[unit]
+
+
+def _runtime_s(test: dict) -> float | None:
+    from storbench.tools.warp import parse_go_duration
+
+    runtime = test.get("stop_with_runtime")
+    if isinstance(runtime, (int, float)) and not isinstance(runtime, bool):
+        return runtime / 1e9 or None  # a bare number is a Go duration in nanoseconds
+    if isinstance(runtime, str) and runtime.strip():
+        return parse_go_duration(runtime) or None
+    return None
