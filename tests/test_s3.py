@@ -10,6 +10,7 @@ import pytest
 
 from storbench import runner, s3
 from storbench.secrets import Credentials, SecretError, scrub, target_credentials
+from storbench.tools.base import ToolAdapter
 from tests.test_workflow import planned_jobs, snakemake
 
 
@@ -157,23 +158,18 @@ def test_workflow_prepares_the_bucket_keeps_keys_out_and_cleans_up(minio_env, tm
 # --- keys reach the tool only through private files ------------------------------------------
 
 
-class EnvProbe:
+class EnvProbe(ToolAdapter):
     """A stand-in tool (a real shell on the real local transport) that proves what it got."""
 
     name = "envprobe"
     job_suffix = ".probe"
-    install_hint = ""
     secret_env = {"PROBE_ACCESS": "access_key", "PROBE_SECRET": "secret_key"}
-    output_is_folder = False
 
     def version_command(self):
         return ["sh", "-c", "echo envprobe 1.0"]
 
     def output_name(self, host):
         return f"{host}.out"
-
-    def target_directory(self, target, host):
-        return None
 
     def command(self, job_path, output_path, host):
         script = 'printf "%s|%s|" "$PROBE_ACCESS" "$PROBE_SECRET" > "$2"; cat "$1" >> "$2"'
