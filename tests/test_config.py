@@ -138,3 +138,30 @@ def test_malformed_yaml_names_the_file(tmp_path):
 def test_redaction_hides_secret_values():
     text = redacted_yaml({"targets": {"s3": {"secret_key": "hunter2", "access_key": "AKIA"}}})
     assert "hunter2" not in text and "AKIA" not in text and "secret_key" in text
+
+
+def test_s3_experiments_refuse_several_hosts_until_service_mode():
+    raw = {
+        "hosts": {"clients": {"transport": "ssh", "nodes": "c[1-2]"}},
+        "targets": {
+            "minio": {
+                "type": "s3",
+                "endpoint": "http://127.0.0.1:9000",
+                "bucket_prefix": "sb",
+                "credentials": {"access_key_env": "A", "secret_key_env": "B"},
+            }
+        },
+        "experiments": {"obj": {"tool": "warp", "hosts": "clients", "target": "minio"}},
+    }
+    with pytest.raises(ConfigError, match=r"experiments\.obj\.hosts: S3 experiments run from one"):
+        load_campaign(raw)
+
+
+def test_tool_must_support_the_target_type():
+    raw = {
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"t": {"type": "block", "path": "/dev/null"}},
+        "experiments": {"e": {"tool": "warp", "hosts": "localhost", "target": "t"}},
+    }
+    with pytest.raises(ConfigError, match=r"experiments\.e\.target: warp cannot benchmark a block"):
+        load_campaign(raw)

@@ -28,6 +28,23 @@ def test_config_validates_and_plans(config):
     )
     assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
     assert planned_jobs(dry)["report_experiment"] >= 1
+    if config.parent.name == "examples":
+        assert documented_dry_run(config) == planned_jobs(dry)
+
+
+DRY_RUN_HEADER = "# Dry run (snakemake -n --forceall --configfile <this file>) plans these jobs:"
+
+
+def documented_dry_run(config: Path) -> dict:
+    """The job counts an example's closing comment promises."""
+    text = config.read_text()
+    assert DRY_RUN_HEADER in text, f"{config.name} lacks its dry-run comment"
+    counts = {}
+    for line in text[text.index(DRY_RUN_HEADER) :].splitlines()[1:]:
+        rule, count = line.lstrip("# ").split()
+        if rule != "total":
+            counts[rule] = int(count)
+    return counts
 
 
 def test_demo_plans_the_issue_sweep():
