@@ -1,0 +1,571 @@
+"""vdbench: SD/WD/RD or FSD/FWD/RD parameter files, one vdbench run per host, output folders.
+
+Parameter file (``templates/vdbench/job.vdb.j2``) from the experiment's options:
+
+- ``workload``: ``raw`` (default; SD/WD on a device or file) or ``filesystem`` (FSD/FWD).
+- Raw: target ``block`` -> ``sd=sd1,lun=<path>``; target ``directory`` -> a file lun
+  ``<path>/<host>/vdb.file`` (``size`` required; vdbench creates and fills it first in an
+  ``SD_format`` run). ``size`` -> sd ``size``, ``iodepth`` -> sd ``threads`` (vdbench's
+  outstanding I/Os per SD), ``bs`` -> wd ``xfersize``, ``rw``/``rwmixread`` -> wd ``rdpct``
+  (read/randread 100, write/randwrite 0, rw/randrw ``rwmixread``, default 50), ``rw``
+  random -> ``seekpct=100``, sequential -> ``seekpct=0`` (option ``seekpct`` overrides, e.g.
+  ``eof`` for one pass to the end), ``rate`` -> rd ``iorate`` (default ``max``). ``numjobs``
+  has no raw equivalent (only 1 is accepted).
+- File system: anchor ``<path>/<host>/fsd`` (target ``directory`` only; vdbench creates and,
+  with ``format`` (default ``yes``), fills it), ``depth``/``width`` (default 1), ``files``
+  and ``size`` (each file's size) required -> fsd; ``operation`` (default from ``rw``: read,
+  write, or read with ``rdpct`` for a mix), ``bs`` -> ``xfersize``, ``fileio`` (default from
+  ``rw``: random/sequential), ``fileselect`` (default random), ``numjobs`` (else
+  ``iodepth``) -> fwd ``threads``; ``rate`` -> rd ``fwdrate``.
+- Both: ``runtime`` -> ``elapsed``, ``ramp_time`` -> ``warmup`` (whole seconds; vdbench
+  counts ``elapsed`` after the warm-up, and without ``warmup`` it drops the first interval
+  from its averages), ``interval`` (default 1; ``elapsed`` and ``warmup`` must be multiples),
+  ``openflags`` (``direct: 1`` -> ``o_direct``), ``compratio`` (general parameter),
+  ``forxfersize``/``forrdpct``/``forthreads``/``forseekpct`` (comma lists such as
+  ``"4k,64k"`` -> ``forxfersize=(4k,64k)``: one vdbench run per combination, each parsed into
+  its own rows; they run one after another, which storbench's default iteration timeout,
+  computed from ``runtime``, does not know: set the experiment's ``timeout``),
+  ``run_name`` (rd, default ``rd1``), ``workload_name`` (wd/fwd, default
+  ``wd1``/``fwd1``), and any vdbench parameter as ``sd_<name>``, ``wd_<name>``,
+  ``fsd_<name>``, ``fwd_<name>``, ``rd_<name>`` or ``hd_<name>`` (added to that line).
+  Other options are an error: vdbench would run the same test for every value.
+
+Hosts: by default every host of the experiment runs the same file on its own, and the
+per-host path holds ``$storbench_host``, which vdbench replaces with the
+``storbench_host=<host>`` argument of :meth:`command`. One vdbench master can instead drive
+several hosts (its slaves, started over ssh): ``vdbench_hosts: "client01,client02"`` (give
+the experiment a host group holding only the master), or ``multihost: true`` for the render
+spec's own ``hosts`` (names, or dicts with ``name`` and ``address``; this needs a runner
+that starts the file on one host only, which storbench's runner does not do yet: it starts
+it on every host of the group). The file then has ``hd=default,vdbench=<vdbench_dir>
+(default /opt/vdbench),user=root,shell=ssh`` (``hd_user``/``hd_shell`` override), one
+``hd=hdN,system=<host>`` per host and one ``sd=sdN,host=hdN`` (or ``fsd``/``fwd``) each;
+a directory target's per-host folders must then exist on the slaves (storbench creates the
+master's only).
+
+Run: ``vdbench -f <job> -o <output folder> [storbench_host=<host>]``; the argument is
+passed only when the file mentions ``$storbench_host`` (vdbench stops on an unused one),
+so own job files need not. ``-o``: vdbench creates the folder (only the last path
+component, so its parent must exist) or reuses an existing one after deleting the
+``.html``/``.bin``/``swat_mon`` files in it (vdbench 5.04 ``reporting.rep_mkdir``); a name
+ending in ``+`` or ``.tod`` would be renamed, which ``<host>.vdbench`` never is. vdbench has
+no ``--version``: it prints ``Vdbench distribution: vdbench50407 ...`` before it opens the
+output folder, so :meth:`version_command` asks for an impossible one under ``/dev/null``.
+
+Parsing: :mod:`storbench.tools.vdbench_output`. Rows per host from its output folder plus
+``host='all'`` rows; a multi-host (``hd=``) output reports the aggregate only, so it gives
+``all`` rows alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storbench.tools.base import ToolAdapter
+
+HOST_VARIABLE = "$storbench_host"
+HOST_ARGUMENT = "storbench_host"
+DEFAULT_VDBENCH_DIR = "/opt/vdbench"
+SD_FILE = "vdb.file"
+FSD_SUBDIR = "fsd"
+RAW, FILESYSTEM = "raw", "filesystem"
+FOR_LOOPS = ("forxfersize", "forrdpct", "forthreads", "forseekpct")
+PASSTHROUGH_PREFIXES = ("sd_", "wd_", "fsd_", "fwd_", "rd_", "hd_")
+GENERIC_OPTIONS = frozenset(
+    {"rw", "bs", "iodepth", "numjobs", "rwmixread", "size", "runtime", "ramp_time", "direct"}
+)
+COMMON_OPTIONS = frozenset(
+    {
+        "workload",
+        "rate",
+        "compratio",
+        "interval",
+        "openflags",
+        "run_name",
+        "workload_name",
+        "vdbench_dir",
+        "vdbench_hosts",
+        "multihost",
+        *FOR_LOOPS,
+    }
+)
+MODE_OPTIONS = {
+    RAW: frozenset({"seekpct"}),
+    FILESYSTEM: frozenset(
+        {"depth", "width", "files", "fileio", "fileselect", "operation", "format"}
+    ),
+}
+READS, WRITES = frozenset({"read", "randread"}), frozenset({"write", "randwrite"})
+MIXED = frozenset({"rw", "readwrite", "randrw"})
+
+# Pass storbench_host=<host> only to a job file that uses it: vdbench fails on unused ones.
+_RUN = (
+    'job="$1" out="$2" host="$3"; '
+    f'if grep -q "[$]{HOST_ARGUMENT}" "$job"; then '
+    f'exec vdbench -f "$job" -o "$out" "{HOST_ARGUMENT}=$host"; fi; '
+    'exec vdbench -f "$job" -o "$out"'
+)
+# vdbench prints its banner, then fails to create this output folder: nothing is written.
+_VERSION = (
+    "command -v vdbench >/dev/null || { echo 'vdbench: not found on PATH' >&2; exit 127; }; "
+    "out=$(vdbench -o /dev/null/storbench-version-probe 2>&1); "
+    "printf '%s\\n' \"$out\" | grep -m1 'Vdbench distribution' "
+    "|| { printf '%s\\n' \"$out\" >&2; exit 1; }"
+)
+
+
+class VdbenchJobError(ValueError):
+    """An experiment's options cannot become a vdbench parameter file."""
+
+
+class VdbenchAdapter(ToolAdapter):
+    name = "vdbench"
+    job_suffix = ".vdb"
+    default_template = "vdbench/job.vdb.j2"
+    install_hint = (
+        "vdbench: download vdbench50407.zip from "
+        "https://www.oracle.com/downloads/server-storage/vdbench-downloads.html (Oracle "
+        "account), unzip it to /opt/vdbench, install Java (e.g. apt-get install "
+        "default-jre-headless), and put a wrapper on PATH (a symlink breaks its class path): "
+        "printf '#!/bin/sh\\nexec /opt/vdbench/vdbench \"$@\"\\n' > /usr/local/bin/vdbench "
+        "&& chmod +x /usr/local/bin/vdbench"
+    )
+    target_types = ("directory", "block")
+    output_is_folder = True
+
+    # --- render ---------------------------------------------------------------------------
+
+    def template_context(self, spec: dict) -> dict:
+        from storbench.plan import normalized_options
+
+        return {
+            "experiment": spec["experiment"],
+            "run_id": spec["run_id"],
+            "target": spec["target"],
+            "options": normalized_options(spec["params"]),
+            "point": spec["point"],
+            "host_variable": HOST_VARIABLE,
+            **parameter_file(spec),
+        }
+
+    # --- run ------------------------------------------------------------------------------
+
+    def command(self, job_path: str, output_path: str, host: str) -> list[str]:
+        return ["sh", "-c", _RUN, "storbench-vdbench", job_path, output_path, host]
+
+    def version_command(self) -> list[str]:
+        return ["sh", "-c", _VERSION]
+
+    def output_name(self, host: str) -> str:
+        return f"{host}.vdbench"
+
+    def target_directory(self, target: dict, host: str) -> str | None:
+        if target.get("type") != "directory":
+            return None
+        path = target["path"].rstrip("/")
+        return f"{path}/{host}" if target.get("per_host_subdir", True) else path
+
+    # --- parse ----------------------------------------------------------------------------
+
+    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        from storbench.aggregate import aggregate_hosts
+        from storbench.tools import vdbench_output
+
+        rows = []
+        aggregate_only = []
+        for host in manifest["hosts"]:
+            folder = raw_dir / host["output"]
+            runs = vdbench_output.read_runs(vdbench_output.flatfile_path(folder))
+            host_base = _with_version(base, host.get("tool_version"))
+            if len(vdbench_output.reported_hosts(folder)) > 1:
+                aggregate_only += _all_rows(runs, host_base, folder)
+            else:
+                rows += vdbench_output.result_rows(
+                    runs, host=host["name"], base=host_base, folder=folder
+                )
+        return rows + aggregate_hosts(rows) + aggregate_only
+
+    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        from storbench.schema_names import ALL_HOSTS
+        from storbench.tools import vdbench_output
+
+        rows = []
+        for host in manifest["hosts"]:
+            flatfile = vdbench_output.flatfile_path(raw_dir / host["output"])
+            runs = vdbench_output.read_runs(flatfile)
+            several = len(vdbench_output.reported_hosts(flatfile.parent)) > 1
+            name = ALL_HOSTS if several else host["name"]
+            rows += vdbench_output.timeseries_rows(runs, host=name, base=base, source=flatfile)
+        return rows
+
+    def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
+        """Output folders (or their flatfile.html); run_id is the RD name plus loop values."""
+        from storbench.aggregate import aggregate_hosts
+        from storbench.tools import vdbench_output
+
+        rows = []
+        for path in paths:
+            flatfile = vdbench_output.flatfile_path(Path(path))
+            runs = vdbench_output.read_runs(flatfile)
+            hosts = vdbench_output.reported_hosts(flatfile.parent)
+            path_rows = []
+            for run in runs:
+                run_base = {**base, "run_id": run.label, "raw_path": str(path)}
+                if len(hosts) > 1:
+                    path_rows += _all_rows([run], run_base, flatfile.parent)
+                    continue
+                host = hosts[0] if hosts else "localhost"
+                host_rows = vdbench_output.result_rows(
+                    [run], host=host, base=run_base, folder=flatfile.parent
+                )
+                path_rows += host_rows + aggregate_hosts(host_rows)
+            rows += path_rows
+        return rows
+
+
+def _with_version(base: dict, banner: str | None) -> dict:
+    from storbench.tools.vdbench_output import parse_version
+
+    version = parse_version(banner or "")
+    return {**base, "tool_version": version} if version else base
+
+
+def _all_rows(runs: list, base: dict, folder: Path) -> list[dict]:
+    from storbench.schema_names import ALL_HOSTS
+    from storbench.tools.vdbench_output import result_rows
+
+    return result_rows(runs, host=ALL_HOSTS, base=base, folder=folder)
+
+
+# --- parameter file ----------------------------------------------------------------------
+
+
+def parameter_file(spec: dict) -> dict:
+    """The parameter file: general, host_definitions, storage, workloads, run.
+
+    Each definition is {"keyword": "sd", "name": "sd1", "params": [(key, value), ...]},
+    rendered ``sd=sd1,key=value,...``; ``general`` is a list of (key, value).
+    """
+    params = dict(spec["params"])
+    mode = str(params.get("workload", RAW))
+    if mode not in (RAW, FILESYSTEM):
+        raise VdbenchJobError(f"vdbench: workload must be {RAW} or {FILESYSTEM}, got {mode!r}")
+    _check_options(params, mode)
+    hosts = _hd_hosts(_driven_hosts(params, spec.get("hosts") or []))
+    target = spec["target"]
+    build = _raw_definitions if mode == RAW else _filesystem_definitions
+    storage, workloads, run = build(params, target, hosts)
+    general = [("compratio", params["compratio"])] if "compratio" in params else []
+    return {
+        "workload": mode,
+        "general": general,
+        "host_definitions": _host_definitions(params, hosts),
+        "storage": storage,
+        "workloads": workloads,
+        "run": run,
+    }
+
+
+def _check_options(params: dict, mode: str) -> None:
+    known = GENERIC_OPTIONS | COMMON_OPTIONS | MODE_OPTIONS[mode]
+    unknown = [
+        option
+        for option in params
+        if option not in known and not option.startswith(PASSTHROUGH_PREFIXES)
+    ]
+    if unknown:
+        raise VdbenchJobError(
+            f"vdbench ({mode} workload): unknown option(s) {', '.join(sorted(unknown))}; "
+            "vdbench parameters go in as sd_/wd_/fsd_/fwd_/rd_/hd_<name>"
+        )
+    if mode == RAW and _integer(params.get("numjobs", 1), "numjobs") != 1:
+        raise VdbenchJobError("vdbench raw workloads have no numjobs; use iodepth (threads per SD)")
+
+
+def _driven_hosts(params: dict, spec_hosts: list) -> list:
+    """Hosts one vdbench master drives (hd=): vdbench_hosts, or the spec's with multihost."""
+    if "vdbench_hosts" in params:
+        return [host.strip() for host in str(params["vdbench_hosts"]).split(",") if host.strip()]
+    return spec_hosts if _truthy(params.get("multihost", False)) else []
+
+
+def _truthy(value) -> bool:
+    return str(value).lower() in ("1", "true", "yes")
+
+
+def _hd_hosts(hosts: list) -> list[dict]:
+    result = []
+    for index, host in enumerate(hosts, start=1):
+        name = host if isinstance(host, str) else host["name"]
+        address = host if isinstance(host, str) else host.get("address") or host["name"]
+        result.append({"hd": f"hd{index}", "name": name, "system": address})
+    return result
+
+
+def _host_definitions(params: dict, hosts: list[dict]) -> list[dict]:
+    if not hosts:
+        return []
+    defaults = {
+        "vdbench": params.get("vdbench_dir", DEFAULT_VDBENCH_DIR),
+        "user": "root",
+        "shell": "ssh",
+        **_passthrough(params, "hd_"),
+    }
+    return [
+        _definition("hd", "default", list(defaults.items())),
+        *[_definition("hd", host["hd"], [("system", host["system"])]) for host in hosts],
+    ]
+
+
+def _raw_definitions(params: dict, target: dict, hosts: list[dict]) -> tuple:
+    if target["type"] == "directory" and "size" not in params:
+        raise VdbenchJobError("vdbench: a directory target needs size (the lun file's size)")
+    shared = [
+        *_optional("size", _size(params.get("size"))),
+        *_optional("threads", params.get("iodepth")),
+        *_optional("openflags", _openflags(params)),
+        *_passthrough(params, "sd_").items(),
+    ]
+    if hosts:
+        storage = [_definition("sd", "default", shared)] if shared else []
+        storage += [
+            _definition(
+                "sd", f"sd{index}", [("host", host["hd"]), ("lun", _lun(target, host["name"]))]
+            )
+            for index, host in enumerate(hosts, start=1)
+        ]
+        sd = "sd*"
+    else:
+        storage = [_definition("sd", "sd1", [("lun", _lun(target, HOST_VARIABLE)), *shared])]
+        sd = "sd1"
+    workload_name = str(params.get("workload_name", "wd1"))
+    wd = [
+        ("sd", sd),
+        *_optional("xfersize", _size(params.get("bs"))),
+        *_optional("rdpct", _rdpct(params)),
+        *_optional("seekpct", _seekpct(params)),
+        *_passthrough(params, "wd_").items(),
+    ]
+    run = _run_definition(params, ("wd", workload_name), ("iorate", params.get("rate", "max")))
+    return storage, [_definition("wd", workload_name, wd)], run
+
+
+def _filesystem_definitions(params: dict, target: dict, hosts: list[dict]) -> tuple:
+    if target["type"] != "directory":
+        raise VdbenchJobError("vdbench: a filesystem workload needs a directory target")
+    missing = [option for option in ("files", "size") if option not in params]
+    if missing:
+        raise VdbenchJobError(f"vdbench filesystem workload: set {' and '.join(missing)}")
+    fsd = [
+        ("depth", params.get("depth", 1)),
+        ("width", params.get("width", 1)),
+        ("files", params["files"]),
+        ("size", _size(params["size"])),
+        *_optional("openflags", _openflags(params)),
+        *_passthrough(params, "fsd_").items(),
+    ]
+    workload_name = str(params.get("workload_name", "fwd1"))
+    operation, rdpct = _operation(params)
+    fwd = [
+        ("operation", operation),
+        *_optional("rdpct", rdpct),
+        *_optional("xfersize", _size(params.get("bs"))),
+        *_optional("fileio", _fileio(params)),
+        ("fileselect", params.get("fileselect", "random")),
+        *_optional("threads", params.get("numjobs", params.get("iodepth"))),
+        *_passthrough(params, "fwd_").items(),
+    ]
+    if hosts:
+        storage = [_definition("fsd", "default", fsd)] + [
+            _definition("fsd", f"fsd{i}", [("anchor", _anchor(target, host["name"]))])
+            for i, host in enumerate(hosts, start=1)
+        ]
+        workloads = [_definition("fwd", "default", fwd)] + [
+            _definition(
+                "fwd", f"{workload_name}_{host['hd']}", [("fsd", f"fsd{i}"), ("host", host["hd"])]
+            )
+            for i, host in enumerate(hosts, start=1)
+        ]
+        fwd_names = f"{workload_name}_*"
+    else:
+        storage = [_definition("fsd", "fsd1", [("anchor", _anchor(target, HOST_VARIABLE)), *fsd])]
+        workloads = [_definition("fwd", workload_name, [("fsd", "fsd1"), *fwd])]
+        fwd_names = workload_name
+    run = _run_definition(
+        params,
+        ("fwd", fwd_names),
+        ("fwdrate", params.get("rate", "max")),
+        ("format", _yes_no(params.get("format", "yes"))),
+    )
+    return storage, workloads, run
+
+
+def _run_definition(params: dict, *workload: tuple) -> dict:
+    interval = _integer(params.get("interval", 1), "interval")
+    elapsed = _seconds(params.get("runtime"), "runtime")
+    warmup = _seconds(params.get("ramp_time"), "ramp_time")
+    if interval < 1:
+        raise VdbenchJobError(f"vdbench: interval must be at least 1 second, got {interval}")
+    if elapsed is not None and (elapsed % interval or elapsed < 2 * interval):
+        raise VdbenchJobError(
+            f"vdbench: runtime ({elapsed} s) must be a multiple of interval ({interval} s) "
+            "and at least twice it"
+        )
+    if warmup is not None and warmup % interval:
+        raise VdbenchJobError(
+            f"vdbench: ramp_time ({warmup} s) must be a multiple of interval ({interval} s)"
+        )
+    loops = [
+        (option, _loop_values(option, params[option])) for option in FOR_LOOPS if option in params
+    ]
+    return _definition(
+        "rd",
+        str(params.get("run_name", "rd1")),
+        [
+            *workload,
+            *_optional("elapsed", elapsed),
+            *_optional("warmup", warmup),
+            ("interval", interval),
+            *loops,
+            *_passthrough(params, "rd_").items(),
+        ],
+    )
+
+
+def _definition(keyword: str, name: str, params: list) -> dict:
+    return {"keyword": keyword, "name": name, "params": [(k, str(v)) for k, v in params]}
+
+
+def _optional(key: str, value) -> list:
+    return [] if value is None else [(key, value)]
+
+
+def _passthrough(params: dict, prefix: str) -> dict:
+    return {
+        option.removeprefix(prefix): _scalar(value)
+        for option, value in params.items()
+        if option.startswith(prefix)
+    }
+
+
+def _scalar(value):
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return value
+
+
+def _lun(target: dict, host: str) -> str:
+    if target["type"] == "block":
+        return target["path"]
+    return f"{_host_directory(target, host)}/{SD_FILE}"
+
+
+def _anchor(target: dict, host: str) -> str:
+    return f"{_host_directory(target, host)}/{FSD_SUBDIR}"
+
+
+def _host_directory(target: dict, host: str) -> str:
+    path = target["path"].rstrip("/")
+    return f"{path}/{host}" if target.get("per_host_subdir", True) else path
+
+
+def _size(value) -> str | None:
+    """A size as vdbench reads it (binary k/m/g/t); other text (distributions) as given."""
+    from storbench.units import UnitError, fio_size
+
+    if value is None:
+        return None
+    try:
+        return fio_size(value)
+    except UnitError:
+        return str(value)
+
+
+def _openflags(params: dict) -> str | None:
+    if "openflags" in params:
+        return str(params["openflags"])
+    return "o_direct" if _truthy(params.get("direct", 0)) else None
+
+
+def _rw(params: dict) -> str | None:
+    rw = params.get("rw")
+    if rw is None:
+        return None
+    rw = str(rw)
+    if rw not in READS | WRITES | MIXED:
+        raise VdbenchJobError(f"vdbench: unsupported rw {rw!r} (read, write, rw, rand...)")
+    return rw
+
+
+def _rdpct(params: dict) -> int | None:
+    rw = _rw(params)
+    if rw in READS:
+        return 100
+    if rw in WRITES:
+        return 0
+    if "rwmixread" in params:
+        return _integer(params["rwmixread"], "rwmixread")
+    return 50 if rw in MIXED else None
+
+
+def _seekpct(params: dict):
+    if "seekpct" in params:
+        return params["seekpct"]
+    rw = _rw(params)
+    return None if rw is None else (100 if rw.startswith("rand") else 0)
+
+
+def _fileio(params: dict) -> str | None:
+    if "fileio" in params:
+        return str(params["fileio"])
+    rw = _rw(params)
+    return None if rw is None else ("random" if rw.startswith("rand") else "sequential")
+
+
+def _operation(params: dict) -> tuple[str, int | None]:
+    """fwd operation and rdpct: a read/write mix is operation=read with rdpct."""
+    if "operation" in params:
+        rdpct = _integer(params["rwmixread"], "rwmixread") if "rwmixread" in params else None
+        return str(params["operation"]), rdpct
+    rdpct = _rdpct(params)
+    if rdpct == 0:
+        return "write", None
+    if rdpct is None or rdpct == 100:
+        return "read", None
+    return "read", rdpct
+
+
+def _yes_no(value) -> str:
+    return _scalar(value) if isinstance(value, bool) else str(value)
+
+
+def _integer(value, option: str) -> int:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise VdbenchJobError(f"vdbench: {option} must be a whole number, got {value!r}") from None
+    if not number.is_integer():
+        raise VdbenchJobError(f"vdbench: {option} must be a whole number, got {value!r}")
+    return int(number)
+
+
+def _seconds(value, option: str) -> int | None:
+    from storbench.units import parse_duration
+
+    if value is None:
+        return None
+    seconds = parse_duration(value)
+    if not seconds.is_integer():
+        raise VdbenchJobError(f"vdbench: {option} must be whole seconds, got {value!r}")
+    return int(seconds)
+
+
+def _loop_values(option: str, value) -> str:
+    """'4k, 64k' -> '(4k,64k)'; sizes of forxfersize written as vdbench reads them."""
+    items = [item.strip() for item in str(value).strip().strip("()").split(",") if item.strip()]
+    if option == "forxfersize":
+        items = [_size(item) for item in items]
+    return f"({','.join(items)})"
+
+
+ADAPTER = VdbenchAdapter()
