@@ -120,6 +120,10 @@ def run_spec_json(wildcards):
     )
 
 
+def preflight_spec_json(wildcards):
+    return plan.to_json(plan.preflight_spec(CAMPAIGN, wildcards.experiment))
+
+
 def run_job_file(wildcards):
     return job_path(wildcards.experiment, wildcards.run_id)
 

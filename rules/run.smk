@@ -14,11 +14,28 @@ rule render_job:
         "storbench render --spec {params.spec:q} --output {output.job:q} > {log:q} 2>&1"
 
 
+# Every host reachable, the tool installed, free space and clock offset, before any run.
+rule preflight:
+    output:
+        report="results/{experiment}/preflight.json",
+    log:
+        "results/{experiment}/logs/preflight.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        spec=preflight_spec_json,
+    shell:
+        "storbench preflight --spec {params.spec:q} --output {output.report:q} > {log:q} 2>&1"
+
+
 # One iteration on every host of the group; at most one per storage target at a time.
 rule run_iteration:
     input:
         job=run_job_file,
         bucket=experiment_bucket_marker,
+        # ancient: a repeated preflight must not make finished runs look outdated
+        preflight=ancient("results/{experiment}/preflight.json"),
     output:
         manifest="results/{experiment}/raw/{run_id}/it{iteration}/run.json",
     log:

@@ -76,6 +76,19 @@ def _report(args) -> int:
     return 0
 
 
+def _preflight(args) -> int:
+    from storbench import preflight
+
+    report = preflight.run_preflight(json.loads(args.spec), args.output)
+    for host in report["hosts"]:
+        free = host.get("free_bytes")
+        print(
+            f"{host['name']}: {host['tool_version']}; clock offset {host.get('clock_offset_s')} s"
+            + (f"; {free / 2**30:.1f} GiB free on the target" if free is not None else "")
+        )
+    return 0
+
+
 def _prepare_bucket(args) -> int:
     from storbench import s3
 
@@ -167,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("job_files", nargs="*")
     report.set_defaults(handler=_report)
 
+    preflight = steps.add_parser("preflight", help="check every host before the first run")
+    preflight.add_argument("--spec", required=True, help="preflight spec (JSON)")
+    preflight.add_argument("--output", required=True)
+    preflight.set_defaults(handler=_preflight)
+
     bucket = steps.add_parser("prepare-bucket", help="create an S3 target's bucket")
     bucket.add_argument("--target", required=True, help="target (JSON)")
     bucket.add_argument("--bucket", required=True)
@@ -191,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.config import ConfigError
     from storbench.hosts import HostError
+    from storbench.preflight import PreflightError
     from storbench.render import RenderError
     from storbench.runner import RunError
     from storbench.s3 import S3Error
@@ -202,6 +221,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         HostError,
         ImportInputError,
+        PreflightError,
         RenderError,
         RunError,
         S3Error,

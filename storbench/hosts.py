@@ -172,6 +172,10 @@ class Transport:
         """Copy a folder from the host, recursively, into local_dir."""
         raise NotImplementedError
 
+    def shell(self, script: str, *, timeout_s: float) -> tuple[int, str, str]:
+        """Run a small POSIX shell script (quote its arguments!): (exit code, stdout, stderr)."""
+        return self._shell(script, timeout_s=timeout_s)
+
     def remove(self, paths: list[str]) -> None:
         """Best effort rm -f of files on the host (private copies after a run)."""
         if paths:

@@ -173,5 +173,15 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> dict:
     }
 
 
+def preflight_spec(campaign: Campaign, name: str) -> dict:
+    experiment = campaign.experiments[name]
+    return {
+        "experiment": name,
+        "tool": experiment.tool,
+        "target": experiment_target(campaign, name),
+        "hosts": campaign.hosts_of(name),
+    }
+
+
 def to_json(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))

@@ -142,11 +142,11 @@ def test_workflow_prepares_the_bucket_keeps_keys_out_and_cleans_up(minio_env, tm
     marker = "results/targets/minio/buckets/storbench-objects.json"
     snakemake(tmp_path, config, marker, *locks)
     assert "storbench-objects" in bucket_names(minio_env)
-    # warp is not installed here: the run fails at the tool check, naming how to install it
+    # warp is not installed here: preflight fails, naming how to install it
     failed = snakemake(tmp_path, config, *locks, check=False)
     assert failed.returncode != 0
-    run_log = every_file_text(tmp_path / "results/objects/logs/run")
-    assert "warp is not installed" in run_log and "install it:" in run_log
+    preflight_log = (tmp_path / "results/objects/logs/preflight.log").read_text()
+    assert "host localhost: warp is not installed; install it:" in preflight_log
     snakemake(tmp_path, config, "cleanup", *locks)
     assert "storbench-objects" not in bucket_names(minio_env)
     assert not (tmp_path / marker).exists()

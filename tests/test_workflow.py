@@ -69,6 +69,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(finished_campaign):
         "all": 1,
         "gather_experiment": 1,
         "parse_iteration": 4,
+        "preflight": 1,
         "render_job": 2,
         "report_experiment": 1,
         "run_iteration": 4,

@@ -68,6 +68,8 @@ def test_unknown_host_key_is_refused_and_publishes_nothing(ssh_lab, tmp_path):
     empty_known_hosts.write_text("")
     result = snakemake(tmp_path, ssh_config(ssh_lab, tmp_path, empty_known_hosts), check=False)
     assert result.returncode != 0
-    log = (tmp_path / "results/pair/logs/run/randread_bs4k.it1.log").read_text()
-    assert f"host {ssh_lab.servers[0].address}" in log and "unknown" in log
-    assert not (tmp_path / "results/pair/raw/randread_bs4k/it1/run.json").exists()
+    log = (tmp_path / "results/pair/logs/preflight.log").read_text()
+    for server in ssh_lab.servers:  # preflight names every refused host at once
+        assert f"host {server.address}" in log
+    assert "unknown" in log and "2 of 2 host(s)" in log
+    assert not (tmp_path / "results/pair/raw").exists()
