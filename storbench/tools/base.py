@@ -11,6 +11,7 @@ in bytes, times in ns or s as the column names say. Time-series rows use
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 # Job files of S3 tools that need keys in the file itself carry these placeholders; the runner
@@ -19,6 +20,21 @@ SECRET_PLACEHOLDERS = {
     "access_key": "@@STORBENCH_ACCESS_KEY@@",
     "secret_key": "@@STORBENCH_SECRET_KEY@@",
 }
+
+
+@functools.cache
+def result_columns() -> frozenset[str]:
+    """The result schema's column names (results imports pyarrow, so only when parsing)."""
+    from storbench.results import COLUMNS
+
+    return frozenset(COLUMNS)
+
+
+@functools.cache
+def timeseries_columns() -> frozenset[str]:
+    from storbench.results import TIMESERIES_COLUMNS
+
+    return frozenset(TIMESERIES_COLUMNS)
 
 
 class ToolOutputError(ValueError):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -42,6 +41,8 @@ from storbench.aggregate import (
 )
 from storbench.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.tools.base import ToolOutputError
+from storbench.tools.base import result_columns as _schema_columns
+from storbench.tools.base import timeseries_columns as _timeseries_columns
 from storbench.units import parse_duration, parse_size
 
 MIB = 1 << 20
@@ -733,20 +734,6 @@ def _percentiles(histogram_us, printed_us) -> dict:
         "hist_ns": None,
         "hist_count": None,
     }
-
-
-@functools.cache
-def _schema_columns() -> frozenset[str]:
-    from storbench.results import COLUMNS  # lazy: results imports pyarrow
-
-    return frozenset(COLUMNS)
-
-
-@functools.cache
-def _timeseries_columns() -> frozenset[str]:
-    from storbench.results import TIMESERIES_COLUMNS
-
-    return frozenset(TIMESERIES_COLUMNS)
 
 
 # --- one storbench run -----------------------------------------------------------------------

@@ -7,7 +7,6 @@ the ``all`` rows are always recomputed from the per-host rows by :func:`aggregat
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 
@@ -20,6 +19,7 @@ from storbench.aggregate import (
 )
 from storbench.schema_names import PERCENTILE_COLUMNS, PERCENTILES
 from storbench.tools.base import ToolOutputError
+from storbench.tools.base import result_columns as _schema_columns
 from storbench.units import UnitError, parse_duration, parse_size
 
 OPS = ("read", "write", "trim")
@@ -41,13 +41,6 @@ _FIO_OPTION_NAMES = {"runtime_s": "runtime"}
 
 class FioOutputError(ToolOutputError):
     pass
-
-
-@functools.cache
-def _schema_columns() -> frozenset[str]:
-    from storbench.results import COLUMNS  # lazy: results imports pyarrow
-
-    return frozenset(COLUMNS)
 
 
 # --- documents ---------------------------------------------------------------------------

@@ -24,12 +24,12 @@ intervals do not line up in time.
 from __future__ import annotations
 
 import datetime
-import functools
 import re
 from pathlib import Path
 from typing import NamedTuple
 
 from storbench.tools.base import ToolOutputError
+from storbench.tools.base import timeseries_columns as _timeseries_columns
 from storbench.tools.fio_json import (
     OPS,
     FioOutputError,
@@ -229,10 +229,3 @@ def _log_line(path: Path, number: int, line: str) -> tuple[int, float, str]:
 
 def _inherited(base: dict) -> dict:
     return {key: value for key, value in base.items() if key in _timeseries_columns()}
-
-
-@functools.cache
-def _timeseries_columns() -> frozenset[str]:
-    from storbench.results import TIMESERIES_COLUMNS  # lazy: results imports pyarrow
-
-    return frozenset(TIMESERIES_COLUMNS)

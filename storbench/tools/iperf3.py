@@ -40,6 +40,7 @@ from pathlib import Path
 
 from storbench.aggregate import aggregate_hosts
 from storbench.tools.base import ToolAdapter, ToolOutputError
+from storbench.tools.base import timeseries_columns as _timeseries_columns
 from storbench.units import UnitError, parse_duration, parse_size
 
 DEFAULT_PORT = 5201
@@ -328,13 +329,6 @@ def _columns() -> frozenset[str]:
     from storbench.results import COLUMNS  # lazy: results imports pyarrow
 
     return frozenset(COLUMNS)
-
-
-@functools.cache
-def _timeseries_columns() -> frozenset[str]:
-    from storbench.results import TIMESERIES_COLUMNS
-
-    return frozenset(TIMESERIES_COLUMNS)
 
 
 ADAPTER = Iperf3Adapter()

@@ -41,7 +41,6 @@ spacing of the run's interval rows).
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import math
 import re
@@ -51,6 +50,8 @@ from pathlib import Path
 
 from storbench.aggregate import histogram_percentiles, no_percentiles
 from storbench.tools.base import ToolOutputError
+from storbench.tools.base import result_columns as _schema_columns
+from storbench.tools.base import timeseries_columns as _timeseries_columns
 from storbench.units import UnitError, parse_duration, parse_size, size_label
 
 RAW = "raw"
@@ -153,20 +154,6 @@ class OpRates:
     mean_ms: float | None
     max_ms: float | None
     stdev_ms: float | None
-
-
-@functools.cache
-def _schema_columns() -> frozenset[str]:
-    from storbench.results import COLUMNS  # lazy: results imports pyarrow
-
-    return frozenset(COLUMNS)
-
-
-@functools.cache
-def _timeseries_columns() -> frozenset[str]:
-    from storbench.results import TIMESERIES_COLUMNS
-
-    return frozenset(TIMESERIES_COLUMNS)
 
 
 # --- files ---------------------------------------------------------------------------------
