@@ -49,10 +49,8 @@ def _tool_version(transport, tool) -> str:
     if rc == 0:
         text = out.strip() or err.strip()
         return text.splitlines()[0] if text else ""
-    host = transport.spec.name
-    reason = "is not installed" if rc == 127 else f"does not start ({shlex.join(command)}: {rc})"
-    hint = f"; install it: {tool.install_hint}" if tool.install_hint else ""
-    raise HostError(host, f"{tool.name} {reason}{hint}")
+    detail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+    raise HostError(transport.spec.name, tool.unusable(rc, detail[0]))
 
 
 def _free_bytes(transport, directory: str) -> int | None:

@@ -177,13 +177,7 @@ def _tool_version(transport, tool, local_dir: Path, name: str) -> str:
         marker=" ".join(tool.version_command()),
     )
     if code != 0:
-        missing = code == 127  # the shell's "command not found"
-        raise RunError(
-            f"host {transport.spec.name}: "
-            + (f"{tool.name} is not installed" if missing else f"{tool.name} does not start")
-            + f" ('{' '.join(tool.version_command())}' exited {code}: {_tail(err)})"
-            + (f"; install it: {tool.install_hint}" if tool.install_hint else "")
-        )
+        raise RunError(f"host {transport.spec.name}: {tool.unusable(code, _tail(err))}")
     return out.read_text(errors="replace").strip()
 
 

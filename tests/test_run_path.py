@@ -12,6 +12,9 @@ def test_run_step_for_a_local_host_imports_nothing_heavy():
         "from storbench import cli, runner\n"
         "from storbench.tools import get_tool\n"
         "get_tool('fio').command('/x/job.fio', '/x/out.json', 'localhost')\n"
+        "from storbench import preflight\n"
+        "from storbench.tools import known_tools\n"
+        "adapters = [get_tool(name) for name in known_tools()]\n"
         "cli.build_parser()\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )

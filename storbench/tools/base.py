@@ -22,6 +22,15 @@ SECRET_PLACEHOLDERS = {
 }
 
 
+# POSIX sh for tools without a job file: append each line of the args file "$job" to "$@"
+# verbatim (no word splitting, quotes stay literal), skipping blank and '#' lines.
+ARGS_FILE_LOOP = (
+    'while IFS= read -r arg || [ -n "$arg" ]; do '
+    'case $arg in ""|"#"*) ;; *) set -- "$@" "$arg" ;; esac; '
+    'done < "$job"'
+)
+
+
 @functools.cache
 def result_columns() -> frozenset[str]:
     """The result schema's column names (results imports pyarrow, so only when parsing)."""
@@ -68,6 +77,13 @@ class ToolAdapter:
 
     def version_command(self) -> list[str]:
         raise NotImplementedError
+
+    def unusable(self, exit_code: int, detail: str) -> str:
+        """Why the version command failed on a host, with how to install the tool."""
+        command = " ".join(self.version_command())
+        state = "is not installed" if exit_code == 127 else "does not start"  # 127: not found
+        hint = f"; install it: {self.install_hint}" if self.install_hint else ""
+        return f"{self.name} {state}{hint} ('{command}' exited {exit_code}: {detail})"
 
     def output_name(self, host: str) -> str:
         """File (or folder) name of a host's result inside the raw iteration folder."""

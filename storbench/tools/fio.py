@@ -81,16 +81,18 @@ class FioAdapter(ToolAdapter):
         return fio_json.parse_outputs(outputs, base=base)
 
     def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        from storbench.tools import fio_json, fio_timeseries
+        """Interval rows when the run printed status reports (status_interval), else none."""
+        from storbench.tools import fio_timeseries
 
+        if "status_interval" not in manifest["params"]:
+            return []
         rows = []
         for host in manifest["hosts"]:
             path = raw_dir / host["output"]
             text = path.read_bytes().decode("utf-8", errors="replace")
-            if len(fio_json.load_documents(text, source=str(path))) > 1:
-                rows += fio_timeseries.rows_from_status_interval(
-                    text, host=host["name"], base=base, source=str(path)
-                )
+            rows += fio_timeseries.rows_from_status_interval(
+                text, host=host["name"], base=base, source=str(path)
+            )
         return rows
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:

@@ -39,7 +39,7 @@ import json
 from pathlib import Path
 
 from storbench.aggregate import aggregate_hosts
-from storbench.tools.base import ToolAdapter, ToolOutputError
+from storbench.tools.base import ARGS_FILE_LOOP, ToolAdapter, ToolOutputError
 from storbench.tools.base import timeseries_columns as _timeseries_columns
 from storbench.units import UnitError, parse_duration, parse_size
 
@@ -49,11 +49,7 @@ PROGRAM_NAME = "storbench-iperf3"  # $0 of the sh snippet in command()
 
 # One argument per line into "$@" (no word splitting, no quote processing), then iperf3.
 _RUN_ARGS_FILE = (
-    'job="$1" out="$2"; set --; '
-    'while IFS= read -r arg || [ -n "$arg" ]; do '
-    'case "$arg" in ""|"#"*) ;; *) set -- "$@" "$arg" ;; esac; '
-    'done < "$job"; '
-    'exec iperf3 --json --logfile "$out" "$@"'
+    f'job="$1" out="$2"; set --; {ARGS_FILE_LOOP}; exec iperf3 --json --logfile "$out" "$@"'
 )
 
 _VALUE_OPTIONS = {"bitrate": "--bitrate", "window": "--window", "congestion": "--congestion"}

@@ -43,7 +43,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from storbench.schema_names import ALL_HOSTS, normalize_op
-from storbench.tools.base import ToolAdapter, ToolOutputError
+from storbench.tools.base import ARGS_FILE_LOOP, ToolAdapter, ToolOutputError
 
 BENCHMARKS = ("get", "put", "mixed", "delete", "list", "stat")
 _BENCHMARK_OF_RW = {
@@ -85,17 +85,12 @@ DATA_NAME = "warp"  # --benchdata prefix: warp appends .json.zst (.csv.zst with 
 ANALYSIS_NAME = "analyze.json"
 
 # Reads the args file into "$@" after any extra arguments, then rotates the extras to the end.
-_RUN_SCRIPT = """\
+_RUN_SCRIPT = f"""\
 job=$1 out=$2
 shift 2
-[ -r "$job" ] || { echo "storbench-warp: cannot read $job" >&2; exit 2; }
+[ -r "$job" ] || {{ echo "storbench-warp: cannot read $job" >&2; exit 2; }}
 extra=$#
-while IFS= read -r argument || [ -n "$argument" ]; do
-  case $argument in
-    ''|'#'*) ;;
-    *) set -- "$@" "$argument" ;;
-  esac
-done < "$job"
+{ARGS_FILE_LOOP}
 while [ "$extra" -gt 0 ]; do
   set -- "$@" "$1"
   shift
