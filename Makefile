@@ -28,7 +28,7 @@ system-packages:
 	@envs/install-system-packages.sh fio:fio
 
 test-packages:
-	@envs/install-system-packages.sh fio:fio sshd:openssh-server ssh-keygen:openssh-client pgrep:procps
+	@envs/install-system-packages.sh fio:fio sshd:openssh-server ssh-keygen:openssh-client pgrep:procps iperf3:iperf3
 
 # Without Go the S3 tests skip and say why; with Go, MinIO is built once into .cache/bin.
 s3-server:

@@ -20,6 +20,14 @@ include: "rules/parse.smk"
 include: "rules/report.smk"
 
 
+onsuccess:
+    stop_campaign_services()
+
+
+onerror:
+    stop_campaign_services()
+
+
 rule all:
     default_target: True
     input:

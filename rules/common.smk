@@ -29,6 +29,10 @@ RUNS = {
     for name in EXPERIMENTS
 }
 USED_TARGETS = sorted({e.target_name for e in CAMPAIGN.experiments.values()})
+HOST_NAMES = sorted(
+    {h["name"] for hosts in CAMPAIGN.host_groups.values() for h in hosts}
+)
+SERVICE_TOOLS = plan.service_tools(CAMPAIGN)
 JOB_SUFFIXES = sorted(
     {get_tool(e.tool).job_suffix.lstrip(".") for e in CAMPAIGN.experiments.values()}
 )
@@ -41,6 +45,9 @@ wildcard_constraints:
     suffix="|".join(JOB_SUFFIXES),
     target="|".join(re.escape(t) for t in USED_TARGETS),
     bucket=r"[a-z0-9][a-z0-9.-]*",
+    host="|".join(re.escape(name) for name in HOST_NAMES),
+    tool="|".join(SERVICE_TOOLS) or "no-service-tools",
+    step=r"[A-Za-z0-9][A-Za-z0-9._-]*",
 
 
 def lock_name(target):
@@ -124,8 +131,85 @@ def preflight_spec_json(wildcards):
     return plan.to_json(plan.preflight_spec(CAMPAIGN, wildcards.experiment))
 
 
+def uses_per_host_jobs(experiment_name):
+    return plan.per_host_jobs(CAMPAIGN.experiments[experiment_name])
+
+
 def run_job_file(wildcards):
-    return job_path(wildcards.experiment, wildcards.run_id)
+    """The run's job file, or one per host (service mode, host split, host facts)."""
+    if not uses_per_host_jobs(wildcards.experiment):
+        return job_path(wildcards.experiment, wildcards.run_id)
+    suffix = get_tool(experiment_of(wildcards).tool).job_suffix
+    return [
+        f"results/{wildcards.experiment}/jobs/{wildcards.run_id}/{host}{suffix}"
+        for host in run_of(wildcards).hosts
+    ]
+
+
+def render_host_spec_json(wildcards):
+    return plan.to_json(
+        plan.render_spec(
+            CAMPAIGN, wildcards.experiment, run_of(wildcards), host=wildcards.host
+        )
+    )
+
+
+def uses_host_facts(experiment_name):
+    from storbench import hostfacts
+
+    experiment = CAMPAIGN.experiments[experiment_name]
+    for run in RUNS[experiment_name].values():
+        return any(hostfacts.has_expression(v) for v in run.params.values())
+    return False
+
+
+def host_facts_file(wildcards):
+    """A job with host-fact expressions is rendered from that host's telemetry."""
+    if uses_host_facts(wildcards.experiment):
+        return f"results/telemetry/{wildcards.host}.json"
+    return []
+
+
+def facts_flag(wildcards, input):
+    return f"--facts {input.facts}" if input.facts else ""
+
+
+def services_marker(wildcards):
+    """Service-mode runs need the campaign's services (started once, stopped at the end)."""
+    experiment = experiment_of(wildcards)
+    if experiment.execution != "service":
+        return []
+    return ancient(f"results/services/{experiment.tool}.json")
+
+
+def services_spec_json(wildcards):
+    return plan.to_json(plan.service_spec(CAMPAIGN, wildcards.tool))
+
+
+def telemetry_spec_json(wildcards):
+    return plan.to_json(plan.telemetry_spec(CAMPAIGN, wildcards.host))
+
+
+def experiment_telemetry(wildcards):
+    return [
+        f"results/telemetry/{host['name']}.json"
+        for host in CAMPAIGN.hosts_of(wildcards.experiment)
+    ]
+
+
+def step_iterations(wildcards):
+    experiment = experiment_of(wildcards)
+    paths = [
+        f"results/{wildcards.experiment}/parsed/{run_id}/it{iteration}.parquet"
+        for run_id, run in RUNS[wildcards.experiment].items()
+        if run.step == wildcards.step
+        for iteration in range(1, experiment.iterations + 1)
+    ]
+    if not paths:
+        raise WorkflowError(
+            f"experiment {wildcards.experiment!r} has no client step {wildcards.step!r}"
+        )
+    return paths
 
 
 def parsed_iterations(wildcards):
@@ -145,8 +229,14 @@ def parsed_timeseries(wildcards):
 
 
 def experiment_job_files(wildcards):
+    name = wildcards.experiment
+    if not uses_per_host_jobs(name):
+        return [job_path(name, run_id) for run_id in RUNS[name]]
+    suffix = get_tool(CAMPAIGN.experiments[name].tool).job_suffix
     return [
-        job_path(wildcards.experiment, run_id) for run_id in RUNS[wildcards.experiment]
+        f"results/{name}/jobs/{run_id}/{host}{suffix}"
+        for run_id, run in RUNS[name].items()
+        for host in run.hosts
     ]
 
 
@@ -154,6 +244,11 @@ def report_meta_json(wildcards):
     name = wildcards.experiment
     experiment = CAMPAIGN.experiments[name]
     snapshot = {
+        **(
+            {"data_path": CAMPAIGN.raw["data_path"]}
+            if "data_path" in CAMPAIGN.raw
+            else {}
+        ),
         "experiments": {name: CAMPAIGN.raw["experiments"][name]},
         "hosts": {g: CAMPAIGN.raw["hosts"][g] for g in experiment.host_groups},
         "targets": {
@@ -171,6 +266,12 @@ def report_meta_json(wildcards):
         "sweep": experiment.sweep,
         "run_ids": list(RUNS[name]),
         "config_yaml": storbench_config.redacted_yaml(snapshot),
+        "execution": experiment.execution,
+        "steps": plan.steps_meta(CAMPAIGN, name),
+        "data_path": CAMPAIGN.raw.get("data_path"),
+        "slow_host_percent": experiment.slow_host_percent,
+        "max_start_skew_s": experiment.max_start_skew_s,
+        "rwmixreadhost": experiment.rwmixreadhost,
     }
     return json.dumps(meta, sort_keys=True)
 
@@ -200,7 +301,7 @@ def s3_target_json(wildcards):
 
 
 def cleanup_spec_json():
-    """Every S3 target of the config with the buckets its experiments use."""
+    """Every tool service of the campaign, and every S3 target with its experiments' buckets."""
     buckets = {}
     for name in EXPERIMENTS:
         target = plan.experiment_target(CAMPAIGN, name)
@@ -209,4 +310,17 @@ def cleanup_spec_json():
                 target["name"], {"target": target, "buckets": []}
             )
             entry["buckets"].append(target["bucket"])
-    return json.dumps(list(buckets.values()), sort_keys=True)
+    services = [plan.service_spec(CAMPAIGN, tool) for tool in SERVICE_TOOLS]
+    return plan.to_json({"services": services, "buckets": list(buckets.values())})
+
+
+def stop_campaign_services():
+    """At the end of the workflow (success or error): no service outlives the campaign."""
+    import subprocess
+
+    if not SERVICE_TOOLS:
+        return
+    spec = plan.to_json(
+        {"services": [plan.service_spec(CAMPAIGN, tool) for tool in SERVICE_TOOLS]}
+    )
+    subprocess.run(["storbench", "cleanup", "--spec", spec], check=False)

@@ -27,3 +27,17 @@ rule gather_experiment:
     shell:
         "storbench gather --output {output.summary:q} --timeseries {output.timeseries:q}"
         " {input.parsed:q} {input.timeseries:q} > {log:q} 2>&1"
+
+
+# `snakemake results/<experiment>/steps/h4.parquet`: one client step of a stepped experiment.
+rule gather_step:
+    input:
+        parsed=step_iterations,
+    output:
+        step="results/{experiment}/steps/{step}.parquet",
+    log:
+        "results/{experiment}/logs/gather_step.{step}.log",
+    conda:
+        "../envs/storbench.yaml"
+    shell:
+        "storbench gather --output {output.step:q} {input.parsed:q} > {log:q} 2>&1"

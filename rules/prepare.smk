@@ -27,3 +27,35 @@ rule cleanup:
         spec=cleanup_spec_json(),
     shell:
         "storbench cleanup --spec {params.spec:q} > {log:q} 2>&1"
+
+
+# Host facts (kernel, CPU, memory, NICs, mount of the target, tool versions), once per campaign.
+rule telemetry:
+    output:
+        facts="results/telemetry/{host}.json",
+    log:
+        "results/telemetry/logs/{host}.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        spec=telemetry_spec_json,
+    shell:
+        "storbench telemetry --spec {params.spec:q} --output {output.facts:q} > {log:q} 2>&1"
+
+
+# Tool services (fio --server) on every host of the campaign's service-mode experiments,
+# started once and checked for readiness; stopped by `snakemake cleanup`, at the end of the
+# workflow and on Ctrl-C. temp(): a later campaign starts them again.
+rule start_services:
+    output:
+        marker=temp("results/services/{tool}.json"),
+    log:
+        "results/services/logs/{tool}.start.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        spec=services_spec_json,
+    shell:
+        "storbench services start --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"

@@ -14,6 +14,26 @@ rule render_job:
         "storbench render --spec {params.spec:q} --output {output.job:q} > {log:q} 2>&1"
 
 
+# A host's own job file: its directory, its read/write role, its host-fact values resolved.
+rule render_host_job:
+    input:
+        template=job_source,
+        facts=host_facts_file,
+    output:
+        job="results/{experiment}/jobs/{run_id}/{host}.{suffix}",
+    log:
+        "results/{experiment}/logs/render/{run_id}/{host}.{suffix}.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        spec=render_host_spec_json,
+        facts=facts_flag,
+    shell:
+        "storbench render --spec {params.spec:q} --output {output.job:q} {params.facts}"
+        " > {log:q} 2>&1"
+
+
 # Every host reachable, the tool installed, free space and clock offset, before any run.
 rule preflight:
     output:
@@ -34,6 +54,7 @@ rule run_iteration:
     input:
         job=run_job_file,
         bucket=experiment_bucket_marker,
+        services=services_marker,
         # ancient: a repeated preflight must not make finished runs look outdated
         preflight=ancient("results/{experiment}/preflight.json"),
     output:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def _check(args) -> int:
@@ -32,14 +33,18 @@ def _check(args) -> int:
 def _render(args) -> int:
     from storbench import render
 
-    render.write_job(json.loads(args.spec), args.output)
+    render.write_job(json.loads(args.spec), args.output, args.facts)
     return 0
 
 
 def _run(args) -> int:
     from storbench import runner
 
-    manifest = runner.run_iteration(json.loads(args.spec), args.iteration, args.job, args.manifest)
+    spec = json.loads(args.spec)
+    job = args.job[0]
+    if spec.get("per_host_jobs"):  # jobs/<run_id>/<host><suffix>, one per host
+        job = {Path(path).name.rsplit(".", 1)[0]: path for path in args.job}
+    manifest = runner.run_iteration(spec, args.iteration, job, args.manifest)
     for host in manifest["hosts"]:
         print(
             f"{host['name']}: exit {host['exit_code']} ({host['start_time']} .. {host['end_time']})"
@@ -64,7 +69,6 @@ def _gather(args) -> int:
 
 
 def _report(args) -> int:
-    from pathlib import Path
 
     from storbench import report
 
@@ -100,21 +104,55 @@ def _prepare_bucket(args) -> int:
 
 
 def _cleanup(args) -> int:
-    from pathlib import Path
+    from storbench import services
 
-    from storbench import s3
+    spec = json.loads(args.spec)
+    for service in spec.get("services", []):
+        services.stop_services(service["hosts"], service["tool"], service["port"])
+        hosts = ", ".join(h["name"] for h in service["hosts"])
+        print(f"{service['tool']} services stopped on {hosts}")
+    if spec.get("buckets"):
+        from storbench import s3
 
-    for entry in json.loads(args.spec):
-        target = entry["target"]
-        removed = s3.cleanup_buckets(target["name"], target, entry["buckets"])
-        for bucket in entry["buckets"]:
-            Path(s3.marker_path(target["name"], bucket)).unlink(missing_ok=True)
-        print(f"target {target['name']}: removed buckets {', '.join(removed) or '(none)'}")
+        for entry in spec["buckets"]:
+            target = entry["target"]
+            removed = s3.cleanup_buckets(target["name"], target, entry["buckets"])
+            for bucket in entry["buckets"]:
+                Path(s3.marker_path(target["name"], bucket)).unlink(missing_ok=True)
+            print(f"target {target['name']}: removed buckets {', '.join(removed) or '(none)'}")
+    return 0
+
+
+def _services(args) -> int:
+    from storbench import atomic, services
+
+    spec = json.loads(args.spec)
+    if args.action == "stop":
+        services.stop_services(spec["hosts"], spec["tool"], spec["port"])
+        print(f"{spec['tool']} services stopped on {len(spec['hosts'])} host(s)")
+        return 0
+    started = services.start_services(spec["hosts"], spec["tool"], spec["port"])
+    if args.output:
+        atomic.write_json(args.output, {"tool": spec["tool"], "services": started})
+    for entry in started:
+        print(f"{entry['host']}: {spec['tool']} service answering on {entry['endpoint']}")
+    return 0
+
+
+def _telemetry(args) -> int:
+    from storbench import atomic, telemetry
+
+    spec = json.loads(args.spec)
+    targets = [t for t in spec["targets"] if t.get("type") in ("directory", "block")]
+    facts = telemetry.collect_host(
+        spec["host"], target=targets[0] if targets else None, tools=spec["tools"]
+    )
+    atomic.write_json(args.output, facts)
+    print(f"{spec['host']['name']}: {facts.get('kernel')}, {facts.get('cores')} cores")
     return 0
 
 
 def _import(args) -> int:
-    from pathlib import Path
 
     from storbench import results
     from storbench.tools import get_tool, known_tools
@@ -152,12 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
     render = steps.add_parser("render", help="render one run's job file")
     render.add_argument("--spec", required=True, help="render spec (JSON)")
     render.add_argument("--output", required=True)
+    render.add_argument("--facts", help="the host's telemetry (JSON), for host-fact expressions")
     render.set_defaults(handler=_render)
 
     run = steps.add_parser("run", help="run one iteration on every host of the run")
     run.add_argument("--spec", required=True, help="run spec (JSON)")
     run.add_argument("--iteration", type=int, required=True)
-    run.add_argument("--job", required=True, help="rendered job file")
+    run.add_argument("--job", required=True, nargs="+", help="rendered job file, or one per host")
     run.add_argument("--manifest", required=True, help="run.json to publish on success")
     run.set_defaults(handler=_run)
 
@@ -191,9 +230,24 @@ def build_parser() -> argparse.ArgumentParser:
     bucket.add_argument("--marker", required=True, help="JSON marker to publish")
     bucket.set_defaults(handler=_prepare_bucket)
 
-    cleanup = steps.add_parser("cleanup", help="remove the buckets of S3 experiments")
-    cleanup.add_argument("--spec", required=True, help="[{target, buckets}] (JSON)")
+    cleanup = steps.add_parser(
+        "cleanup", help="stop tool services and remove the buckets of S3 experiments"
+    )
+    cleanup.add_argument(
+        "--spec", required=True, help="{services: [service spec], buckets: [{target, buckets}]}"
+    )
     cleanup.set_defaults(handler=_cleanup)
+
+    service = steps.add_parser("services", help="start or stop tool services on the hosts")
+    service.add_argument("action", choices=("start", "stop"))
+    service.add_argument("--spec", required=True, help="{tool, port, hosts} (JSON)")
+    service.add_argument("--output", help="marker to publish once every service answers")
+    service.set_defaults(handler=_services)
+
+    facts = steps.add_parser("telemetry", help="capture one host's facts")
+    facts.add_argument("--spec", required=True, help="{host, targets, tools} (JSON)")
+    facts.add_argument("--output", required=True)
+    facts.set_defaults(handler=_telemetry)
 
     imports = steps.add_parser(
         "import", help="turn a tool's outputs made outside storbench into result Parquet"
@@ -214,6 +268,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.runner import RunError
     from storbench.s3 import S3Error
     from storbench.secrets import SecretError
+    from storbench.services import ServiceError
+    from storbench.telemetry import TelemetryError
     from storbench.tools.base import ToolOutputError
     from storbench.units import UnitError
 
@@ -226,6 +282,8 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         RunError,
         S3Error,
         SecretError,
+        ServiceError,
+        TelemetryError,
         ToolOutputError,
         UnitError,
     )

@@ -47,6 +47,11 @@ class Experiment:
     template: str | None
     job_file: str | None
     timeout: float | None
+    execution: str = "standalone"  # or "service": tool services driven by one controller
+    steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
+    rwmixreadhost: int | None = None  # percent of a run's hosts that read
+    slow_host_percent: float = 10.0
+    max_start_skew_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for name, experiment in experiments.items():
         if experiment is not None:
             _check_shared_bucket(name, experiment, host_groups, problems)
+            _check_steps(name, experiment, host_groups, problems)
     for index, name in enumerate(raw.get("run") or []):
         if name not in raw["experiments"]:
             problems.append(f"run[{index}]: unknown experiment {name!r}")
@@ -258,7 +264,19 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
             timeout = units.parse_duration(spec["timeout"])
         except units.UnitError as error:
             problems.append(f"{key}.timeout: {error}")
+    max_start_skew_s = 1.0
+    if "max_start_skew" in spec:
+        try:
+            max_start_skew_s = units.parse_duration(spec["max_start_skew"])
+        except units.UnitError as error:
+            problems.append(f"{key}.max_start_skew: {error}")
+    _check_execution(key, spec, problems)
+    _check_host_split(key, spec, job, sweep, problems)
+    _check_host_expressions(key, spec, job, sweep, problems)
     target = dict(raw["targets"].get(spec["target"]) or {})
+    steps = None
+    if "steps" in spec:
+        steps = {"mode": spec["steps"]["mode"], "size": int(spec["steps"].get("size", 1))}
     return Experiment(
         name=name,
         tool=spec["tool"],
@@ -271,7 +289,74 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
         template=spec.get("template"),
         job_file=spec.get("job_file"),
         timeout=timeout,
+        execution=spec.get("execution", "standalone"),
+        steps=steps,
+        rwmixreadhost=spec.get("rwmixreadhost"),
+        slow_host_percent=float(spec.get("slow_host_percent", 10.0)),
+        max_start_skew_s=max_start_skew_s,
     )
+
+
+SERVICE_RUNNER_TOOLS = ("fio",)  # tools whose controller the runner drives
+READ_PATTERNS = {"read": "read", "write": "read", "randread": "randread", "randwrite": "randread"}
+WRITE_PATTERNS = {
+    "read": "write",
+    "write": "write",
+    "randread": "randwrite",
+    "randwrite": "randwrite",
+}
+
+
+def _check_execution(key: str, spec: dict, problems: list[str]) -> None:
+    from storbench.tools import get_tool, known_tools
+
+    if spec.get("execution") != "service" or spec["tool"] not in known_tools():
+        return
+    if spec["tool"] not in SERVICE_RUNNER_TOOLS:
+        supported = (
+            "has no service mode"
+            if not get_tool(spec["tool"]).has_services
+            else ("service mode is not wired into the runner yet")
+        )
+        problems.append(
+            f"{key}.execution: {spec['tool']} {supported} (service mode: "
+            f"{', '.join(SERVICE_RUNNER_TOOLS)}); use standalone"
+        )
+    if "job_file" in spec:
+        problems.append(f"{key}.execution: service mode renders per-host job files; use a template")
+
+
+def _check_host_split(key: str, spec: dict, job: dict, sweep: dict, problems: list[str]) -> None:
+    """A host-level split turns each host's pattern into its read or write counterpart."""
+    if spec.get("rwmixreadhost") is None:
+        return
+    patterns = [job["rw"]] if "rw" in job else []
+    patterns += list(sweep.get("rw", [])) + list((sweep.get("zip") or {}).get("rw", []))
+    if not patterns:
+        problems.append(f"{key}.rwmixreadhost: needs a job or sweep 'rw' to split")
+    for pattern in patterns:
+        if pattern not in READ_PATTERNS:
+            problems.append(
+                f"{key}.rwmixreadhost: rw {pattern!r} has no read/write counterpart "
+                f"(use one of {', '.join(READ_PATTERNS)})"
+            )
+    if "job_file" in spec:
+        problems.append(f"{key}.rwmixreadhost: a ready job_file cannot be split; use a template")
+
+
+def _check_host_expressions(
+    key: str, spec: dict, job: dict, sweep: dict, problems: list[str]
+) -> None:
+    from storbench import hostfacts
+
+    problems += hostfacts.check(job, f"{key}.job")
+    for option, values in sweep.items():
+        lists = values.items() if option == "zip" else [(option, values)]
+        prefix = f"{key}.sweep.zip" if option == "zip" else f"{key}.sweep"
+        for name, listed in lists:
+            problems += hostfacts.check(
+                {f"{name}[{i}]": value for i, value in enumerate(listed)}, prefix
+            )
 
 
 def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
@@ -282,6 +367,17 @@ def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: lis
             f"experiments.{name}.hosts: S3 experiments run from one host for now ({hosts} given);"
             " multi-host service mode (warp client, GOSBench workers, elbencho --service)"
             " is not wired into the runner yet"
+        )
+
+
+def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
+    if experiment.steps is None:
+        return
+    hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
+    if experiment.steps["size"] > hosts:
+        problems.append(
+            f"experiments.{name}.steps.size: {experiment.steps['size']} is more than the "
+            f"{hosts} host(s) of the experiment"
         )
 
 
@@ -297,10 +393,14 @@ def _check_target_type(key: str, tool: str, target_type: str, problems: list[str
 
 
 def _check_option_value(key: str, option: str, value, problems: list[str]) -> None:
+    from storbench import hostfacts
+
     text = str(value)
     if any(ord(ch) < 32 for ch in text):
         problems.append(f"{key}: control characters (newline, tab ...) are not allowed in values")
         return
+    if hostfacts.has_expression(value):
+        return  # checked by hostfacts.check, resolved per host at render time
     try:
         if option in SIZE_OPTIONS:
             _check_size(option, text)

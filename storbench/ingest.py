@@ -29,15 +29,40 @@ def parse_iteration(
         "raw_path": str(raw_dir),
         "start_time": min(h["start_time"] for h in hosts),
         "end_time": max(h["end_time"] for h in hosts),
+        "step": manifest.get("step"),
+        "hosts_in_run": len(hosts),
+        "target": manifest["target"].get("name"),
+        "start_skew_s": start_skew_s(hosts),
     }
     tool = get_tool(manifest["tool"])
-    rows = tool.parse(manifest, raw_dir, base)
+    rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)
     if timeseries_path:
         identity = {k: base[k] for k in ("experiment", "run_id", "iteration", "attempt", "tool")}
         series = tool.parse_timeseries(manifest, raw_dir, identity)
         results.write_timeseries(series, timeseries_path)
     results.write_rows(rows, output_path)
     return len(rows)
+
+
+def start_skew_s(hosts: list[dict]) -> float | None:
+    """Latest minus earliest host start; None for one host."""
+    import datetime
+
+    starts = [
+        datetime.datetime.fromisoformat(h["start_time"]) for h in hosts if h.get("start_time")
+    ]
+    if len(starts) < 2:
+        return None
+    return (max(starts) - min(starts)).total_seconds()
+
+
+def with_host_times(rows: list[dict], hosts: list[dict]) -> list[dict]:
+    """Per-host rows carry their own host's start and end; 'all' rows keep the run's span."""
+    times = {h["name"]: (h.get("start_time"), h.get("end_time")) for h in hosts}
+    for row in rows:
+        if row.get("host") in times:
+            row["start_time"], row["end_time"] = times[row["host"]]
+    return rows
 
 
 def gather(parsed_paths: list[str], output_path: str, timeseries_output: str | None = None) -> int:

@@ -1,7 +1,8 @@
 """Expand experiments into runs: sweep points, run ids, and the specs the rules pass on.
 
 Run id format: the workload's ``rw``, then ``bs<size>``, ``qd<iodepth>``, ``nj<numjobs>``
-(each only when the option is set), then every other swept option as ``<option>-<value>``
+(each only when the option is set; ``host`` when its value is a host-fact expression, e.g.
+``njhost``), then every other swept option as ``<option>-<value>``
 in sweep order; e.g. ``randread_bs4k_qd16_nj1`` or ``randrw_bs4k_qd1_nj1_mix70``.
 Sizes are written short (4096 -> 4k); characters other than letters, digits, '.' and '-'
 become '-'. An experiment without any of these options has the single run id ``run``.
@@ -37,6 +38,32 @@ class Run:
     run_id: str
     params: dict  # job options with this sweep point applied, in config order
     point: dict  # only the swept options
+    hosts: tuple[str, ...] = ()  # the hosts this run uses; empty: every host of the experiment
+    step: str | None = None  # client step label: 'h4' (incremental), 'host-<name>' (constant)
+
+
+def client_steps(steps: dict | None, hosts: list[str]) -> list[tuple[str | None, tuple[str, ...]]]:
+    """(label, hosts) per client step; incremental steps always end with every host."""
+    if not steps:
+        return [(None, tuple(hosts))]
+    size = steps["size"]
+    if steps["mode"] == "incremental":
+        counts = list(range(size, len(hosts) + 1, size))
+        if counts[-1] != len(hosts):
+            counts.append(len(hosts))
+        return [(f"h{n}", tuple(hosts[:n])) for n in counts]
+    groups = [tuple(hosts[i : i + size]) for i in range(0, len(hosts), size)]
+    if size == 1:
+        return [(f"host-{_UNSAFE.sub('-', group[0])}", group) for group in groups]
+    return [(f"g{index}", group) for index, group in enumerate(groups, start=1)]
+
+
+def host_roles(hosts: list[str], rwmixreadhost: int | None) -> dict[str, str]:
+    """'read' or 'write' per host: the first rwmixreadhost percent of the hosts read."""
+    if rwmixreadhost is None:
+        return {}
+    readers = round(len(hosts) * rwmixreadhost / 100)
+    return {host: ("read" if i < readers else "write") for i, host in enumerate(hosts)}
 
 
 def sweep_points(sweep: dict) -> list[dict]:
@@ -64,6 +91,10 @@ def sweep_points(sweep: dict) -> list[dict]:
 
 
 def _label(option: str, value) -> str:
+    from storbench import hostfacts
+
+    if hostfacts.has_expression(value):
+        return "host"  # computed per host from its facts: 'njhost'
     if option in SIZE_OPTIONS and "-" not in str(value) and "," not in str(value):
         try:
             return units.size_label(value)
@@ -86,27 +117,56 @@ def run_id(params: dict, point: dict) -> str:
 
 def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
     experiment = campaign.experiments[name]
+    hosts = [host["name"] for host in campaign.hosts_of(name)]
+    steps = client_steps(experiment.steps, hosts)
     runs: list[Run] = []
     seen: dict[str, dict] = {}
     for point in sweep_points(experiment.sweep):
         params = {**experiment.job, **point}
-        rid = run_id(params, point)
-        if rid in seen:
-            raise PlanError(f"sweep points {seen[rid]} and {point} both get run id {rid!r}")
-        seen[rid] = point
-        runs.append(Run(run_id=rid, params=params, point=point))
+        base_id = run_id(params, point)
+        if base_id in seen:
+            raise PlanError(f"sweep points {seen[base_id]} and {point} both get run id {base_id!r}")
+        seen[base_id] = point
+        for step, step_hosts in steps:
+            rid = f"{base_id}_{step}" if step else base_id
+            runs.append(Run(run_id=rid, params=params, point=point, hosts=step_hosts, step=step))
     return runs
+
+
+def run_hosts(campaign: Campaign, name: str, run: Run) -> list[dict]:
+    """Config host dicts of the hosts a run uses, in experiment order."""
+    hosts = campaign.hosts_of(name)
+    if not run.hosts:
+        return hosts
+    wanted = set(run.hosts)
+    return [host for host in hosts if host["name"] in wanted]
+
+
+def per_host_jobs(experiment) -> bool:
+    """Each host gets its own job file: service mode, a host split, or host-fact expressions."""
+    from storbench import hostfacts
+
+    values = list(experiment.job.values())
+    for option, swept in experiment.sweep.items():
+        lists = swept.values() if option == "zip" else [swept]
+        values += [value for values_ in lists for value in values_]
+    return (
+        experiment.execution == "service"
+        or experiment.rwmixreadhost is not None
+        or any(hostfacts.has_expression(value) for value in values)
+    )
 
 
 def iteration_timeout(params: dict, configured: float | None) -> float:
     """Upper bound of one iteration: configured, else twice the planned time plus slack."""
     if configured:
         return configured
-    if "runtime" not in params:
+    try:
+        planned = units.parse_duration(params["runtime"]) + units.parse_duration(
+            params.get("ramp_time", 0)
+        )
+    except (KeyError, units.UnitError):  # no runtime, or one computed per host
         return DEFAULT_ITERATION_TIMEOUT_S
-    planned = units.parse_duration(params["runtime"]) + units.parse_duration(
-        params.get("ramp_time", 0)
-    )
     return 2 * planned + 120.0
 
 
@@ -154,23 +214,98 @@ def experiment_target(campaign: Campaign, name: str) -> dict:
     return target
 
 
-def render_spec(campaign: Campaign, name: str, run: Run) -> dict:
+def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None) -> dict:
+    """What the render step needs; with host, that host's job (its role, its index)."""
     experiment = campaign.experiments[name]
-    return {
+    hosts = [h["name"] for h in run_hosts(campaign, name, run)]
+    spec = {
         **_run_identity(campaign, name, run),
-        "hosts": [host["name"] for host in campaign.hosts_of(name)],
+        "hosts": hosts,
         "point": run.point,
         "template": experiment.template,
         "job_file": experiment.job_file,
+        "execution": experiment.execution,
     }
+    if host is not None:
+        if host not in hosts:
+            raise PlanError(f"run {run.run_id} of {name} does not use host {host!r}")
+        role = host_roles(hosts, experiment.rwmixreadhost).get(host)
+        spec["params"] = role_params(run.params, role)
+        spec.update(host=host, host_index=hosts.index(host), role=role)
+    return spec
+
+
+def role_params(params: dict, role: str | None) -> dict:
+    """The job options of a host with a read or write role (host-level read/write split)."""
+    if role is None:
+        return params
+    from storbench.config import READ_PATTERNS, WRITE_PATTERNS
+
+    patterns = READ_PATTERNS if role == "read" else WRITE_PATTERNS
+    return {**params, "rw": patterns[params["rw"]]}
 
 
 def run_spec(campaign: Campaign, name: str, run: Run) -> dict:
-    return {
+    experiment = campaign.experiments[name]
+    spec = {
         **_run_identity(campaign, name, run),
-        "hosts": campaign.hosts_of(name),
-        "timeout_s": iteration_timeout(run.params, campaign.experiments[name].timeout),
+        "hosts": run_hosts(campaign, name, run),
+        "timeout_s": iteration_timeout(run.params, experiment.timeout),
+        "execution": experiment.execution,
+        "step": run.step,
+        "per_host_jobs": per_host_jobs(experiment),
     }
+    if experiment.execution == "service":
+        spec["service"] = service_spec(campaign, experiment.tool)
+    return spec
+
+
+def service_spec(campaign: Campaign, tool: str) -> dict:
+    """Every host that runs this tool's service in the campaign, with the port."""
+    from storbench.tools import get_tool
+
+    hosts: dict[str, dict] = {}
+    for name, experiment in campaign.experiments.items():
+        if experiment.execution == "service" and experiment.tool == tool:
+            hosts.update((host["name"], host) for host in campaign.hosts_of(name))
+    return {"tool": tool, "port": get_tool(tool).default_port, "hosts": list(hosts.values())}
+
+
+def steps_meta(campaign: Campaign, name: str) -> dict | None:
+    """Client steps for the report: mode, size and the hosts (name, group) of each step."""
+    experiment = campaign.experiments[name]
+    if experiment.steps is None:
+        return None
+    hosts = campaign.hosts_of(name)
+    by_name = {host["name"]: host for host in hosts}
+    steps = client_steps(experiment.steps, [host["name"] for host in hosts])
+    return {
+        **experiment.steps,
+        "hosts": {
+            label: [{"name": h, "group": by_name[h]["group"]} for h in step_hosts]
+            for label, step_hosts in steps
+        },
+    }
+
+
+def telemetry_spec(campaign: Campaign, host: str) -> dict:
+    """A host with the targets and tools of every experiment that uses it."""
+    targets: dict[str, dict] = {}
+    tools: set[str] = set()
+    host_dict = None
+    for name, experiment in campaign.experiments.items():
+        for candidate in campaign.hosts_of(name):
+            if candidate["name"] == host:
+                host_dict = candidate
+                targets[experiment.target_name] = experiment_target(campaign, name)
+                tools.add(experiment.tool)
+    if host_dict is None:
+        raise PlanError(f"no experiment uses host {host!r}")
+    return {"host": host_dict, "targets": list(targets.values()), "tools": sorted(tools)}
+
+
+def service_tools(campaign: Campaign) -> list[str]:
+    return sorted({e.tool for e in campaign.experiments.values() if e.execution == "service"})
 
 
 def preflight_spec(campaign: Campaign, name: str) -> dict:

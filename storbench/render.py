@@ -38,5 +38,23 @@ def render_job(spec: dict) -> str:
         raise RenderError(f"template {template_path}:{error.lineno}: {error.message}") from error
 
 
-def write_job(spec: dict, output: str) -> None:
+def with_host_facts(spec: dict, facts: dict) -> dict:
+    """The spec with every host-fact expression in its options computed for its host."""
+    from storbench import hostfacts
+
+    names = hostfacts.expression_names(
+        facts, hosts_in_run=len(spec["hosts"]), host_index=spec["host_index"]
+    )
+    try:
+        params = hostfacts.resolve(spec["params"], names)
+    except hostfacts.HostFactError as error:
+        raise RenderError(f"host {spec['host']}: {error}") from None
+    return {**spec, "params": params}
+
+
+def write_job(spec: dict, output: str, facts_path: str | None = None) -> None:
+    if facts_path:
+        import json
+
+        spec = with_host_facts(spec, json.loads(Path(facts_path).read_text()))
     atomic.write_text(output, render_job(spec))

@@ -21,7 +21,7 @@ from storbench.schema_names import (  # noqa: F401  re-exported
     percentile_column,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _IDENTITY = [
     ("experiment", pa.string()),
@@ -32,6 +32,13 @@ _IDENTITY = [
     ("host", pa.string()),
     ("job", pa.string()),
     ("op", pa.string()),
+]
+# Where a run ran: its client step, how many hosts, which target, how far apart hosts started.
+_PLACEMENT = [
+    ("step", pa.string()),  # client step label ('h4', 'host-client07'); null when not stepped
+    ("hosts_in_run", pa.int32()),
+    ("target", pa.string()),  # storage target name
+    ("start_skew_s", pa.float64()),  # latest minus earliest host start time of the iteration
 ]
 _PARAMETERS = [
     ("rw", pa.string()),
@@ -70,7 +77,7 @@ _PROVENANCE = [
     ("schema_version", pa.int32()),
 ]
 
-SCHEMA = pa.schema(_IDENTITY + _PARAMETERS + _METRICS + _PROVENANCE)
+SCHEMA = pa.schema(_IDENTITY + _PLACEMENT + _PARAMETERS + _METRICS + _PROVENANCE)
 COLUMNS = tuple(SCHEMA.names)
 
 # Per-interval series (fio status/log intervals, elbencho live CSV, vdbench intervals):

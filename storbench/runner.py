@@ -206,13 +206,65 @@ def _failure_message(spec: dict, results: list[HostResult], local_dir: Path) -> 
     return "\n".join(lines)
 
 
-def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str) -> dict:
-    """Run, wait for every host, then publish the manifest; raise RunError on any failure."""
-    tool = get_tool(spec["tool"])
-    job_text = Path(job_file).read_text()
-    credentials = _credentials(spec)
+def run_iteration(
+    spec: dict,
+    iteration: int,
+    job_file: str | dict[str, str],
+    manifest_path: str,
+) -> dict:
+    """Run, wait for every host, then publish the manifest; raise RunError on any failure.
+
+    job_file: one job file for every host, or {host: job file} for per-host job files.
+    """
+    host_jobs = job_file if isinstance(job_file, dict) else None
+    job_texts = {
+        host["name"]: Path(host_jobs[host["name"]] if host_jobs else job_file).read_text()
+        for host in spec["hosts"]
+    }
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir = next_attempt_dir(iteration_dir)
+    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)  # Snakemake stops jobs so
+    try:
+        if spec.get("execution") == "service":
+            from storbench.service_run import run_service_iteration
+
+            placement = run_service_iteration(spec, local_dir, host_jobs or {})
+        else:
+            placement = {"hosts": _run_standalone(spec, iteration, attempt, local_dir, job_texts)}
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+    if host_jobs:
+        for host in placement["hosts"]:
+            host["job_file"] = os.path.relpath(host_jobs[host["name"]], iteration_dir)
+            host["job_file_sha256"] = _sha256(job_texts[host["name"]])
+    first_job = host_jobs[spec["hosts"][0]["name"]] if host_jobs else job_file
+    manifest = {
+        "experiment": spec["experiment"],
+        "run_id": spec["run_id"],
+        "iteration": iteration,
+        "attempt": attempt,
+        "tool": spec["tool"],
+        "raw_dir": f"a{attempt}",
+        "job_file": os.path.relpath(first_job, iteration_dir),
+        "job_file_sha256": _sha256("".join(job_texts[h] for h in sorted(job_texts))),
+        "params": spec["params"],
+        "target": spec["target"],
+        "step": spec.get("step"),
+        **placement,
+    }
+    atomic.write_json(manifest_path, manifest)
+    return manifest
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _run_standalone(
+    spec: dict, iteration: int, attempt: int, local_dir: Path, job_texts: dict[str, str]
+) -> list[dict]:
+    tool = get_tool(spec["tool"])
+    credentials = _credentials(spec)
     run_path = f"{spec['experiment']}/{spec['run_id']}/it{iteration}/a{attempt}"
     hosts = [
         HostSpec.from_dict({k: v for k, v in h.items() if k != "group"}) for h in spec["hosts"]
@@ -223,13 +275,12 @@ def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str)
     threads = [
         threading.Thread(
             target=_run_on_host,
-            args=(spec, host, host_paths_, job_text, local_dir, result, credentials),
+            args=(spec, host, host_paths_, job_texts[host.name], local_dir, result, credentials),
             name=f"run-{host.name}",
             daemon=True,
         )
         for host, host_paths_, result in zip(hosts, paths, results, strict=True)
     ]
-    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         for thread in threads:
             thread.start()
@@ -239,39 +290,23 @@ def run_iteration(spec: dict, iteration: int, job_file: str, manifest_path: str)
     except KeyboardInterrupt:
         _kill_everywhere(hosts, paths)
         raise
-    finally:
-        signal.signal(signal.SIGTERM, previous_term)
     if any(r.error or r.exit_code != 0 for r in results):
         message = _failure_message(spec, results, local_dir)
         raise RunError(scrub(message, credentials.values()) if credentials else message)
-    manifest = {
-        "experiment": spec["experiment"],
-        "run_id": spec["run_id"],
-        "iteration": iteration,
-        "attempt": attempt,
-        "tool": spec["tool"],
-        "raw_dir": f"a{attempt}",
-        "job_file": os.path.relpath(job_file, iteration_dir),
-        "job_file_sha256": hashlib.sha256(job_text.encode()).hexdigest(),
-        "params": spec["params"],
-        "target": spec["target"],
-        "hosts": [
-            {
-                "name": r.name,
-                "command": r.command,
-                "exit_code": r.exit_code,
-                "start_time": r.start_time,
-                "end_time": r.end_time,
-                "tool_version": r.tool_version,
-                "output": tool.output_name(r.name),
-                "stdout": f"{r.name}.stdout",
-                "stderr": f"{r.name}.stderr",
-            }
-            for r in results
-        ],
-    }
-    atomic.write_json(manifest_path, manifest)
-    return manifest
+    return [
+        {
+            "name": r.name,
+            "command": r.command,
+            "exit_code": r.exit_code,
+            "start_time": r.start_time,
+            "end_time": r.end_time,
+            "tool_version": r.tool_version,
+            "output": tool.output_name(r.name),
+            "stdout": f"{r.name}.stdout",
+            "stderr": f"{r.name}.stderr",
+        }
+        for r in results
+    ]
 
 
 def _credentials(spec: dict) -> Credentials | None:

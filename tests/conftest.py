@@ -7,12 +7,12 @@ import pytest
 from storbench.hosts import HostSpec
 from tests.sshd import SshdUnavailable, SshLab
 
-SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3")
+SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 
 
 @pytest.fixture(scope="session")
 def ssh_lab(tmp_path_factory):
-    """Two real sshd on 127.0.0.2 and 127.0.0.3 (lab.servers), stopped at session end.
+    """Four real sshd on 127.0.0.2 .. 127.0.0.5 (lab.servers), stopped at session end.
 
     lab.client_key, lab.known_hosts, lab.start(address) for an extra server.
     """
@@ -31,7 +31,7 @@ def ssh_lab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def ssh_hosts(ssh_lab, tmp_path_factory) -> list[HostSpec]:
-    """HostSpecs (transport ssh, user root) for the lab's two servers, in address order."""
+    """HostSpecs (transport ssh, user root) for the lab's first two servers, in address order."""
     workdirs = tmp_path_factory.mktemp("ssh-workdirs")
     return [
         HostSpec(
@@ -43,7 +43,7 @@ def ssh_hosts(ssh_lab, tmp_path_factory) -> list[HostSpec]:
             known_hosts=str(ssh_lab.known_hosts),
             workdir=str(workdirs / server.address),
         )
-        for server in ssh_lab.servers[: len(SSH_ADDRESSES)]
+        for server in ssh_lab.servers[:2]
     ]
 
 

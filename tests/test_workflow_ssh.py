@@ -69,7 +69,7 @@ def test_unknown_host_key_is_refused_and_publishes_nothing(ssh_lab, tmp_path):
     result = snakemake(tmp_path, ssh_config(ssh_lab, tmp_path, empty_known_hosts), check=False)
     assert result.returncode != 0
     log = (tmp_path / "results/pair/logs/preflight.log").read_text()
-    for server in ssh_lab.servers:  # preflight names every refused host at once
+    for server in ssh_lab.servers[:2]:  # preflight names every refused host at once
         assert f"host {server.address}" in log
     assert "unknown" in log and "2 of 2 host(s)" in log
     assert not (tmp_path / "results/pair/raw").exists()

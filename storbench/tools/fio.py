@@ -17,13 +17,17 @@ class FioAdapter(ToolAdapter):
     default_template = "fio/job.fio.j2"
     install_hint = "apt-get install fio (Debian/Ubuntu), dnf install fio (RHEL/Fedora)"
     target_types = ("directory", "block")
+    has_services = True
+    default_port = 8765  # fio's own default server port
 
     def template_context(self, spec: dict) -> dict:
         from storbench.plan import normalized_options
 
         target = spec["target"]
         directory = target["path"]
-        if target.get("per_host_subdir", True):
+        if target.get("per_host_subdir", True) and "host" in spec:
+            directory = f"{directory.rstrip('/')}/{spec['host']}"
+        elif target.get("per_host_subdir", True):
             # fio expands ${VAR} in job files; the runner sets it per host: hosts never share files
             directory = f"{directory.rstrip('/')}/${{{HOST_VARIABLE}}}"
         return {
@@ -37,6 +41,11 @@ class FioAdapter(ToolAdapter):
                 if option not in COMMAND_LINE_OPTIONS
             },
             "point": spec["point"],
+            # per-host job files put options in the job section: client/server output has one
+            # 'global options' block for all clients, but per-client 'job options'
+            "per_host": "host" in spec,
+            # a service-mode job records its actual start on the host (the runner reads it back)
+            "start_stamp": spec.get("execution") == "service",
         }
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
@@ -62,6 +71,23 @@ class FioAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["fio", "--version"]
 
+    def service_start_command(self, host: str, port: int) -> list[str]:
+        return ["fio", f"--server=ip:{host},{port}"]
+
+    def controller_command(
+        self, job_path: list[str], output_path: str, endpoints: list[str]
+    ) -> list[str]:
+        """One fio client for every server; each --client is followed by that host's job file."""
+        argv = ["fio", "--output-format=json+", f"--output={output_path}"]
+        for endpoint, host_job in zip(endpoints, job_path, strict=True):
+            address, _, port = endpoint.rpartition(":")
+            argv += [f"--client=ip:{address},{port}", host_job]
+        return argv
+
+    def start_stamp_name(self, run_id: str) -> str:
+        """File the job's exec_prerun leaves in the service's folder (fio names it)."""
+        return f"{run_id}.prerun.txt"
+
     def output_name(self, host: str) -> str:
         return f"{host}.json"
 
@@ -74,6 +100,14 @@ class FioAdapter(ToolAdapter):
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
         from storbench.tools import fio_json
 
+        if manifest.get("execution") == "service":
+            text = (raw_dir / manifest["controller"]["output"]).read_bytes()
+            client_names = {host["endpoint"]: host["name"] for host in manifest["hosts"]}
+            return fio_json.parse_outputs(
+                [(None, text.decode("utf-8", errors="replace"))],
+                base=base,
+                client_names=client_names,
+            )
         outputs = []
         for host in manifest["hosts"]:
             path = raw_dir / host["output"]
@@ -84,7 +118,7 @@ class FioAdapter(ToolAdapter):
         """Interval rows when the run printed status reports (status_interval), else none."""
         from storbench.tools import fio_timeseries
 
-        if "status_interval" not in manifest["params"]:
+        if "status_interval" not in manifest["params"] or manifest.get("execution") == "service":
             return []
         rows = []
         for host in manifest["hosts"]:
