@@ -18,6 +18,7 @@ include: "rules/prepare.smk"
 include: "rules/run.smk"
 include: "rules/parse.smk"
 include: "rules/report.smk"
+include: "rules/network.smk"
 
 
 onsuccess:

@@ -318,9 +318,25 @@ def stop_campaign_services():
     """At the end of the workflow (success or error): no service outlives the campaign."""
     import subprocess
 
-    if not SERVICE_TOOLS:
-        return
+    from storbench import services
+
+    running = [tool for tool in SERVICE_TOOLS if services.maybe_running(tool)]
+    if not running:
+        return  # `snakemake plan` or a dry run touched no host and stops nothing
     spec = plan.to_json(
-        {"services": [plan.service_spec(CAMPAIGN, tool) for tool in SERVICE_TOOLS]}
+        {"services": [plan.service_spec(CAMPAIGN, tool) for tool in running]}
     )
     subprocess.run(["storbench", "cleanup", "--spec", spec], check=False)
+
+
+def network_spec_json(wildcards):
+    spec = plan.network_spec(CAMPAIGN)
+    if spec is None:
+        raise WorkflowError(
+            "the network check needs a 'network:' section (server, clients) in the config"
+        )
+    return plan.to_json(spec)
+
+
+def network_min_fraction():
+    return (CAMPAIGN.raw.get("network") or {}).get("min_fraction", 0.8)

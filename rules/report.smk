@@ -43,3 +43,16 @@ rule report_experiment:
     shell:
         "storbench report --summary {input.summary:q} --out-dir reports/{wildcards.experiment}"
         " --meta {params.meta:q} {input.jobs:q} > {log:q} 2>&1"
+
+
+# `snakemake plan`: per run and host, the command lines and job files; touches no host.
+rule plan:
+    log:
+        "results/logs/plan.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        config=json.dumps(CAMPAIGN.raw, sort_keys=True),
+    shell:
+        "storbench plan --config-json {params.config:q} | tee {log:q}"

@@ -139,6 +139,40 @@ def _services(args) -> int:
     return 0
 
 
+def _plan(args) -> int:
+    from storbench import config, show_plan
+
+    if args.config_json:
+        campaign = config.load_campaign(json.loads(args.config_json))
+    else:
+        campaign = config.load_campaign_file(args.config)
+    sys.stdout.write(show_plan.describe_campaign(campaign, args.experiment or None))
+    return 0
+
+
+def _network(args) -> int:
+    from storbench import netcheck
+
+    spec = json.loads(args.spec)
+    rows = netcheck.run_network_check(spec, args.out_dir)
+    netcheck.write_results(rows, args.parquet)
+    min_fraction = spec.get("min_fraction", 0.8)
+    flagged = netcheck.slow_clients(rows, min_fraction)
+    print(f"{args.parquet}: {len(rows)} rows")
+    print(netcheck.describe_slow_clients(flagged, min_fraction))
+    return 0
+
+
+def _network_report(args) -> int:
+    from storbench import report
+
+    written = report.build_network_report(
+        args.parquet, args.out_dir, min_fraction=args.min_fraction
+    )
+    print("\n".join(str(path) for path in written.values()))
+    return 0
+
+
 def _telemetry(args) -> int:
     from storbench import atomic, telemetry
 
@@ -244,6 +278,26 @@ def build_parser() -> argparse.ArgumentParser:
     service.add_argument("--output", help="marker to publish once every service answers")
     service.set_defaults(handler=_services)
 
+    plan_step = steps.add_parser(
+        "plan", help="per run and host: command lines and job files, touching no host"
+    )
+    plan_step.add_argument("--config", default="config/config.yaml")
+    plan_step.add_argument("--config-json", help="the campaign config as JSON (from Snakemake)")
+    plan_step.add_argument("--experiment", action="append", help="only this experiment")
+    plan_step.set_defaults(handler=_plan)
+
+    network = steps.add_parser("network", help="iperf3 from every client to the server")
+    network.add_argument("--spec", required=True, help="{server, clients, port, ...} (JSON)")
+    network.add_argument("--out-dir", required=True, help="folder for the raw iperf3 JSON")
+    network.add_argument("--parquet", required=True)
+    network.set_defaults(handler=_network)
+
+    network_report = steps.add_parser("network-report", help="the network check's report")
+    network_report.add_argument("--parquet", required=True)
+    network_report.add_argument("--out-dir", required=True)
+    network_report.add_argument("--min-fraction", type=float, default=0.8)
+    network_report.set_defaults(handler=_network_report)
+
     facts = steps.add_parser("telemetry", help="capture one host's facts")
     facts.add_argument("--spec", required=True, help="{host, targets, tools} (JSON)")
     facts.add_argument("--output", required=True)
@@ -268,6 +322,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.runner import RunError
     from storbench.s3 import S3Error
     from storbench.secrets import SecretError
+    from storbench.netcheck import NetcheckError
     from storbench.services import ServiceError
     from storbench.telemetry import TelemetryError
     from storbench.tools.base import ToolOutputError
@@ -277,6 +332,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         HostError,
         ImportInputError,
+        NetcheckError,
         PreflightError,
         RenderError,
         RunError,

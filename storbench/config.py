@@ -47,6 +47,7 @@ class Experiment:
     template: str | None
     job_file: str | None
     timeout: float | None
+    schedule: str | None = None  # schedule file whose workloads are the runs
     execution: str = "standalone"  # or "service": tool services driven by one controller
     steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
     rwmixreadhost: int | None = None  # percent of a run's hosts that read
@@ -105,6 +106,8 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         if experiment is not None:
             _check_shared_bucket(name, experiment, host_groups, problems)
             _check_steps(name, experiment, host_groups, problems)
+    if "network" in raw:
+        _check_network(raw["network"], host_groups, problems)
     for index, name in enumerate(raw.get("run") or []):
         if name not in raw["experiments"]:
             problems.append(f"run[{index}]: unknown experiment {name!r}")
@@ -258,6 +261,8 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
             problems.append(f"{key}.{option}: no such file {spec[option]!r}")
     if "job_file" in spec and sweep:
         problems.append(f"{key}.sweep: a ready job_file cannot be swept; use a template")
+    if "schedule" in spec:
+        _check_schedule(key, spec, sweep, problems)
     timeout = None
     if "timeout" in spec:
         try:
@@ -289,6 +294,7 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
         template=spec.get("template"),
         job_file=spec.get("job_file"),
         timeout=timeout,
+        schedule=spec.get("schedule"),
         execution=spec.get("execution", "standalone"),
         steps=steps,
         rwmixreadhost=spec.get("rwmixreadhost"),
@@ -368,6 +374,49 @@ def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: lis
             " multi-host service mode (warp client, GOSBench workers, elbencho --service)"
             " is not wired into the runner yet"
         )
+
+
+def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> None:
+    from storbench import schedule
+
+    if sweep or "job_file" in spec:
+        problems.append(f"{key}.schedule: the schedule's lines are the runs; drop sweep/job_file")
+    if spec["tool"] != "fio":
+        problems.append(f"{key}.schedule: schedule lines are fio options; the tool must be fio")
+    try:
+        entries = schedule.parse_schedule(Path(spec["schedule"]).read_text(), spec["schedule"])
+    except OSError as error:
+        problems.append(f"{key}.schedule: cannot read {spec['schedule']!r}: {error.strerror}")
+        return
+    except schedule.ScheduleError as error:
+        problems.append(f"{key}.schedule: {error}")
+        return
+    for entry in entries:
+        for option, value in entry.params.items():
+            where = f"{key}.schedule[{spec['schedule']}:{entry.line}].{option}"
+            _check_option_value(where, option, value, problems)
+
+
+def _check_network(network: dict, host_groups: dict, problems: list[str]) -> None:
+    hosts = {host["name"] for group in host_groups.values() for host in group}
+    if network["server"] not in hosts:
+        problems.append(f"network.server: unknown host {network['server']!r}")
+    for index, group in enumerate(network["clients"]):
+        if group not in host_groups:
+            problems.append(f"network.clients[{index}]: unknown host group {group!r}")
+        elif any(host["name"] == network["server"] for host in host_groups[group]):
+            problems.append(
+                f"network.clients[{index}]: group {group!r} contains the server "
+                f"{network['server']!r}; a host cannot test against itself"
+            )
+    if "duration" in network:
+        try:
+            seconds = units.parse_duration(network["duration"])
+        except units.UnitError as error:
+            problems.append(f"network.duration: {error}")
+        else:
+            if seconds < 1 or seconds != int(seconds):
+                problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
 
 
 def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) -> None:

@@ -121,9 +121,7 @@ def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
     steps = client_steps(experiment.steps, hosts)
     runs: list[Run] = []
     seen: dict[str, dict] = {}
-    for point in sweep_points(experiment.sweep):
-        params = {**experiment.job, **point}
-        base_id = run_id(params, point)
+    for base_id, params, point in _workloads(experiment):
         if base_id in seen:
             raise PlanError(f"sweep points {seen[base_id]} and {point} both get run id {base_id!r}")
         seen[base_id] = point
@@ -131,6 +129,19 @@ def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
             rid = f"{base_id}_{step}" if step else base_id
             runs.append(Run(run_id=rid, params=params, point=point, hosts=step_hosts, step=step))
     return runs
+
+
+def _workloads(experiment):
+    """(run id, params, point) of each workload: a schedule file's lines, or the sweep."""
+    if experiment.schedule:
+        from storbench.schedule import schedule_runs
+
+        for name, line_params in schedule_runs(experiment.schedule):
+            yield name, {**experiment.job, **line_params}, line_params
+        return
+    for point in sweep_points(experiment.sweep):
+        params = {**experiment.job, **point}
+        yield run_id(params, point), params, point
 
 
 def run_hosts(campaign: Campaign, name: str, run: Run) -> list[dict]:
@@ -302,6 +313,26 @@ def telemetry_spec(campaign: Campaign, host: str) -> dict:
     if host_dict is None:
         raise PlanError(f"no experiment uses host {host!r}")
     return {"host": host_dict, "targets": list(targets.values()), "tools": sorted(tools)}
+
+
+def network_spec(campaign: Campaign) -> dict | None:
+    """The iperf3 network check of the config's `network:` section, or None."""
+    network = campaign.raw.get("network")
+    if not network:
+        return None
+    hosts = [host for group in campaign.host_groups.values() for host in group]
+    server = next(host for host in hosts if host["name"] == network["server"])
+    clients: dict[str, dict] = {}
+    for group in network["clients"]:
+        clients.update((host["name"], host) for host in campaign.host_groups[group])
+    return {
+        "server": server,
+        "clients": list(clients.values()),
+        "port": network.get("port", 5201),
+        "duration_s": units.parse_duration(network.get("duration", "10s")),
+        "parallel": network.get("parallel", 1),
+        "min_fraction": network.get("min_fraction", 0.8),
+    }
 
 
 def service_tools(campaign: Campaign) -> list[str]:

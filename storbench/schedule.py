@@ -130,6 +130,8 @@ def job_name(options: dict, workload: int, where: str = "schedule") -> str:
 
 def _words(line: str, where: str) -> list[str]:
     """The line's words as sh splits them, up to a word starting with '#'."""
+    if line.lstrip().startswith("#"):
+        return []  # a comment line is prose: an apostrophe in it is not a quote
     lexer = shlex.shlex(line, posix=True)
     lexer.whitespace_split = True
     lexer.commenters = ""  # shlex would also start a comment at '#' inside a word

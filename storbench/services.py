@@ -15,6 +15,7 @@ import time
 from storbench.hosts import HostError, HostSpec, open_transport
 from storbench.tools import get_tool
 
+RUNNING_DIR = "results/services"  # <tool>.running: this working directory started services
 READY_TIMEOUT_S = 20.0
 START_TIMEOUT_S = 60.0
 MAX_PARALLEL_HOSTS = 64
@@ -47,6 +48,8 @@ def endpoint(host: dict, port: int) -> str:
 
 def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
     """Start (or keep) the service on every host, wait until each accepts connections."""
+    _running_flag(tool_name).parent.mkdir(parents=True, exist_ok=True)
+    _running_flag(tool_name).touch()  # first: a service that starts must be stopped later
     started = _on_every_host(hosts, lambda host: _start_one(host, tool_name, port), "start")
     return [started[host["name"]] for host in hosts]
 
@@ -54,6 +57,18 @@ def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
 def stop_services(hosts: list[dict], tool_name: str, port: int) -> None:
     """Stop the service on every host; a host without one is fine."""
     _on_every_host(hosts, lambda host: _stop_one(host, tool_name, port), "stop")
+    _running_flag(tool_name).unlink(missing_ok=True)
+
+
+def maybe_running(tool_name: str) -> bool:
+    """Whether this working directory may have left services running (nothing to stop else)."""
+    return _running_flag(tool_name).exists()
+
+
+def _running_flag(tool_name: str):
+    from pathlib import Path
+
+    return Path(RUNNING_DIR) / f"{tool_name}.running"
 
 
 def ensure_services(hosts: list[dict], tool_name: str, port: int) -> None:

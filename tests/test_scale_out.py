@@ -188,3 +188,36 @@ def test_ctrl_c_stops_the_client_and_every_service(ssh_lab, tmp_path):
     assert process.returncode != 0
     wait_for(lambda: not processes_matching("fio --"), "every fio to exit")
     assert list(raw.glob("*/it1/run.json")) == []
+
+
+def test_network_check_runs_iperf3_from_every_client(ssh_lab, tmp_path):
+    config = scale_config(ssh_lab, tmp_path)
+    config["hosts"] = {
+        "server": {"transport": "local", "nodes": "127.0.0.1"},
+        **lab_hosts(ssh_lab, tmp_path, count=2),
+    }
+    config["experiments"] = {"scale": {**config["experiments"]["scale"], "steps": None}}
+    del config["experiments"]["scale"]["steps"]
+    config["experiments"]["scale"]["hosts"] = ["client1", "client2"]
+    config["network"] = {
+        "server": "127.0.0.1",
+        "clients": ["client1", "client2"],
+        "port": 5301,
+        "duration": "1s",
+    }
+    snakemake(tmp_path, config, "network")
+    rows = pq.read_table(tmp_path / "results/network/network.parquet").to_pylist()
+    for server in ssh_lab.servers[:2]:
+        for phase in ("single", "all"):
+            raw = json.loads(
+                (tmp_path / f"results/network/raw/{phase}/{server.address}.json").read_text()
+            )
+            received = raw["end"]["sum_received"]["bytes"]
+            (row,) = [r for r in rows if r["run_id"] == phase and r["host"] == server.address]
+            assert row["bytes"] == received
+    (everything,) = [r for r in rows if r["run_id"] == "all" and r["host"] == "all"]
+    assert everything["bytes"] == sum(
+        r["bytes"] for r in rows if r["run_id"] == "all" and r["host"] != "all"
+    )
+    assert "127.0.0.2" in (tmp_path / "reports/network/index.html").read_text()
+    assert processes_matching("iperf3 --server .*--port 530[12]") == []
