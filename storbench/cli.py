@@ -317,12 +317,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.config import ConfigError
     from storbench.hosts import HostError
+    from storbench.netcheck import NetcheckError
     from storbench.preflight import PreflightError
     from storbench.render import RenderError
     from storbench.runner import RunError
     from storbench.s3 import S3Error
     from storbench.secrets import SecretError
-    from storbench.netcheck import NetcheckError
     from storbench.services import ServiceError
     from storbench.telemetry import TelemetryError
     from storbench.tools.base import ToolOutputError
