@@ -28,7 +28,13 @@ RUNS = {
     name: {run.run_id: run for run in plan.experiment_runs(CAMPAIGN, name)}
     for name in EXPERIMENTS
 }
-USED_TARGETS = sorted({e.target_name for e in CAMPAIGN.experiments.values()})
+USED_TARGETS = sorted(
+    {
+        t
+        for e in CAMPAIGN.experiments.values()
+        for t in (e.target_set or (e.target_name,))
+    }
+)
 HOST_NAMES = sorted(
     {h["name"] for hosts in CAMPAIGN.host_groups.values() for h in hosts}
 )
@@ -58,12 +64,18 @@ def target_locks():
     """One scheduler resource per storage target, 1 only for jobs on that target."""
     return {
         lock_name(target): (
-            lambda wildcards, target=target: int(
-                CAMPAIGN.experiments[wildcards.experiment].target_name == target
-            )
+            lambda wildcards, target=target: int(target in run_targets(wildcards))
         )
         for target in USED_TARGETS
     }
+
+
+def run_targets(wildcards):
+    """Every storage target a run writes to (all members for a run on a whole target set)."""
+    run = RUNS[wildcards.experiment].get(wildcards.run_id)
+    if run is not None and run.targets:
+        return run.targets
+    return (CAMPAIGN.experiments[wildcards.experiment].target_name,)
 
 
 def require_target_lock_caps():
@@ -252,7 +264,8 @@ def report_meta_json(wildcards):
         "experiments": {name: CAMPAIGN.raw["experiments"][name]},
         "hosts": {g: CAMPAIGN.raw["hosts"][g] for g in experiment.host_groups},
         "targets": {
-            experiment.target_name: CAMPAIGN.raw["targets"][experiment.target_name]
+            t: CAMPAIGN.raw["targets"][t]
+            for t in (experiment.target_set or (experiment.target_name,))
         },
     }
     meta = {
@@ -272,6 +285,7 @@ def report_meta_json(wildcards):
         "slow_host_percent": experiment.slow_host_percent,
         "max_start_skew_s": experiment.max_start_skew_s,
         "rwmixreadhost": experiment.rwmixreadhost,
+        "target_set": list(experiment.target_set),
     }
     return json.dumps(meta, sort_keys=True)
 

@@ -48,6 +48,7 @@ class Experiment:
     job_file: str | None
     timeout: float | None
     schedule: str | None = None  # schedule file whose workloads are the runs
+    target_set: tuple[str, ...] = ()  # several targets: runs on each alone and on all at once
     execution: str = "standalone"  # or "service": tool services driven by one controller
     steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
     rwmixreadhost: int | None = None  # percent of a run's hosts that read
@@ -235,13 +236,17 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
             problems.append(
                 f"{key}.hosts: unknown host group {group!r} (defined: {', '.join(raw['hosts'])})"
             )
-    if spec["target"] not in raw["targets"]:
-        problems.append(
-            f"{key}.target: unknown target {spec['target']!r} "
-            f"(defined: {', '.join(raw['targets'])})"
-        )
-    elif spec["tool"] in known_tools():
-        _check_target_type(key, spec["tool"], raw["targets"][spec["target"]]["type"], problems)
+    target_names = [spec["target"]] if isinstance(spec["target"], str) else list(spec["target"])
+    for target_name in target_names:
+        if target_name not in raw["targets"]:
+            problems.append(
+                f"{key}.target: unknown target {target_name!r} "
+                f"(defined: {', '.join(raw['targets'])})"
+            )
+        elif spec["tool"] in known_tools():
+            _check_target_type(key, spec["tool"], raw["targets"][target_name]["type"], problems)
+    if len(target_names) > 1:
+        _check_target_set(key, spec, target_names, raw, problems)
     job = dict(spec.get("job") or {})
     sweep = dict(spec.get("sweep") or {})
     for option, value in job.items():
@@ -278,7 +283,7 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
     _check_execution(key, spec, problems)
     _check_host_split(key, spec, job, sweep, problems)
     _check_host_expressions(key, spec, job, sweep, problems)
-    target = dict(raw["targets"].get(spec["target"]) or {})
+    target = dict(raw["targets"].get(target_names[0]) or {})
     steps = None
     if "steps" in spec:
         steps = {"mode": spec["steps"]["mode"], "size": int(spec["steps"].get("size", 1))}
@@ -286,8 +291,9 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
         name=name,
         tool=spec["tool"],
         host_groups=groups,
-        target_name=spec["target"],
+        target_name=target_names[0],
         target=target,
+        target_set=tuple(target_names) if len(target_names) > 1 else (),
         iterations=int(spec.get("iterations", 1)),
         job=job,
         sweep=sweep,
@@ -374,6 +380,20 @@ def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: lis
             " multi-host service mode (warp client, GOSBench workers, elbencho --service)"
             " is not wired into the runner yet"
         )
+
+
+def _check_target_set(key: str, spec: dict, names: list[str], raw: dict, problems: list[str]):
+    """One job file drives every target of a set: same kind, and the tool must be fio."""
+    types = {raw["targets"][n]["type"] for n in names if n in raw["targets"]}
+    if len(types) > 1 or types & {"s3"}:
+        problems.append(
+            f"{key}.target: a target set needs targets of one kind, directory or block "
+            f"(got {', '.join(sorted(types))})"
+        )
+    if spec["tool"] != "fio":
+        problems.append(f"{key}.target: target sets are run with fio (one job section each)")
+    if "job_file" in spec:
+        problems.append(f"{key}.target: a target set renders its job files; use a template")
 
 
 def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> None:

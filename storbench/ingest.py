@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from storbench import results
+from storbench.schema_names import ALL_HOSTS
 from storbench.tools import get_tool
 
 
@@ -36,6 +37,8 @@ def parse_iteration(
     }
     tool = get_tool(manifest["tool"])
     rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)
+    if manifest["target"].get("members"):
+        rows = with_target_set_rows(rows, manifest["target"])
     if timeseries_path:
         identity = {k: base[k] for k in ("experiment", "run_id", "iteration", "attempt", "tool")}
         series = tool.parse_timeseries(manifest, raw_dir, identity)
@@ -63,6 +66,22 @@ def with_host_times(rows: list[dict], hosts: list[dict]) -> list[dict]:
         if row.get("host") in times:
             row["start_time"], row["end_time"] = times[row["host"]]
     return rows
+
+
+def with_target_set_rows(rows: list[dict], target: dict) -> list[dict]:
+    """A run on a whole target set: each job section is one target; add the sum over them."""
+    from storbench.aggregate import aggregate_hosts
+
+    members = {member["name"] for member in target["members"]}
+    for row in rows:
+        if row.get("job") in members:
+            row["target"] = row["job"]
+    per_host = [
+        {**row, "job": target["name"], "target": target["name"]}
+        for row in rows
+        if row.get("host") != ALL_HOSTS and row.get("job") in members
+    ]
+    return rows + aggregate_hosts(per_host)
 
 
 def gather(parsed_paths: list[str], output_path: str, timeseries_output: str | None = None) -> int:

@@ -40,6 +40,15 @@ class Run:
     point: dict  # only the swept options
     hosts: tuple[str, ...] = ()  # the hosts this run uses; empty: every host of the experiment
     step: str | None = None  # client step label: 'h4' (incremental), 'host-<name>' (constant)
+    targets: tuple[str, ...] = ()  # a target set's members this run uses; empty: the target
+
+
+def target_choices(target_set: tuple[str, ...]) -> list[tuple[str | None, tuple[str, ...]]]:
+    """(label, targets): each target of a set alone, then all of them at once."""
+    if not target_set:
+        return [(None, ())]
+    alone = [(f"t-{_UNSAFE.sub('-', name)}", (name,)) for name in target_set]
+    return [*alone, ("t-all", tuple(target_set))]
 
 
 def client_steps(steps: dict | None, hosts: list[str]) -> list[tuple[str | None, tuple[str, ...]]]:
@@ -125,9 +134,19 @@ def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
         if base_id in seen:
             raise PlanError(f"sweep points {seen[base_id]} and {point} both get run id {base_id!r}")
         seen[base_id] = point
-        for step, step_hosts in steps:
-            rid = f"{base_id}_{step}" if step else base_id
-            runs.append(Run(run_id=rid, params=params, point=point, hosts=step_hosts, step=step))
+        for target_label, targets in target_choices(experiment.target_set):
+            for step, step_hosts in steps:
+                labels = [base_id, target_label, step]
+                runs.append(
+                    Run(
+                        run_id="_".join(label for label in labels if label),
+                        params=params,
+                        point=point,
+                        hosts=step_hosts,
+                        step=step,
+                        targets=targets,
+                    )
+                )
     return runs
 
 
@@ -209,7 +228,7 @@ def _run_identity(campaign: Campaign, name: str, run: Run) -> dict:
         "experiment": name,
         "run_id": run.run_id,
         "tool": experiment.tool,
-        "target": experiment_target(campaign, name),
+        "target": run_target(campaign, name, run),
         "params": run.params,
     }
 
@@ -223,6 +242,16 @@ def experiment_target(campaign: Campaign, name: str) -> dict:
 
         target["bucket"] = bucket_name(target, name)
     return target
+
+
+def run_target(campaign: Campaign, name: str, run: Run) -> dict:
+    """The run's target; a run on several targets of a set gets them as ``members``."""
+    if not run.targets:
+        return experiment_target(campaign, name)
+    members = [{"name": t, **campaign.raw["targets"][t]} for t in run.targets]
+    if len(members) == 1:
+        return members[0]
+    return {"name": "+".join(run.targets), "type": members[0]["type"], "members": members}
 
 
 def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None) -> dict:

@@ -94,8 +94,7 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
         with open_transport(host) as transport:
             transport.check()
             transport.mkdirs(paths.workdir)
-            target_directory = tool.target_directory(spec["target"], name)
-            if target_directory:
+            for target_directory in tool.target_directories(spec["target"], name):
                 transport.mkdirs(target_directory)
             transport.put_text(job_text, paths.job_path)
             if tool.output_is_folder:

@@ -102,10 +102,9 @@ def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Pa
     def prepare(host: dict) -> str:
         host_spec = services.host_spec(host)
         with open_transport(host_spec) as transport:
-            directory = tool.target_directory(spec["target"], host_spec.name)
-            if directory:
+            for directory in tool.target_directories(spec["target"], host_spec.name):
                 transport.mkdirs(directory)
-            transport.remove([_stamp_path(host_spec, spec, tool, port)])
+            transport.remove(_stamp_paths(host_spec, spec, tool, port))
             return _tool_version(transport, tool, local_dir, host_spec.name)
 
     versions, problems = {}, []
@@ -121,9 +120,9 @@ def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Pa
     return versions
 
 
-def _stamp_path(host_spec: HostSpec, spec: dict, tool, port: int) -> str:
+def _stamp_paths(host_spec: HostSpec, spec: dict, tool, port: int) -> list[str]:
     folder = services.service_dir(host_spec, spec["tool"], port)
-    return f"{folder}/{tool.start_stamp_name(spec['run_id'])}"
+    return [f"{folder}/{name}" for name in tool.start_stamp_names(spec)]
 
 
 def _start_stamps(spec: dict, tool, hosts: list[dict], port: int) -> dict[str, str]:
@@ -132,10 +131,9 @@ def _start_stamps(spec: dict, tool, hosts: list[dict], port: int) -> dict[str, s
     def read(host: dict) -> str | None:
         host_spec = services.host_spec(host)
         with open_transport(host_spec) as transport:
-            code, out, _ = transport.shell(
-                f"cat {_quote(_stamp_path(host_spec, spec, tool, port))}", timeout_s=30
-            )
-        return _earliest(out) if code == 0 else None
+            paths = " ".join(_quote(p) for p in _stamp_paths(host_spec, spec, tool, port))
+            _, out, _ = transport.shell(f"cat {paths} 2>/dev/null", timeout_s=30)
+        return _earliest(out)
 
     stamps = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, min(64, len(hosts)))) as pool:

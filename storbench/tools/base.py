@@ -93,6 +93,11 @@ class ToolAdapter:
         """Directory the tool needs on the host before it starts (created by the runner)."""
         return None
 
+    def target_directories(self, target: dict, host: str) -> list[str]:
+        """Every directory a run needs on a host, one per member of a target set."""
+        targets = target.get("members") or [target]
+        return [d for t in targets if (d := self.target_directory(t, host))]
+
     # --- multi-host service mode (tools that have one) ------------------------------------
 
     has_services: bool = False

@@ -24,17 +24,18 @@ class FioAdapter(ToolAdapter):
         from storbench.plan import normalized_options
 
         target = spec["target"]
-        directory = target["path"]
-        if target.get("per_host_subdir", True) and "host" in spec:
-            directory = f"{directory.rstrip('/')}/{spec['host']}"
-        elif target.get("per_host_subdir", True):
-            # fio expands ${VAR} in job files; the runner sets it per host: hosts never share files
-            directory = f"{directory.rstrip('/')}/${{{HOST_VARIABLE}}}"
+        host = spec.get("host")
+        members = [
+            {**member, "directory": _job_directory(member, host)}
+            for member in target.get("members", [])
+        ]
         return {
             "experiment": spec["experiment"],
             "run_id": spec["run_id"],
             "target": target,
-            "directory": directory,
+            "directory": _job_directory(target, host),
+            # a target set: one job section per target, each reported on its own (new_group)
+            "members": members,
             "options": {
                 option: value
                 for option, value in normalized_options(spec["params"]).items()
@@ -84,15 +85,16 @@ class FioAdapter(ToolAdapter):
             argv += [f"--client=ip:{address},{port}", host_job]
         return argv
 
-    def start_stamp_name(self, run_id: str) -> str:
-        """File the job's exec_prerun leaves in the service's folder (fio names it)."""
-        return f"{run_id}.prerun.txt"
+    def start_stamp_names(self, spec: dict) -> list[str]:
+        """Files the job sections' exec_prerun leave in the service's folder (fio names them)."""
+        sections = [m["name"] for m in spec["target"].get("members", [])] or [spec["run_id"]]
+        return [f"{section}.prerun.txt" for section in sections]
 
     def output_name(self, host: str) -> str:
         return f"{host}.json"
 
     def target_directory(self, target: dict, host: str) -> str | None:
-        if target["type"] != "directory":
+        if target["type"] != "directory" or "path" not in target:
             return None
         path = target["path"].rstrip("/")
         return f"{path}/{host}" if target.get("per_host_subdir", True) else path
@@ -144,6 +146,19 @@ class FioAdapter(ToolAdapter):
             except fio_json.FioOutputError as error:
                 raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None
         return rows
+
+
+def _job_directory(target: dict, host: str | None) -> str | None:
+    """The directory a job uses on a host; every host its own subdirectory by default."""
+    if target["type"] != "directory" or "path" not in target:
+        return None
+    directory = target["path"].rstrip("/")
+    if not target.get("per_host_subdir", True):
+        return directory
+    if host is not None:
+        return f"{directory}/{host}"
+    # fio expands ${VAR} in job files; the runner sets it per host: hosts never share files
+    return f"{directory}/${{{HOST_VARIABLE}}}"
 
 
 def _json_files(paths: list[Path]) -> list[Path]:
