@@ -7,7 +7,7 @@ SNAKEMAKE := $(BIN)/snakemake
 MINIO_MODULE := github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO := .cache/bin/minio
 
-.PHONY: run test lint unit bench system-packages test-packages s3-server clean
+.PHONY: run test lint unit bench system-packages test-packages s3-server lab lab-stop clean
 
 run: $(VENV)/.installed system-packages
 	$(SNAKEMAKE)
@@ -23,6 +23,13 @@ lint: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed system-packages
 	$(BIN)/python bench/run_all.py
+
+# Four sshd on 127.0.0.2-5:2200 as stand-in client hosts for config/examples/*-loopback.yaml.
+lab: $(VENV)/.installed-test test-packages
+	$(BIN)/python -m tests.lab start --hosts 4
+
+lab-stop:
+	$(BIN)/python -m tests.lab stop
 
 system-packages:
 	@envs/install-system-packages.sh fio:fio

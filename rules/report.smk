@@ -2,6 +2,7 @@ rule report_experiment:
     input:
         summary="results/{experiment}/summary.parquet",
         jobs=experiment_job_files,
+        telemetry=experiment_telemetry,
     output:
         html=report(
             "reports/{experiment}/index.html",
@@ -42,7 +43,8 @@ rule report_experiment:
         meta=report_meta_json,
     shell:
         "storbench report --summary {input.summary:q} --out-dir reports/{wildcards.experiment}"
-        " --meta {params.meta:q} {input.jobs:q} > {log:q} 2>&1"
+        " --meta {params.meta:q} --telemetry {input.telemetry:q} -- {input.jobs:q}"
+        " > {log:q} 2>&1"
 
 
 # `snakemake plan`: per run and host, the command lines and job files; touches no host.

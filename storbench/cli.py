@@ -73,11 +73,23 @@ def _report(args) -> int:
     from storbench import report
 
     meta = json.loads(args.meta)
-    meta["job_files"] = {Path(p).stem: Path(p).read_text() for p in args.job_files}
-    written = report.build_report(args.summary, args.out_dir, title=meta["title"], meta=meta)
+    meta["job_files"] = {_job_label(Path(p)): Path(p).read_text() for p in args.job_files}
+    facts = None
+    if args.telemetry:
+        from storbench import telemetry
+
+        facts = telemetry.load(args.telemetry)
+    written = report.build_report(
+        args.summary, args.out_dir, title=meta["title"], meta=meta, telemetry=facts
+    )
     for name, path in written.items():
         print(f"{name}: {path}")
     return 0
+
+
+def _job_label(path: Path) -> str:
+    """'<run>' for a run's job file, '<run>/<host>' for a host's own job file."""
+    return path.stem if path.parent.name == "jobs" else f"{path.parent.name}/{path.stem}"
 
 
 def _preflight(args) -> int:
@@ -250,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--summary", required=True)
     report.add_argument("--out-dir", required=True)
     report.add_argument("--meta", required=True, help="report metadata (JSON)")
+    report.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
     report.add_argument("job_files", nargs="*")
     report.set_defaults(handler=_report)
 

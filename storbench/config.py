@@ -109,6 +109,16 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             _check_steps(name, experiment, host_groups, problems)
     if "network" in raw:
         _check_network(raw["network"], host_groups, problems)
+    if "data_path" in raw:
+        from storbench import datapath
+
+        stepped = [
+            group
+            for spec in raw["experiments"].values()
+            if "steps" in spec
+            for group in ([spec["hosts"]] if isinstance(spec["hosts"], str) else spec["hosts"])
+        ]
+        problems += datapath.check(raw["data_path"], host_groups, required_groups=stepped)
     for index, name in enumerate(raw.get("run") or []):
         if name not in raw["experiments"]:
             problems.append(f"run[{index}]: unknown experiment {name!r}")

@@ -2,18 +2,24 @@
 
 ``build_report`` reads an experiment's result rows, summarises them with
 ``stats.summarize``, and writes index.html, summary.csv, summary.md and three figures
-as PNG and SVG. Output is byte-for-byte reproducible: fixed figure sizes and dpi, no dates
-in image metadata, a fixed SVG hash salt, and no timestamps in the HTML unless ``meta``
-carries them.
+as PNG and SVG. Multi-host campaigns add a scale-out section (``storbench.scaling``):
+scaling per client step with the data path's theoretical maximum, slow hosts, start skew,
+target sets, and a hosts appendix from telemetry. ``build_network_report`` writes the
+network check's report. Output is byte-for-byte reproducible: fixed figure sizes and dpi,
+no dates in image metadata, a fixed SVG hash salt, and no timestamps in the HTML unless
+``meta`` carries them.
 
 Units: bandwidth in MiB/s in tables (binary, like fio), MiB/s or GiB/s in figures by
-magnitude; latency in µs; IOPS as is. Spread is the sample sd across iterations (ddof=1).
+magnitude; latency in µs; IOPS as is. The scale-out section and the network report use
+decimal GB/s or MB/s (Gbit/s for links), the units data path rates are quoted in. Spread
+is the sample sd across iterations (ddof=1).
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,10 +30,11 @@ matplotlib.use("Agg")  # no display; the same renderer everywhere keeps bytes id
 
 import jinja2  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from storbench import atomic, results, stats  # noqa: E402
+from storbench import atomic, datapath, results, scaling, stats  # noqa: E402
 from storbench.units import size_label  # noqa: E402
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "report"
@@ -62,6 +69,14 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_ns", "p99.9", "^"))
 
 FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles")
+SCALING_FIGURE = "scaling"
+NETWORK_FIGURE = "network"
+NETWORK_TEMPLATE_NAME = "network.html.j2"
+GB = 1e9
+MB = 1e6
+DEFAULT_SLOW_HOST_PERCENT = 10.0
+DEFAULT_MAX_START_SKEW_S = 1.0
+FLAG_MARK = "⚑"  # marks a slow host, a late start or a slow network client
 MIXED_RW = {"rw", "readwrite", "randrw"}
 
 
@@ -69,13 +84,22 @@ MIXED_RW = {"rw", "readwrite", "randrw"}
 # Entry point
 
 
-def build_report(results_source, out_dir, *, title: str, meta: dict) -> dict[str, Path]:
+def build_report(
+    results_source, out_dir, *, title: str, meta: dict, telemetry: dict | None = None
+) -> dict[str, Path]:
     """Write the report into ``out_dir`` and return {file name: path}.
 
     ``results_source``: result rows in the result schema (a Parquet path, a list of paths, or
     a table). ``meta``: provenance for methodology and appendix (experiment, tool,
     tool_version, hosts, target, iterations, job, sweep, run_ids, job_files, config_yaml,
-    storbench_version, generated_by); every key is optional.
+    storbench_version, generated_by) and the scale-out settings (steps: {mode, size, hosts:
+    {step label: [{name, group}]}}, data_path, slow_host_percent, max_start_skew_s); every
+    key is optional. ``telemetry``: facts by host (storbench.telemetry) for the hosts appendix.
+
+    Beyond index.html, summary.csv, summary.md and FIGURES: scaling.png/.svg/.csv when
+    ``meta['steps']`` is set or rows carry a step; slow_hosts.csv for constant stepping;
+    start_skew.csv when a run had several hosts and a known start skew; targets.csv when
+    rows name more than one target.
     """
     out_dir = Path(out_dir)
     raw = _read_results(results_source)
@@ -89,11 +113,26 @@ def build_report(results_source, out_dir, *, title: str, meta: dict) -> dict[str
         written[f"{name}.svg"] = _write(out_dir / f"{name}.svg", svg)
         figures.append({"name": name, "caption": caption, "png_base64": _base64(png)})
 
+    scale = scale_out(raw, meta)
+    if scale["figure"] is not None:
+        png, svg, caption = scale["figure"]
+        written[f"{SCALING_FIGURE}.png"] = _write(out_dir / f"{SCALING_FIGURE}.png", png)
+        written[f"{SCALING_FIGURE}.svg"] = _write(out_dir / f"{SCALING_FIGURE}.svg", svg)
+    for name, frame in scale["csv"].items():
+        written[name] = _write(out_dir / name, frame_csv(frame).encode())
+
     table = summary_table(summary)
     written["summary.csv"] = _write(out_dir / "summary.csv", summary_csv(summary).encode())
     written["summary.md"] = _write(out_dir / "summary.md", markdown_table(table).encode())
     html = render_html(
-        title=title, meta=meta, summary=summary, table=table, figures=figures, raw=raw
+        title=title,
+        meta=meta,
+        summary=summary,
+        table=table,
+        figures=figures,
+        raw=raw,
+        scale_out=scale["sections"],
+        hosts=hosts_appendix(telemetry),
     )
     written["index.html"] = _write(out_dir / "index.html", html.encode())
     return written
@@ -165,6 +204,10 @@ def _int_label(value) -> str:
     return NO_VALUE if _missing(value) else str(int(value))
 
 
+def _text(value) -> str:
+    return NO_VALUE if _missing(value) else str(value)
+
+
 # ---------------------------------------------------------------------------------------
 # Tables
 
@@ -172,10 +215,16 @@ def _int_label(value) -> str:
 def summary_table(summary: pd.DataFrame) -> dict:
     """The human table: {'header': [...], 'rows': [{'cells': [...], 'flagged': bool}]}."""
     show_experiment = summary["experiment"].nunique() > 1
-    show_job = summary["job"].nunique() > 1
+    show_job = _jobs_matter(summary, "run_id")
+    show = {
+        "target": _varies(summary, "target"),
+        "hosts": _varies(summary, "hosts_in_run"),
+    }
     header = [
         *(["Experiment"] if show_experiment else []),
         "Run",
+        *(["Target"] if show["target"] else []),
+        *(["Hosts"] if show["hosts"] else []),
         *(["Job"] if show_job else []),
         "rw",
         "bs",
@@ -191,16 +240,32 @@ def summary_table(summary: pd.DataFrame) -> dict:
         "p99 µs",
     ]
     rows = [
-        {"cells": _summary_cells(row, show_experiment, show_job), "flagged": bool(row["cov_flag"])}
+        {
+            "cells": _summary_cells(row, show_experiment, show_job, show),
+            "flagged": bool(row["cov_flag"]),
+        }
         for _, row in summary.iterrows()
     ]
     return {"header": header, "rows": rows}
 
 
-def _summary_cells(row, show_experiment: bool, show_job: bool) -> list[str]:
+def _jobs_matter(frame: pd.DataFrame, run_column: str) -> bool:
+    """Several job names, not all just the run's own name (fio names a run's job after it)."""
+    named_after_run = (frame["job"].astype(str) == frame[run_column].astype(str)).all()
+    return frame["job"].nunique() > 1 and not named_after_run
+
+
+def _varies(frame: pd.DataFrame, column: str) -> bool:
+    """True when a column takes more than one value (a missing value counts as one)."""
+    return column in frame and frame[column].nunique(dropna=False) > 1
+
+
+def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> list[str]:
     return [
         *([str(row["experiment"])] if show_experiment else []),
         str(row["run_id"]),
+        *([_text(row.get("target"))] if show["target"] else []),
+        *([_int_label(row.get("hosts_in_run"))] if show["hosts"] else []),
         *([str(row["job"])] if show_job else []),
         _rw_label(row),
         _bs_label(row["bs"]),
@@ -223,7 +288,12 @@ def _scaled(value, unit: float):
 
 def summary_csv(summary: pd.DataFrame) -> str:
     """Every summary column at full precision (floats round-trip), one row per cell."""
-    return summary.to_csv(index=False, lineterminator="\n")
+    return frame_csv(summary)
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A table as CSV at full precision (floats round-trip)."""
+    return frame.to_csv(index=False, lineterminator="\n")
 
 
 def markdown_table(table: dict) -> str:
@@ -253,10 +323,21 @@ def per_run_table(raw: pd.DataFrame) -> dict:
     frame = frame.sort_values(
         ["run_id", "iteration", "_aggregate", "host", "job", "op"], kind="stable"
     )
-    header = ["Run", "Iteration", "Host", "op", "BW MiB/s", "IOPS", "p99 µs"]
+    show_target = _varies(frame, "target")
+    header = [
+        "Run",
+        *(["Target"] if show_target else []),
+        "Iteration",
+        "Host",
+        "op",
+        "BW MiB/s",
+        "IOPS",
+        "p99 µs",
+    ]
     rows = [
         [
             str(row["run_id"]),
+            *([_text(row.get("target"))] if show_target else []),
             _int_label(row["iteration"]),
             str(row["host"]),
             str(row["op"]),
@@ -564,6 +645,589 @@ FIGURE_BUILDERS = {
 
 
 # ---------------------------------------------------------------------------------------
+# Scale-out: client steps, slow hosts, start skew, target sets
+
+
+def scale_out(raw: pd.DataFrame, meta: dict) -> dict:
+    """The scale-out section of a report: {'sections', 'csv', 'figure'}.
+
+    ``sections``: subsections for the template (title, text, table, optional figure);
+    ``csv``: {file name: DataFrame}; ``figure``: (PNG, SVG, caption) of the scaling figure or
+    None. Each part appears only when the rows (or meta) have what it needs.
+    """
+    steps_meta = meta.get("steps") or {}
+    data_path = meta.get("data_path") or None
+    mode = scaling.stepping_mode(raw, steps_meta)
+    sections: list[dict] = []
+    csv: dict[str, pd.DataFrame] = {}
+    figure = None
+    if steps_meta or _has_values(raw, "step"):
+        table = scaling.scaling_table(raw, data_path, steps_meta.get("hosts") or {})
+        figure = make_scaling_figure(table, mode, bool(data_path))
+        csv["scaling.csv"] = table
+        sections.append(_scaling_section(table, mode, data_path, figure))
+    if mode == "constant":
+        percent = float(meta.get("slow_host_percent") or DEFAULT_SLOW_HOST_PERCENT)
+        table = scaling.slow_hosts(raw, percent)
+        csv["slow_hosts.csv"] = table
+        sections.append(_slow_hosts_section(table, percent))
+    max_skew = meta.get("max_start_skew_s")
+    max_skew = DEFAULT_MAX_START_SKEW_S if max_skew is None else float(max_skew)
+    skew = scaling.start_skew(raw, max_skew)
+    if skew["start_skew_s"].notna().any():
+        csv["start_skew.csv"] = skew
+        sections.append(_start_skew_section(skew, max_skew))
+    if _has_values(raw, "target") and raw["target"].nunique() > 1:
+        table = scaling.target_table(raw)
+        csv["targets.csv"] = table
+        sections.append(_target_section(table))
+    return {"sections": sections, "csv": csv, "figure": figure}
+
+
+def _has_values(frame: pd.DataFrame, column: str) -> bool:
+    return column in frame and bool(frame[column].notna().any())
+
+
+def decimal_bandwidth_unit(values) -> tuple[str, float]:
+    """GB/s when the largest value reaches 1 GB/s, MB/s otherwise (decimal, like link rates)."""
+    largest = pd.Series(values, dtype=float).max()
+    if not _missing(largest) and largest >= GB:
+        return "GB/s", GB
+    return "MB/s", MB
+
+
+def format_percent(fraction, decimals: int = 1, signed: bool = False) -> str:
+    """0.84 -> '84.0 %'; signed: -0.111 -> '−11.1 %', 0.05 -> '+5.0 %'; missing -> '–'."""
+    if _missing(fraction):
+        return NO_VALUE
+    value = 100 * float(fraction)
+    if signed:
+        sign = "+" if value > 0 else "−" if value < 0 else ""
+        return f"{sign}{abs(value):.{decimals}f} %"
+    return f"{value:.{decimals}f} %"
+
+
+def _point_cells(row, show_target: bool, show_job: bool) -> list[str]:
+    return [
+        *([_text(row["target"])] if show_target else []),
+        str(row["point"]),
+        *([str(row["job"])] if show_job else []),
+        _rw_label(row),
+        _bs_label(row["bs"]),
+        _int_label(row["iodepth"]),
+        _int_label(row["numjobs"]),
+        str(row["op"]),
+    ]
+
+
+def _point_header(show_target: bool, show_job: bool) -> list[str]:
+    return [
+        *(["Target"] if show_target else []),
+        "Run",
+        *(["Job"] if show_job else []),
+        "rw",
+        "bs",
+        "iodepth",
+        "numjobs",
+        "op",
+    ]
+
+
+def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
+    """The scaling table for humans: hosts, bandwidth, IOPS, theoretical and efficiency."""
+    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+    show_target, show_job = _varies(table, "target"), _jobs_matter(table, "point")
+    show_op_hosts = bool((table["op_hosts"] != table["hosts"]).fillna(False).any())
+    header = [
+        *_point_header(show_target, show_job),
+        "Step",
+        "Hosts",
+        *(["Op hosts"] if show_op_hosts else []),
+        "n",
+        f"BW {unit} (mean ± sd)",
+        f"BW per host {unit}",
+        "IOPS (mean ± sd)",
+        *([f"Theoretical {unit}", "Bottleneck", "Efficiency"] if with_data_path else []),
+    ]
+    rows = []
+    for _, row in table.iterrows():
+        per_host = _ratio(row["bw_bytes_s_mean"], row["op_hosts"])
+        cells = [
+            *_point_cells(row, show_target, show_job),
+            _text(row["step"]),
+            _int_label(row["hosts"]),
+            *([_int_label(row["op_hosts"])] if show_op_hosts else []),
+            _int_label(row["n"]),
+            format_mean_sd(
+                _scaled(row["bw_bytes_s_mean"], scale), _scaled(row["bw_bytes_s_sd"], scale), 2
+            ),
+            format_number(_scaled(per_host, scale), 3),
+            format_mean_sd(row["iops_mean"], row["iops_sd"], 0),
+        ]
+        if with_data_path:
+            cells += [
+                format_number(_scaled(row["theoretical_bytes_s"], scale), 2),
+                _text(row["bottleneck"]),
+                format_percent(row["efficiency"]),
+            ]
+        rows.append({"cells": cells, "flagged": False})
+    return {"header": header, "rows": rows}
+
+
+def _ratio(numerator, denominator):
+    if _missing(numerator) or _missing(denominator) or not denominator:
+        return None
+    return float(numerator) / float(denominator)
+
+
+def _scaling_section(table, mode, data_path, figure) -> dict:
+    steps = ", ".join(dict.fromkeys(str(s) for s in table["step"] if not _missing(s)))
+    text = (
+        f"Client stepping ({mode or 'steps'}): the same workloads on {steps or 'one step'}. "
+        "Bandwidth and IOPS are the aggregate over the step's hosts (host 'all'), mean ± "
+        "sample sd over iterations; decimal units (1 GB/s = 10^9 bytes/s)."
+    )
+    if data_path:
+        text += (
+            " Theoretical: the data path's maximum for the hosts that carried the op, the "
+            "smallest of the sum of their client links and each shared limit; "
+            "efficiency = measured / theoretical."
+        )
+    if (table["op"].astype(str).str.contains("+", regex=False)).any():
+        text += " Op 'read+write' is the sum of the ops of a mixed or host-split run."
+    section = {
+        "id": "scaling",
+        "title": "Scaling with client hosts",
+        "text": text,
+        "caption": "Aggregate throughput per workload and client step.",
+        "table": scaling_display(table, bool(data_path)),
+        "figure": None,
+    }
+    if figure is not None:
+        png, _, caption = figure
+        section["figure"] = {
+            "name": SCALING_FIGURE,
+            "caption": caption,
+            "png_base64": _base64(png),
+        }
+    return section
+
+
+def slow_hosts_display(table: pd.DataFrame) -> dict:
+    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+    show_target, show_job = _varies(table, "target"), _jobs_matter(table, "point")
+    header = [
+        *_point_header(show_target, show_job),
+        "Host",
+        "Step",
+        "n",
+        f"BW {unit}",
+        f"Median {unit}",
+        "vs median",
+        "IOPS",
+        "Slow",
+    ]
+    rows = []
+    for _, row in table.iterrows():
+        below = row["below_median_percent"]
+        versus = None if _missing(below) else -float(below) / 100
+        rows.append(
+            {
+                "cells": [
+                    *_point_cells(row, show_target, show_job),
+                    str(row["host"]),
+                    _text(row["step"]),
+                    _int_label(row["n"]),
+                    format_number(_scaled(row["bw_bytes_s_mean"], scale), 3),
+                    format_number(_scaled(row["median_bw_bytes_s"], scale), 3),
+                    format_percent(versus, signed=True),
+                    format_number(row["iops_mean"], 0),
+                    FLAG_MARK if row["flagged"] else "",
+                ],
+                "flagged": bool(row["flagged"]),
+            }
+        )
+    return {"header": header, "rows": rows}
+
+
+def _slow_hosts_section(table: pd.DataFrame, percent: float) -> dict:
+    flagged = list(dict.fromkeys(table.loc[table["flagged"], "host"]))
+    verdict = (
+        f"Flagged ({FLAG_MARK}): {', '.join(map(str, flagged))}."
+        if flagged
+        else "No host is flagged."
+    )
+    return {
+        "id": "slow-hosts",
+        "title": "Slow hosts",
+        "text": (
+            "Constant stepping: each host group ran the workloads alone. Each host's "
+            "bandwidth (mean over iterations) against the median of all hosts for the same "
+            f"workload and op; hosts more than {percent:g} % below the median are flagged. "
+            + verdict
+        ),
+        "caption": "Per-host bandwidth against the median of all hosts.",
+        "table": slow_hosts_display(table),
+        "figure": None,
+    }
+
+
+def start_skew_display(table: pd.DataFrame) -> dict:
+    show_target = _varies(table, "target")
+    show_step = _has_values(table, "step")
+    header = [
+        *(["Target"] if show_target else []),
+        "Run",
+        *(["Step"] if show_step else []),
+        "Iteration",
+        "Hosts",
+        "Start skew s",
+        "Last to start",
+        "Late",
+    ]
+    rows = [
+        {
+            "cells": [
+                *([_text(row["target"])] if show_target else []),
+                str(row["run_id"]),
+                *([_text(row["step"])] if show_step else []),
+                _int_label(row["iteration"]),
+                _int_label(row["hosts"]),
+                format_number(row["start_skew_s"], 3),
+                _text(row["last_host"]),
+                FLAG_MARK if row["flagged"] else "",
+            ],
+            "flagged": bool(row["flagged"]),
+        }
+        for _, row in table.iterrows()
+    ]
+    return {"header": header, "rows": rows}
+
+
+def _start_skew_section(table: pd.DataFrame, max_skew: float) -> dict:
+    flagged = int(table["flagged"].sum())
+    largest = table["start_skew_s"].max()
+    return {
+        "id": "start-skew",
+        "title": "Start skew",
+        "text": (
+            "Start skew of an iteration: the latest minus the earliest start time of its "
+            f"hosts. Iterations above {max_skew:g} s are flagged ({FLAG_MARK}): {flagged} of "
+            f"{len(table)}; the largest skew is {format_number(largest, 3)} s."
+        ),
+        "caption": "Start skew of every multi-host iteration.",
+        "table": start_skew_display(table),
+        "figure": None,
+    }
+
+
+def target_display(table: pd.DataFrame) -> dict:
+    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+    show_job = _jobs_matter(table, "point")
+    show_step = _has_values(table, "step")
+    header = [
+        *_point_header(False, show_job),
+        *(["Step", "Hosts"] if show_step else []),
+        "Target",
+        "n",
+        f"BW {unit} (mean ± sd)",
+        "IOPS (mean ± sd)",
+        f"Sum alone {unit}",
+        "Together / sum",
+    ]
+    rows = []
+    for _, row in table.iterrows():
+        rows.append(
+            {
+                "cells": [
+                    *_point_cells(row, False, show_job),
+                    *([_text(row["step"]), _int_label(row["hosts"])] if show_step else []),
+                    _text(row["target"]),
+                    _int_label(row["n"]),
+                    format_mean_sd(
+                        _scaled(row["bw_bytes_s_mean"], scale),
+                        _scaled(row["bw_bytes_s_sd"], scale),
+                        2,
+                    ),
+                    format_mean_sd(row["iops_mean"], row["iops_sd"], 0),
+                    format_number(_scaled(row["sum_alone_bytes_s"], scale), 2),
+                    format_percent(row["together_vs_sum"]),
+                ],
+                "flagged": False,
+            }
+        )
+    return {"header": header, "rows": rows}
+
+
+def _target_section(table: pd.DataFrame) -> dict:
+    return {
+        "id": "targets",
+        "title": "Target sets",
+        "text": (
+            "Each workload on every target alone and on a set of targets together (target "
+            "'a+b'). For a set: the sum of its members' bandwidth when run alone, and the "
+            "bandwidth together as a share of that sum."
+        ),
+        "caption": "Workloads per target, and target sets against the sum of their members.",
+        "table": target_display(table),
+        "figure": None,
+    }
+
+
+# Scaling figure
+
+
+def make_scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
+    """(PNG, SVG, caption): bandwidth and IOPS against hosts, theoretical line, efficiency."""
+    with matplotlib.rc_context(RC):
+        fig, caption = scaling_figure(table, mode, with_data_path)
+        try:
+            png, svg = render_figure(fig)
+        finally:
+            plt.close(fig)
+    return png, svg, caption
+
+
+def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
+    data = table.dropna(subset=["bw_bytes_s_mean"])
+    if data.empty:
+        return _empty_figure("no scaling data"), "Scaling: no data."
+    unit, scale = decimal_bandwidth_unit(data["bw_bytes_s_mean"])
+    data = data.assign(series=_scaling_series(data), x=_scaling_x(data, mode))
+    panels = ["bandwidth", "iops", *(["efficiency"] if with_data_path else [])]
+    fig, axes = _new_figure(nrows=len(panels), height_in=2.0 * len(panels) + 0.8)
+    series_names = list(dict.fromkeys(data["series"]))
+    for index, name in enumerate(series_names):
+        rows = data[data["series"] == name].sort_values("x", kind="stable")
+        style = {
+            "color": COLORS[index % len(COLORS)],
+            "marker": MARKERS[index % len(MARKERS)],
+            "markersize": 4,
+            "linewidth": 1,
+            "label": name,
+        }
+        axes[0].errorbar(
+            rows["x"],
+            rows["bw_bytes_s_mean"] / scale,
+            yerr=rows["bw_bytes_s_sd"].fillna(0) / scale,
+            capsize=2,
+            **style,
+        )
+        axes[1].errorbar(
+            rows["x"], rows["iops_mean"], yerr=rows["iops_sd"].fillna(0), capsize=2, **style
+        )
+        if with_data_path:
+            axes[2].plot(rows["x"], 100 * rows["efficiency"], **style)
+    bottlenecks = _theoretical_lines(axes[0], data, scale) if with_data_path else ""
+    axes[0].set_ylabel(f"bandwidth ({unit})")
+    axes[1].set_ylabel("IOPS")
+    if with_data_path:
+        axes[2].axhline(100, color="black", linewidth=0.8, linestyle=":")
+        efficiency = data["efficiency"].dropna()
+        top = max(110.0, 105 * float(efficiency.max())) if not efficiency.empty else 110.0
+        axes[2].set_ylim(0, top)
+        axes[2].set_ylabel("efficiency (%)")
+    for ax in axes:
+        ax.set_ylim(bottom=0)
+        _scaling_x_axis(ax, data, mode)
+    axes[-1].set_xlabel("client hosts" if _numeric_x(data, mode) else "client step")
+    _figure_legend(fig, axes)
+    caption = (
+        f"Scaling with client hosts: aggregate bandwidth ({unit}, decimal) and IOPS per "
+        "workload, mean over iterations with sample sd as error bars."
+    )
+    if with_data_path:
+        caption += (
+            " Dashed: theoretical maximum of the data path (the smallest limit along it; "
+            f"{bottlenecks}). Bottom: efficiency = measured / theoretical."
+        )
+    return fig, caption
+
+
+def _scaling_series(data: pd.DataFrame) -> list[str]:
+    """Legend label per row: run (point), op when the point has several, target when several."""
+    ops = data.groupby(["target", "point", "job"], dropna=False)["op"].transform("nunique")
+    show_target, show_job = _varies(data, "target"), _jobs_matter(data, "point")
+    labels = []
+    for (_, row), n_ops in zip(data.iterrows(), ops, strict=True):
+        label = str(row["point"])
+        if show_job:
+            label += f" {row['job']}"
+        if n_ops > 1:
+            label += f" {row['op']}"
+        if show_target:
+            label = f"{_text(row['target'])}: {label}"
+        labels.append(label)
+    return labels
+
+
+def _numeric_x(data: pd.DataFrame, mode: str | None) -> bool:
+    """Hosts on x unless steps share a host count (constant stepping: one x per group)."""
+    if mode == "constant" or data["hosts"].isna().any():
+        return False
+    return bool((data.groupby("hosts")["step"].nunique(dropna=False) <= 1).all())
+
+
+def _step_order(data: pd.DataFrame) -> list[str]:
+    steps = {_text(s) for s in data["step"]}
+    return sorted(steps, key=scaling.natural_key)
+
+
+def _scaling_x(data: pd.DataFrame, mode: str | None) -> list[float]:
+    if _numeric_x(data, mode):
+        return [float(h) for h in data["hosts"]]
+    positions = {step: index for index, step in enumerate(_step_order(data))}
+    return [float(positions[_text(s)]) for s in data["step"]]
+
+
+def _scaling_x_axis(ax, data: pd.DataFrame, mode: str | None) -> None:
+    if _numeric_x(data, mode):
+        hosts = sorted({int(h) for h in data["hosts"]})
+        ax.set_xticks([float(h) for h in hosts], [str(h) for h in hosts])
+        ax.set_xlim(0, max(hosts) * 1.05 + 0.5)
+    else:
+        steps = _step_order(data)
+        ax.set_xticks(range(len(steps)), steps, rotation=45 if len(steps) > 6 else 0)
+        ax.set_xlim(-0.6, len(steps) - 0.4)
+
+
+THEORY_LINESTYLES = ("--", "-.", (0, (1, 1)))
+
+
+def _theoretical_lines(ax, data: pd.DataFrame, scale: float) -> str:
+    """Draw each distinct theoretical curve once; return the bottlenecks for the caption.
+
+    The caption names the bottlenecks of the curve for all hosts of a step (not one op's).
+    """
+    curves: dict[tuple, list[str]] = {}
+    names: dict[tuple, list[tuple[float, str]]] = {}
+    whole_steps: list[tuple] = []
+    for _, rows in data.groupby("series", sort=False):
+        rows = rows.dropna(subset=["theoretical_bytes_s"]).sort_values("x", kind="stable")
+        if rows.empty:
+            continue
+        curve = tuple(zip(rows["x"], rows["theoretical_bytes_s"], strict=True))
+        curves.setdefault(curve, []).extend(str(op) for op in rows["op"].unique())
+        names.setdefault(curve, list(zip(rows["hosts"], rows["bottleneck"], strict=True)))
+        if (rows["op_hosts"] == rows["hosts"]).all():
+            whole_steps.append(curve)
+    for index, (curve, ops) in enumerate(curves.items()):
+        label = "theoretical maximum"
+        if len(curves) > 1:
+            label += f" ({', '.join(dict.fromkeys(ops))})"
+        xs, ys = zip(*curve, strict=True)
+        ax.plot(
+            xs,
+            [y / scale for y in ys],
+            color="black",
+            linestyle=THEORY_LINESTYLES[index % len(THEORY_LINESTYLES)],
+            linewidth=1,
+            marker="_",  # a step on its own still shows its maximum
+            markersize=10,
+            label=label,
+        )
+    chosen = whole_steps[0] if whole_steps else next(iter(names), None)
+    return _bottleneck_text(names.get(chosen, []))
+
+
+def _bottleneck_text(hosts_and_names: list[tuple]) -> str:
+    """'client links (2 x 10 Gbit/s) at 2 hosts, cluster from 4 hosts'."""
+    runs: list[list] = []
+    for hosts, name in hosts_and_names:
+        if runs and runs[-1][0] == name:
+            runs[-1][2] = hosts
+        else:
+            runs.append([name, hosts, hosts])
+    parts = []
+    for name, low, high in runs:
+        hosts = _int_label(low) if low == high else f"{_int_label(low)}–{_int_label(high)}"
+        parts.append(f"{name} at {hosts} hosts")
+    return "; ".join(parts) or "no theoretical maximum"
+
+
+# Hosts appendix
+
+
+HOST_COLUMN_NAMES = {
+    "host": "Host",
+    "group": "Group",
+    "kernel": "Kernel",
+    "os": "OS",
+    "cpu": "CPU",
+    "sockets": "Sockets",
+    "cores": "Cores",
+    "memory_gib": "Memory GiB",
+    "nics": "NICs",
+    "mount": "Target mount",
+    "tools": "Tools",
+}
+
+
+def hosts_appendix(telemetry: dict | None) -> dict | None:
+    """The hosts table (telemetry.hosts_table) with cells that differ from the majority marked."""
+    if not telemetry:
+        return None
+    from storbench import telemetry as host_telemetry  # lazy: only reports with telemetry
+
+    rows = host_telemetry.hosts_table(telemetry)
+    columns = [key for key in rows[0] if key != "differs"] if rows else []
+    body = [
+        {
+            "cells": [
+                {"text": _text(row.get(column)), "differs": column in row.get("differs", [])}
+                for column in columns
+            ],
+            "flagged": bool(row.get("differs")),
+        }
+        for row in rows
+    ]
+    split = host_telemetry.no_majority(telemetry)
+    notes = [
+        f"{fact}: " + "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in values.items())
+        for fact, values in split.items()
+    ]
+    return {
+        "header": [HOST_COLUMN_NAMES.get(column, column) for column in columns],
+        "rows": body,
+        "differing": sum(1 for row in body if row["flagged"]),
+        "no_majority": notes,
+    }
+
+
+# Methodology of the scale-out settings
+
+
+def scale_out_methodology(meta: dict) -> list[tuple[str, str | None]]:
+    steps = meta.get("steps") or {}
+    data_path = meta.get("data_path")
+    return [
+        ("Client stepping", _steps_text(steps)),
+        ("Data path", datapath.describe(data_path) if data_path else None),
+        ("Slow hosts", _slow_hosts_text(meta) if steps.get("mode") == "constant" else None),
+        (
+            "Start skew bound",
+            f"{float(meta['max_start_skew_s']):g} s"
+            if meta.get("max_start_skew_s") is not None
+            else None,
+        ),
+    ]
+
+
+def _slow_hosts_text(meta: dict) -> str:
+    percent = float(meta.get("slow_host_percent") or DEFAULT_SLOW_HOST_PERCENT)
+    return f"flagged more than {percent:g} % below the median of all hosts"
+
+
+def _steps_text(steps: dict) -> str | None:
+    if not steps:
+        return None
+    hosts = steps.get("hosts") or {}
+    listed = ", ".join(f"{label} ({len(members)} hosts)" for label, members in hosts.items())
+    size = f", size {steps['size']}" if steps.get("size") else ""
+    return f"{steps.get('mode')}{size}" + (f": {listed}" if listed else "")
+
+
+# ---------------------------------------------------------------------------------------
 # HTML
 
 
@@ -587,6 +1251,7 @@ def methodology(meta: dict, summary: pd.DataFrame, raw: pd.DataFrame) -> list[tu
         ("Job parameters", _mapping_text(job)),
         ("Sweep", _mapping_text(meta.get("sweep"))),
         ("Runs", _runs_text(meta.get("run_ids"))),
+        *scale_out_methodology(meta),
         ("Statistics", STATISTICS_TEXT),
         ("Latency percentiles", PERCENTILE_TEXT),
         ("Latency basis", _basis_meaning(summary)),
@@ -677,6 +1342,8 @@ def render_html(
     table: dict,
     figures: list[dict],
     raw: pd.DataFrame,
+    scale_out: list[dict] | None = None,
+    hosts: dict | None = None,
 ) -> str:
     job_files = meta.get("job_files") or {}
     context = {
@@ -685,9 +1352,230 @@ def render_html(
         "footnote": COV_FOOTNOTE,
         "errors": int(summary["errors"].fillna(0).sum()) if "errors" in summary else 0,
         "figures": figures,
+        "scale_out": scale_out or [],
         "methodology": methodology(meta, summary, raw),
         "per_run": per_run_table(raw),
         "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
         "config_yaml": meta.get("config_yaml") or "",
+        "hosts": hosts,
     }
     return _environment().get_template(TEMPLATE_NAME).render(context)
+
+
+# ---------------------------------------------------------------------------------------
+# Network check report
+
+NETWORK_COLUMNS = (
+    "phase",
+    "host",
+    "send_bytes_s",
+    "receive_bytes_s",
+    "bw_bytes_s",
+    "median_bytes_s",
+    "fraction_of_median",
+    "flagged",
+)
+PHASE_TITLES = {"single": "each client alone", "all": "all clients at once"}
+BITS_PER_BYTE = 8
+
+
+def build_network_report(parquet_path, out_dir, *, min_fraction: float) -> dict[str, Path]:
+    """The network check's report: index.html, network.csv, network.png/.svg in ``out_dir``.
+
+    Reads the rows of experiment 'network' (storbench.netcheck): per phase ('single': each
+    client alone, 'all': all at once) each client's bandwidth (receive, else send), the
+    median of the clients, and the clients netcheck.slow_clients flags below
+    ``min_fraction`` x the median.
+    """
+    from storbench import netcheck  # lazy: the run-path module pulls in the SSH stack
+
+    out_dir = Path(out_dir)
+    raw = _read_results(parquet_path)
+    rows = stats.latest_attempts(raw[raw["experiment"] == netcheck.EXPERIMENT])
+    table = network_table(rows, min_fraction)
+    written: dict[str, Path] = {}
+    png, svg, caption = make_network_figure(table, min_fraction)
+    written[f"{NETWORK_FIGURE}.png"] = _write(out_dir / f"{NETWORK_FIGURE}.png", png)
+    written[f"{NETWORK_FIGURE}.svg"] = _write(out_dir / f"{NETWORK_FIGURE}.svg", svg)
+    written["network.csv"] = _write(out_dir / "network.csv", frame_csv(table).encode())
+    flagged = [
+        {
+            "host": row["host"],
+            "phase": row["phase"],
+            "bw_bytes_s": row["bw_bytes_s"],
+            "median": row["median_bytes_s"],
+            "fraction": row["fraction_of_median"],
+        }
+        for _, row in table[table["flagged"]].iterrows()
+    ]
+    context = {
+        "title": "Network check",
+        "verdict": netcheck.describe_slow_clients(flagged, min_fraction),
+        "flagged": bool(flagged),
+        "table": network_display(table),
+        "figure": {"name": NETWORK_FIGURE, "caption": caption, "png_base64": _base64(png)},
+        "methodology": _network_methodology(rows, min_fraction),
+    }
+    html = _environment().get_template(NETWORK_TEMPLATE_NAME).render(context)
+    written["index.html"] = _write(out_dir / "index.html", html.encode())
+    return written
+
+
+def network_table(rows: pd.DataFrame, min_fraction: float) -> pd.DataFrame:
+    """Per phase and client: send, receive, the compared bandwidth, median, fraction, flag.
+
+    The phase's aggregate (host 'all') follows its clients, without median or flag.
+    """
+    from storbench import netcheck
+
+    means = rows.groupby(["run_id", "host", "op"], sort=False, dropna=False)["bw_bytes_s"].mean()
+    records = [
+        {"run_id": run_id, "host": host, "op": op, "bw_bytes_s": None if _missing(bw) else bw}
+        for (run_id, host, op), bw in means.items()
+    ]
+    slow = {(item["phase"], item["host"]) for item in netcheck.slow_clients(records, min_fraction)}
+    phases = [p for p in netcheck.PHASES if p in set(rows["run_id"])]
+    phases += sorted(set(rows["run_id"]) - set(phases))
+    out = []
+    for phase in phases:
+        hosts = sorted({h for (r, h, _) in means.index if r == phase}, key=scaling.natural_key)
+        clients = [h for h in hosts if h != results.ALL_HOSTS]
+        values = {host: _network_values(means, phase, host) for host in hosts}
+        compared = [values[h]["bw_bytes_s"] for h in clients]
+        compared = [value for value in compared if not _missing(value)]
+        median = float(np.median(compared)) if compared else math.nan
+        for host in [*clients, *([results.ALL_HOSTS] if results.ALL_HOSTS in hosts else [])]:
+            client = host != results.ALL_HOSTS
+            bw = values[host]["bw_bytes_s"]
+            out.append(
+                {
+                    "phase": phase,
+                    "host": host,
+                    **values[host],
+                    "median_bytes_s": median if client else math.nan,
+                    "fraction_of_median": bw / median if client and median else math.nan,
+                    "flagged": (phase, host) in slow,
+                }
+            )
+    table = pd.DataFrame.from_records(out, columns=list(NETWORK_COLUMNS))
+    return table.astype({c: float for c in NETWORK_COLUMNS[2:7]} | {"flagged": bool})
+
+
+def _network_values(means: pd.Series, phase: str, host: str) -> dict:
+    send = _mean_of(means, phase, host, "send")
+    receive = _mean_of(means, phase, host, "receive")
+    return {
+        "send_bytes_s": send,
+        "receive_bytes_s": receive,
+        "bw_bytes_s": receive if not _missing(receive) else send,  # netcheck's rule
+    }
+
+
+def _mean_of(means: pd.Series, phase: str, host: str, op: str) -> float:
+    value = means.get((phase, host, op))
+    return math.nan if value is None or _missing(value) else float(value)
+
+
+def _gbits(value):
+    return None if _missing(value) else float(value) * BITS_PER_BYTE / 1e9
+
+
+def network_display(table: pd.DataFrame) -> dict:
+    # op send: the client sends to the server; receive: iperf3 --reverse.
+    header = ["Phase", "Client", "Client → server Gbit/s", "Server → client Gbit/s"]
+    header += ["vs median", "Slow"]
+    rows = []
+    for _, row in table.iterrows():
+        fraction = row["fraction_of_median"]
+        rows.append(
+            {
+                "cells": [
+                    PHASE_TITLES.get(row["phase"], str(row["phase"])),
+                    "all (sum)" if row["host"] == results.ALL_HOSTS else str(row["host"]),
+                    format_number(_gbits(row["send_bytes_s"]), 2),
+                    format_number(_gbits(row["receive_bytes_s"]), 2),
+                    format_percent(None if _missing(fraction) else fraction - 1, signed=True),
+                    FLAG_MARK if row["flagged"] else "",
+                ],
+                "flagged": bool(row["flagged"]),
+            }
+        )
+    return {"header": header, "rows": rows}
+
+
+def make_network_figure(table: pd.DataFrame, min_fraction: float) -> tuple[bytes, bytes, str]:
+    with matplotlib.rc_context(RC):
+        fig, caption = network_figure(table, min_fraction)
+        try:
+            png, svg = render_figure(fig)
+        finally:
+            plt.close(fig)
+    return png, svg, caption
+
+
+def network_figure(table: pd.DataFrame, min_fraction: float):
+    """Per phase, one bar per client (Gbit/s), the median and the flag threshold."""
+    clients = table[(table["host"] != results.ALL_HOSTS) & table["bw_bytes_s"].notna()]
+    if clients.empty:
+        return _empty_figure("no network data"), "Network check: no data."
+    phases = list(dict.fromkeys(clients["phase"]))
+    fig, axes = _grid(len(phases), 2.6)
+    for ax, phase in zip(axes, phases, strict=True):
+        rows = clients[clients["phase"] == phase]
+        flagged = rows["flagged"].tolist()
+        ax.bar(
+            range(len(rows)),
+            rows["bw_bytes_s"] * BITS_PER_BYTE / 1e9,
+            0.7,
+            color=[COLORS[3] if flag else COLORS[0] for flag in flagged],
+            hatch=[HATCHES[1] if flag else "" for flag in flagged],
+            edgecolor="black",
+            linewidth=0.5,
+        )
+        median = rows["median_bytes_s"].iloc[0] * BITS_PER_BYTE / 1e9
+        ax.axhline(median, color="grey", linewidth=1, label="median")
+        threshold = min_fraction * median
+        ax.axhline(threshold, color=COLORS[3], linewidth=1, linestyle="--", label="flag threshold")
+        for x, (flag, value) in enumerate(zip(flagged, rows["bw_bytes_s"], strict=True)):
+            if flag:
+                ax.annotate("slow", (x, value * BITS_PER_BYTE / 1e9), ha="center", va="bottom")
+        names = [str(h) for h in rows["host"]]
+        slanted = len(names) > 4
+        ax.set_xticks(
+            range(len(rows)),
+            names,
+            rotation=45 if slanted else 0,
+            ha="right" if slanted else "center",
+        )
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+        ax.set_ylim(bottom=0)
+        ax.set_title(PHASE_TITLES.get(phase, str(phase)))
+        ax.set_ylabel("bandwidth (Gbit/s)")
+    _figure_legend(fig, axes)
+    caption = (
+        "iperf3 bandwidth of each client host (Gbit/s; receive side). Solid line: median of "
+        f"the clients; dashed: {min_fraction:.0%} of the median, below which a client is "
+        "flagged (hatched, 'slow')."
+    )
+    return fig, caption
+
+
+def _parenthesized(text) -> str | None:
+    return f"({text})" if text else None
+
+
+def _network_methodology(rows: pd.DataFrame, min_fraction: float) -> list[tuple[str, str]]:
+    params = {}
+    for text in rows["params_json"].dropna().unique() if "params_json" in rows else []:
+        params.update(json.loads(text))
+    clients = sorted({h for h in rows["host"] if h != results.ALL_HOSTS}, key=scaling.natural_key)
+    items = [
+        ("Tool", _recorded_versions(rows) or "iperf3"),
+        ("Server", _join_nonempty(params.get("server"), _parenthesized(params.get("address")))),
+        ("Clients", _list_text(clients)),
+        ("Duration", f"{params['duration_s']} s" if params.get("duration_s") else None),
+        ("Parallel streams", params.get("parallel")),
+        ("Phases", "each client alone, one after the other (single); all clients at once (all)"),
+        ("Flag", f"a client below {min_fraction:.0%} of the median of its phase"),
+    ]
+    return [(label, str(text)) for label, text in items if text not in (None, "", [], {})]

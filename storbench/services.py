@@ -1,6 +1,6 @@
 """Tool services on the client hosts (fio --server): start once, check readiness, stop.
 
-Each service runs detached in ``<workdir>/services/<tool>-<port>/`` on its host (its log
+Each service runs detached in ``<workdir>/services/<tool>-<address>-<port>/`` on its host (its log
 and pid there); its own command line is the marker that finds and stops it. Readiness is
 checked from the controller (where the tool's client runs): the service's port accepts a
 TCP connection. Imports stay light: this is the benchmark path.
@@ -35,7 +35,8 @@ def host_spec(host: dict) -> HostSpec:
 
 
 def service_dir(spec: HostSpec, tool: str, port: int) -> str:
-    return f"{spec.workdir.rstrip('/')}/services/{tool}-{port}"
+    """Named after the host too: a workdir on a shared file system must not mix hosts' files."""
+    return f"{spec.workdir.rstrip('/')}/services/{tool}-{spec.address}-{port}"
 
 
 def service_marker(spec: HostSpec, tool_name: str, port: int) -> str:

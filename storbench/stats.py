@@ -18,8 +18,10 @@ from storbench import histogram
 from storbench.results import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 
 CELL_KEYS = ("experiment", "run_id", "job", "op")
-SORT_KEYS = ("rw", "bs", "iodepth", "numjobs", "run_id", "job", "op")
+# Targets and client steps of one sweep point sort together, steps by host count.
+SORT_KEYS = ("rw", "bs", "iodepth", "numjobs", "target", "hosts_in_run", "run_id", "job", "op")
 PARAMETER_COLUMNS = ("tool", "rw", "bs", "iodepth", "numjobs", "rwmixread")
+PLACEMENT_COLUMNS = ("target", "step", "hosts_in_run")  # where the cell ran (schema v2)
 THROUGHPUT_METRICS = ("bw_bytes_s", "iops")
 STATISTICS = ("mean", "median", "sd", "cov", "min", "max")
 COV_LIMIT = 0.05  # a cell whose bandwidth or IOPS varies more than 5 % is flagged
@@ -27,6 +29,7 @@ COV_LIMIT = 0.05  # a cell whose bandwidth or IOPS varies more than 5 % is flagg
 SUMMARY_COLUMNS = (
     *CELL_KEYS,
     *PARAMETER_COLUMNS,
+    *PLACEMENT_COLUMNS,
     "n",
     *[f"{metric}_{stat}" for metric in THROUGHPUT_METRICS for stat in STATISTICS],
     "lat_mean_ns",
@@ -36,7 +39,7 @@ SUMMARY_COLUMNS = (
     "cov_flag",
 )
 # Nullable integers so a missing parameter (e.g. rwmixread of a pure read) stays empty.
-_INTEGER_COLUMNS = ("bs", "iodepth", "numjobs", "rwmixread", "n", "errors")
+_INTEGER_COLUMNS = ("bs", "iodepth", "numjobs", "rwmixread", "hosts_in_run", "n", "errors")
 _FLOAT_COLUMNS = (
     *[f"{metric}_{stat}" for metric in THROUGHPUT_METRICS for stat in STATISTICS],
     "lat_mean_ns",
@@ -63,14 +66,17 @@ def latest_attempts(frame: pd.DataFrame) -> pd.DataFrame:
 def summarize(table, *, host: str = ALL_HOSTS) -> pd.DataFrame:
     """One row per cell = (experiment, run_id, job, op) over the iterations of rows with ``host``.
 
-    Columns are SUMMARY_COLUMNS: the cell keys and its parameters; ``n`` iterations;
+    Columns are SUMMARY_COLUMNS: the cell keys, its parameters and placement (target, client
+    step, hosts in the run); ``n`` iterations;
     for bw_bytes_s and iops the mean, median, sample sd (ddof=1, NaN for n=1), CoV (sd/mean),
     min and max; ``lat_mean_ns`` weighted by I/O count; p50_ns..p99_99_ns from the merged
     histograms of all iterations (NaN if any iteration lacks bins); ``lat_basis``; total
     ``errors``; ``cov_flag`` (bandwidth or IOPS CoV above 5 %).
-    Sorted by rw, bs, iodepth, numjobs, run_id, job, op.
+    Sorted by rw, bs, iodepth, numjobs, target, hosts_in_run, run_id, job, op.
     """
     frame = as_frame(table)
+    # Rows from before schema v2 (or built by hand) may lack the placement columns.
+    frame = frame.assign(**{c: None for c in PLACEMENT_COLUMNS if c not in frame})
     frame = latest_attempts(frame[frame["host"] == host])
     records = [
         summarize_cell(group.sort_values("iteration", kind="stable"))
@@ -86,6 +92,7 @@ def summarize_cell(rows: pd.DataFrame) -> dict:
     """The summary record of the iterations (rows) of one cell."""
     first = rows.iloc[0]
     record = {key: first[key] for key in (*CELL_KEYS, *PARAMETER_COLUMNS)}
+    record.update({key: first.get(key) for key in PLACEMENT_COLUMNS})
     record["n"] = len(rows)
     for metric in THROUGHPUT_METRICS:
         for stat, value in spread(rows[metric]).items():

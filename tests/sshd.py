@@ -84,14 +84,16 @@ class SshServer:
             self.process.wait()
 
 
-def start_sshd(address: str, directory: Path, authorized_keys: Path) -> SshServer:
-    """Start `sshd -D` on address and a free port; return once it sends its banner."""
+def start_sshd(
+    address: str, directory: Path, authorized_keys: Path, port: int | None = None
+) -> SshServer:
+    """Start `sshd -D` on address and port (default a free one); return once it sends its banner."""
     require_openssh()
     directory.mkdir(parents=True, exist_ok=True)
     os.makedirs(PRIVSEP_DIR, mode=0o755, exist_ok=True)
     host_key = directory / "ssh_host_ed25519_key"
     host_public_key = generate_key(host_key, comment=f"host-{address}")
-    port = free_port(address)
+    port = port or free_port(address)
     config = directory / "sshd_config"
     config.write_text(_sshd_config(address, port, directory, host_key, authorized_keys))
     with open(directory / "sshd.log", "wb") as log:

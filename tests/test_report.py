@@ -239,3 +239,368 @@ def test_series_join_runs_across_depths_when_jobs_are_named_after_runs():
     ]
     labels = report.series_labels(stats.summarize(results.table_from_rows(two_jobs)))
     assert sorted(labels) == ["a: randread", "b: randread"]
+
+
+# ---------------------------------------------------------------------------------------
+# Scale-out: client steps, data path, slow hosts, start skew, targets, hosts appendix
+
+GB = 1e9
+DATA_PATH = {"client_link": "10Gbit/s", "limits": [{"name": "cluster", "rate": "3GB/s"}]}
+SCALE_FILES = {"scaling.png", "scaling.svg", "scaling.csv", "start_skew.csv"}
+
+
+def scale_row(run_id, host, bw, *, iteration, step, hosts, **extra) -> dict:
+    return {
+        **result_row("read", 1 << 20, 16, iteration, host, bw / MIB),
+        "experiment": "scale",
+        "run_id": run_id,
+        "job": run_id,
+        "op": "read",
+        "rw": "read",
+        "step": step,
+        "hosts_in_run": hosts,
+        "target": "vast",
+        "params_json": '{"bs": "1m", "iodepth": 16, "rw": "read"}',
+        **extra,
+    }
+
+
+def stepped_rows() -> list[dict]:
+    """2 and 4 hosts; 2.0/2.2 and 2.7/2.9 GB/s over two iterations; hosts start 1 s apart."""
+    rows = []
+    for count, totals in ((2, (2.0 * GB, 2.2 * GB)), (4, (2.7 * GB, 2.9 * GB))):
+        run_id, step = f"read_bs1m_qd16_h{count}", f"h{count}"
+        for iteration, total in enumerate(totals, start=1):
+            common = {"iteration": iteration, "step": step, "hosts": count}
+            for index in range(count):
+                start = f"2024-05-01T10:00:0{index}.000+00:00"
+                name = f"client{index + 1:02d}"
+                rows.append(scale_row(run_id, name, total / count, start_time=start, **common))
+            skew = float(count - 1)
+            rows.append(scale_row(run_id, "all", total, start_skew_s=skew, **common))
+    return rows
+
+
+def steps_meta(counts=(2, 4)) -> dict:
+    hosts = {
+        f"h{n}": [{"name": f"client{i + 1:02d}", "group": "clients"} for i in range(n)]
+        for n in counts
+    }
+    return {"mode": "incremental", "size": 2, "hosts": hosts}
+
+
+@pytest.fixture(scope="module")
+def stepped(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stepped") / "summary.parquet"
+    results.write_rows(stepped_rows(), path)
+    meta = {"experiment": "scale", "steps": steps_meta(), "data_path": DATA_PATH,
+            "max_start_skew_s": 1.5}  # fmt: skip
+    out_dir = tmp_path_factory.mktemp("stepped-report")
+    return path, meta, out_dir, report.build_report(path, out_dir, title="scale", meta=meta)
+
+
+def scale_part(html: str, part_id: str) -> str:
+    return html.split(f'<h3 id="{part_id}">')[1].split("</table>")[0]
+
+
+def test_stepped_report_shows_scaling_table_with_efficiency(stepped):
+    _, _, out_dir, written = stepped
+    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES, *SCALE_FILES}
+    html = written["index.html"].read_text()
+    assert '<section id="scale-out">' in html
+    scaling_html = scale_part(html, "scaling")
+    header = scaling_html.split("<thead>")[1].split("</thead>")[0]
+    assert "<th>Theoretical GB/s</th><th>Bottleneck</th><th>Efficiency</th>" in header
+    # h2: 2.1 GB/s of 2 x 10 Gbit/s = 2.5 GB/s; h4: 2.8 GB/s of the 3 GB/s cluster.
+    assert (
+        "<td>h2</td><td>2</td><td>2</td><td>2.10 ± 0.14</td><td>1.050</td><td>2,003 ± 135</td>"
+        "<td>2.50</td><td>client links (2 x 10 Gbit/s)</td><td>84.0 %</td>"
+    ) in scaling_html
+    assert (
+        "<td>h4</td><td>4</td><td>2</td><td>2.80 ± 0.14</td><td>0.700</td><td>2,670 ± 135</td>"
+        "<td>3.00</td><td>cluster</td><td>93.3 %</td>"
+    ) in scaling_html
+    assert html.count('src="data:image/png;base64,') == len(report.FIGURES) + 1
+    assert 'id="figure-scaling"' in html and "client links (2 x 10 Gbit/s) at 2 hosts" in html
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html)
+
+
+def test_stepped_report_files_match_the_analysis(stepped):
+    path, meta, out_dir, written = stepped
+    assert written["scaling.png"].read_bytes().startswith(b"\x89PNG")
+    assert written["scaling.svg"].read_text().lstrip().startswith("<?xml")
+    got = pd.read_csv(out_dir / "scaling.csv")
+    assert got["efficiency"].tolist() == pytest.approx([0.84, 2.8 / 3.0], rel=1e-12)
+    assert got["theoretical_bytes_s"].tolist() == [2.5e9, 3.0e9]
+    skew = pd.read_csv(out_dir / "start_skew.csv")
+    assert skew["start_skew_s"].tolist() == [1.0, 1.0, 3.0, 3.0]
+    assert skew["flagged"].tolist() == [False, False, True, True]  # bound 1.5 s
+    skew_html = scale_part(written["index.html"].read_text(), "start-skew")
+    assert skew_html.count('<tr class="flagged">') == 2
+    assert "<td>3.000</td><td>client04</td>" in skew_html
+
+
+def test_stepped_summary_shows_hosts_and_methodology(stepped):
+    _, _, _, written = stepped
+    html = written["index.html"].read_text()
+    summary = html.split('id="summary"')[1].split("</table>")[0]
+    assert "<th>Run</th><th>Hosts</th><th>rw</th>" in summary  # no Job: jobs are named after runs
+    assert summary.index("read_bs1m_qd16_h2") < summary.index("read_bs1m_qd16_h4")
+    assert (
+        "<dt>Client stepping</dt><dd>incremental, size 2: h2 (2 hosts), h4 (4 hosts)</dd>" in html
+    )
+    assert "<dt>Data path</dt><dd>client link 10Gbit/s; cluster 3GB/s</dd>" in html
+
+
+def test_stepped_reports_are_byte_identical(stepped, tmp_path):
+    path, meta, _, first = stepped
+    second = report.build_report(path, tmp_path, title="scale", meta=meta)
+    for name in ("scaling.png", "scaling.svg", "scaling.csv", "start_skew.csv", "index.html"):
+        assert first[name].read_bytes() == second[name].read_bytes(), name
+
+
+def test_steps_without_data_path_have_no_efficiency(tmp_path):
+    written = report.build_report(
+        results.table_from_rows(stepped_rows()), tmp_path, title="t", meta={}
+    )
+    assert "scaling.png" in written  # steps found in the rows alone
+    scaling_html = scale_part(written["index.html"].read_text(), "scaling")
+    assert "Efficiency" not in scaling_html and "<td>2.10 ± 0.14</td>" in scaling_html
+
+
+def constant_rows() -> list[dict]:
+    rows = []
+    for name, bw in (
+        ("client01", 1.00),
+        ("client02", 0.99),
+        ("client03", 0.85),
+        ("client04", 1.01),
+    ):
+        run_id, step = f"read_bs1m_qd16_host-{name}", f"host-{name}"
+        for host in (name, "all"):
+            rows.append(scale_row(run_id, host, bw * GB, iteration=1, step=step, hosts=1))
+    return rows
+
+
+def test_constant_stepping_flags_slow_hosts(tmp_path):
+    hosts = {f"host-client0{i}": [{"name": f"client0{i}", "group": "clients"}] for i in range(1, 5)}
+    meta = {
+        "steps": {"mode": "constant", "size": 1, "hosts": hosts},
+        "data_path": DATA_PATH,
+        "slow_host_percent": 10,
+    }
+    written = report.build_report(
+        results.table_from_rows(constant_rows()), tmp_path, title="t", meta=meta
+    )
+    assert {"slow_hosts.csv", "scaling.png", "scaling.csv"} <= set(written)
+    assert "start_skew.csv" not in written  # every run had one host
+    slow = pd.read_csv(tmp_path / "slow_hosts.csv")
+    assert slow["host"].tolist() == ["client01", "client02", "client03", "client04"]
+    assert slow["median_bw_bytes_s"].tolist() == pytest.approx([0.995 * GB] * 4)
+    assert slow["flagged"].tolist() == [False, False, True, False]  # 14.6 % below the median
+    html = written["index.html"].read_text()
+    part = scale_part(html, "slow-hosts")
+    flagged = part.split('<tr class="flagged">')[1].split("</tr>")[0]
+    assert "<td>client03</td>" in flagged and "<td>−14.6 %</td>" in flagged
+    assert "Flagged (⚑): client03." in html
+    scaling_csv = pd.read_csv(tmp_path / "scaling.csv")
+    assert scaling_csv["theoretical_bytes_s"].tolist() == [1.25e9] * 4  # one 10 Gbit/s link each
+    assert scaling_csv["efficiency"].tolist() == pytest.approx([0.8, 0.792, 0.68, 0.808])
+
+
+def host_facts(name: str, **changes) -> dict:
+    facts = {
+        "host": name,
+        "group": "clients",
+        "hostname": name,
+        "kernel": "6.1.0-18-amd64",
+        "arch": "x86_64",
+        "os_release": "Debian GNU/Linux 12 (bookworm)",
+        "cpu_model": "Intel(R) Xeon(R) Gold 6338",
+        "cores": 64,
+        "sockets": 2,
+        "mem_bytes": 256 * 2**30,
+        "nics": [
+            {
+                "name": "ens1",
+                "speed_mbps": 100000,
+                "mtu": 9000,
+                "state": "up",
+                "driver": "mlx5_core",
+            }
+        ],
+        "target_mount": {"path": "/mnt/vast", "source": "vip:/", "fstype": "nfs", "options": "rw"},
+        "tool_versions": {"fio": "fio-3.33"},
+    }
+    facts.update(changes)
+    return facts
+
+
+def test_hosts_appendix_highlights_hosts_that_differ(tmp_path):
+    telemetry = {
+        "client01": host_facts("client01"),
+        "client02": host_facts("client02", kernel="5.10.0-28-amd64"),
+        "client03": host_facts("client03"),
+    }
+    written = report.build_report(
+        results.table_from_rows(stepped_rows()), tmp_path, title="t", meta={}, telemetry=telemetry
+    )
+    html = written["index.html"].read_text()
+    appendix = html.split('<h2 id="hosts">Appendix C. Hosts</h2>')[1].split("</table>")[0]
+    assert appendix.count("<tr><td>client0") == 3
+    assert appendix.count('class="differs"') == 1
+    assert '<td class="differs">5.10.0-28-amd64</td>' in appendix
+    assert "<td>ens1 100000 Mb/s mtu 9000</td>" in appendix
+    assert "(1 host(s) differ)" in appendix
+
+
+def test_several_targets_get_a_target_column_and_a_target_table(tmp_path):
+    rows = []
+    for target, bw in (("a", 1.0 * GB), ("b", 0.8 * GB), ("a+b", 1.5 * GB)):
+        run_id = f"read_bs1m_qd16_{target.replace('+', '-')}"
+        rows.append(
+            {**scale_row(run_id, "all", bw, iteration=1, step=None, hosts=2), "target": target}
+        )
+    written = report.build_report(results.table_from_rows(rows), tmp_path, title="t", meta={})
+    assert "targets.csv" in written and "scaling.png" not in written
+    html = written["index.html"].read_text()
+    assert "<th>Run</th><th>Target</th>" in html.split('id="summary"')[1]
+    part = scale_part(html, "targets")
+    assert "<td>a+b</td><td>1</td><td>1.50</td><td>1,431</td><td>1.80</td><td>83.3 %</td>" in part
+
+
+def test_single_host_experiment_has_no_scale_out_section(tmp_path):
+    rows = [result_row("randread", 4096, 1, it, "all", 100.0) for it in (1, 2)]
+    written = report.build_report(results.table_from_rows(rows), tmp_path, title="t", meta={})
+    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES}
+    html = written["index.html"].read_text()
+    assert 'id="scale-out"' not in html and "Appendix C" not in html
+    assert "<h2>3. Methodology</h2>" in html and "Table 2. Raw value" in html
+
+
+# ---------------------------------------------------------------------------------------
+# Network check report, from real iperf3 runs over loopback
+
+LOOPBACK = "127.0.0.1"
+CLIENT_RATES = {"client01": "400M", "client02": "400M", "client03": "100M"}  # client03 is slow
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def _wait_listening(port: int, server) -> None:
+    """Poll the kernel's socket table: a probe connection would count as a test to iperf3."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert server.poll() is None, "iperf3 server exited"
+        if port in _listening_ports():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"iperf3 server on port {port} not listening")
+
+
+def _listening_ports() -> set[int]:
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+@pytest.fixture(scope="module")
+def iperf3_rows(tmp_path_factory):
+    """netcheck-shaped rows from real iperf3: each client alone, then all three at once."""
+    import json
+    import shutil
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storbench import aggregate
+    from storbench.tools import iperf3
+
+    if shutil.which("iperf3") is None:
+        pytest.fail("iperf3 is not installed (make test installs it)", pytrace=False)
+    ports = {name: _free_port() for name in CLIENT_RATES}
+    servers = [
+        subprocess.Popen(
+            ["iperf3", "--server", "--bind", LOOPBACK, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for port in ports.values()
+    ]
+    folder = tmp_path_factory.mktemp("iperf3")
+
+    def client(phase: str, name: str) -> dict:
+        argv = ["iperf3", "--client", LOOPBACK, "--port", str(ports[name]), "--time", "1"]
+        argv += ["--bitrate", CLIENT_RATES[name], "--json"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+        path = folder / f"{phase}-{name}.json"
+        path.write_text(done.stdout)
+        base = {"experiment": "network", "run_id": phase, "iteration": 1, "attempt": 1,
+                "tool": "iperf3", "hosts_in_run": 1 if phase == "single" else len(ports),
+                "params_json": json.dumps({"server": "server", "address": LOOPBACK,
+                                           "duration_s": 1, "parallel": 1})}  # fmt: skip
+        return iperf3.result_row(iperf3.load_result(path), host=name, base=base)
+
+    try:
+        for port, server in zip(ports.values(), servers, strict=True):
+            _wait_listening(port, server)
+        rows = [client("single", name) for name in CLIENT_RATES]
+        with ThreadPoolExecutor(len(CLIENT_RATES)) as pool:
+            together = list(pool.map(lambda name: client("all", name), CLIENT_RATES))
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=10)
+    return rows + together + aggregate.aggregate_hosts(together)
+
+
+def test_network_report_flags_the_slow_client(iperf3_rows, tmp_path):
+    from storbench import netcheck
+
+    source = tmp_path / "network.parquet"
+    results.write_rows(iperf3_rows, source)
+    written = report.build_network_report(source, tmp_path / "network", min_fraction=0.8)
+    assert set(written) == {"index.html", "network.csv", "network.png", "network.svg"}
+
+    table = pd.read_csv(written["network.csv"])
+    clients = table[table["host"] != "all"]
+    assert table["phase"].tolist() == ["single"] * 3 + ["all"] * 4
+    # The bandwidth is iperf3's own figure for each run, its median and the fraction of it.
+    measured = {(r["run_id"], r["host"]): r["bw_bytes_s"] for r in iperf3_rows}
+    for _, row in clients.iterrows():
+        assert row["bw_bytes_s"] == measured[(row["phase"], row["host"])]
+        phase_values = [v for (p, h), v in measured.items() if p == row["phase"] and h != "all"]
+        assert row["median_bytes_s"] == pytest.approx(sorted(phase_values)[1], rel=1e-12)
+    expected = netcheck.slow_clients(iperf3_rows, 0.8)
+    assert {(item["phase"], item["host"]) for item in expected} == {
+        ("single", "client03"),
+        ("all", "client03"),
+    }
+    assert clients.loc[clients["flagged"], "host"].tolist() == ["client03", "client03"]
+    total = table[(table["phase"] == "all") & (table["host"] == "all")]["bw_bytes_s"].iloc[0]
+    assert total == pytest.approx(
+        sum(v for (p, h), v in measured.items() if p == "all" and h != "all")
+    )
+
+    html = written["index.html"].read_text()
+    assert html.count('<tr class="flagged">') == 2
+    assert "client03 at" in html and "of the median" in html
+    assert html.count('src="data:image/png;base64,') == 1
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html)
+    assert "<link" not in html and "<script" not in html
+    assert written["network.png"].read_bytes().startswith(b"\x89PNG")
+    again = report.build_network_report(source, tmp_path / "again", min_fraction=0.8)
+    for name in ("index.html", "network.csv", "network.png", "network.svg"):
+        assert again[name].read_bytes() == written[name].read_bytes(), name

@@ -167,3 +167,23 @@ def test_cells_are_split_by_op_and_sorted_by_parameters():
     assert cell(summary, "mix-4k", "write")["rwmixread"] == 70
     assert pd.isna(cell(summary, "seq-1m")["rwmixread"])
     assert list(summary.columns) == list(stats.SUMMARY_COLUMNS)
+
+
+def test_placement_columns_are_carried_and_steps_sort_by_host_count():
+    rows = [
+        row(run_id=f"seq_h{hosts}", step=f"h{hosts}", hosts_in_run=hosts, target="vast")
+        for hosts in (10, 2, 4)
+    ]
+    summary = summary_of(rows)
+    assert summary["run_id"].tolist() == ["seq_h2", "seq_h4", "seq_h10"]  # not h10, h2, h4
+    assert summary["step"].tolist() == ["h2", "h4", "h10"]
+    assert summary["hosts_in_run"].tolist() == [2, 4, 10]
+    assert summary["target"].tolist() == ["vast"] * 3
+
+
+def test_rows_without_placement_columns_still_summarize():
+    frame = results.table_from_rows([row(iteration=1), row(iteration=2)]).to_pandas()
+    frame = frame.drop(columns=["step", "hosts_in_run", "target", "start_skew_s"])
+    summary = stats.summarize(frame)
+    assert summary["n"].tolist() == [2]
+    assert summary[["target", "step", "hosts_in_run"]].isna().all().all()

@@ -73,6 +73,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(finished_campaign):
         "render_job": 2,
         "report_experiment": 1,
         "run_iteration": 4,
+        "telemetry": 1,
     }
 
 
