@@ -202,6 +202,15 @@ def telemetry_spec_json(wildcards):
     return plan.to_json(plan.telemetry_spec(CAMPAIGN, wildcards.host))
 
 
+def host_preflights(wildcards):
+    """Preflight first: it names every bad host at once, telemetry would stop at the first."""
+    return [
+        ancient(f"results/{name}/preflight.json")
+        for name in EXPERIMENTS
+        if any(h["name"] == wildcards.host for h in CAMPAIGN.hosts_of(name))
+    ]
+
+
 def experiment_telemetry(wildcards):
     return [
         f"results/telemetry/{host['name']}.json"

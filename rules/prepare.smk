@@ -31,6 +31,8 @@ rule cleanup:
 
 # Host facts (kernel, CPU, memory, NICs, mount of the target, tool versions), once per campaign.
 rule telemetry:
+    input:
+        preflight=host_preflights,
     output:
         facts="results/telemetry/{host}.json",
     log:
