@@ -85,7 +85,6 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
     argv = get_tool(tool_name).service_start_command(spec.address, port)
     if not _accepts(spec.address, port, timeout_s=2):
         with open_transport(spec) as transport:
-            transport.mkdirs(folder)
             transport.kill_matching(" ".join(argv))  # a stale service that no longer answers
             code, _, err = transport.shell(
                 _detached_script(folder, argv), timeout_s=START_TIMEOUT_S
@@ -102,8 +101,8 @@ def _detached_script(folder: str, argv: list[str]) -> str:
 
     command = " ".join(shlex.quote(arg) for arg in argv)
     return (
-        f"cd {shlex.quote(folder)} && "
-        f"nohup {command} > service.log 2>&1 < /dev/null & echo $! > service.pid"
+        f"mkdir -p {shlex.quote(folder)} && cd {shlex.quote(folder)} && "
+        f"{{ nohup {command} > service.log 2>&1 < /dev/null & echo $! > service.pid; }}"
     )
 
 
