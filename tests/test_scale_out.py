@@ -221,3 +221,19 @@ def test_network_check_runs_iperf3_from_every_client(ssh_lab, tmp_path):
     )
     assert "127.0.0.2" in (tmp_path / "reports/network/index.html").read_text()
     assert processes_matching("iperf3 --server .*--port 530[12]") == []
+
+
+def test_scaling_table_has_theoretical_and_efficiency(scale_campaign):
+    import csv
+
+    tmp_path, _, _ = scale_campaign
+    rows = pq.read_table(tmp_path / "results/scale/summary.parquet").to_pylist()
+    with open(tmp_path / "reports/scale/scaling.csv") as handle:
+        table = {row["step"]: row for row in csv.DictReader(handle)}
+    # 2 x 10 Gbit/s = 2.5 GB/s of client links, above the 2 GB/s cluster: 2 GB/s at both steps
+    for step in ("h2", "h4"):
+        (total,) = [r for r in rows if r["step"] == step and r["host"] == "all"]
+        assert float(table[step]["theoretical_bytes_s"]) == 2e9
+        assert table[step]["bottleneck"] == "cluster"
+        assert float(table[step]["efficiency"]) == pytest.approx(total["bw_bytes_s"] / 2e9)
+    assert "Efficiency" in (tmp_path / "reports/scale/index.html").read_text()
