@@ -166,18 +166,9 @@ def render_host_spec_json(wildcards):
     )
 
 
-def uses_host_facts(experiment_name):
-    from storbench import hostfacts
-
-    experiment = CAMPAIGN.experiments[experiment_name]
-    for run in RUNS[experiment_name].values():
-        return any(hostfacts.has_expression(v) for v in run.params.values())
-    return False
-
-
 def host_facts_file(wildcards):
     """A job with host-fact expressions is rendered from that host's telemetry."""
-    if uses_host_facts(wildcards.experiment):
+    if plan.uses_host_facts(experiment_of(wildcards)):
         return f"results/telemetry/{wildcards.host}.json"
     return []
 
@@ -339,17 +330,16 @@ def cleanup_spec_json():
 
 def stop_campaign_services():
     """At the end of the workflow (success or error): no service outlives the campaign."""
-    import subprocess
-
     from storbench import services
 
-    running = [tool for tool in SERVICE_TOOLS if services.maybe_running(tool)]
-    if not running:
-        return  # `snakemake plan` or a dry run touched no host and stops nothing
-    spec = plan.to_json(
-        {"services": [plan.service_spec(CAMPAIGN, tool) for tool in running]}
-    )
-    subprocess.run(["storbench", "cleanup", "--spec", spec], check=False)
+    for tool in SERVICE_TOOLS:
+        if not services.maybe_running(tool):
+            continue  # `snakemake plan` or a dry run touched no host and stops nothing
+        spec = plan.service_spec(CAMPAIGN, tool)
+        try:
+            services.stop_services(spec["hosts"], tool, spec["port"])
+        except services.ServiceError as error:
+            print(f"storbench: {error}; run `snakemake cleanup` again", file=sys.stderr)
 
 
 def network_spec_json(wildcards):

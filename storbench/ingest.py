@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
@@ -49,8 +50,6 @@ def parse_iteration(
 
 def start_skew_s(hosts: list[dict]) -> float | None:
     """Latest minus earliest host start; None for one host."""
-    import datetime
-
     starts = [
         datetime.datetime.fromisoformat(h["start_time"]) for h in hosts if h.get("start_time")
     ]

@@ -174,17 +174,22 @@ def run_hosts(campaign: Campaign, name: str, run: Run) -> list[dict]:
 
 def per_host_jobs(experiment) -> bool:
     """Each host gets its own job file: service mode, a host split, or host-fact expressions."""
+    return (
+        experiment.execution == "service"
+        or experiment.rwmixreadhost is not None
+        or uses_host_facts(experiment)
+    )
+
+
+def uses_host_facts(experiment) -> bool:
+    """Whether any job or swept value is computed per host from its telemetry."""
     from storbench import hostfacts
 
     values = list(experiment.job.values())
     for option, swept in experiment.sweep.items():
         lists = swept.values() if option == "zip" else [swept]
         values += [value for values_ in lists for value in values_]
-    return (
-        experiment.execution == "service"
-        or experiment.rwmixreadhost is not None
-        or any(hostfacts.has_expression(value) for value in values)
-    )
+    return any(hostfacts.has_expression(value) for value in values)
 
 
 def iteration_timeout(params: dict, configured: float | None) -> float:

@@ -176,7 +176,7 @@ def _tool_version(transport, tool, local_dir: Path, name: str) -> str:
         marker=" ".join(tool.version_command()),
     )
     if code != 0:
-        raise RunError(f"host {transport.spec.name}: {tool.unusable(code, _tail(err))}")
+        raise HostError(transport.spec.name, tool.unusable(code, _tail(err)))
     return out.read_text(errors="replace").strip()
 
 

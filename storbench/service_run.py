@@ -9,7 +9,6 @@ are stopped, so no tool process is left on any host.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import datetime
 from pathlib import Path
@@ -96,8 +95,8 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
 
 
 def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Path) -> dict:
-    """Target directory made, old start stamp removed, tool version read: per host, at once."""
-    from storbench.runner import RunError, _tool_version
+    """Target directories made, old start stamps removed, tool version read: per host, at once."""
+    from storbench.runner import _tool_version
 
     def prepare(host: dict) -> str:
         host_spec = services.host_spec(host)
@@ -107,17 +106,7 @@ def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Pa
             transport.remove(_stamp_paths(host_spec, spec, tool, port))
             return _tool_version(transport, tool, local_dir, host_spec.name)
 
-    versions, problems = {}, []
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(64, len(hosts)))) as pool:
-        futures = {pool.submit(prepare, host): host["name"] for host in hosts}
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                versions[futures[future]] = future.result()
-            except (HostError, RunError) as error:
-                problems.append(str(error))
-    if problems:
-        raise RunError("\n".join(sorted(problems)))
-    return versions
+    return services.on_every_host(hosts, prepare, "preparing the hosts")
 
 
 def _stamp_paths(host_spec: HostSpec, spec: dict, tool, port: int) -> list[str]:
@@ -130,17 +119,16 @@ def _start_stamps(spec: dict, tool, hosts: list[dict], port: int) -> dict[str, s
 
     def read(host: dict) -> str | None:
         host_spec = services.host_spec(host)
-        with open_transport(host_spec) as transport:
-            paths = " ".join(_quote(p) for p in _stamp_paths(host_spec, spec, tool, port))
-            _, out, _ = transport.shell(f"cat {paths} 2>/dev/null", timeout_s=30)
+        paths = " ".join(_quote(p) for p in _stamp_paths(host_spec, spec, tool, port))
+        try:
+            with open_transport(host_spec) as transport:
+                _, out, _ = transport.shell(f"cat {paths} 2>/dev/null", timeout_s=30)
+        except HostError:  # the run succeeded; its start then falls back to the controller's
+            return None
         return _earliest(out)
 
-    stamps = {}
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(64, len(hosts)))) as pool:
-        for host, stamp in zip(hosts, pool.map(read, hosts), strict=True):
-            if stamp:
-                stamps[host["name"]] = stamp
-    return stamps
+    stamps = services.on_every_host(hosts, read, "reading start stamps")
+    return {name: stamp for name, stamp in stamps.items() if stamp}
 
 
 def _earliest(text: str) -> str | None:

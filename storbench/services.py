@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import socket
 import time
+from pathlib import Path
 
 from storbench.hosts import HostError, HostSpec, open_transport
 from storbench.tools import get_tool
@@ -51,13 +52,13 @@ def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
     """Start (or keep) the service on every host, wait until each accepts connections."""
     _running_flag(tool_name).parent.mkdir(parents=True, exist_ok=True)
     _running_flag(tool_name).touch()  # first: a service that starts must be stopped later
-    started = _on_every_host(hosts, lambda host: _start_one(host, tool_name, port), "start")
+    started = on_every_host(hosts, lambda host: _start_one(host, tool_name, port), "start")
     return [started[host["name"]] for host in hosts]
 
 
 def stop_services(hosts: list[dict], tool_name: str, port: int) -> None:
     """Stop the service on every host; a host without one is fine."""
-    _on_every_host(hosts, lambda host: _stop_one(host, tool_name, port), "stop")
+    on_every_host(hosts, lambda host: _stop_one(host, tool_name, port), "stop")
     _running_flag(tool_name).unlink(missing_ok=True)
 
 
@@ -66,9 +67,7 @@ def maybe_running(tool_name: str) -> bool:
     return _running_flag(tool_name).exists()
 
 
-def _running_flag(tool_name: str):
-    from pathlib import Path
-
+def _running_flag(tool_name: str) -> Path:
     return Path(RUNNING_DIR) / f"{tool_name}.running"
 
 
@@ -133,8 +132,8 @@ def _stop_one(host: dict, tool_name: str, port: int) -> None:
         transport.kill_matching(service_marker(spec, tool_name, port))
 
 
-def _on_every_host(hosts: list[dict], action, verb: str) -> dict:
-    """Run action(host) on all hosts in parallel; raise one error listing every failed host."""
+def on_every_host(hosts: list[dict], action, verb: str) -> dict:
+    """{host name: action(host)} from all hosts in parallel; one error lists each failed host."""
     results, problems = {}, {}
     workers = max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="service") as pool:

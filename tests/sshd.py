@@ -132,6 +132,21 @@ class SshLab:
             known_hosts.write(server.known_hosts_line() + "\n")
         return server
 
+    def host_groups(self, count: int, workdir, known_hosts=None) -> dict:
+        """Config host groups client1..client<count>, one per server; workdir(server) -> path."""
+        return {
+            f"client{index}": {
+                "transport": "ssh",
+                "nodes": server.address,
+                "user": "root",
+                "port": server.port,
+                "identity": str(self.client_key),
+                "known_hosts": str(known_hosts or self.known_hosts),
+                "workdir": str(workdir(server)),
+            }
+            for index, server in enumerate(self.servers[:count], start=1)
+        }
+
     def stop_all(self) -> None:
         while self.servers:
             self.servers.pop().stop()

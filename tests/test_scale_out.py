@@ -14,18 +14,7 @@ FIO_SERVERS = "fio --server=ip:127.0.0"
 
 
 def lab_hosts(ssh_lab, tmp_path, count=4) -> dict:
-    return {
-        f"client{index}": {
-            "transport": "ssh",
-            "nodes": server.address,
-            "user": "root",
-            "port": server.port,
-            "identity": str(ssh_lab.client_key),
-            "known_hosts": str(ssh_lab.known_hosts),
-            "workdir": str(tmp_path / "remote" / server.address),
-        }
-        for index, server in enumerate(ssh_lab.servers[:count], start=1)
-    }
+    return ssh_lab.host_groups(count, lambda server: tmp_path / "remote" / server.address)
 
 
 def scale_config(ssh_lab, tmp_path) -> dict:

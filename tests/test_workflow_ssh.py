@@ -9,18 +9,7 @@ from tests.test_workflow import snakemake
 
 
 def ssh_config(ssh_lab, tmp_path, known_hosts=None) -> dict:
-    hosts = {
-        f"client{index}": {
-            "transport": "ssh",
-            "nodes": server.address,
-            "user": "root",
-            "port": server.port,
-            "identity": str(ssh_lab.client_key),
-            "known_hosts": str(known_hosts or ssh_lab.known_hosts),
-            "workdir": str(tmp_path / "remote-workdir"),
-        }
-        for index, server in enumerate(ssh_lab.servers[:2], start=1)
-    }
+    hosts = ssh_lab.host_groups(2, lambda _: tmp_path / "remote-workdir", known_hosts)
     return {
         "hosts": hosts,
         "targets": {"shared_scratch": {"type": "directory", "path": str(tmp_path / "shared")}},
