@@ -15,6 +15,7 @@ report: "templates/report/workflow.rst"
 
 include: "rules/common.smk"
 include: "rules/prepare.smk"
+include: "rules/precondition.smk"
 include: "rules/run.smk"
 include: "rules/parse.smk"
 include: "rules/report.smk"

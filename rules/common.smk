@@ -6,7 +6,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from storbench import config as storbench_config
-from storbench import plan
+from storbench import plan, prepare_plan
 from storbench.tools import get_tool
 
 try:
@@ -34,6 +34,8 @@ USED_TARGETS = sorted(
         for e in CAMPAIGN.experiments.values()
         for t in (e.target_set or (e.target_name,))
     }
+    | {d.target_name for d in CAMPAIGN.datasets.values()}
+    | {r.target_name for r in CAMPAIGN.recipes.values()}
 )
 HOST_NAMES = sorted(
     {h["name"] for hosts in CAMPAIGN.host_groups.values() for h in hosts}
@@ -54,6 +56,9 @@ wildcard_constraints:
     host="|".join(re.escape(name) for name in HOST_NAMES),
     tool="|".join(SERVICE_TOOLS) or "no-service-tools",
     step=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    dataset="|".join(re.escape(name) for name in CAMPAIGN.datasets) or "no-datasets",
+    recipe="|".join(re.escape(name) for name in CAMPAIGN.recipes) or "no-recipes",
+    stage=r"[A-Za-z0-9][A-Za-z0-9._-]*",
 
 
 def lock_name(target):
@@ -291,7 +296,15 @@ def report_meta_json(wildcards):
 
 
 def final_reports():
-    return [f"reports/{name}/index.html" for name in CAMPAIGN.default_experiments]
+    reports = [f"reports/{name}/index.html" for name in CAMPAIGN.default_experiments]
+    recipes = {
+        CAMPAIGN.experiments[name].precondition for name in CAMPAIGN.default_experiments
+    }
+    reports += [
+        f"{prepare_plan.report_dir(CAMPAIGN.recipes[name])}/index.html"
+        for name in sorted(recipes - {None})
+    ]
+    return reports
 
 
 S3_TARGETS = sorted(
@@ -353,3 +366,108 @@ def network_spec_json(wildcards):
 
 def network_min_fraction():
     return (CAMPAIGN.raw.get("network") or {}).get("min_fraction", 0.8)
+
+
+# --- datasets and preconditioning -------------------------------------------------------------
+
+
+def preparation_locks():
+    """Preparation jobs hold their target's lock: no benchmark runs on a target being prepared."""
+    return {
+        lock_name(target): (
+            lambda wildcards, target=target: int(wildcards.target == target)
+        )
+        for target in USED_TARGETS
+    }
+
+
+def recipe_of(wildcards):
+    recipe = CAMPAIGN.recipes[wildcards.recipe]
+    if recipe.target_name != wildcards.target:
+        raise WorkflowError(
+            f"recipe {recipe.name!r} is for target {recipe.target_name!r}, not {wildcards.target!r}"
+        )
+    return recipe
+
+
+def dataset_spec_json(wildcards):
+    dataset = CAMPAIGN.datasets[wildcards.dataset]
+    if dataset.target_name != wildcards.target:
+        raise WorkflowError(
+            f"dataset {dataset.name!r} is on target {dataset.target_name!r}, not {wildcards.target!r}"
+        )
+    return plan.to_json(prepare_plan.dataset_spec(dataset))
+
+
+def recipe_stages(wildcards):
+    return recipe_of(wildcards).stages()
+
+
+def stage_of(wildcards):
+    for stage in recipe_stages(wildcards):
+        if stage.stage_id == wildcards.stage:
+            return stage
+    raise WorkflowError(f"recipe {wildcards.recipe!r} has no stage {wildcards.stage!r}")
+
+
+def previous_stage_marker(wildcards):
+    """Stages run in recipe order: each waits for the marker of the one before it."""
+    stage = stage_of(wildcards)
+    if stage.index == 1:
+        return []
+    previous = recipe_stages(wildcards)[stage.index - 2]
+    return prepare_plan.stage_marker(recipe_of(wildcards), previous.stage_id)
+
+
+def stage_spec_json(wildcards):
+    return plan.to_json(
+        prepare_plan.stage_spec(recipe_of(wildcards), stage_of(wildcards))
+    )
+
+
+def recipe_spec_json(wildcards):
+    return plan.to_json(prepare_plan.recipe_spec(recipe_of(wildcards)))
+
+
+def recipe_stage_markers(wildcards):
+    recipe = recipe_of(wildcards)
+    return [prepare_plan.stage_marker(recipe, s.stage_id) for s in recipe.stages()]
+
+
+def before_flush_runs(wildcards):
+    """The flush waits for every run that must see the data still in the write buffer."""
+    return [
+        f"results/{name}/raw/{run_id}/it{iteration}/run.json"
+        for name, experiment in CAMPAIGN.experiments.items()
+        if experiment.precondition == wildcards.recipe
+        and experiment.flush_phase == "before"
+        for run_id in RUNS[name]
+        for iteration in range(1, experiment.iterations + 1)
+    ]
+
+
+def recipe_flushed_marker(wildcards):
+    recipe = recipe_of(wildcards)
+    return prepare_plan.flushed_marker(recipe) if recipe.flush else []
+
+
+def flushed_flag(wildcards, input):
+    return f"--flushed {input.flushed}" if input.flushed else ""
+
+
+def experiment_preparation(wildcards):
+    """A run waits for its dataset and its recipe (before or after the flush)."""
+    experiment = experiment_of(wildcards)
+    markers = []
+    if experiment.dataset:
+        markers.append(
+            prepare_plan.dataset_marker(CAMPAIGN.datasets[experiment.dataset])
+        )
+    if experiment.precondition:
+        recipe = CAMPAIGN.recipes[experiment.precondition]
+        if experiment.flush_phase == "after":
+            markers.append(prepare_plan.flushed_marker(recipe))
+        else:
+            markers.append(prepare_plan.prepared_marker(recipe))
+    # ancient: a dataset prepared again later must not make finished runs look outdated
+    return [ancient(marker) for marker in markers]

@@ -55,6 +55,7 @@ rule run_iteration:
         job=run_job_file,
         bucket=experiment_bucket_marker,
         services=services_marker,
+        preparation=experiment_preparation,
         # ancient: a repeated preflight must not make finished runs look outdated
         preflight=ancient("results/{experiment}/preflight.json"),
     output:

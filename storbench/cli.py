@@ -44,6 +44,10 @@ def _run(args) -> int:
     job = args.job[0]
     if spec.get("per_host_jobs"):  # jobs/<run_id>/<host><suffix>, one per host
         job = {Path(path).name.rsplit(".", 1)[0]: path for path in args.job}
+    if spec.get("preparation"):  # the target must still be in the state the run is tagged with
+        from storbench import prepare
+
+        spec.update(prepare.run_state(spec["preparation"], spec["hosts"]))
     manifest = runner.run_iteration(spec, args.iteration, job, args.manifest)
     for host in manifest["hosts"]:
         print(
@@ -224,6 +228,31 @@ class ImportInputError(ValueError):
     pass
 
 
+def _prepare(args) -> int:
+    """One preparation job: a dataset, a recipe stage, its summary, its flush, or its report."""
+    if args.action == "report":
+        from storbench import prep_report
+
+        written = prep_report.build_precondition_report(
+            args.stages, args.prepared, args.out_dir, flushed=args.flushed
+        )
+        print("\n".join(str(path) for path in written.values()))
+        return 0
+    from storbench import prepare
+
+    spec = json.loads(args.spec)
+    if args.action == "dataset":
+        result = prepare.prepare_dataset(spec, args.output)
+    elif args.action == "stage":
+        result = prepare.run_stage(spec, args.output)
+    elif args.action == "finish":
+        result = prepare.finish(spec, args.stages, args.output)
+    else:
+        result = prepare.flush(spec, args.output)
+    print(json.dumps({k: v for k, v in result.items() if k != "series"}, sort_keys=True)[:2000])
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="storbench", description=__doc__)
     steps = parser.add_subparsers(dest="step", required=True)
@@ -316,6 +345,18 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--output", required=True)
     facts.set_defaults(handler=_telemetry)
 
+    prepare = steps.add_parser(
+        "prepare", help="datasets and preconditioning: one stage, summary, flush or report"
+    )
+    prepare.add_argument("action", choices=("dataset", "stage", "finish", "flush", "report"))
+    prepare.add_argument("--spec", help="dataset, stage or recipe spec (JSON)")
+    prepare.add_argument("--output", help="marker to publish")
+    prepare.add_argument("--prepared", help="report: the recipe's prepared.json")
+    prepare.add_argument("--flushed", help="report: the recipe's flushed.json, if any")
+    prepare.add_argument("--out-dir", help="report: folder of the page")
+    prepare.add_argument("--stages", nargs="*", default=[], help="finish/report: stage markers")
+    prepare.set_defaults(handler=_prepare)
+
     imports = steps.add_parser(
         "import", help="turn a tool's outputs made outside storbench into result Parquet"
     )
@@ -332,6 +373,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.hosts import HostError
     from storbench.netcheck import NetcheckError
     from storbench.preflight import PreflightError
+    from storbench.prepare import PrepareError
     from storbench.render import RenderError
     from storbench.runner import RunError
     from storbench.s3 import S3Error
@@ -347,6 +389,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         ImportInputError,
         NetcheckError,
         PreflightError,
+        PrepareError,
         RenderError,
         RunError,
         S3Error,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -54,6 +54,10 @@ class Experiment:
     rwmixreadhost: int | None = None  # percent of a run's hosts that read
     slow_host_percent: float = 10.0
     max_start_skew_s: float = 1.0
+    dataset: str | None = None  # a prepared dataset the runs use
+    precondition: str | None = None  # a preconditioning recipe run on the target first
+    flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush
+    prep_state: str | None = None  # label of the preparation state, e.g. 'afa, after flush'
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class Campaign:
     raw: dict
     host_groups: dict  # group name -> list of host spec dicts
     experiments: dict  # name -> Experiment
+    datasets: dict = field(default_factory=dict)  # name -> prepare_plan.Dataset
+    recipes: dict = field(default_factory=dict)  # name -> prepare_plan.Recipe
 
     def hosts_of(self, experiment: str) -> list[dict]:
         hosts: list[dict] = []
@@ -100,8 +106,12 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     host_groups = {
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
+    from storbench import prepare_plan
+
+    datasets, recipes = prepare_plan.load(raw, host_groups, problems)
     experiments = {
-        name: _experiment(name, spec, raw, problems) for name, spec in raw["experiments"].items()
+        name: _experiment(name, spec, raw, problems, datasets, recipes)
+        for name, spec in raw["experiments"].items()
     }
     for name, experiment in experiments.items():
         if experiment is not None:
@@ -124,7 +134,13 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             problems.append(f"run[{index}]: unknown experiment {name!r}")
     if problems:
         raise ConfigError(problems, source)
-    campaign = Campaign(raw=raw, host_groups=host_groups, experiments=experiments)
+    campaign = Campaign(
+        raw=raw,
+        host_groups=host_groups,
+        experiments=experiments,
+        datasets=datasets,
+        recipes=recipes,
+    )
     from storbench import plan  # plan imports config; late import breaks the cycle
 
     for name in experiments:
@@ -232,7 +248,10 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     return specs
 
 
-def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experiment | None:
+def _experiment(
+    name: str, spec: dict, raw: dict, problems: list[str], datasets: dict, recipes: dict
+) -> Experiment | None:
+    from storbench import prepare_plan
     from storbench.tools import known_tools
 
     key = f"experiments.{name}"
@@ -258,6 +277,11 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
     if len(target_names) > 1:
         _check_target_set(key, spec, target_names, raw, problems)
     job = dict(spec.get("job") or {})
+    if "dataset" in spec or "precondition" in spec or "flush" in spec:
+        _check_prepared_tool(key, spec, target_names, problems)
+        job = prepare_plan.experiment_job(
+            name, spec, job, datasets, recipes, target_names[0], problems
+        )
     sweep = dict(spec.get("sweep") or {})
     for option, value in job.items():
         _check_option_value(f"{key}.job.{option}", option, value, problems)
@@ -316,7 +340,21 @@ def _experiment(name: str, spec: dict, raw: dict, problems: list[str]) -> Experi
         rwmixreadhost=spec.get("rwmixreadhost"),
         slow_host_percent=float(spec.get("slow_host_percent", 10.0)),
         max_start_skew_s=max_start_skew_s,
+        dataset=spec.get("dataset"),
+        precondition=spec.get("precondition"),
+        flush_phase=prepare_plan.flush_phase(spec, recipes.get(spec.get("precondition"))),
+        prep_state=prepare_plan.state_label(spec, recipes.get(spec.get("precondition"))),
     )
+
+
+def _check_prepared_tool(key: str, spec: dict, target_names: list[str], problems: list[str]):
+    """Datasets and recipes are fio layouts on one target; the runs must find them there."""
+    if spec["tool"] != "fio":
+        problems.append(f"{key}: datasets and preconditioning are used by fio experiments")
+    if len(target_names) > 1:
+        problems.append(f"{key}.target: a prepared experiment runs on one target, not a set")
+    if "job_file" in spec:
+        problems.append(f"{key}.job_file: a prepared experiment renders its job; use a template")
 
 
 SERVICE_RUNNER_TOOLS = ("fio",)  # tools whose controller the runner drives

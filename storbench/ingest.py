@@ -35,6 +35,7 @@ def parse_iteration(
         "hosts_in_run": len(hosts),
         "target": manifest["target"].get("name"),
         "start_skew_s": start_skew_s(hosts),
+        "prep_state": manifest.get("prep_state"),
     }
     tool = get_tool(manifest["tool"])
     rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)

@@ -302,7 +302,28 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> dict:
     }
     if experiment.execution == "service":
         spec["service"] = service_spec(campaign, experiment.tool)
+    preparation = preparation_spec(campaign, name)
+    if preparation:
+        spec["preparation"] = preparation
     return spec
+
+
+def preparation_spec(campaign: Campaign, name: str) -> dict | None:
+    """The state a run needs on its target: the tokens to check, the label it runs under."""
+    from storbench import prepare_plan
+
+    experiment = campaign.experiments[name]
+    specs = []
+    prepared = None
+    if experiment.dataset:
+        specs.append(prepare_plan.dataset_spec(campaign.datasets[experiment.dataset]))
+    if experiment.precondition:
+        recipe = campaign.recipes[experiment.precondition]
+        specs.append(prepare_plan.recipe_spec(recipe))
+        prepared = prepare_plan.prepared_marker(recipe)
+    if not specs:
+        return None
+    return {"state": experiment.prep_state, "specs": specs, "prepared": prepared}
 
 
 def service_spec(campaign: Campaign, tool: str) -> dict:

@@ -219,12 +219,14 @@ def summary_table(summary: pd.DataFrame) -> dict:
     show = {
         "target": _varies(summary, "target"),
         "hosts": _varies(summary, "hosts_in_run"),
+        "state": "prep_state" in summary and summary["prep_state"].notna().any(),
     }
     header = [
         *(["Experiment"] if show_experiment else []),
         "Run",
         *(["Target"] if show["target"] else []),
         *(["Hosts"] if show["hosts"] else []),
+        *(["State"] if show["state"] else []),
         *(["Job"] if show_job else []),
         "rw",
         "bs",
@@ -266,6 +268,7 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
         str(row["run_id"]),
         *([_text(row.get("target"))] if show["target"] else []),
         *([_int_label(row.get("hosts_in_run"))] if show["hosts"] else []),
+        *([_text(row.get("prep_state"))] if show["state"] else []),
         *([str(row["job"])] if show_job else []),
         _rw_label(row),
         _bs_label(row["bs"]),

@@ -21,7 +21,7 @@ from storbench.schema_names import (  # noqa: F401  re-exported
     percentile_column,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _IDENTITY = [
     ("experiment", pa.string()),
@@ -39,6 +39,7 @@ _PLACEMENT = [
     ("hosts_in_run", pa.int32()),
     ("target", pa.string()),  # storage target name
     ("start_skew_s", pa.float64()),  # latest minus earliest host start time of the iteration
+    ("prep_state", pa.string()),  # preparation the target was in: 'afa, after flush'; v3
 ]
 _PARAMETERS = [
     ("rw", pa.string()),

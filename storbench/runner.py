@@ -86,13 +86,20 @@ def host_paths(
     )
 
 
+def stale_attempts_marker(workdir: str) -> str:
+    """Text in the command line of every attempt's tool of this iteration ('.../it1/a')."""
+    return workdir[: workdir.rindex("/a") + 2]
+
+
 def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, local_dir: Path,
-                 result: HostResult, credentials: Credentials | None):  # fmt: skip
+                 result: HostResult, credentials: Credentials | None, attempt: int):  # fmt: skip
     tool = get_tool(spec["tool"])
     name = host.name
     try:
         with open_transport(host) as transport:
             transport.check()
+            if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
+                transport.kill_matching(stale_attempts_marker(paths.workdir))
             transport.mkdirs(paths.workdir)
             for target_directory in tool.target_directories(spec["target"], name):
                 transport.mkdirs(target_directory)
@@ -249,6 +256,8 @@ def run_iteration(
         "params": spec["params"],
         "target": spec["target"],
         "step": spec.get("step"),
+        **({"prep_state": spec["prep_state"]} if spec.get("prep_state") else {}),
+        **({"reprepared": spec["reprepared"]} if spec.get("reprepared") else {}),
         **placement,
     }
     atomic.write_json(manifest_path, manifest)
@@ -275,6 +284,7 @@ def _run_standalone(
         threading.Thread(
             target=_run_on_host,
             args=(spec, host, host_paths_, job_texts[host.name], local_dir, result, credentials),
+            kwargs={"attempt": attempt},
             name=f"run-{host.name}",
             daemon=True,
         )

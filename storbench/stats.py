@@ -21,7 +21,8 @@ CELL_KEYS = ("experiment", "run_id", "job", "op")
 # Targets and client steps of one sweep point sort together, steps by host count.
 SORT_KEYS = ("rw", "bs", "iodepth", "numjobs", "target", "hosts_in_run", "run_id", "job", "op")
 PARAMETER_COLUMNS = ("tool", "rw", "bs", "iodepth", "numjobs", "rwmixread")
-PLACEMENT_COLUMNS = ("target", "step", "hosts_in_run")  # where the cell ran (schema v2)
+# Where the cell ran (schema v2) and the preparation state of its target (v3).
+PLACEMENT_COLUMNS = ("target", "step", "hosts_in_run", "prep_state")
 THROUGHPUT_METRICS = ("bw_bytes_s", "iops")
 STATISTICS = ("mean", "median", "sd", "cov", "min", "max")
 COV_LIMIT = 0.05  # a cell whose bandwidth or IOPS varies more than 5 % is flagged
@@ -75,7 +76,7 @@ def summarize(table, *, host: str = ALL_HOSTS) -> pd.DataFrame:
     Sorted by rw, bs, iodepth, numjobs, target, hosts_in_run, run_id, job, op.
     """
     frame = as_frame(table)
-    # Rows from before schema v2 (or built by hand) may lack the placement columns.
+    # Rows from before schema v2/v3 (or built by hand) may lack the placement columns.
     frame = frame.assign(**{c: None for c in PLACEMENT_COLUMNS if c not in frame})
     frame = latest_attempts(frame[frame["host"] == host])
     records = [

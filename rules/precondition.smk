@@ -1,0 +1,102 @@
+# Datasets and preconditioning recipes: every stage is its own job with an atomic marker
+# under results/targets/<target>/, so a campaign killed mid-pass resumes at its chunk.
+
+
+rule prepare_dataset:
+    output:
+        marker="results/targets/{target}/datasets/{dataset}.json",
+    log:
+        "results/targets/{target}/logs/dataset.{dataset}.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    resources:
+        **preparation_locks(),
+    params:
+        spec=dataset_spec_json,
+    shell:
+        "storbench prepare dataset --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+
+
+# One purge, overwrite-pass chunk or SNIA round; stages run in recipe order.
+rule precondition_stage:
+    input:
+        previous=previous_stage_marker,
+    output:
+        marker="results/targets/{target}/precondition/{recipe}/stages/{stage}.json",
+    log:
+        "results/targets/{target}/logs/precondition.{recipe}.{stage}.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    resources:
+        **preparation_locks(),
+    params:
+        spec=stage_spec_json,
+    shell:
+        "storbench prepare stage --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+
+
+# Steady-state verdict, write cliffs, and the state token on every host.
+rule precondition_prepared:
+    input:
+        stages=recipe_stage_markers,
+    output:
+        marker="results/targets/{target}/precondition/{recipe}/prepared.json",
+    log:
+        "results/targets/{target}/logs/precondition.{recipe}.prepared.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    resources:
+        **preparation_locks(),
+    params:
+        spec=recipe_spec_json,
+    shell:
+        "storbench prepare finish --spec {params.spec:q} --output {output.marker:q}"
+        " --stages {input.stages:q} > {log:q} 2>&1"
+
+
+# Wait for the write cache to flush, after the runs that measure before the flush.
+rule precondition_flush:
+    input:
+        prepared="results/targets/{target}/precondition/{recipe}/prepared.json",
+        before_flush=before_flush_runs,
+    output:
+        marker="results/targets/{target}/precondition/{recipe}/flushed.json",
+    log:
+        "results/targets/{target}/logs/precondition.{recipe}.flush.log",
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    resources:
+        **preparation_locks(),
+    params:
+        spec=recipe_spec_json,
+    shell:
+        "storbench prepare flush --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+
+
+rule precondition_report:
+    input:
+        stages=recipe_stage_markers,
+        prepared="results/targets/{target}/precondition/{recipe}/prepared.json",
+        flushed=recipe_flushed_marker,
+    output:
+        html=report(
+            "reports/targets/{target}/{recipe}/index.html",
+            caption="../templates/report/captions/precondition.rst",
+            category="preconditioning",
+            subcategory="{target}",
+            labels={"recipe": "{recipe}", "item": "report"},
+        ),
+    log:
+        "results/targets/{target}/logs/precondition.{recipe}.report.log",
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        flushed=flushed_flag,
+    shell:
+        "storbench prepare report --prepared {input.prepared:q} {params.flushed}"
+        " --out-dir reports/targets/{wildcards.target}/{wildcards.recipe} --stages {input.stages:q}"
+        " > {log:q} 2>&1"
