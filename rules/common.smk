@@ -291,8 +291,24 @@ def report_meta_json(wildcards):
         "max_start_skew_s": experiment.max_start_skew_s,
         "rwmixreadhost": experiment.rwmixreadhost,
         "target_set": list(experiment.target_set),
+        "preparation": experiment_preparation_meta(experiment),
     }
     return json.dumps(meta, sort_keys=True)
+
+
+def experiment_preparation_meta(experiment):
+    if not (experiment.dataset or experiment.precondition):
+        return None
+    page = None
+    if experiment.precondition:
+        recipe = CAMPAIGN.recipes[experiment.precondition]
+        page = f"../targets/{recipe.target_name}/{recipe.name}/index.html"
+    return {
+        "dataset": experiment.dataset,
+        "precondition": experiment.precondition,
+        "flush": experiment.flush_phase,
+        "page": page,
+    }
 
 
 def final_reports():

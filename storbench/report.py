@@ -1254,6 +1254,7 @@ def methodology(meta: dict, summary: pd.DataFrame, raw: pd.DataFrame) -> list[tu
         ("Job parameters", _mapping_text(job)),
         ("Sweep", _mapping_text(meta.get("sweep"))),
         ("Runs", _runs_text(meta.get("run_ids"))),
+        ("Preparation", _preparation_text(meta.get("preparation"))),
         *scale_out_methodology(meta),
         ("Statistics", STATISTICS_TEXT),
         ("Latency percentiles", PERCENTILE_TEXT),
@@ -1277,6 +1278,26 @@ PERCENTILE_TEXT = (
     "is the first bin whose cumulative count reaches it (fio's rule). Where any iteration "
     f"lacks a histogram the percentile is shown as {NO_VALUE}."
 )
+
+
+def _preparation_text(preparation: dict | None) -> str | None:
+    """The dataset and recipe the runs used, and where the preconditioning evidence is."""
+    if not preparation:
+        return None
+    parts = []
+    if preparation.get("dataset"):
+        parts.append(
+            f"dataset {preparation['dataset']} (prepared once, checked by a state "
+            "token on every host before each run)"
+        )
+    if preparation.get("precondition"):
+        phase = preparation.get("flush")
+        parts.append(
+            f"preconditioning recipe {preparation['precondition']}"
+            + (f", measured {phase} the cache flush" if phase else "")
+            + f"; passes, steady-state rounds and verdict: {preparation['page']}"
+        )
+    return "; ".join(parts)
 
 
 def _recorded_versions(raw: pd.DataFrame) -> str | None:
