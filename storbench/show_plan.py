@@ -20,10 +20,64 @@ TELEMETRY_DIR = Path("results/telemetry")
 
 
 def describe_campaign(campaign: Campaign, experiments: list[str] | None = None) -> str:
+    names = experiments or list(campaign.experiments)
     lines: list[str] = []
-    for name in experiments or list(campaign.experiments):
+    for dataset in sorted({campaign.experiments[n].dataset for n in names} - {None}):
+        lines += describe_dataset(campaign.datasets[dataset])
+    for recipe in sorted({campaign.experiments[n].precondition for n in names} - {None}):
+        lines += describe_recipe(campaign.recipes[recipe])
+    for name in names:
         lines += describe_experiment(campaign, name)
     return "\n".join(lines) + "\n"
+
+
+def describe_dataset(dataset) -> list[str]:
+    from storbench import prepare, prepare_plan
+
+    spec = prepare_plan.dataset_spec(dataset)
+    host = dataset.hosts[0]["name"]
+    lines = [
+        f"== dataset {dataset.name} on target {dataset.target_name} ({dataset.method}), "
+        f"hosts {', '.join(h['name'] for h in dataset.hosts)}",
+        f"   state token on each host: {spec['tokens'][host]}",
+    ]
+    text = prepare.render("dataset", host, *prepare.dataset_sections(spec, host))
+    return lines + _job_listing({host: text}, ".fio")
+
+
+def describe_recipe(recipe) -> list[str]:
+    """Every stage in order, the commands it runs on the hosts, and sample job files."""
+    from storbench import prepare, prepare_plan
+
+    stages = recipe.stages()
+    host = recipe.hosts[0]["name"]
+    lines = [
+        f"== preconditioning {recipe.name} on target {recipe.target_name}: capacity "
+        f"{recipe.capacity} bytes, {recipe.slice_bytes} per host, "
+        f"hosts {', '.join(h['name'] for h in recipe.hosts)}",
+        f"   stages in order ({len(stages)}): {', '.join(s.stage_id for s in stages)}",
+    ]
+    if recipe.purge:
+        lines.append(f"   purge command on every host: {recipe.purge}")
+    if recipe.flush:
+        flush = recipe.flush
+        if flush["method"] == "wait":
+            lines.append(f"   flush: wait {flush['wait_s']:g}s")
+        else:
+            every = f"every {flush['poll_s']:g}s"
+            lines.append(f"   flush: on {flush['host']} poll {flush['command']!r} {every}")
+    shown = set()
+    for stage in stages:
+        key = (stage.kind, stage.pass_.name if stage.pass_ else None)
+        if stage.kind == "purge" or key in shown:
+            continue
+        shown.add(key)
+        spec = prepare_plan.stage_spec(recipe, stage)
+        sections = prepare.pass_sections if stage.kind == "pass" else prepare.round_sections
+        text = prepare.render(stage.stage_id, host, *sections(spec, 0, host))
+        lines.append(f"   -- first {stage.kind} stage {stage.stage_id}:")
+        lines += _job_listing({host: text}, ".fio")
+    return lines
 
 
 def describe_experiment(campaign: Campaign, name: str) -> list[str]:

@@ -160,3 +160,15 @@ def test_an_interrupted_precondition_resumes_at_its_chunk(tmp_path, kill_signal)
     assert (tmp_path / "target/localhost/storbench-region").stat().st_size == 24 * MIB
     time.sleep(0.5)
     assert not processes_matching(f"fio.*{tmp_path}")  # no fio left from the killed attempt
+
+
+def test_plan_shows_every_stage_and_the_purge_command_before_anything_runs(tmp_path):
+    from storbench import config, show_plan
+
+    raw = chunked_config(tmp_path / "target")
+    raw["preconditioning"]["fill"]["purge"] = "blkdiscard /dev/does-not-matter"
+    text = show_plan.describe_campaign(config.load_campaign(raw))
+    assert "purge command on every host: blkdiscard /dev/does-not-matter" in text
+    assert "stages in order (4): purge, p1-fill-r1-c1, p1-fill-r1-c2, p1-fill-r1-c3" in text
+    assert "     | offset=0\n     | size=8m" in text  # the first chunk: the first 8 MiB
+    assert not (tmp_path / "target").exists()  # nothing touched
