@@ -165,14 +165,14 @@ def _digest(value) -> str:
 
 
 def parse_percent(value) -> float:
-    """'85%' -> 0.85; a number above 1 is a percentage, otherwise a fraction."""
+    """'85%' -> 0.85; a bare number is a fraction below 1 (0.85), never a percentage."""
     text = str(value).strip()
     try:
         number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         raise units.UnitError(f"not a percentage: {value!r} (e.g. 85%)") from None
-    if not text.endswith("%") and number > 1:
-        number /= 100
+    if not text.endswith("%") and number >= 1:
+        raise units.UnitError(f"{value!r} is ambiguous; write a percentage such as 85% or 100%")
     if not 0 < number <= 1:
         raise units.UnitError(f"{value!r} is not between 0 and 100 %")
     return number
@@ -211,12 +211,11 @@ def _hosts(key: str, spec: dict, users: list[str], raw: dict, host_groups: dict,
     elif isinstance(groups, str):
         groups = [groups]
     hosts: dict[str, dict] = {}
+    unknown = [group for group in groups if group not in host_groups]
+    problems += [f"{key}.hosts: unknown host group {group!r}" for group in unknown]
     for group in groups:
-        if group not in host_groups:
-            problems.append(f"{key}.hosts: unknown host group {group!r}")
-            continue
-        hosts.update((host["name"], host) for host in host_groups[group])
-    if not hosts and not problems:
+        hosts.update((host["name"], host) for host in host_groups.get(group, []))
+    if not hosts and not unknown:
         problems.append(f"{key}: no experiment names it and it has no 'hosts'")
     return tuple(hosts.values())
 
@@ -248,7 +247,9 @@ def _dataset(name, spec, raw, host_groups, problems) -> Dataset | None:
         if option in job:
             problems.append(f"{key}.job.{option}: storbench sets it for a dataset")
     _check_sizes(f"{key}.job", job, problems)
-    timeout = _duration(f"{key}.timeout", spec.get("timeout"), problems) or DEFAULT_CHUNK_TIMEOUT_S
+    timeout = _duration(f"{key}.timeout", spec.get("timeout"), problems)
+    if timeout is None:
+        timeout = DEFAULT_CHUNK_TIMEOUT_S
     if len(problems) > before:
         return None
     return Dataset(name, spec["target"], target, hosts, spec.get("method", "layout"), job, timeout)
@@ -312,8 +313,8 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
     chunk = _size(f"{key}.chunk", spec["chunk"], problems) if "chunk" in spec else None
     if chunk is not None and chunk < ALIGN:
         problems.append(f"{key}.chunk: at least 1MiB")
-    interval = _duration(f"{key}.interval", spec.get("interval", 1), problems) or 1.0
-    if interval < 1 or interval != int(interval):
+    interval = _duration(f"{key}.interval", spec.get("interval", 1), problems)
+    if interval is not None and (interval < 1 or interval != int(interval)):
         problems.append(f"{key}.interval: fio reports whole seconds, at least 1s")
     cliff = dict(spec.get("cliff") or {})
     if "plateau" in cliff:
@@ -435,10 +436,13 @@ def _duration(key: str, value, problems: list[str]) -> float | None:
     if value is None:
         return None
     try:
-        return units.parse_duration(value)
+        seconds = units.parse_duration(value)
     except units.UnitError as error:
         problems.append(f"{key}: {error}")
         return None
+    if seconds <= 0 and not key.endswith(".interval"):
+        problems.append(f"{key}: must be more than 0s")
+    return seconds
 
 
 def _check_sizes(key: str, job: dict, problems: list[str]) -> None:
@@ -472,12 +476,9 @@ def experiment_job(
                 f"{dataset.target_name!r}, the experiment on {target_name!r}"
             )
         layout = dataset.layout_options()
-        for option in LAYOUT_OPTIONS:
-            if option in job and option in layout and str(job[option]) != str(layout[option]):
-                problems.append(
-                    f"{key}.job.{option}: {job[option]!r} differs from dataset "
-                    f"{dataset.name!r} ({layout[option]!r}); leave it out"
-                )
+        for where, option, value in _option_values(spec, job):
+            if option in layout and option in LAYOUT_OPTIONS:
+                _check_same(f"{key}.{where}", option, value, layout[option], dataset.name, problems)
         _check_numjobs(key, spec, job, layout, dataset.name, problems)
         job = {**layout, **job}
     if "precondition" in spec:
@@ -499,10 +500,38 @@ def experiment_job(
     return job
 
 
+def _option_values(spec: dict, job: dict):
+    """(key path, option, value) of every job option and every swept value (zip included)."""
+    for option, value in job.items():
+        yield f"job.{option}", option, value
+    sweep = spec.get("sweep") or {}
+    for option, values in sweep.items():
+        lists = values.items() if option == "zip" else [(option, values)]
+        prefix = "sweep.zip" if option == "zip" else "sweep"
+        for name, listed in lists:
+            for index, value in enumerate(listed):
+                yield f"{prefix}.{name}[{index}]", name, value
+
+
+def _check_same(where: str, option: str, value, prepared, dataset: str, problems) -> None:
+    if not _same_value(option, value, prepared):
+        problems.append(
+            f"{where}: {value!r} differs from dataset {dataset!r} ({prepared!r}); leave it out"
+        )
+
+
+def _same_value(option: str, value, prepared) -> bool:
+    if option in ("size", "filesize"):
+        try:
+            return units.parse_size(value) == units.parse_size(prepared)
+        except units.UnitError:
+            pass
+    return str(value) == str(prepared)
+
+
 def _check_numjobs(key, spec, job, layout, dataset_name, problems) -> None:
     prepared = int(layout.get("numjobs", 1))
-    wanted = [job["numjobs"]] if "numjobs" in job else []
-    wanted += list((spec.get("sweep") or {}).get("numjobs", []))
+    wanted = [value for _, option, value in _option_values(spec, job) if option == "numjobs"]
     for value in wanted:
         if str(value).isdigit() and int(value) > prepared:
             problems.append(
