@@ -466,15 +466,11 @@ def experiment_job(
     """The experiment's job options with the dataset's layout or the recipe's region applied."""
     key = f"experiments.{name}"
     if "dataset" in spec:
-        dataset = datasets.get(spec["dataset"])
+        dataset = _named(
+            f"{key}.dataset", "dataset", datasets, spec["dataset"], target_name, problems
+        )
         if dataset is None:
-            problems.append(f"{key}.dataset: unknown dataset {spec['dataset']!r}")
             return job
-        if dataset.target_name != target_name:
-            problems.append(
-                f"{key}.dataset: dataset {dataset.name!r} is on target "
-                f"{dataset.target_name!r}, the experiment on {target_name!r}"
-            )
         layout = dataset.layout_options()
         for where, option, value in _option_values(spec, job):
             if option in layout and option in LAYOUT_OPTIONS:
@@ -482,15 +478,11 @@ def experiment_job(
         _check_numjobs(key, spec, job, layout, dataset.name, problems)
         job = {**layout, **job}
     if "precondition" in spec:
-        recipe = recipes.get(spec["precondition"])
+        recipe = _named(
+            f"{key}.precondition", "recipe", recipes, spec["precondition"], target_name, problems
+        )
         if recipe is None:
-            problems.append(f"{key}.precondition: unknown recipe {spec['precondition']!r}")
             return job
-        if recipe.target_name != target_name:
-            problems.append(
-                f"{key}.precondition: recipe {recipe.name!r} is for target "
-                f"{recipe.target_name!r}, the experiment runs on {target_name!r}"
-            )
         if spec.get("flush") and recipe.flush is None:
             problems.append(f"{key}.flush: recipe {recipe.name!r} has no flush")
         if recipe.target["type"] == "directory" and "dataset" not in spec:
@@ -498,6 +490,19 @@ def experiment_job(
     elif "flush" in spec:
         problems.append(f"{key}.flush: only with a precondition recipe")
     return job
+
+
+def _named(where: str, kind: str, table: dict, name: str, target_name: str, problems: list[str]):
+    """The dataset or recipe an experiment names; it must be on the experiment's target."""
+    item = table.get(name)
+    if item is None:
+        problems.append(f"{where}: unknown {kind} {name!r}")
+    elif item.target_name != target_name:
+        problems.append(
+            f"{where}: {kind} {name!r} is for target {item.target_name!r}, "
+            f"the experiment runs on {target_name!r}"
+        )
+    return item
 
 
 def _option_values(spec: dict, job: dict):
