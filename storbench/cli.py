@@ -238,8 +238,13 @@ def _prepare(args) -> int:
         )
         print("\n".join(str(path) for path in written.values()))
         return 0
-    from storbench import prepare
+    import signal
 
+    from storbench import prepare
+    from storbench.runner import raise_interrupt
+
+    # Snakemake stops a job with SIGTERM: a purge or flush command must stop on the host too
+    signal.signal(signal.SIGTERM, raise_interrupt)
     spec = json.loads(args.spec)
     if args.action == "dataset":
         result = prepare.prepare_dataset(spec, args.output)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from storbench.aggregate import aggregate_hosts
 from storbench.hosts import KILL_AFTER_S, HostError, HostSpec, open_transport
+from storbench.runner import raise_interrupt
 from storbench.schema_names import ALL_HOSTS
 from storbench.tools.base import ToolOutputError
 from storbench.tools.iperf3 import load_result, result_row
@@ -67,7 +68,7 @@ def run_network_check(spec: dict, out_dir) -> list[dict]:
     """
     check = _Check(spec, Path(out_dir))
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt) if in_main_thread else None
+    previous_term = signal.signal(signal.SIGTERM, raise_interrupt) if in_main_thread else None
     try:
         try:
             check.start_servers()
@@ -478,7 +479,3 @@ def _tail(path: Path, lines: int = 5) -> str:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")

@@ -229,7 +229,7 @@ def run_iteration(
     }
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir = next_attempt_dir(iteration_dir)
-    previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)  # Snakemake stops jobs so
+    previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
     try:
         if spec.get("execution") == "service":
             from storbench.service_run import run_service_iteration
@@ -328,5 +328,6 @@ def _credentials(spec: dict) -> Credentials | None:
         raise RunError(str(error)) from None
 
 
-def _raise_interrupt(signum, frame):
+def raise_interrupt(signum, frame):
+    """SIGTERM handler: unwind like Ctrl-C, so every host's tool is stopped on the way out."""
     raise KeyboardInterrupt(f"signal {signum}")
