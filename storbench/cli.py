@@ -241,7 +241,7 @@ def _prepare(args) -> int:
     import signal
 
     from storbench import prepare
-    from storbench.runner import raise_interrupt
+    from storbench.hosts import raise_interrupt
 
     # Snakemake stops a job with SIGTERM: a purge or flush command must stop on the host too
     signal.signal(signal.SIGTERM, raise_interrupt)

@@ -126,6 +126,11 @@ def parse_jump(jump: str) -> tuple[str | None, str, int]:
     return user or None, host, int(port)
 
 
+def raise_interrupt(signum, frame):
+    """SIGTERM handler: unwind like Ctrl-C, so every host's tool is stopped on the way out."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def open_transport(spec: HostSpec) -> Transport:
     if spec.transport == "ssh":
         return SSHTransport(spec)

@@ -33,8 +33,7 @@ import uuid
 from pathlib import Path
 
 from storbench.aggregate import aggregate_hosts
-from storbench.hosts import KILL_AFTER_S, HostError, HostSpec, open_transport
-from storbench.runner import raise_interrupt
+from storbench.hosts import KILL_AFTER_S, HostError, HostSpec, open_transport, raise_interrupt
 from storbench.schema_names import ALL_HOSTS
 from storbench.tools.base import ToolOutputError
 from storbench.tools.iperf3 import load_result, result_row

@@ -319,7 +319,10 @@ def preparation_spec(campaign: Campaign, name: str) -> dict | None:
         specs.append(prepare_plan.dataset_spec(campaign.datasets[experiment.dataset]))
     if experiment.precondition:
         recipe = campaign.recipes[experiment.precondition]
-        specs.append(prepare_plan.recipe_spec(recipe))
+        full = prepare_plan.recipe_spec(recipe)  # a run only checks the recipe's tokens
+        specs.append(
+            {key: full[key] for key in ("kind", "name", "target", "sha256", "dir", "tokens")}
+        )
         prepared = prepare_plan.prepared_marker(recipe)
     if not specs:
         return None

@@ -30,34 +30,31 @@ import math
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # no display; the same renderer everywhere keeps bytes identical
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from storbench import atomic, writecliff  # noqa: E402
-from storbench.config import redacted_yaml  # noqa: E402
-from storbench.report import (  # noqa: E402
+from storbench import atomic, writecliff
+from storbench.config import redacted_yaml
+from storbench.report import (  # selects matplotlib's Agg backend before any figure
     COLORS,
     GIB,
     MARKERS,
     MIB,
     NO_VALUE,
     RC,
-    _base64,
-    _environment,
-    _figure_legend,
-    _markdown_row,
-    _missing,
-    _new_figure,
+    as_base64,
+    figure_legend,
     format_number,
     format_percent,
     frame_csv,
+    is_missing,
+    markdown_row,
+    new_figure,
     render_figure,
+    template_environment,
 )
-from storbench.units import size_label  # noqa: E402
+from storbench.units import size_label
 
 TEMPLATE_NAME = "precondition.html.j2"
 STAGES_CSV = "stages.csv"
@@ -120,7 +117,7 @@ def build_precondition_report(
         png, svg, caption = made
         written[f"{name}.png"] = _write(out_dir / f"{name}.png", png)
         written[f"{name}.svg"] = _write(out_dir / f"{name}.svg", svg)
-        figures.append({"name": name, "caption": caption, "png_base64": _base64(png)})
+        figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
 
     context = {
         "title": f"Preconditioning {prep.get('recipe', '?')} on {prep.get('target', '?')}",
@@ -137,7 +134,7 @@ def build_precondition_report(
         "figures": figures,
         "recipe_yaml": redacted_yaml(prep["recipe_spec"]) if prep.get("recipe_spec") else "",
     }
-    html = _environment().get_template(TEMPLATE_NAME).render(context)
+    html = template_environment().get_template(TEMPLATE_NAME).render(context)
     written["index.html"] = _write(out_dir / "index.html", html.encode())
     return written
 
@@ -181,7 +178,7 @@ def final_verdict(prep: dict, stages: list[dict]) -> dict | None:
 
 def format_bytes(value) -> str:
     """1536 -> '1.5 KiB', 268435456 -> '256.0 MiB', 12 -> '12 B'; missing -> '–'."""
-    if _missing(value):
+    if is_missing(value):
         return NO_VALUE
     size = float(value)
     power = 0
@@ -193,7 +190,7 @@ def format_bytes(value) -> str:
 
 def format_value(value) -> str:
     """A tracked value or fit coefficient, decimals by magnitude: 1,234.5 / 3.21 / 0.0123."""
-    if _missing(value):
+    if is_missing(value):
         return NO_VALUE
     magnitude = abs(float(value))
     decimals = 1 if magnitude >= 100 else 2 if magnitude >= 1 else 4
@@ -213,7 +210,7 @@ def _window_text(window) -> str:
 
 def _ratio_text(ratio, ok) -> str:
     """'10.0 % ok', '41.7 % exceeded'; '–' before the window is full (no ratio yet)."""
-    if _missing(ratio):
+    if is_missing(ratio):
         return NO_VALUE
     return f"{format_percent(ratio)} {'ok' if ok else 'exceeded'}"
 
@@ -261,12 +258,14 @@ def verdict_details(verdict: dict | None, stages: list[dict], prep: dict) -> lis
             if variable.get("steady"):
                 continue
             failed = []
-            if variable.get("range_ok") is False and not _missing(variable.get("range_ratio")):
+            if variable.get("range_ok") is False and not is_missing(variable.get("range_ratio")):
                 failed.append(
                     f"range {format_percent(variable.get('range_ratio'))} of the average "
                     f"(limit {format_percent(range_limit, 0)})"
                 )
-            if variable.get("slope_ok") is False and not _missing(variable.get("excursion_ratio")):
+            if variable.get("slope_ok") is False and not is_missing(
+                variable.get("excursion_ratio")
+            ):
                 failed.append(
                     f"slope excursion {format_percent(variable.get('excursion_ratio'))} of the "
                     f"average (limit {format_percent(slope_limit, 0)})"
@@ -392,11 +391,11 @@ def _stage_cells(row, tracked: list[str]) -> list[str]:
             f"{row['pass_name']} #{_int_text(row['pass_number'])}, repeat "
             f"{_int_text(row['repeat'])}, chunk {_int_text(row['chunk'])}"
         )
-        rate = format_number(None if _missing(row["bw_bytes_s"]) else row["bw_bytes_s"] / MIB, 1)
+        rate = format_number(None if is_missing(row["bw_bytes_s"]) else row["bw_bytes_s"] / MIB, 1)
     elif row["kind"] == "round":
         step = f"round {_int_text(row['round'])}"
         values = [
-            f"{name} = {format_value(row[name])}" for name in tracked if not _missing(row[name])
+            f"{name} = {format_value(row[name])}" for name in tracked if not is_missing(row[name])
         ]
         rate = "; ".join(values) or NO_VALUE
     else:
@@ -413,12 +412,12 @@ def _stage_cells(row, tracked: list[str]) -> list[str]:
 
 
 def _int_text(value) -> str:
-    return NO_VALUE if _missing(value) else str(int(value))
+    return NO_VALUE if is_missing(value) else str(int(value))
 
 
 def stages_markdown(table: dict) -> str:
-    lines = [_markdown_row(table["header"]), _markdown_row(["---"] * len(table["header"]))]
-    lines += [_markdown_row(row["cells"]) for row in table["rows"]]
+    lines = [markdown_row(table["header"]), markdown_row(["---"] * len(table["header"]))]
+    lines += [markdown_row(row["cells"]) for row in table["rows"]]
     return "\n".join(lines) + "\n"
 
 
@@ -471,7 +470,7 @@ def steady_state_display(verdict: dict | None) -> dict | None:
     rows = []
     for variable in verdict["variables"]:
         slope, intercept = variable.get("slope"), variable.get("intercept")
-        has_fit = not _missing(slope) and not _missing(intercept)
+        has_fit = not is_missing(slope) and not is_missing(intercept)
         rows.append(
             {
                 "cells": [
@@ -545,7 +544,7 @@ def _cliff_text(cliff: dict | None) -> str:
 
 
 def _per_mib(value):
-    return None if _missing(value) else float(value) / MIB
+    return None if is_missing(value) else float(value) / MIB
 
 
 def flush_items(flush_stage: dict | None) -> list[tuple[str, str]]:
@@ -567,7 +566,7 @@ def flush_items(flush_stage: dict | None) -> list[tuple[str, str]]:
 
 
 def _seconds(value) -> str | None:
-    return None if _missing(value) else f"{format_number(value, 1)} s"
+    return None if is_missing(value) else f"{format_number(value, 1)} s"
 
 
 def _facts(prep: dict, meta: dict) -> list[tuple[str, str]]:
@@ -584,7 +583,7 @@ def _facts(prep: dict, meta: dict) -> list[tuple[str, str]]:
 
 
 def _capacity_text(value) -> str | None:
-    return None if _missing(value) else f"{format_bytes(value)} ({int(value):,} bytes)"
+    return None if is_missing(value) else f"{format_bytes(value)} ({int(value):,} bytes)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -654,7 +653,7 @@ def write_cliff_figure(timelines: list[dict], prep: dict):
     largest = max(max(line["bw_bytes_s"]) for line in timelines)
     unit, scale = ("GiB/s", GIB) if largest >= GIB else ("MiB/s", MIB)
     cliffs = {(item.get("number"), item.get("name")): item for item in prep.get("passes") or []}
-    fig, axes = _new_figure(nrows=len(timelines), height_in=2.2 * len(timelines) + 0.6)
+    fig, axes = new_figure(nrows=len(timelines), height_in=2.2 * len(timelines) + 0.6)
     for ax, line in zip(axes, timelines, strict=True):
         item = cliffs.get((line["number"], line["name"])) or {}
         bandwidth = [value / scale for value in line["bw_bytes_s"]]
@@ -668,7 +667,7 @@ def write_cliff_figure(timelines: list[dict], prep: dict):
         ax.set_ylim(bottom=0)
         ax.set_ylabel(f"bandwidth ({unit})")
     axes[-1].set_xlabel("time since the pass started (s)")
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     caption = (
         f"Write bandwidth during each overwrite pass ({unit}, summed over hosts), the chunks "
         "of a pass joined in order (dotted: chunk starts). Dashed vertical line: the write "
@@ -685,7 +684,7 @@ def _mark_cliff(ax, cliff: dict, end_s: float, scale: float, unit: str) -> None:
         (cliff.get("plateau_bw_bytes_s"), 0.0, t_s),
         (cliff.get("after_bw_bytes_s"), t_s, end_s),
     ):
-        if not _missing(value):
+        if not is_missing(value):
             ax.hlines(
                 float(value) / scale,
                 start,
@@ -724,7 +723,7 @@ def convergence_figure(verdict: dict | None):
     if not variables:
         return None
     window = verdict.get("window")
-    fig, axes = _new_figure(nrows=len(variables), height_in=2.0 * len(variables) + 0.6)
+    fig, axes = new_figure(nrows=len(variables), height_in=2.0 * len(variables) + 0.6)
     for index, (ax, variable) in enumerate(zip(axes, variables, strict=True)):
         rounds = list(range(1, len(variable["values"]) + 1))
         if window:
@@ -751,7 +750,7 @@ def convergence_figure(verdict: dict | None):
         if min(variable["values"]) >= 0:
             ax.set_ylim(bottom=0)
     axes[-1].set_xlabel("round")
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     caption = (
         "Convergence: each tracked variable per round run. Shaded: the measurement window "
         f"({_window_text(window)}). {verdict_sentence(verdict)}"
@@ -778,7 +777,7 @@ def window_figure(verdict: dict | None, headline: str):
     if not window or not variables:
         return None
     rounds = list(range(window[0], window[1] + 1))
-    fig, axes = _new_figure(nrows=len(variables), height_in=2.2 * len(variables) + 0.6)
+    fig, axes = new_figure(nrows=len(variables), height_in=2.2 * len(variables) + 0.6)
     for ax, variable in zip(axes, variables, strict=True):
         average = float(variable["average"])
         for band, alpha in ((BAND_WIDE, 0.08), (BAND_NARROW, 0.16)):
@@ -801,7 +800,7 @@ def window_figure(verdict: dict | None, headline: str):
             label="value per round",
         )
         slope, intercept = variable.get("slope"), variable.get("intercept")
-        if not _missing(slope) and not _missing(intercept):
+        if not is_missing(slope) and not is_missing(intercept):
             ends = [rounds[0], rounds[-1]]
             ax.plot(
                 ends,

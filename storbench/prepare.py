@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import shlex
 import threading
 import time
 from pathlib import Path
@@ -42,17 +43,10 @@ def _host_spec(host: dict) -> HostSpec:
 
 
 def render(purpose: str, host: str, global_options: dict, sections: list[dict]) -> str:
-    import jinja2
-
     from storbench.plan import normalized_options
+    from storbench.render import job_template
 
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,  # job files are not HTML
-    )
-    return environment.get_template(TEMPLATE.name).render(
+    return job_template(TEMPLATE).render(
         purpose=purpose,
         host=host,
         global_options=normalized_options(global_options),
@@ -485,21 +479,22 @@ def write_tokens(spec: dict, extra: dict | None = None) -> None:
     _on_hosts(spec["hosts"], write)
 
 
-def read_token(host: dict, path: str) -> dict | None:
+def read_tokens(host: dict, paths: list[str | None]) -> list[dict | None]:
+    """The tokens at paths on a host (None where missing or unreadable), over one connection."""
+    tokens: list[dict | None] = []
     with open_transport(_host_spec(host)) as transport:
-        code, out, _ = transport.shell(f"cat -- {_quote(path)}", timeout_s=TOKEN_READ_TIMEOUT_S)
-    if code != 0:
-        return None
-    try:
-        return json.loads(out)
-    except ValueError:
-        return None
-
-
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
+        for path in paths:
+            if path is None:
+                tokens.append(None)
+                continue
+            code, out, _ = transport.shell(
+                f"cat -- {shlex.quote(path)}", timeout_s=TOKEN_READ_TIMEOUT_S
+            )
+            try:
+                tokens.append(json.loads(out) if code == 0 else None)
+            except ValueError:
+                tokens.append(None)
+    return tokens
 
 
 def prepare_dataset(spec: dict, marker_path: str | None, hosts: list[dict] | None = None) -> dict:
@@ -544,11 +539,12 @@ def run_state(preparation: dict, run_hosts: list[dict]) -> dict:
     lock = threading.Lock()
 
     def check(host: dict) -> None:
-        found = {}
-        for spec in preparation["specs"]:
-            path = spec["tokens"].get(host["name"])
-            token = read_token(host, path) if path else None
-            found[spec["kind"]] = token is not None and token.get("sha256") == spec["sha256"]
+        specs = preparation["specs"]
+        tokens = read_tokens(host, [spec["tokens"].get(host["name"]) for spec in specs])
+        found = {
+            spec["kind"]: token is not None and token.get("sha256") == spec["sha256"]
+            for spec, token in zip(specs, tokens, strict=True)
+        }
         with lock:
             checks[host["name"]] = found
 

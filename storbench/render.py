@@ -23,19 +23,26 @@ def render_job(spec: dict) -> str:
     template_path = (
         Path(spec["template"]) if spec.get("template") else TEMPLATES_DIR / tool.default_template
     )
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_path.parent)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,  # job files are not HTML
-    )
     try:
-        template = environment.get_template(template_path.name)
+        template = job_template(template_path)
         return template.render(**tool.template_context(spec))
     except jinja2.UndefinedError as error:
         raise RenderError(f"template {template_path}: {error.message}") from error
     except jinja2.TemplateSyntaxError as error:
         raise RenderError(f"template {template_path}:{error.lineno}: {error.message}") from error
+
+
+def job_template(path: Path):
+    """A job-file template: unknown variables are errors, text is not HTML-escaped."""
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # job files are not HTML
+    )
+    return environment.get_template(path.name)
 
 
 def with_host_facts(spec: dict, facts: dict) -> dict:

@@ -111,7 +111,7 @@ def build_report(
         png, svg, caption = make_figure(name, summary)
         written[f"{name}.png"] = _write(out_dir / f"{name}.png", png)
         written[f"{name}.svg"] = _write(out_dir / f"{name}.svg", svg)
-        figures.append({"name": name, "caption": caption, "png_base64": _base64(png)})
+        figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
 
     scale = scale_out(raw, meta)
     if scale["figure"] is not None:
@@ -149,7 +149,7 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def _base64(data: bytes) -> str:
+def as_base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
@@ -159,53 +159,53 @@ def _base64(data: bytes) -> str:
 
 def format_number(value, decimals: int) -> str:
     """1234.5 -> '1,234.5' (decimals=1); missing -> '–'."""
-    if _missing(value):
+    if is_missing(value):
         return NO_VALUE
     return f"{float(value):,.{decimals}f}"
 
 
 def format_mean_sd(mean, sd, decimals: int) -> str:
     """'110.0 ± 10.0'; just the mean when sd is undefined (one iteration)."""
-    if _missing(mean):
+    if is_missing(mean):
         return NO_VALUE
-    if _missing(sd):
+    if is_missing(sd):
         return format_number(mean, decimals)
     return f"{format_number(mean, decimals)} ± {format_number(sd, decimals)}"
 
 
 def format_cov(cov) -> str:
     """0.0909 -> '9.1 % †' (flagged above stats.COV_LIMIT); missing -> '–'."""
-    if _missing(cov):
+    if is_missing(cov):
         return NO_VALUE
     text = f"{100 * float(cov):.1f} %"
     return f"{text} {COV_MARK}" if cov > stats.COV_LIMIT else text
 
 
-def _missing(value) -> bool:
+def is_missing(value) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def _ns_to_us(value):
-    return None if _missing(value) else float(value) / NS_PER_US
+    return None if is_missing(value) else float(value) / NS_PER_US
 
 
 def _rw_label(row) -> str:
     """'randrw (70 % read)' for mixed workloads, the rw name otherwise."""
-    if row["rw"] in MIXED_RW and not _missing(row["rwmixread"]):
+    if row["rw"] in MIXED_RW and not is_missing(row["rwmixread"]):
         return f"{row['rw']} ({int(row['rwmixread'])} % read)"
     return str(row["rw"])
 
 
 def _bs_label(value) -> str:
-    return NO_VALUE if _missing(value) else size_label(int(value))
+    return NO_VALUE if is_missing(value) else size_label(int(value))
 
 
 def _int_label(value) -> str:
-    return NO_VALUE if _missing(value) else str(int(value))
+    return NO_VALUE if is_missing(value) else str(int(value))
 
 
 def _text(value) -> str:
-    return NO_VALUE if _missing(value) else str(value)
+    return NO_VALUE if is_missing(value) else str(value)
 
 
 # ---------------------------------------------------------------------------------------
@@ -270,11 +270,7 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
         *([_int_label(row.get("hosts_in_run"))] if show["hosts"] else []),
         *([_text(row.get("prep_state"))] if show["state"] else []),
         *([str(row["job"])] if show_job else []),
-        _rw_label(row),
-        _bs_label(row["bs"]),
-        _int_label(row["iodepth"]),
-        _int_label(row["numjobs"]),
-        str(row["op"]),
+        *_workload_cells(row),
         _int_label(row["n"]),
         format_mean_sd(_scaled(row["bw_bytes_s_mean"], MIB), _scaled(row["bw_bytes_s_sd"], MIB), 1),
         format_cov(row["bw_bytes_s_cov"]),
@@ -285,8 +281,19 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
     ]
 
 
+def _workload_cells(row) -> list[str]:
+    """rw, bs, iodepth, numjobs and op: the columns every results table starts with."""
+    return [
+        _rw_label(row),
+        _bs_label(row["bs"]),
+        _int_label(row["iodepth"]),
+        _int_label(row["numjobs"]),
+        str(row["op"]),
+    ]
+
+
 def _scaled(value, unit: float):
-    return None if _missing(value) else float(value) / unit
+    return None if is_missing(value) else float(value) / unit
 
 
 def summary_csv(summary: pd.DataFrame) -> str:
@@ -301,13 +308,13 @@ def frame_csv(frame: pd.DataFrame) -> str:
 
 def markdown_table(table: dict) -> str:
     """A GitHub-flavoured Markdown table with the CoV footnote."""
-    lines = [_markdown_row(table["header"]), _markdown_row(["---"] * len(table["header"]))]
-    lines += [_markdown_row(row["cells"]) for row in table["rows"]]
+    lines = [markdown_row(table["header"]), markdown_row(["---"] * len(table["header"]))]
+    lines += [markdown_row(row["cells"]) for row in table["rows"]]
     lines += ["", COV_FOOTNOTE]
     return "\n".join(lines) + "\n"
 
 
-def _markdown_row(cells: Iterable[str]) -> str:
+def markdown_row(cells: Iterable[str]) -> str:
     return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
@@ -377,7 +384,7 @@ def render_figure(fig) -> tuple[bytes, bytes]:
     return png.getvalue(), svg.getvalue()
 
 
-def _new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
+def new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
     fig, axes = plt.subplots(
         nrows,
         ncols,
@@ -390,7 +397,7 @@ def _new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
 
 
 def _empty_figure(message: str):
-    fig, (ax,) = _new_figure(height_in=1.5)
+    fig, (ax,) = new_figure(height_in=1.5)
     ax.set_axis_off()
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
     return fig
@@ -415,7 +422,7 @@ def series_labels(summary: pd.DataFrame) -> pd.Series:
 def bandwidth_unit(summary: pd.DataFrame) -> tuple[str, float]:
     """GiB/s when the largest mean reaches 1 GiB/s, MiB/s otherwise."""
     largest = summary["bw_bytes_s_mean"].max()
-    if not _missing(largest) and largest >= GIB:
+    if not is_missing(largest) and largest >= GIB:
         return "GiB/s", GIB
     return "MiB/s", MIB
 
@@ -438,7 +445,7 @@ def _panel_title(keys: list[str], values) -> str:
 def _grid(n_panels: int, panel_height_in: float):
     ncols = min(n_panels, 3)
     nrows = math.ceil(n_panels / ncols)
-    fig, axes = _new_figure(nrows, ncols, height_in=panel_height_in * nrows + 0.6)
+    fig, axes = new_figure(nrows, ncols, height_in=panel_height_in * nrows + 0.6)
     for ax in axes[n_panels:]:
         ax.set_axis_off()
     return fig, axes[:n_panels]
@@ -459,7 +466,7 @@ def bandwidth_figure(summary: pd.DataFrame):
         ax.set_title(panel_title)
         ax.set_xlabel("block size")
         ax.set_ylabel(f"bandwidth ({unit})")
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     caption = (
         f"Bandwidth by block size and access pattern ({unit}). Bars: mean over iterations; "
         "error bars: sample sd across iterations (none for a single iteration)."
@@ -494,7 +501,7 @@ def _grouped_bars(ax, panel: pd.DataFrame, all_series: list[str], scale: float) 
     ax.set_ylim(bottom=0)
 
 
-def _figure_legend(fig, axes) -> None:
+def figure_legend(fig, axes) -> None:
     """One legend for all panels, below them, without duplicate entries."""
     handles: dict[str, object] = {}
     for ax in axes:
@@ -531,7 +538,7 @@ def iops_figure(summary: pd.DataFrame):
         ax.set_title(panel_title)
         ax.set_xlabel("iodepth")
         ax.set_ylabel("IOPS")
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     scale_note = "log" if log_y else "linear"
     caption = (
         f"IOPS vs queue depth (log2 x axis, {scale_note} y axis), one line per access pattern "
@@ -578,11 +585,11 @@ def latency_figure(summary: pd.DataFrame):
         return _empty_figure("no latency data"), "Latency percentiles: no data."
     labels = list(_latency_labels(summary))
     width = min(max(FIGURE_WIDTH_IN, 0.3 * len(labels) + 2.0), 16.0)
-    fig, (ax,) = _new_figure(height_in=3.6)
+    fig, (ax,) = new_figure(height_in=3.6)
     fig.set_figwidth(width)
     values = {column: summary[column].map(_ns_to_us) for column, _, _ in LATENCY_PERCENTILES}
     present = [
-        not any(_missing(values[c].iloc[i]) for c, _, _ in LATENCY_PERCENTILES)
+        not any(is_missing(values[c].iloc[i]) for c, _, _ in LATENCY_PERCENTILES)
         for i in range(len(summary))
     ]
     _latency_ranges(ax, values, present)
@@ -591,7 +598,7 @@ def latency_figure(summary: pd.DataFrame):
     ax.set_xlim(-0.6, len(labels) - 0.4)
     _latency_missing(ax, present)
     ax.set_ylabel("latency (µs)")
-    _figure_legend(fig, [ax])
+    figure_legend(fig, [ax])
     basis = _basis_text(summary)
     caption = (
         f"Latency percentiles p50, p99 and p99.9 per run ({basis}; µs, log scale), computed "
@@ -694,14 +701,14 @@ def _has_values(frame: pd.DataFrame, column: str) -> bool:
 def decimal_bandwidth_unit(values) -> tuple[str, float]:
     """GB/s when the largest value reaches 1 GB/s, MB/s otherwise (decimal, like link rates)."""
     largest = pd.Series(values, dtype=float).max()
-    if not _missing(largest) and largest >= GB:
+    if not is_missing(largest) and largest >= GB:
         return "GB/s", GB
     return "MB/s", MB
 
 
 def format_percent(fraction, decimals: int = 1, signed: bool = False) -> str:
     """0.84 -> '84.0 %'; signed: -0.111 -> '−11.1 %', 0.05 -> '+5.0 %'; missing -> '–'."""
-    if _missing(fraction):
+    if is_missing(fraction):
         return NO_VALUE
     value = 100 * float(fraction)
     if signed:
@@ -715,11 +722,7 @@ def _point_cells(row, show_target: bool, show_job: bool) -> list[str]:
         *([_text(row["target"])] if show_target else []),
         str(row["point"]),
         *([str(row["job"])] if show_job else []),
-        _rw_label(row),
-        _bs_label(row["bs"]),
-        _int_label(row["iodepth"]),
-        _int_label(row["numjobs"]),
-        str(row["op"]),
+        *_workload_cells(row),
     ]
 
 
@@ -778,13 +781,13 @@ def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
 
 
 def _ratio(numerator, denominator):
-    if _missing(numerator) or _missing(denominator) or not denominator:
+    if is_missing(numerator) or is_missing(denominator) or not denominator:
         return None
     return float(numerator) / float(denominator)
 
 
 def _scaling_section(table, mode, data_path, figure) -> dict:
-    steps = ", ".join(dict.fromkeys(str(s) for s in table["step"] if not _missing(s)))
+    steps = ", ".join(dict.fromkeys(str(s) for s in table["step"] if not is_missing(s)))
     text = (
         f"Client stepping ({mode or 'steps'}): the same workloads on {steps or 'one step'}. "
         "Bandwidth and IOPS are the aggregate over the step's hosts (host 'all'), mean ± "
@@ -811,7 +814,7 @@ def _scaling_section(table, mode, data_path, figure) -> dict:
         section["figure"] = {
             "name": SCALING_FIGURE,
             "caption": caption,
-            "png_base64": _base64(png),
+            "png_base64": as_base64(png),
         }
     return section
 
@@ -833,7 +836,7 @@ def slow_hosts_display(table: pd.DataFrame) -> dict:
     rows = []
     for _, row in table.iterrows():
         below = row["below_median_percent"]
-        versus = None if _missing(below) else -float(below) / 100
+        versus = None if is_missing(below) else -float(below) / 100
         rows.append(
             {
                 "cells": [
@@ -998,7 +1001,7 @@ def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
     unit, scale = decimal_bandwidth_unit(data["bw_bytes_s_mean"])
     data = data.assign(series=_scaling_series(data), x=_scaling_x(data, mode))
     panels = ["bandwidth", "iops", *(["efficiency"] if with_data_path else [])]
-    fig, axes = _new_figure(nrows=len(panels), height_in=2.0 * len(panels) + 0.8)
+    fig, axes = new_figure(nrows=len(panels), height_in=2.0 * len(panels) + 0.8)
     series_names = list(dict.fromkeys(data["series"]))
     for index, name in enumerate(series_names):
         rows = data[data["series"] == name].sort_values("x", kind="stable")
@@ -1034,7 +1037,7 @@ def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
         ax.set_ylim(bottom=0)
         _scaling_x_axis(ax, data, mode)
     axes[-1].set_xlabel("client hosts" if _numeric_x(data, mode) else "client step")
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     caption = (
         f"Scaling with client hosts: aggregate bandwidth ({unit}, decimal) and IOPS per "
         "workload, mean over iterations with sample sd as error bars."
@@ -1347,7 +1350,7 @@ def _basis_meaning(summary: pd.DataFrame) -> str | None:
     return "; ".join(BASIS_MEANING.get(b, b) for b in bases) or None
 
 
-def _environment() -> jinja2.Environment:
+def template_environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
         autoescape=True,  # job files and configs are user text: never raw HTML
@@ -1383,7 +1386,7 @@ def render_html(
         "config_yaml": meta.get("config_yaml") or "",
         "hosts": hosts,
     }
-    return _environment().get_template(TEMPLATE_NAME).render(context)
+    return template_environment().get_template(TEMPLATE_NAME).render(context)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1437,10 +1440,10 @@ def build_network_report(parquet_path, out_dir, *, min_fraction: float) -> dict[
         "verdict": netcheck.describe_slow_clients(flagged, min_fraction),
         "flagged": bool(flagged),
         "table": network_display(table),
-        "figure": {"name": NETWORK_FIGURE, "caption": caption, "png_base64": _base64(png)},
+        "figure": {"name": NETWORK_FIGURE, "caption": caption, "png_base64": as_base64(png)},
         "methodology": _network_methodology(rows, min_fraction),
     }
-    html = _environment().get_template(NETWORK_TEMPLATE_NAME).render(context)
+    html = template_environment().get_template(NETWORK_TEMPLATE_NAME).render(context)
     written["index.html"] = _write(out_dir / "index.html", html.encode())
     return written
 
@@ -1454,7 +1457,7 @@ def network_table(rows: pd.DataFrame, min_fraction: float) -> pd.DataFrame:
 
     means = rows.groupby(["run_id", "host", "op"], sort=False, dropna=False)["bw_bytes_s"].mean()
     records = [
-        {"run_id": run_id, "host": host, "op": op, "bw_bytes_s": None if _missing(bw) else bw}
+        {"run_id": run_id, "host": host, "op": op, "bw_bytes_s": None if is_missing(bw) else bw}
         for (run_id, host, op), bw in means.items()
     ]
     slow = {(item["phase"], item["host"]) for item in netcheck.slow_clients(records, min_fraction)}
@@ -1466,7 +1469,7 @@ def network_table(rows: pd.DataFrame, min_fraction: float) -> pd.DataFrame:
         clients = [h for h in hosts if h != results.ALL_HOSTS]
         values = {host: _network_values(means, phase, host) for host in hosts}
         compared = [values[h]["bw_bytes_s"] for h in clients]
-        compared = [value for value in compared if not _missing(value)]
+        compared = [value for value in compared if not is_missing(value)]
         median = float(np.median(compared)) if compared else math.nan
         for host in [*clients, *([results.ALL_HOSTS] if results.ALL_HOSTS in hosts else [])]:
             client = host != results.ALL_HOSTS
@@ -1491,17 +1494,17 @@ def _network_values(means: pd.Series, phase: str, host: str) -> dict:
     return {
         "send_bytes_s": send,
         "receive_bytes_s": receive,
-        "bw_bytes_s": receive if not _missing(receive) else send,  # netcheck's rule
+        "bw_bytes_s": receive if not is_missing(receive) else send,  # netcheck's rule
     }
 
 
 def _mean_of(means: pd.Series, phase: str, host: str, op: str) -> float:
     value = means.get((phase, host, op))
-    return math.nan if value is None or _missing(value) else float(value)
+    return math.nan if value is None or is_missing(value) else float(value)
 
 
 def _gbits(value):
-    return None if _missing(value) else float(value) * BITS_PER_BYTE / 1e9
+    return None if is_missing(value) else float(value) * BITS_PER_BYTE / 1e9
 
 
 def network_display(table: pd.DataFrame) -> dict:
@@ -1518,7 +1521,7 @@ def network_display(table: pd.DataFrame) -> dict:
                     "all (sum)" if row["host"] == results.ALL_HOSTS else str(row["host"]),
                     format_number(_gbits(row["send_bytes_s"]), 2),
                     format_number(_gbits(row["receive_bytes_s"]), 2),
-                    format_percent(None if _missing(fraction) else fraction - 1, signed=True),
+                    format_percent(None if is_missing(fraction) else fraction - 1, signed=True),
                     FLAG_MARK if row["flagged"] else "",
                 ],
                 "flagged": bool(row["flagged"]),
@@ -1575,7 +1578,7 @@ def network_figure(table: pd.DataFrame, min_fraction: float):
         ax.set_ylim(bottom=0)
         ax.set_title(PHASE_TITLES.get(phase, str(phase)))
         ax.set_ylabel("bandwidth (Gbit/s)")
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     caption = (
         "iperf3 bandwidth of each client host (Gbit/s; receive side). Solid line: median of "
         f"the clients; dashed: {min_fraction:.0%} of the median, below which a client is "

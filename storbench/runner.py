@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench import atomic
-from storbench.hosts import HostError, HostSpec, open_transport
+from storbench.hosts import HostError, HostSpec, open_transport, raise_interrupt
 from storbench.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS
@@ -326,8 +326,3 @@ def _credentials(spec: dict) -> Credentials | None:
         return target_credentials(target["name"], target)
     except SecretError as error:
         raise RunError(str(error)) from None
-
-
-def raise_interrupt(signum, frame):
-    """SIGTERM handler: unwind like Ctrl-C, so every host's tool is stopped on the way out."""
-    raise KeyboardInterrupt(f"signal {signum}")

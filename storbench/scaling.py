@@ -132,6 +132,18 @@ def _point_key(row) -> str:
     return json.dumps([str(row.experiment), params, job_base], sort_keys=True, default=str)
 
 
+def _point_identity(first) -> dict:
+    """Which sweep point, job and operation a scaling or per-host row belongs to."""
+    return {
+        "experiment": first["experiment"],
+        "target": first["target"],
+        "point": first["point"],
+        "job": _job_label(first["job"], first["run_id"], first["point"]),
+        "op": first["op"],
+        **{name: first.get(name) for name in POINT_PARAMETERS},
+    }
+
+
 def _job_label(job, run_id, point) -> str:
     """The job name with the run id replaced by the point's, without a clone index ('[3]')."""
     return _CLONE_INDEX.sub("", str(job)).replace(str(run_id), str(point))
@@ -253,12 +265,7 @@ def _means_record(group: pd.DataFrame, per_host: pd.DataFrame, hosts_by_step: di
     bandwidth = stats.spread(group["bw_bytes_s"])
     iops = stats.spread(group["iops"])
     return {
-        "experiment": first["experiment"],
-        "target": first["target"],
-        "point": first["point"],
-        "job": _job_label(first["job"], first["run_id"], first["point"]),
-        "op": first["op"],
-        **{name: first.get(name) for name in POINT_PARAMETERS},
+        **_point_identity(first),
         "step": step,
         "hosts": hosts,
         "op_hosts": len(names_of_op) or hosts,
@@ -354,12 +361,7 @@ def _host_record(rows: pd.DataFrame) -> dict:
     )
     steps = sorted({str(s) for s in rows["step"] if _present(s)}, key=natural_key)
     return {
-        "experiment": first["experiment"],
-        "target": first["target"],
-        "point": first["point"],
-        "job": _job_label(first["job"], first["run_id"], first["point"]),
-        "op": first["op"],
-        **{name: first.get(name) for name in POINT_PARAMETERS},
+        **_point_identity(first),
         "host": first["host"],
         "step": ", ".join(steps) or None,
         "n": len(per_iteration),

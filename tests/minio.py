@@ -16,6 +16,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 MINIO_BINARY = REPO / ".cache" / "bin" / "minio"
 READY_TIMEOUT_S = 60.0
+# The S3 target the adapters' render and command tests use (experiment "s3demo").
+S3_DEMO_TARGET = {
+    "name": "minio",
+    "type": "s3",
+    "endpoint": "http://127.0.0.1:9000",
+    "region": "us-east-1",
+    "bucket_prefix": "storbench",
+    "bucket": "storbench-s3demo",
+    "credentials": {"access_key_env": "S3_ACCESS_KEY", "secret_key_env": "S3_SECRET_KEY"},
+}
 
 
 class MinioUnavailable(RuntimeError):

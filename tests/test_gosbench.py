@@ -18,19 +18,12 @@ from storbench.schema_names import ALL_HOSTS
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolOutputError
 from storbench.tools.gosbench import ADAPTER, load_results, object_size_in_units, weights
+from tests.minio import S3_DEMO_TARGET
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gosbench"
 RUN = FIXTURES / "run"
 BASE = {"experiment": "s3demo", "iteration": 1, "attempt": 1, "tool": "gosbench", "x": "dropped"}
-TARGET = {
-    "name": "minio",
-    "type": "s3",
-    "endpoint": "http://127.0.0.1:9000",
-    "region": "us-east-1",
-    "bucket_prefix": "storbench",
-    "bucket": "storbench-s3demo",
-    "credentials": {"access_key_env": "S3_ACCESS_KEY", "secret_key_env": "S3_SECRET_KEY"},
-}
+TARGET = S3_DEMO_TARGET
 SPEC = {
     "experiment": "s3demo",
     "run_id": "write_bs4k_nj4",

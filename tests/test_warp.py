@@ -17,20 +17,13 @@ from storbench.schema_names import ALL_HOSTS
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.warp import ADAPTER, load_result, parse_go_duration, timeseries_rows
+from tests.minio import S3_DEMO_TARGET
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "warp"
 BASE = {"experiment": "s3demo", "iteration": 1, "attempt": 1, "tool": "warp", "extra": "dropped"}
 MIB = 1024 * 1024
 CONSOLE_OPS = {"GET": "read", "PUT": "write", "DELETE": "delete", "STAT": "stat"}
-TARGET = {
-    "name": "minio",
-    "type": "s3",
-    "endpoint": "http://127.0.0.1:9000",
-    "region": "us-east-1",
-    "bucket_prefix": "storbench",
-    "bucket": "storbench-s3demo",
-    "credentials": {"access_key_env": "S3_ACCESS_KEY", "secret_key_env": "S3_SECRET_KEY"},
-}
+TARGET = S3_DEMO_TARGET
 SPEC = {
     "experiment": "s3demo",
     "run_id": "randrw_bs4k_nj4",
