@@ -35,7 +35,7 @@ system-packages:
 	@envs/install-system-packages.sh fio:fio
 
 test-packages:
-	@envs/install-system-packages.sh fio:fio sshd:openssh-server ssh-keygen:openssh-client pgrep:procps iperf3:iperf3
+	@envs/install-system-packages.sh fio:fio sshd:openssh-server ssh-keygen:openssh-client pgrep:procps iperf3:iperf3 chromium:chromium chromedriver:chromium-driver pdftoppm:poppler-utils
 
 # Without Go the S3 tests skip and say why; with Go, MinIO is built once into .cache/bin.
 s3-server:

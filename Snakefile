@@ -19,7 +19,9 @@ include: "rules/precondition.smk"
 include: "rules/run.smk"
 include: "rules/parse.smk"
 include: "rules/report.smk"
+include: "rules/search.smk"
 include: "rules/network.smk"
+include: "rules/compare.smk"
 
 
 onsuccess:
@@ -34,3 +36,4 @@ rule all:
     default_target: True
     input:
         final_reports(),
+        COMPARISON_TARGETS,

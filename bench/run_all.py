@@ -3,8 +3,9 @@
 overhead: a 16-point fio sweep (2 s runs, local directory) run (a) as a bare shell loop of
 the same fio commands and (c) through storbench (render, run, parse, gather, report).
 The ratio (c)/(a) is the orchestration overhead; the goal is at most 1.05.
-services (bench/services.py) and dispatch (bench/dispatch.py) run as their own scripts; they
-write services.json and dispatch.json, and their summaries are copied into results.json.
+services (bench/services.py), dispatch (bench/dispatch.py) and slo_search
+(bench/slo_search.py) run as their own scripts; they write services.json, dispatch.json and
+slo_search.json, and their summaries are copied into results.json.
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ def main() -> int:
         ["hosts", "runs", "wall_s", "fio_runtime_sum_s", "dispatch_overhead_per_run_s",
          "run_cycle_median_s", "breakdown_s", "host_start_delay_s", "bare_client_loop"],
     )  # fmt: skip
+    results["slo_search"] = separate_benchmark(
+        "slo_search.py",
+        "slo_search.json",
+        ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"],
+    )
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     return 0

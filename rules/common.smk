@@ -6,7 +6,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from storbench import config as storbench_config
-from storbench import plan, prepare_plan
+from storbench import plan, prepare_plan, search
 from storbench.tools import get_tool
 
 try:
@@ -40,6 +40,7 @@ USED_TARGETS = sorted(
 HOST_NAMES = sorted(
     {h["name"] for hosts in CAMPAIGN.host_groups.values() for h in hosts}
 )
+SEARCH_EXPERIMENTS = [n for n, e in CAMPAIGN.experiments.items() if e.search]
 SERVICE_TOOLS = plan.service_tools(CAMPAIGN)
 JOB_SUFFIXES = sorted(
     {get_tool(e.tool).job_suffix.lstrip(".") for e in CAMPAIGN.experiments.values()}
@@ -59,6 +60,19 @@ wildcard_constraints:
     dataset="|".join(re.escape(name) for name in CAMPAIGN.datasets) or "no-datasets",
     recipe="|".join(re.escape(name) for name in CAMPAIGN.recipes) or "no-recipes",
     stage=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    probe=r"p\d+",
+
+
+def names_pattern(names):
+    """A wildcard pattern of exactly these names; one that matches nothing when empty."""
+    return "|".join(re.escape(name) for name in names) or "(?!x)x"
+
+
+# A search experiment's summary and report come from its probes, not from planned runs.
+SEARCH_PATTERN = names_pattern(SEARCH_EXPERIMENTS)
+GRID_PATTERN = names_pattern(
+    [name for name in EXPERIMENTS if name not in SEARCH_EXPERIMENTS]
+)
 
 
 def lock_name(target):
@@ -77,7 +91,7 @@ def target_locks():
 
 def run_targets(wildcards):
     """Every storage target a run writes to (all members for a run on a whole target set)."""
-    run = RUNS[wildcards.experiment].get(wildcards.run_id)
+    run = RUNS[wildcards.experiment].get(getattr(wildcards, "run_id", None))
     if run is not None and run.targets:
         return run.targets
     return (CAMPAIGN.experiments[wildcards.experiment].target_name,)
@@ -487,3 +501,36 @@ def experiment_preparation(wildcards):
             markers.append(prepare_plan.prepared_marker(recipe))
     # ancient: a dataset prepared again later must not make finished runs look outdated
     return [ancient(marker) for marker in markers]
+
+
+# --- latency-SLO search -----------------------------------------------------------------------
+
+
+def search_settings(wildcards):
+    settings = experiment_of(wildcards).search
+    if not settings:
+        raise WorkflowError(f"experiment {wildcards.experiment!r} is not a search")
+    return settings
+
+
+def search_spec_json(wildcards):
+    return plan.to_json(plan.search_spec(CAMPAIGN, wildcards.experiment))
+
+
+def search_probe_markers(wildcards):
+    return [
+        search.probe_marker(wildcards.experiment, probe)
+        for probe in search.probe_ids(search_settings(wildcards))
+    ]
+
+
+def earlier_probe_markers(wildcards):
+    """A probe decides from every probe before it, so it waits for all of them."""
+    markers = search_probe_markers(wildcards)
+    own = search.probe_marker(wildcards.experiment, wildcards.probe)
+    if own not in markers:
+        raise WorkflowError(
+            f"search {wildcards.experiment!r} has probes p01..p{len(markers):02d},"
+            f" not {wildcards.probe!r}"
+        )
+    return markers[: markers.index(own)]

@@ -22,6 +22,8 @@ rule gather_experiment:
         timeseries="results/{experiment}/timeseries.parquet",
     log:
         "results/{experiment}/logs/gather.log",
+    wildcard_constraints:
+        experiment=GRID_PATTERN,
     conda:
         "../envs/storbench.yaml"
     shell:

@@ -35,8 +35,45 @@ rule report_experiment:
             category="{experiment}",
             labels={"item": "latency percentiles"},
         ),
+        latency_cdf=report(
+            "reports/{experiment}/latency_cdf.png",
+            caption="../templates/report/captions/latency_cdf.rst",
+            category="{experiment}",
+            labels={"item": "latency CDF"},
+        ),
+        # Paper tables: the CSV in Snakemake's report, Markdown/LaTeX/HTML beside it. The
+        # preparation-state table (tables/prep_state.*) exists only when runs record a state.
+        bandwidth_table=report(
+            "reports/{experiment}/tables/bandwidth.csv",
+            caption="../templates/report/captions/bandwidth_table.rst",
+            category="{experiment}",
+            labels={"item": "bandwidth table"},
+        ),
+        bandwidth_formats=multiext(
+            "reports/{experiment}/tables/bandwidth", ".md", ".tex", ".html"
+        ),
+        latency_table=report(
+            "reports/{experiment}/tables/latency.csv",
+            caption="../templates/report/captions/latency_table.rst",
+            category="{experiment}",
+            labels={"item": "latency table"},
+        ),
+        latency_formats=multiext(
+            "reports/{experiment}/tables/latency", ".md", ".tex", ".html"
+        ),
+        per_host_table=report(
+            "reports/{experiment}/tables/per_host.csv",
+            caption="../templates/report/captions/per_host_table.rst",
+            category="{experiment}",
+            labels={"item": "per-node and system table"},
+        ),
+        per_host_formats=multiext(
+            "reports/{experiment}/tables/per_host", ".md", ".tex", ".html"
+        ),
     log:
         "results/{experiment}/logs/report.log",
+    wildcard_constraints:
+        experiment=GRID_PATTERN,
     conda:
         "../envs/storbench.yaml"
     params:

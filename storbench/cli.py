@@ -258,6 +258,90 @@ def _prepare(args) -> int:
     return 0
 
 
+def _search(args) -> int:
+    """One probe of a latency-SLO search, the search's result, or its report."""
+    if args.action == "report":
+        from storbench import search_report
+
+        written = search_report.build_search_report(
+            args.result, args.summary, args.out_dir, json.loads(args.meta or "{}")
+        )
+        print("\n".join(str(path) for path in written.values()))
+        return 0
+    from storbench import search
+
+    spec = json.loads(args.spec)
+    if args.action == "probe":
+        marker = search.run_probe(spec, args.probe, args.markers, args.output)
+        print(json.dumps({k: v for k, v in marker.items() if k != "measured"}, sort_keys=True))
+        return 0
+    result = search.gather(spec, args.markers, args.output, args.summary, args.timeseries)
+    print(json.dumps(result["answer"], sort_keys=True)[:2000])
+    return 0
+
+
+def _compare(args) -> int:
+    """A comparison report of B against A, or the check that fails on its regressions."""
+    if args.action == "check":
+        return _compare_check(args.regressions, args.output)
+    from storbench import compare
+
+    thresholds = _thresholds(args.threshold)
+    try:
+        summary = compare.build_comparison(
+            args.a,
+            args.b,
+            args.out_dir,
+            a_label=args.a_label or args.a,
+            b_label=args.b_label or args.b,
+            thresholds=thresholds,
+        )
+    except (FileNotFoundError, ValueError) as error:  # a missing source or a bad threshold
+        raise CompareInputError(str(error)) from None
+    print(
+        f"{args.out_dir}: {summary['cells']} matched cell(s), {summary['significant']} "
+        f"significant change(s), {summary['unmatched']} unmatched, "
+        f"{len(summary['regressions'])} regression(s)"
+    )
+    return 0
+
+
+def _thresholds(pairs: list[str]) -> dict[str, str]:
+    """['iops=-5%', 'p99_ns=+10%'] -> {'iops': '-5%', 'p99_ns': '+10%'}."""
+    thresholds = {}
+    for pair in pairs:
+        metric, sign, limit = pair.partition("=")
+        if not sign:
+            raise CompareInputError(f"--threshold {pair!r}: expected METRIC=CHANGE, e.g. iops=-5%")
+        thresholds[metric.strip()] = limit.strip()
+    return thresholds
+
+
+def _compare_check(regressions_path: str, output: str | None) -> int:
+    from storbench import atomic
+
+    verdict = json.loads(Path(regressions_path).read_text())
+    if verdict["regressions"]:
+        lines = "\n".join(f"  - {message}" for message in verdict["regressions"])
+        raise RegressionError(
+            f"{verdict['a']} vs {verdict['b']}: {len(verdict['regressions'])} regression(s) of "
+            f"{verdict['b']} against {verdict['a']} beyond the thresholds "
+            f"{json.dumps(verdict['thresholds'], sort_keys=True)}:\n{lines}"
+        )
+    if output:
+        atomic.write_json(output, {**verdict, "passed": True})
+    print(f"{verdict['a']} vs {verdict['b']}: no regression beyond the thresholds")
+    return 0
+
+
+class CompareInputError(ValueError):
+    pass
+
+
+class RegressionError(RuntimeError):
+    pass
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="storbench", description=__doc__)
     steps = parser.add_subparsers(dest="step", required=True)
@@ -362,6 +446,48 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--stages", nargs="*", default=[], help="finish/report: stage markers")
     prepare.set_defaults(handler=_prepare)
 
+    search = steps.add_parser(
+        "search", help="latency-SLO search: one probe, the gathered result, or the report"
+    )
+    search.add_argument("action", choices=("probe", "gather", "report"))
+    search.add_argument("--spec", help="probe/gather: the search spec (JSON)")
+    search.add_argument("--probe", help="probe: its id, p01, p02 ...")
+    search.add_argument("--output", help="probe: its marker; gather: search.json")
+    search.add_argument("--markers", nargs="*", default=[], help="earlier (or all) probe markers")
+    search.add_argument("--summary", help="gather: result Parquet to write; report: to read")
+    search.add_argument("--timeseries", help="gather: per-interval Parquet to write")
+    search.add_argument("--result", help="report: search.json")
+    search.add_argument("--meta", help="report: experiment description (JSON)")
+    search.add_argument("--out-dir", help="report: folder of the page")
+    search.set_defaults(handler=_search)
+
+    comparison = steps.add_parser(
+        "compare", help="compare two experiments' results, or check a comparison's regressions"
+    )
+    compare_steps = comparison.add_subparsers(dest="action", required=True)
+    compare_report = compare_steps.add_parser(
+        "report", help="write comparison.csv/.md, index.html, regressions.json, unmatched.csv"
+    )
+    compare_report.add_argument("a", help="side A (before): summary.parquet or its folder")
+    compare_report.add_argument("b", help="side B (after): summary.parquet or its folder")
+    compare_report.add_argument("--out-dir", required=True)
+    compare_report.add_argument("--a-label", help="name of side A in the report (default: a)")
+    compare_report.add_argument("--b-label", help="name of side B in the report (default: b)")
+    compare_report.add_argument(
+        "--threshold",
+        action="extend",
+        nargs="*",
+        default=[],
+        metavar="METRIC=CHANGE",
+        help="regression threshold: iops=-5%% bw_bytes_s=-5%% p99_ns=+10%% lat_mean_ns=+10%%",
+    )
+    compare_check = compare_steps.add_parser(
+        "check", help="exit 1 listing the regressions of a comparison's regressions.json"
+    )
+    compare_check.add_argument("regressions", help="the comparison's regressions.json")
+    compare_check.add_argument("--output", help="passed.json to write when there is none")
+    comparison.set_defaults(handler=_compare)
+
     imports = steps.add_parser(
         "import", help="turn a tool's outputs made outside storbench into result Parquet"
     )
@@ -382,6 +508,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.render import RenderError
     from storbench.runner import RunError
     from storbench.s3 import S3Error
+    from storbench.search import SearchError
     from storbench.secrets import SecretError
     from storbench.services import ServiceError
     from storbench.telemetry import TelemetryError
@@ -389,15 +516,18 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.units import UnitError
 
     return (
+        CompareInputError,
         ConfigError,
         HostError,
         ImportInputError,
         NetcheckError,
         PreflightError,
         PrepareError,
+        RegressionError,
         RenderError,
         RunError,
         S3Error,
+        SearchError,
         SecretError,
         ServiceError,
         TelemetryError,

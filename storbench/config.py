@@ -58,6 +58,7 @@ class Experiment:
     precondition: str | None = None  # a preconditioning recipe run on the target first
     flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush
     prep_state: str | None = None  # label of the preparation state, e.g. 'afa, after flush'
+    search: dict | None = None  # latency-SLO search settings (storbench.search.settings)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for index, name in enumerate(raw.get("run") or []):
         if name not in raw["experiments"]:
             problems.append(f"run[{index}]: unknown experiment {name!r}")
+    problems += _compare_problems(raw)
     if problems:
         raise ConfigError(problems, source)
     campaign = Campaign(
@@ -317,6 +319,11 @@ def _experiment(
     _check_execution(key, spec, problems)
     _check_host_split(key, spec, job, sweep, problems)
     _check_host_expressions(key, spec, job, sweep, problems)
+    search_settings = None
+    if "search" in spec:
+        from storbench import search
+
+        search_settings = search.settings(key, spec, problems)
     target = dict(raw["targets"].get(target_names[0]) or {})
     steps = None
     if "steps" in spec:
@@ -344,6 +351,7 @@ def _experiment(
         precondition=spec.get("precondition"),
         flush_phase=prepare_plan.flush_phase(spec, recipes.get(spec.get("precondition"))),
         prep_state=prepare_plan.state_label(spec, recipes.get(spec.get("precondition"))),
+        search=search_settings,
     )
 
 
@@ -485,6 +493,72 @@ def _check_network(network: dict, host_groups: dict, problems: list[str]) -> Non
         else:
             if seconds < 1 or seconds != int(seconds):
                 problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
+
+
+@dataclass(frozen=True)
+class CompareSide:
+    source: str  # as written in the config
+    experiment: str | None  # the experiment it names; None for a path
+    summary: str  # the summary.parquet to read
+
+
+@dataclass(frozen=True)
+class CompareEntry:
+    name: str  # folder under reports/compare/
+    a: CompareSide
+    b: CompareSide
+    thresholds: dict
+
+
+def comparisons(raw: dict) -> list[CompareEntry]:
+    """The config's compare entries; a side with a '/' is a path, otherwise an experiment."""
+    entries = []
+    for spec in raw.get("compare") or []:
+        a, b = compare_side(spec["a"]), compare_side(spec["b"])
+        name = spec.get("name") or f"{side_label(a)}_vs_{side_label(b)}"
+        entries.append(CompareEntry(name, a, b, dict(spec.get("thresholds") or {})))
+    return entries
+
+
+def compare_side(source: str) -> CompareSide:
+    if "/" not in source:
+        return CompareSide(source, source, f"results/{source}/summary.parquet")
+    path = Path(source)
+    summary = path if path.suffix == ".parquet" else path / "summary.parquet"
+    return CompareSide(source, None, str(summary))
+
+
+def side_label(side: CompareSide) -> str:
+    """The experiment's name, or the path as a folder-name-safe label."""
+    if side.experiment is not None:
+        return side.experiment
+    folder = Path(side.summary).parent
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", str(folder)).strip("-.") or "results"
+
+
+def _compare_problems(raw: dict) -> list[str]:
+    problems, seen = [], {}
+    entries = comparisons(raw)
+    for index, entry in enumerate(entries):
+        for key, side in (("a", entry.a), ("b", entry.b)):
+            if side.experiment is not None and side.experiment not in raw["experiments"]:
+                problems.append(
+                    f"compare[{index}].{key}: unknown experiment {side.experiment!r} "
+                    f"(defined: {', '.join(raw['experiments'])}; a results folder is a path "
+                    "with a '/', e.g. ./old-results/demo)"
+                )
+            elif side.experiment is None and not Path(side.summary).is_file():
+                problems.append(
+                    f"compare[{index}].{key}: no {side.summary!r}; expected a results folder "
+                    "holding summary.parquet, or the file itself"
+                )
+        if entry.name in seen:
+            problems.append(
+                f"compare[{index}].name: {entry.name!r} is also the name of "
+                f"compare[{seen[entry.name]}]; give one of them another name"
+            )
+        seen.setdefault(entry.name, index)
+    return problems
 
 
 def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) -> None:

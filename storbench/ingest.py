@@ -15,10 +15,21 @@ def parse_iteration(
     manifest_path: str, output_path: str, timeseries_path: str | None = None
 ) -> int:
     """Parse the raw files the manifest names into result rows (and per-interval rows)."""
+    rows, series = iteration_rows(manifest_path, with_timeseries=timeseries_path is not None)
+    if timeseries_path:
+        results.write_timeseries(series, timeseries_path)
+    results.write_rows(rows, output_path)
+    return len(rows)
+
+
+def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
+    """(result rows, per-interval rows or None) of one iteration; the standard library only."""
     manifest_file = Path(manifest_path)
     manifest = json.loads(manifest_file.read_text())
     raw_dir = manifest_file.parent / manifest["raw_dir"]
     hosts = manifest["hosts"]
+    tool = get_tool(manifest["tool"])
+    offered = tool.offered_iops(manifest["params"], len(hosts))
     base = {
         "experiment": manifest["experiment"],
         "run_id": manifest["run_id"],
@@ -36,17 +47,17 @@ def parse_iteration(
         "target": manifest["target"].get("name"),
         "start_skew_s": start_skew_s(hosts),
         "prep_state": manifest.get("prep_state"),
+        "loop": "closed" if offered is None else "open",
+        "offered_iops": offered,
     }
-    tool = get_tool(manifest["tool"])
     rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)
     if manifest["target"].get("members"):
         rows = with_target_set_rows(rows, manifest["target"])
-    if timeseries_path:
+    series = None
+    if with_timeseries:
         identity = {k: base[k] for k in ("experiment", "run_id", "iteration", "attempt", "tool")}
         series = tool.parse_timeseries(manifest, raw_dir, identity)
-        results.write_timeseries(series, timeseries_path)
-    results.write_rows(rows, output_path)
-    return len(rows)
+    return rows, series
 
 
 def start_skew_s(hosts: list[dict]) -> float | None:

@@ -125,7 +125,10 @@ def run_id(params: dict, point: dict) -> str:
 
 
 def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
+    """The planned runs; a search experiment has none: its probes are decided as it goes."""
     experiment = campaign.experiments[name]
+    if experiment.search:
+        return []
     hosts = [host["name"] for host in campaign.hosts_of(name)]
     steps = client_steps(experiment.steps, hosts)
     runs: list[Run] = []
@@ -302,6 +305,30 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> dict:
     }
     if experiment.execution == "service":
         spec["service"] = service_spec(campaign, experiment.tool)
+    preparation = preparation_spec(campaign, name)
+    if preparation:
+        spec["preparation"] = preparation
+    return spec
+
+
+def search_spec(campaign: Campaign, name: str) -> dict:
+    """What every probe job of a search experiment needs; the probe sets run id and options."""
+    experiment = campaign.experiments[name]
+    spec = {
+        "experiment": name,
+        "run_id": None,
+        "tool": experiment.tool,
+        "target": experiment_target(campaign, name),
+        "params": experiment.job,
+        "hosts": campaign.hosts_of(name),
+        "timeout_s": iteration_timeout(experiment.job, experiment.timeout),
+        "execution": "standalone",
+        "step": None,
+        "per_host_jobs": False,
+        "template": experiment.template,
+        "job_file": None,
+        "search": experiment.search,
+    }
     preparation = preparation_spec(campaign, name)
     if preparation:
         spec["preparation"] = preparation

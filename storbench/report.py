@@ -34,7 +34,16 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from storbench import atomic, datapath, results, scaling, stats  # noqa: E402
+from storbench import (  # noqa: E402
+    atomic,
+    datapath,
+    histogram,
+    report_tables,
+    results,
+    scaling,
+    stats,
+    tables,
+)
 from storbench.units import size_label  # noqa: E402
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates" / "report"
@@ -45,6 +54,7 @@ GIB = 1024**3
 NS_PER_US = 1000.0
 NO_VALUE = "–"  # shown where a value is missing (e.g. no histogram for a percentile)
 COV_MARK = "†"  # marks a cell whose bandwidth or IOPS CoV exceeds stats.COV_LIMIT
+OUTLIER_MARK = "‡"  # marks a value whose iterations include an outlier (stats.outlier_mask)
 
 FIGURE_WIDTH_IN = 7.0  # two-column paper width
 FIGURE_DPI = 150
@@ -68,7 +78,8 @@ HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")  # readable in greysc
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_ns", "p99.9", "^"))
 
-FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles")
+LATENCY_CDF_FIGURE = "latency_cdf"
+FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FIGURE)
 SCALING_FIGURE = "scaling"
 NETWORK_FIGURE = "network"
 NETWORK_TEMPLATE_NAME = "network.html.j2"
@@ -108,7 +119,7 @@ def build_report(
 
     figures = []
     for name in FIGURES:
-        png, svg, caption = make_figure(name, summary)
+        png, svg, caption = make_figure(name, summary, raw)
         written[f"{name}.png"] = _write(out_dir / f"{name}.png", png)
         written[f"{name}.svg"] = _write(out_dir / f"{name}.svg", svg)
         figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
@@ -120,6 +131,9 @@ def build_report(
         written[f"{SCALING_FIGURE}.svg"] = _write(out_dir / f"{SCALING_FIGURE}.svg", svg)
     for name, frame in scale["csv"].items():
         written[name] = _write(out_dir / name, frame_csv(frame).encode())
+
+    paper_tables = report_tables.report_tables(raw, summary)
+    written.update(report_tables.write_tables(paper_tables, out_dir))
 
     table = summary_table(summary)
     written["summary.csv"] = _write(out_dir / "summary.csv", summary_csv(summary).encode())
@@ -133,6 +147,7 @@ def build_report(
         raw=raw,
         scale_out=scale["sections"],
         hosts=hosts_appendix(telemetry),
+        paper_tables=paper_tables,
     )
     written["index.html"] = _write(out_dir / "index.html", html.encode())
     return written
@@ -179,6 +194,18 @@ def format_cov(cov) -> str:
         return NO_VALUE
     text = f"{100 * float(cov):.1f} %"
     return f"{text} {COV_MARK}" if cov > stats.COV_LIMIT else text
+
+
+def format_interval(low, high, decimals: int) -> str:
+    """'3,120.5 – 3,279.5'; '–' when the interval is undefined (fewer than two iterations)."""
+    if is_missing(low) or is_missing(high):
+        return NO_VALUE
+    return f"{format_number(low, decimals)} – {format_number(high, decimals)}"
+
+
+def _outlier_marked(text: str, outliers) -> str:
+    """The text with OUTLIER_MARK appended when the cell has at least one outlier iteration."""
+    return f"{text} {OUTLIER_MARK}" if not is_missing(outliers) and outliers > 0 else text
 
 
 def is_missing(value) -> bool:
@@ -235,8 +262,10 @@ def summary_table(summary: pd.DataFrame) -> dict:
         "op",
         "n",
         "BW MiB/s (mean ± sd)",
+        "BW MiB/s 95 % CI",
         "BW CoV",
         "IOPS (mean ± sd)",
+        "IOPS 95 % CI",
         "IOPS CoV",
         "Mean lat µs",
         "p99 µs",
@@ -272,9 +301,18 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
         *([str(row["job"])] if show_job else []),
         *_workload_cells(row),
         _int_label(row["n"]),
-        format_mean_sd(_scaled(row["bw_bytes_s_mean"], MIB), _scaled(row["bw_bytes_s_sd"], MIB), 1),
+        _outlier_marked(
+            format_mean_sd(
+                _scaled(row["bw_bytes_s_mean"], MIB), _scaled(row["bw_bytes_s_sd"], MIB), 1
+            ),
+            row["bw_bytes_s_outliers"],
+        ),
+        format_interval(
+            _scaled(row["bw_bytes_s_ci_low"], MIB), _scaled(row["bw_bytes_s_ci_high"], MIB), 1
+        ),
         format_cov(row["bw_bytes_s_cov"]),
-        format_mean_sd(row["iops_mean"], row["iops_sd"], 0),
+        _outlier_marked(format_mean_sd(row["iops_mean"], row["iops_sd"], 0), row["iops_outliers"]),
+        format_interval(row["iops_ci_low"], row["iops_ci_high"], 0),
         format_cov(row["iops_cov"]),
         format_number(_ns_to_us(row["lat_mean_ns"]), 1),
         format_number(_ns_to_us(row["p99_ns"]), 1),
@@ -319,15 +357,17 @@ def markdown_row(cells: Iterable[str]) -> str:
 
 
 COV_FOOTNOTE = (
-    f"Mean ± sample sd over n iterations; CoV = sd / mean; {COV_MARK} marks CoV > "
-    f"{100 * stats.COV_LIMIT:g} %. Latency percentiles from merged histograms; "
-    f"{NO_VALUE} = not available."
+    f"Mean ± sample sd over n iterations; 95 % CI: Student t confidence interval of the mean "
+    f"(mean ± t(0.975, n − 1) · sd / √n); CoV = sd / mean; {COV_MARK} marks CoV > "
+    f"{100 * stats.COV_LIMIT:g} %; {OUTLIER_MARK} marks a mean whose iterations include an "
+    f"outlier (more than {stats.OUTLIER_MADS:g} MAD from the median; kept, not dropped). "
+    f"Latency percentiles from merged histograms; {NO_VALUE} = not available."
 )
 
 
 def per_run_table(raw: pd.DataFrame) -> dict:
     """Raw value of every iteration: run_id, iteration, host, op, bandwidth, IOPS, p99."""
-    frame = stats.latest_attempts(raw)
+    frame = _with_outlier_flags(stats.latest_attempts(raw), raw)
     # The aggregate row ('all') goes after the hosts it aggregates.
     frame = frame.assign(_aggregate=frame["host"] == results.ALL_HOSTS)
     frame = frame.sort_values(
@@ -351,8 +391,8 @@ def per_run_table(raw: pd.DataFrame) -> dict:
             _int_label(row["iteration"]),
             str(row["host"]),
             str(row["op"]),
-            format_number(_scaled(row["bw_bytes_s"], MIB), 1),
-            format_number(row["iops"], 0),
+            _outlier_marked(format_number(_scaled(row["bw_bytes_s"], MIB), 1), row["bw_outlier"]),
+            _outlier_marked(format_number(row["iops"], 0), row["iops_outlier"]),
             format_number(_ns_to_us(row["p99_ns"]), 1),
         ]
         for _, row in frame.iterrows()
@@ -360,15 +400,41 @@ def per_run_table(raw: pd.DataFrame) -> dict:
     return {"header": header, "rows": rows}
 
 
+PER_RUN_NOTE = (
+    f"{OUTLIER_MARK} marks an iteration whose aggregate bandwidth or IOPS is more than "
+    f"{stats.OUTLIER_MADS:g} MAD from the median of its run's iterations; it is kept in every "
+    "statistic."
+)
+
+
+def _with_outlier_flags(frame: pd.DataFrame, raw: pd.DataFrame) -> pd.DataFrame:
+    """bw_outlier / iops_outlier per row: stats.iteration_outliers for host 'all', else False."""
+    flags = stats.iteration_outliers(raw).assign(host=results.ALL_HOSTS)
+    if flags.empty:
+        return frame.assign(bw_outlier=False, iops_outlier=False)
+    keys = [*stats.CELL_KEYS, "iteration", "host"]
+    flags = flags.astype({"iteration": frame["iteration"].dtype})
+    merged = frame.merge(flags, on=keys, how="left", validate="many_to_one")
+    return merged.assign(
+        bw_outlier=merged["bw_outlier"].fillna(False).astype(bool),
+        iops_outlier=merged["iops_outlier"].fillna(False).astype(bool),
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # Figures
 
 
-def make_figure(name: str, summary: pd.DataFrame) -> tuple[bytes, bytes, str]:
-    """(PNG bytes, SVG bytes, caption) of one of FIGURES."""
+def make_figure(
+    name: str, summary: pd.DataFrame, raw: pd.DataFrame | None = None
+) -> tuple[bytes, bytes, str]:
+    """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw``."""
     # Styles are read while artists are created and saved, so both happen under RC.
     with matplotlib.rc_context(RC):
-        fig, caption = FIGURE_BUILDERS[name](summary)
+        if name == LATENCY_CDF_FIGURE:
+            fig, caption = latency_cdf_figure(summary, raw)
+        else:
+            fig, caption = FIGURE_BUILDERS[name](summary)
         try:
             png, svg = render_figure(fig)
         finally:
@@ -645,6 +711,74 @@ def _latency_missing(ax, present: list[bool]) -> None:
 def _basis_text(summary: pd.DataFrame) -> str:
     bases = sorted({str(b) for b in summary["lat_basis"].dropna()})
     return "latency basis: " + ", ".join(bases) if bases else "latency basis unknown"
+
+
+def cell_histograms(
+    raw: pd.DataFrame | None, summary: pd.DataFrame
+) -> list[tuple[pd.Series, list[int], list[int]]]:
+    """(first row, bin values ns, counts) per cell of host 'all', bins merged over iterations.
+
+    Cells in the order of ``summary``; a cell where any iteration lacks bins is left out.
+    """
+    if raw is None or raw.empty:
+        return []
+    keys = list(stats.CELL_KEYS)
+    order = {tuple(row): i for i, row in enumerate(summary[keys].itertuples(index=False))}
+    groups = sorted(
+        stats.cells(raw), key=lambda rows: order.get(tuple(rows.iloc[0][keys]), len(order))
+    )
+    merged = []
+    for rows in groups:
+        bins = list(zip(rows["hist_ns"], rows["hist_count"], strict=True))
+        if any(values is None or counts is None or len(values) == 0 for values, counts in bins):
+            continue
+        values, counts = histogram.merge(bins)
+        if sum(counts) > 0:
+            merged.append((rows.iloc[0], values, counts))
+    return merged
+
+
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None):
+    """Cumulative share of I/Os against latency (µs, log x), one step line per cell."""
+    cells = cell_histograms(raw, summary)
+    if not cells:
+        return _empty_figure("no latency histograms"), "Latency CDF: no histograms."
+    labels = _cdf_labels([row for row, _, _ in cells])
+    legend_rows = math.ceil(len(cells) / 4)
+    fig, (ax,) = new_figure(height_in=3.2 + 0.16 * legend_rows)
+    for index, ((_, values, counts), label) in enumerate(zip(cells, labels, strict=True)):
+        total = float(sum(counts))
+        shares = np.cumsum(np.asarray(counts, dtype=float)) / total
+        ax.step(
+            np.asarray(values, dtype=float) / NS_PER_US,
+            shares,
+            where="post",
+            label=label,
+            color=COLORS[index % len(COLORS)],
+            linestyle=LINESTYLES[(index // len(COLORS)) % len(LINESTYLES)],
+            linewidth=1,
+        )
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("latency (µs, log scale)")
+    ax.set_ylabel("share of I/Os ≤ latency")
+    figure_legend(fig, [ax])
+    caption = (
+        f"Latency CDF per run and operation ({_basis_text(summary)}): the share of I/Os "
+        "completing within each latency, from the histograms of all iterations merged by "
+        "summing bin counts (aggregate over all hosts); log x axis in µs. Runs where some "
+        "iteration had no histogram are left out."
+    )
+    return fig, caption
+
+
+def _cdf_labels(rows: list) -> list[str]:
+    """Run id, plus the op when a run has several ops, plus the job when it has several."""
+    frame = pd.DataFrame.from_records([{key: row[key] for key in stats.CELL_KEYS} for row in rows])
+    return list(_latency_labels(frame))
 
 
 FIGURE_BUILDERS = {
@@ -1272,6 +1406,10 @@ STATISTICS_TEXT = (
     "Each cell is one run (sweep point) and op, summarised over its iterations from the "
     "aggregate over all hosts: mean ± sample standard deviation (n − 1), coefficient of "
     f"variation CoV = sd / mean, {COV_MARK} marks CoV > {100 * stats.COV_LIMIT:g} %. "
+    "The 95 % confidence interval of the mean is Student t: mean ± t(0.975, n − 1) · sd / √n "
+    "(none for a single iteration). An iteration is an outlier when its bandwidth or IOPS is "
+    f"more than {stats.OUTLIER_MADS:g} raw median absolute deviations (MAD) from the median of "
+    f"the cell's iterations; outliers are marked ({OUTLIER_MARK}) and never dropped. "
     "Mean latency is weighted by the I/O count of each iteration. Bandwidth in MiB/s "
     "(1 MiB = 2^20 bytes)."
 )
@@ -1350,6 +1488,24 @@ def _basis_meaning(summary: pd.DataFrame) -> str | None:
     return "; ".join(BASIS_MEANING.get(b, b) for b in bases) or None
 
 
+def _paper_table_context(paper_tables: dict) -> list[dict]:
+    """The exported tables for the template: id, files, header, alignment, rows and notes."""
+    return [
+        {
+            "id": f"table-{stem.replace('_', '-')}",
+            "files": ", ".join(
+                f"{report_tables.TABLE_DIR}/{stem}.{suffix}" for suffix in tables.SUFFIXES
+            ),
+            "caption": table.caption,
+            "header": [str(column) for column in table.columns],
+            "align": [{"l": "left", "c": "center", "r": "right"}[a] for a in table.alignment],
+            "rows": [[cell or NO_VALUE for cell in row] for row in table.text_rows()],
+            "notes": list(table.notes),
+        }
+        for stem, table in paper_tables.items()
+    ]
+
+
 def template_environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
@@ -1371,6 +1527,7 @@ def render_html(
     raw: pd.DataFrame,
     scale_out: list[dict] | None = None,
     hosts: dict | None = None,
+    paper_tables: dict | None = None,
 ) -> str:
     job_files = meta.get("job_files") or {}
     context = {
@@ -1382,6 +1539,8 @@ def render_html(
         "scale_out": scale_out or [],
         "methodology": methodology(meta, summary, raw),
         "per_run": per_run_table(raw),
+        "per_run_note": PER_RUN_NOTE,
+        "paper_tables": _paper_table_context(paper_tables or {}),
         "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
         "config_yaml": meta.get("config_yaml") or "",
         "hosts": hosts,

@@ -21,7 +21,7 @@ from storbench.schema_names import (  # noqa: F401  re-exported
     percentile_column,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _IDENTITY = [
     ("experiment", pa.string()),
@@ -40,6 +40,8 @@ _PLACEMENT = [
     ("target", pa.string()),  # storage target name
     ("start_skew_s", pa.float64()),  # latest minus earliest host start time of the iteration
     ("prep_state", pa.string()),  # preparation the target was in: 'afa, after flush'; v3
+    ("loop", pa.string()),  # 'closed' (fixed queue depth) or 'open' (offered rate); v4
+    ("offered_iops", pa.float64()),  # open loop: aggregate rate offered over hosts and jobs; v4
 ]
 _PARAMETERS = [
     ("rw", pa.string()),

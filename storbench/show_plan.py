@@ -96,9 +96,29 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
             address = HostSpec.from_dict(_host_fields(host)).address
             argv = tool.service_start_command(address, service["port"])
             lines.append(f"     {host['name']}: {shlex.join(argv)}")
+    if experiment.search:
+        lines += _describe_search(experiment)
     for run in runs:
         lines += _describe_run(campaign, name, run, tool)
     return lines
+
+
+def _describe_search(experiment) -> list[str]:
+    """A search's runs are decided as it goes: show its bounds instead of a run list."""
+    from storbench import search, slo_search
+
+    settings = experiment.search
+    objective = settings["objective"]
+    ladder = ", ".join(map(str, slo_search.qd_ladder(settings["max_iodepth"])))
+    return [
+        f"   latency-SLO search: highest IOPS with {objective['latency']} <= "
+        f"{search.limit_label(objective['limit_ns'])}, tolerance {objective['tolerance']:.0%}",
+        f"   closed loop: iodepth {ladder}; open loop: at most {settings['max_probes']} rates "
+        f"(rate_iops, rate_process={settings['arrivals']}); {settings['iterations']} "
+        "confirmation run(s)",
+        f"   at most {settings['probes']} probe jobs (p01..p{settings['probes']:02d}), each "
+        f"with the job options {experiment.job}",
+    ]
 
 
 def _describe_run(campaign: Campaign, name: str, run: plan.Run, tool) -> list[str]:

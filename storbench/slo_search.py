@@ -41,11 +41,12 @@ The search (:func:`next_probe`, with :func:`result` reporting where it stands):
    open-loop failure at that rate: ``hi`` drops to it and the search goes on below it.
 
 Never met: when there is no lower bound at all (no closed-loop depth met the limit, or every
-open-loop rate down to the hint failed), the next probe is the floor, ``FLOOR`` (1 %) of the
-closed-loop peak. If the floor fails, or no open probe is left, the search is done with
-status ``not met``. Every path is bounded: at most ``len(qd_ladder(max_qd)) + max_probes``
-closed and open probes, each confirmation round is at a distinct, lower rate, and as a last
-guard ``(max_probes + 2) * iterations`` confirmation runs end the search as ``not met``.
+open-loop rate down to the hint failed), the next probe is half the lowest failed rate, down
+to the floor, ``FLOOR`` (1 %) of the closed-loop peak. If the floor fails, or no open probe
+is left, the search is done with status ``not met``. Every path is bounded: at most
+``len(qd_ladder(max_qd)) + max_probes`` closed and open probes, each confirmation round is
+at a distinct, lower rate, and as a last guard ``(max_probes + 2) * iterations``
+confirmation runs end the search as ``not met``.
 
 For an open or confirm decision, the caller sets fio's ``rate_iops`` to
 ``split_rate(offered_iops, hosts, numjobs)`` (rounded), ``rate_process=poisson`` and
@@ -84,6 +85,7 @@ FOUND, NOT_MET, RUNNING = "found", "not met", "running"
 KNEE_GAIN = 0.10  # a ladder step gaining less IOPS than this is past the knee
 CEILING = 1.05  # first upper bound, as a multiple of the closed-loop peak
 FLOOR = 0.01  # lowest open-loop rate tried, as a fraction of the closed-loop peak
+POISSON_SIGMAS = 2.0  # allowance for the randomness of Poisson arrivals, in standard deviations
 _SAME_RATE = 0.1  # rates closer than this fraction of the tolerance are one rate
 
 
@@ -142,6 +144,7 @@ class Probe:
     offered_iops: float | None
     achieved_iops: float
     latency_ns: Mapping[str, float]
+    duration_s: float | None = None  # measured time; gives open-loop probes a Poisson allowance
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
@@ -168,6 +171,7 @@ class Probe:
             offered_iops=data.get("offered_iops"),
             achieved_iops=float(data["achieved_iops"]),
             latency_ns={key: float(value) for key, value in data["latency_ns"].items()},
+            duration_s=data.get("duration_s"),
         )
 
     def to_dict(self) -> dict:
@@ -211,12 +215,21 @@ def latency_of(probe: Probe, objective: Objective) -> float:
 
 
 def meets(probe: Probe, objective: Objective) -> bool:
-    """Latency within the limit and, in open loop, achieved >= min_achieved x offered."""
+    """Latency within the limit and, in open loop, achieved >= min_achieved x offered.
+
+    With ``duration_s`` the achieved rate may also fall short by the Poisson noise of the
+    arrivals themselves, ``POISSON_SIGMAS`` x sqrt(offered x duration) I/Os: at 10,000
+    arrivals one standard deviation is already 1 %, so a target with room to spare would
+    otherwise fail the 99 % test by chance.
+    """
     if latency_of(probe, objective) > objective.limit_ns:
         return False
     if probe.phase == CLOSED:
         return True
-    return probe.achieved_iops >= objective.min_achieved * probe.offered_iops
+    required = objective.min_achieved * probe.offered_iops
+    if probe.duration_s:
+        required -= POISSON_SIGMAS * math.sqrt(probe.offered_iops / probe.duration_s)
+    return probe.achieved_iops >= required
 
 
 def knee(closed: Sequence[Probe], objective: Objective) -> dict:
@@ -261,13 +274,16 @@ def next_probe(
     max_qd: int,
     max_probes: int = 12,
     iterations: int = 3,
+    rate_step: float = 0.0,
 ) -> Decision:
     """The next run of the search, from the finished probes alone (see the module docstring).
 
     ``max_probes`` bounds the open-loop bisection probes; ``iterations`` is the number of
-    confirmation runs at the answer.
+    confirmation runs at the answer. ``rate_step`` (hosts x numjobs for fio, whose
+    ``rate_iops`` is a whole number per job) makes every offered rate a multiple of it, so
+    the rate recorded for a probe is the rate decided.
     """
-    return _search(history, objective, max_qd, max_probes, iterations).decision
+    return _search(history, objective, max_qd, max_probes, iterations, rate_step).decision
 
 
 def result(
@@ -277,9 +293,10 @@ def result(
     max_qd: int,
     max_probes: int = 12,
     iterations: int = 3,
+    rate_step: float = 0.0,
 ) -> dict:
     """Where the search stands; same settings as :func:`next_probe`."""
-    state = _search(history, objective, max_qd, max_probes, iterations)
+    state = _search(history, objective, max_qd, max_probes, iterations, rate_step)
     if state.decision.action != DONE:
         status = RUNNING
     elif state.lo > 0 and state.confirmed >= iterations:
@@ -342,9 +359,16 @@ class _State:
 
 
 def _search(
-    history: Sequence[Probe], objective: Objective, max_qd: int, max_probes: int, iterations: int
+    history: Sequence[Probe],
+    objective: Objective,
+    max_qd: int,
+    max_probes: int,
+    iterations: int,
+    rate_step: float = 0.0,
 ) -> _State:
     ladder = qd_ladder(max_qd)
+    if not _finite_number(rate_step) or rate_step < 0:
+        raise ValueError(f"rate_step: must be >= 0, not {rate_step!r}")
     for name, value in (("max_probes", max_probes), ("iterations", iterations)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}: must be an integer >= 1, not {value!r}")
@@ -365,24 +389,32 @@ def _search(
     hi_tested = bool(failed) and min(failed) <= CEILING * peak
     below_hi = hi * (1 - same)
     met = [p.offered_iops for p in loop_probes if meets(p, objective) and p.offered_iops < below_hi]
-    hint = closed["best_within_limit_iops"]
+    hint = _step_down(closed["best_within_limit_iops"], rate_step)
     lo = max(met) if met else (hint if hint < below_hi else 0.0)
     state = {"lo": lo, "hi": hi, "hi_tested": hi_tested}
 
     if lo <= 0:
-        floor = FLOOR * peak
+        floor = _step_up(FLOOR * peak, rate_step)
         if hi <= floor * (1 + same):
             reason = f"not met: the floor rate {floor:.6g} IOPS ({FLOOR:.0%} of peak) failed"
             return _State(Decision(DONE, None, None, reason), **state)
         if open_used >= max_probes:
             reason = f"not met: {max_probes} open-loop probes used and none met the objective"
             return _State(Decision(DONE, None, None, reason), **state)
-        reason = f"no rate meets the objective yet: try the floor, {FLOOR:.0%} of peak"
-        return _State(Decision(OPEN, None, floor, reason), **state)
+        # halve below the lowest failure: a hint that fails by a little costs one probe, and a
+        # target that never meets reaches the floor in log2(1 / FLOOR) probes
+        rate = max(floor, _step_down(hi / 2, rate_step))
+        if rate <= floor * (1 + same):
+            reason = f"no rate meets the objective yet: try the floor, {FLOOR:.0%} of peak"
+            return _State(Decision(OPEN, None, floor, reason), **state)
+        reason = f"no rate meets the objective yet: try half of {hi:.6g} IOPS"
+        return _State(Decision(OPEN, None, rate, reason), **state)
 
-    if hi - lo > objective.tolerance * hi and open_used < max_probes:
+    middle = _step_nearest((lo + hi) / 2, rate_step)
+    splittable = lo < middle < hi  # rates one step apart cannot be split further
+    if hi - lo > objective.tolerance * hi and splittable and open_used < max_probes:
         reason = f"bisection between {lo:.6g} (met) and {hi:.6g} IOPS"
-        return _State(Decision(OPEN, None, (lo + hi) / 2, reason), **state)
+        return _State(Decision(OPEN, None, middle, reason), **state)
 
     confirmed = sum(
         probe.phase == CONFIRM and math.isclose(probe.offered_iops, lo, rel_tol=same)
@@ -399,6 +431,18 @@ def _search(
     closed_by = "bracket within tolerance" if hi - lo <= objective.tolerance * hi else "budget"
     reason = f"found {lo:.6g} IOPS ({closed_by}; {iterations} confirmations met)"
     return _State(Decision(DONE, None, None, reason), **state)
+
+
+def _step_down(rate: float, step: float) -> float:
+    return math.floor(rate / step) * step if step else rate
+
+
+def _step_up(rate: float, step: float) -> float:
+    return max(step, math.ceil(rate / step) * step) if step else rate
+
+
+def _step_nearest(rate: float, step: float) -> float:
+    return round(rate / step) * step if step else rate
 
 
 def _closed_by_depth(probes: Sequence[Probe]) -> dict[int, Probe]:

@@ -27,7 +27,8 @@ def test_config_validates_and_plans(config):
         text=True,
     )
     assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
-    assert planned_jobs(dry)["report_experiment"] >= 1
+    jobs = planned_jobs(dry)
+    assert jobs.get("report_experiment", 0) + jobs.get("search_report", 0) >= 1
     if config.parent.name == "examples":
         assert documented_dry_run(config) == planned_jobs(dry)
 

@@ -16,6 +16,12 @@ DEPTHS = (1, 8)
 ITERATIONS = (1, 2, 3)
 HOSTS = ("hostA", "hostB")
 FIGURE_FILES = [f"{name}.{ext}" for name in report.FIGURES for ext in ("png", "svg")]
+# Paper tables every report exports (the preparation-state table only when rows record a state).
+TABLE_FILES = [
+    f"tables/{stem}.{suffix}"
+    for stem in ("bandwidth", "latency", "per_host")
+    for suffix in ("csv", "md", "tex", "html")
+]
 META = {
     "experiment": "exp",
     "tool": "fio",
@@ -93,7 +99,7 @@ def built(raw_path, tmp_path_factory):
 
 def test_all_files_are_written(built):
     out_dir, written = built
-    expected = {"index.html", "summary.csv", "summary.md", *FIGURE_FILES}
+    expected = {"index.html", "summary.csv", "summary.md", *FIGURE_FILES, *TABLE_FILES}
     assert set(written) == expected
     for name, path in written.items():
         assert path == out_dir / name
@@ -162,7 +168,7 @@ def test_markdown_table_matches_html_rows(built):
 def test_builds_are_byte_identical(raw_path, tmp_path):
     first = report.build_report(raw_path, tmp_path / "a", title="t", meta=META)
     second = report.build_report(raw_path, tmp_path / "b", title="t", meta=META)
-    for name in [*FIGURE_FILES, "index.html", "summary.csv", "summary.md"]:
+    for name in [*FIGURE_FILES, *TABLE_FILES, "index.html", "summary.csv", "summary.md"]:
         assert first[name].read_bytes() == second[name].read_bytes(), name
     svg = first["bandwidth.svg"].read_text()
     assert "<dc:date>" not in svg
@@ -223,7 +229,7 @@ def test_figure_png_is_a_png():
 
 def test_empty_results_still_give_a_report(tmp_path):
     written = report.build_report(results.SCHEMA.empty_table(), tmp_path, title="empty", meta={})
-    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES}
+    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES, *TABLE_FILES}
     assert "<h1>empty</h1>" in written["index.html"].read_text()
 
 
@@ -305,7 +311,14 @@ def scale_part(html: str, part_id: str) -> str:
 
 def test_stepped_report_shows_scaling_table_with_efficiency(stepped):
     _, _, out_dir, written = stepped
-    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES, *SCALE_FILES}
+    assert set(written) == {
+        "index.html",
+        "summary.csv",
+        "summary.md",
+        *FIGURE_FILES,
+        *TABLE_FILES,
+        *SCALE_FILES,
+    }
     html = written["index.html"].read_text()
     assert '<section id="scale-out">' in html
     scaling_html = scale_part(html, "scaling")
@@ -472,10 +485,10 @@ def test_several_targets_get_a_target_column_and_a_target_table(tmp_path):
 def test_single_host_experiment_has_no_scale_out_section(tmp_path):
     rows = [result_row("randread", 4096, 1, it, "all", 100.0) for it in (1, 2)]
     written = report.build_report(results.table_from_rows(rows), tmp_path, title="t", meta={})
-    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES}
+    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES, *TABLE_FILES}
     html = written["index.html"].read_text()
     assert 'id="scale-out"' not in html and "Appendix C" not in html
-    assert "<h2>3. Methodology</h2>" in html and "Table 2. Raw value" in html
+    assert "<h2>4. Methodology</h2>" in html and "Table 5. Raw value" in html  # 3 paper tables
 
 
 # ---------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ def test_run_step_for_a_local_host_imports_nothing_heavy():
         "from storbench.tools import known_tools\n"
         "adapters = [get_tool(name) for name in known_tools()]\n"
         "cli.build_parser()\n"
+        "from storbench import search, slo_search\n"
+        "search.probe_budget(64, 12, 3)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

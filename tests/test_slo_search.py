@@ -222,17 +222,22 @@ def test_achieved_below_99_percent_of_offered_fails_even_with_a_good_latency():
 def test_a_target_slower_than_the_limit_is_not_met_after_the_ladder_and_the_floor():
     target = mm1(base_ns=3 * MS)  # closed: iops = 1e5 * qd / (qd + 300), latency >= 3.01 ms
     history, decisions = simulate(target, LIMIT_2MS, max_qd=64)
-    # Every depth fails but IOPS keeps growing (qd 32 -> 64: +80 %), so the ladder runs out;
-    # the floor is 1 % of the qd 64 peak 6400000 / 364 = 17582.42, i.e. 175.82: 3.005 ms, fails.
-    assert [probe.phase for probe in history] == ["closed"] * 7 + ["open"]
-    assert history[-1].offered_iops == pytest.approx(175.82, abs=0.01)
+    # Every depth fails but IOPS keeps growing (qd 32 -> 64: +80 %), so the ladder runs out.
+    # Peak 6400000 / 364 = 17582.42, hi0 = 1.05 x peak = 18461.54; no rate met, so each probe
+    # halves the lowest failure (9230.77 ... 288.46) until half would be below the floor, 1 %
+    # of the peak = 175.82 (3.005 ms), which fails too.
+    peak = 6_400_000 / 364
+    halves = [1.05 * peak / 2**k for k in range(1, 7)]
+    assert [probe.phase for probe in history] == ["closed"] * 7 + ["open"] * 7
+    opens = [probe.offered_iops for probe in history[7:]]
+    assert opens == pytest.approx([*halves, peak / 100])
     assert decisions[-1].action == "done"
     assert "floor" in decisions[-1].reason
     summary = result(history, LIMIT_2MS, max_qd=64)
     assert summary["status"] == "not met"
     assert summary["rate_iops"] is None
     assert summary["bracket"] == [0.0, pytest.approx(175.82, abs=0.01)]
-    assert summary["probes"] == 8
+    assert summary["probes"] == 14
 
 
 def test_closed_loop_meets_but_open_loop_never_does_ends_not_met():
@@ -240,18 +245,21 @@ def test_closed_loop_meets_but_open_loop_never_does_ends_not_met():
     target = Target(lambda qd: (10_000.0 * qd, 100 * US), lambda rate: (rate, 5 * MS))
     history, decisions = simulate(target, LIMIT_2MS, max_qd=8)
     # hint 80000, hi 84000: 82000 and 81000 fail, the bracket [80000, 81000] closes, the
-    # confirmation at the hint fails, so hi = 80000 and only the floor (800) is left; it fails.
+    # confirmation at the hint fails, so hi = 80000 and halving goes down to 1250; half of that
+    # is below the floor (800), which is tried last and fails.
+    halves = [("open", 80_000.0 / 2**k) for k in range(1, 7)]
     assert [(p.phase, p.offered_iops) for p in history if p.phase != "closed"] == [
         ("open", 82_000.0),
         ("open", 81_000.0),
         ("confirm", 80_000.0),
+        *halves,
         ("open", 800.0),
     ]
     assert decisions[-1].action == "done"
     summary = result(history, LIMIT_2MS, max_qd=8)
     assert (summary["status"], summary["open_probes"], summary["confirm_probes"]) == (
         "not met",
-        3,
+        9,
         1,
     )
 

@@ -187,3 +187,185 @@ def test_rows_without_placement_columns_still_summarize():
     summary = stats.summarize(frame)
     assert summary["n"].tolist() == [2]
     assert summary[["target", "step", "hosts_in_run"]].isna().all().all()
+
+
+# --- Confidence interval of the mean (Student t) ----------------------------------------
+
+# Two-sided 95 % (p = 0.975) and other quantiles from a printed t table (3 decimals).
+PUBLISHED_T = [
+    (0.975, 1, 12.706),
+    (0.975, 2, 4.303),
+    (0.975, 3, 3.182),
+    (0.975, 4, 2.776),
+    (0.975, 5, 2.571),
+    (0.975, 9, 2.262),
+    (0.975, 10, 2.228),
+    (0.975, 29, 2.045),
+    (0.975, 30, 2.042),
+    (0.975, 120, 1.980),
+    (0.975, 1_000_000, 1.960),
+    (0.975, math.inf, 1.960),
+    (0.95, 1, 6.314),
+    (0.95, 10, 1.812),
+    (0.995, 4, 4.604),
+    (0.9995, 9, 4.781),
+]
+
+
+@pytest.mark.parametrize(("p", "df", "published"), PUBLISHED_T)
+def test_t_quantile_matches_published_table(p, df, published):
+    assert round(stats.t_quantile(p, df), 3) == published
+    assert stats.t_quantile(1 - p, df) == -stats.t_quantile(p, df)
+
+
+@pytest.mark.parametrize("p", [1e-9, 0.01, 0.3, 0.5000001, 0.6, 0.9, 0.975, 0.999999])
+def test_t_quantile_equals_closed_forms_for_df_1_and_2(p):
+    tail = min(p, 1 - p)
+    sign = math.copysign(1, p - 0.5)
+    # df = 1 (Cauchy): t = tan(π(p - 1/2)), written as cot(π·tail) to stay well conditioned.
+    assert stats.t_quantile(p, 1) == pytest.approx(sign / math.tan(math.pi * tail), rel=1e-9)
+    two = (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    assert stats.t_quantile(p, 2) == pytest.approx(two, rel=1e-11)
+
+
+@pytest.mark.parametrize("p", [1e-9, 0.01, 0.3, 0.6, 0.9, 0.975, 0.999999])
+def test_t_quantile_equals_closed_form_for_df_4(p):
+    # t = sign · 2 √(cos(θ/3)/√α - 1), α = 4p(1-p), θ = arccos √α (cancels near p = 1/2).
+    alpha = 4 * p * (1 - p)
+    theta = math.acos(math.sqrt(alpha))
+    four = math.copysign(2 * math.sqrt(math.cos(theta / 3) / math.sqrt(alpha) - 1), p - 0.5)
+    assert stats.t_quantile(p, 4) == pytest.approx(four, rel=1e-9)
+
+
+def test_t_quantile_centre_and_large_df():
+    assert stats.t_quantile(0.5, 7) == 0.0
+    z = statistics.NormalDist().inv_cdf(0.975)
+    assert stats.t_quantile(0.975, math.inf) == z
+    # Both sides of the switch to the 1/df series agree with its first term.
+    for df in (99_999, 100_001):
+        assert stats.t_quantile(0.975, df) == pytest.approx(z + (z**3 + z) / (4 * df), abs=1e-9)
+
+
+@pytest.mark.parametrize(("p", "df", "name"), [(0, 3, "p"), (1, 3, "p"), (0.9, 0, "df")])
+def test_t_quantile_rejects_bad_arguments(p, df, name):
+    with pytest.raises(ValueError, match=f"{name} must be"):
+        stats.t_quantile(p, df)
+
+
+def test_confidence_interval_of_three_iterations():
+    rows = [row(iteration=i, bw_mib=bw) for i, bw in enumerate([120, 100, 110], start=1)]
+    got = summary_of(rows).iloc[0]
+    # mean 110, sd 10, t(0.975, 2) = 4.3027: 110 ± 4.3027 · 10 / √3 = 110 ± 24.84 MiB/s.
+    half_width = 4.302652729749464 * 10 / math.sqrt(3)
+    assert round(half_width, 2) == 24.84
+    assert got["bw_bytes_s_ci_low"] == pytest.approx((110 - half_width) * MIB, rel=1e-12)
+    assert got["bw_bytes_s_ci_high"] == pytest.approx((110 + half_width) * MIB, rel=1e-12)
+    assert got["iops_ci_low"] == pytest.approx((110 - half_width) * 256, rel=1e-12)
+    assert got["iops_ci_high"] == pytest.approx((110 + half_width) * 256, rel=1e-12)
+
+
+def test_confidence_interval_of_two_iterations_and_nan_for_one():
+    rows = [row(run_id="two", iteration=i, bw_mib=bw) for i, bw in enumerate([100, 102])]
+    rows.append(row(run_id="one", bw_mib=100))
+    summary = summary_of(rows)
+    two = cell(summary, "two")
+    # mean 101, sd √2, n 2: 101 ± 12.7062 · √2 / √2 = [88.2938, 113.7062].
+    assert two["bw_bytes_s_ci_low"] / MIB == pytest.approx(88.2938, abs=1e-4)
+    assert two["bw_bytes_s_ci_high"] / MIB == pytest.approx(113.7062, abs=1e-4)
+    one = cell(summary, "one")
+    assert math.isnan(one["bw_bytes_s_ci_low"]) and math.isnan(one["bw_bytes_s_ci_high"])
+
+
+def test_spread_of_identical_values_has_zero_width_interval():
+    got = stats.spread(pd.Series([5.0, 5.0, 5.0, None]))
+    assert (got["mean"], got["sd"], got["ci_low"], got["ci_high"]) == (5.0, 0.0, 5.0, 5.0)
+
+
+# --- Outliers: more than 3 raw MADs from the median, marked, never dropped --------------
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        # median 100, |x - 100| = 0 1 1 0 30, MAD 1: only 130 is beyond 3.
+        ([100, 101, 99, 100, 130], [False, False, False, False, True]),
+        # 103 is exactly 3 MADs away: "more than" excludes it.
+        ([100, 101, 99, 100, 103], [False] * 5),
+        ([100, 101, 99, 100, 96.9], [False, False, False, False, True]),
+        # MAD 0 (most values equal the median): every value that differs is an outlier.
+        ([100, 100, 100, 101], [False, False, False, True]),
+        ([7, 7, 7], [False, False, False]),
+        # NaN is ignored: median of 100 101 99 150 is 100.5, MAD 1.0, so 150 is out.
+        ([100, math.nan, 101, 99, 150], [False, False, False, False, True]),
+        ([1, 1000], [False, False]),  # two values are always within 1 MAD
+        ([42], [False]),
+        ([], []),
+        ([math.nan, None], [False, False]),
+    ],
+)
+def test_outlier_mask(values, expected):
+    assert stats.outlier_mask(values) == expected
+
+
+def test_outliers_are_counted_and_kept_in_the_summary():
+    bandwidths = [100, 101, 99, 100, 130]
+    rows = [row(iteration=i, bw_mib=bw) for i, bw in enumerate(bandwidths, start=1)]
+    got = summary_of(rows).iloc[0]
+    assert got["n"] == 5
+    assert got["bw_bytes_s_mean"] == pytest.approx(106 * MIB)  # 130 still counts
+    assert got["bw_bytes_s_max"] == 130 * MIB
+    assert got["bw_bytes_s_outliers"] == 1
+    assert got["iops_outliers"] == 1
+
+
+def test_summary_columns_and_dtypes_of_new_statistics():
+    summary = summary_of([row(iteration=1), row(iteration=2, bw_mib=101)])
+    expected_order = [
+        f"{metric}_{stat}"
+        for metric in ("bw_bytes_s", "iops")
+        for stat in ("mean", "median", "sd", "cov", "min", "max", "ci_low", "ci_high", "outliers")
+    ]
+    columns = list(summary.columns)
+    assert columns[columns.index("n") + 1 : columns.index("lat_mean_ns")] == expected_order
+    assert columns == list(stats.SUMMARY_COLUMNS)
+    for metric in ("bw_bytes_s", "iops"):
+        assert summary[f"{metric}_ci_low"].dtype == "float64"
+        assert summary[f"{metric}_ci_high"].dtype == "float64"
+        assert summary[f"{metric}_outliers"].dtype == "Int64"
+        assert summary[f"{metric}_outliers"].tolist() == [0]
+
+
+def test_iteration_outliers_marks_rows_in_summary_order():
+    rows = [
+        row(run_id="rand-4k-qd8", iodepth=8, iteration=i, bw_mib=bw)
+        for i, bw in enumerate([100, 101, 99, 100, 130], start=1)
+    ]
+    # IOPS alone is an outlier in iteration 2 (bandwidth stays put).
+    rows += [
+        row(run_id="rand-4k-qd1", iteration=i, iops=iops)
+        for i, iops in [(3, 10.0), (1, 10.0), (2, 99.0)]
+    ]
+    rows.append(row(run_id="rand-4k-qd1", iteration=2, host="hostA", bw_mib=1))  # other host
+    got = stats.iteration_outliers(results.table_from_rows(rows))
+
+    assert list(got.columns) == list(stats.ITERATION_OUTLIER_COLUMNS)
+    assert list(zip(got["run_id"], got["iteration"], strict=True)) == [
+        ("rand-4k-qd1", 1),
+        ("rand-4k-qd1", 2),
+        ("rand-4k-qd1", 3),
+        *[("rand-4k-qd8", i) for i in range(1, 6)],
+    ]
+    assert got["bw_outlier"].tolist() == [False] * 7 + [True]
+    assert got["iops_outlier"].tolist() == [False, True, False, False, False, False, False, True]
+    assert set(got["experiment"]) == {"exp"} and set(got["op"]) == {"read"}
+    summary = summary_of(rows)
+    assert summary["run_id"].tolist() == ["rand-4k-qd1", "rand-4k-qd8"]
+    assert summary["iops_outliers"].tolist() == [1, 1]
+    assert summary["bw_bytes_s_outliers"].tolist() == [0, 1]
+
+
+def test_iteration_outliers_of_no_rows_is_empty_with_columns():
+    got = stats.iteration_outliers(results.table_from_rows([row()]), host="nohost")
+    assert got.empty
+    assert list(got.columns) == list(stats.ITERATION_OUTLIER_COLUMNS)
+    assert got["bw_outlier"].dtype == bool

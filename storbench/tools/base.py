@@ -85,6 +85,10 @@ class ToolAdapter:
         hint = f"; install it: {self.install_hint}" if self.install_hint else ""
         return f"{self.name} {state}{hint} ('{command}' exited {exit_code}: {detail})"
 
+    def offered_iops(self, params: dict, hosts: int) -> float | None:
+        """The aggregate I/O rate a run offers (open loop), or None for a closed-loop run."""
+        return None
+
     def output_name(self, host: str) -> str:
         """File (or folder) name of a host's result inside the raw iteration folder."""
         raise NotImplementedError
@@ -135,3 +139,14 @@ class ToolAdapter:
         the file when a path is not this tool's output.
         """
         raise NotImplementedError(f"import of {self.name} outputs is not supported")
+
+
+def whole_rate(value) -> float | None:
+    """A plain number of I/Os per second from a job option, else None ('max', '100,50')."""
+    if isinstance(value, bool):
+        return None
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        return None
+    return rate if rate > 0 else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storbench.tools.base import ToolAdapter
+from storbench.tools.base import ToolAdapter, whole_rate
 
 HOST_VARIABLE = "STORBENCH_HOST"
 # fio reads these on its command line only, not in job files
@@ -89,6 +89,14 @@ class FioAdapter(ToolAdapter):
         """Files the job sections' exec_prerun leave in the service's folder (fio names them)."""
         sections = [m["name"] for m in spec["target"].get("members", [])] or [spec["run_id"]]
         return [f"{section}.prerun.txt" for section in sections]
+
+    def offered_iops(self, params: dict, hosts: int) -> float | None:
+        # rate_iops is per job; 'r,w' pairs and host expressions are not summed here
+        per_job = whole_rate(params.get("rate_iops"))
+        numjobs = whole_rate(params.get("numjobs", 1))
+        if per_job is None or numjobs is None:
+            return None
+        return per_job * numjobs * hosts
 
     def output_name(self, host: str) -> str:
         return f"{host}.json"

@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storbench.tools.base import ToolAdapter
+from storbench.tools.base import ToolAdapter, whole_rate
 
 HOST_VARIABLE = "$storbench_host"
 HOST_ARGUMENT = "storbench_host"
@@ -155,6 +155,13 @@ class VdbenchAdapter(ToolAdapter):
 
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION]
+
+    def offered_iops(self, params: dict, hosts: int) -> float | None:
+        # a raw workload's rd iorate is its rate on the host; fwdrate counts file operations
+        if params.get("workload", "raw") != "raw":
+            return None
+        rate = whole_rate(params.get("rate"))
+        return None if rate is None else rate * hosts
 
     def output_name(self, host: str) -> str:
         return f"{host}.vdbench"
