@@ -327,7 +327,8 @@ def search_spec(campaign: Campaign, name: str) -> dict:
         "per_host_jobs": False,
         "template": experiment.template,
         "job_file": None,
-        "search": experiment.search,
+        # the chain's length is the workflow's business: a larger budget keeps finished probes
+        "search": {k: v for k, v in experiment.search.items() if k != "probes"},
     }
     preparation = preparation_spec(campaign, name)
     if preparation:

@@ -98,9 +98,13 @@ def _objective(key: str, search: dict, problems: list[str]) -> slo_search.Object
         return None
 
 
+CONFIRMATION_ROUNDS = 4  # a noisy target near the limit can fail a few confirmation rounds
+
+
 def probe_budget(max_iodepth: int, max_probes: int, iterations: int) -> int:
-    """Probe jobs in the chain: the ladder, the bisection, and two rounds of confirmations."""
-    return len(slo_search.qd_ladder(max_iodepth)) + max_probes + 2 * iterations
+    """Probe jobs in the chain: the ladder, the bisection, and rounds of confirmations."""
+    ladder = len(slo_search.qd_ladder(max_iodepth))
+    return ladder + max_probes + CONFIRMATION_ROUNDS * iterations
 
 
 def probe_ids(search_settings: dict) -> list[str]:
@@ -300,8 +304,10 @@ def search_result(spec: dict, markers: list[dict]) -> dict:
         "objective": search["objective"],
         "limit": limit_label(objective.limit_ns),
         "settings": {
-            k: search.get(k)
-            for k in ("max_iodepth", "max_probes", "iterations", "probes", "arrivals")
+            **{k: search.get(k) for k in ("max_iodepth", "max_probes", "iterations", "arrivals")},
+            "probes": probe_budget(
+                search["max_iodepth"], search["max_probes"], search["iterations"]
+            ),
         },
         "answer": answer,
         "probes": probes,

@@ -67,9 +67,9 @@ def test_settings_and_probe_budget(tmp_path):
         "tolerance": 0.02,
         "min_achieved": 0.99,
     }
-    # ladder 1, 2, 4 + 8 bisection probes + 2 rounds of 2 confirmations
-    assert settings["probes"] == 3 + 8 + 4
-    assert search.probe_ids(settings)[-1] == "p15"
+    # ladder 1, 2, 4 + 8 bisection probes + 4 rounds of 2 confirmations
+    assert settings["probes"] == 3 + 8 + 8
+    assert search.probe_ids(settings)[-1] == "p19"
 
 
 @pytest.mark.parametrize(
@@ -217,7 +217,7 @@ def test_resumed_search_keeps_the_probes_it_had(finished_search):
     for probe, mtime in first.items():
         assert (workdir / f"results/slo/search/{probe}.json").stat().st_mtime_ns == mtime
     markers = markers_of(workdir)
-    assert [m["probe"] for m in markers] == [f"p{n:02d}" for n in range(1, 16)]
+    assert [m["probe"] for m in markers] == [f"p{n:02d}" for n in range(1, 20)]
     # every run ran exactly once: a single attempt folder per probe run
     for marker in markers:
         if marker["action"] != "done":
