@@ -60,7 +60,7 @@ def _parse(args) -> int:
     from storbench import ingest
 
     rows = ingest.parse_iteration(args.manifest, args.output, args.timeseries)
-    print(f"{args.output}: {rows} rows")
+    print(f"{args.output}: {len(rows)} rows")
     return 0
 
 

@@ -13,13 +13,14 @@ from storbench.tools import get_tool
 
 def parse_iteration(
     manifest_path: str, output_path: str, timeseries_path: str | None = None
-) -> int:
-    """Parse the raw files the manifest names into result rows (and per-interval rows)."""
+) -> list[dict]:
+    """Parse the raw files the manifest names into result rows (and per-interval rows);
+    write them and return the result rows."""
     rows, series = iteration_rows(manifest_path, with_timeseries=timeseries_path is not None)
     if timeseries_path:
         results.write_timeseries(series, timeseries_path)
     results.write_rows(rows, output_path)
-    return len(rows)
+    return rows
 
 
 def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):

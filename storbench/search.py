@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 from storbench import atomic, slo_search
-from storbench.schema_names import ALL_HOSTS
+from storbench.schema_names import ALL_HOSTS, PERCENTILES
 
 DEFAULT_MAX_IODEPTH = 64
 DEFAULT_MAX_PROBES = 12
 # The search sets these itself for every probe.
 SEARCH_OPTIONS = ("iodepth", "rate_iops", "rate", "rate_min", "rate_process", "rate_cycle")
-LATENCY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "p99.99": 99.99}
 _PROBE_ID = re.compile(r"^p(\d+)$")
 
 
@@ -68,13 +68,7 @@ def settings(key: str, spec: dict, problems: list[str]) -> dict | None:
     max_probes = int(search.get("max_probes", DEFAULT_MAX_PROBES))
     iterations = int(spec.get("iterations", 1))
     return {
-        "objective": {
-            "limit_ns": objective.limit_ns,
-            "latency": objective.latency,
-            "metric": objective.metric,
-            "tolerance": objective.tolerance,
-            "min_achieved": objective.min_achieved,
-        },
+        "objective": asdict(objective),
         "max_iodepth": max_iodepth,
         "max_probes": max_probes,
         "iterations": iterations,
@@ -190,16 +184,17 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
     if decision.action != slo_search.DONE:
         run = probe_run(spec, decision, markers)
         manifest_path = _run(spec, run)
+        parsed, rows = _parse(manifest_path, spec["experiment"], run)
         marker.update(
             run_id=run["run_id"],
             iteration=run["iteration"],
             iodepth=run["params"]["iodepth"],
             manifest=manifest_path,
-            parsed=_parse(manifest_path, spec["experiment"], run),
+            parsed=parsed,
         )
         poisson = run["params"].get("rate_process") == "poisson"
         marker["measured"] = measured_probe(
-            decision.action, run, _all_hosts_rows(marker["parsed"]), poisson=poisson
+            decision.action, run, _all_hosts_rows(rows), poisson=poisson
         ).to_dict()
     atomic.write_json(output, marker)
     return marker
@@ -226,20 +221,17 @@ def _run(spec: dict, run: dict) -> str:
     return manifest_path
 
 
-def _parse(manifest_path: str, experiment: str, run: dict) -> str:
+def _parse(manifest_path: str, experiment: str, run: dict) -> tuple[str, list[dict]]:
+    """The run's result Parquet (written as the parse rule would) and its rows."""
     from storbench import ingest
 
     parsed = f"results/{experiment}/parsed/{run['run_id']}/it{run['iteration']}.parquet"
     timeseries = parsed.replace(".parquet", ingest.TIMESERIES_SUFFIX)
-    ingest.parse_iteration(manifest_path, parsed, timeseries)
-    return parsed
+    return parsed, ingest.parse_iteration(manifest_path, parsed, timeseries)
 
 
-def _all_hosts_rows(parsed_path: str) -> list[dict]:
-    from storbench import results
-
-    rows = results.read_parquet([parsed_path]).to_pylist()
-    return [row for row in rows if row["host"] == ALL_HOSTS and (row["ios"] or 0) > 0]
+def _all_hosts_rows(rows: list[dict]) -> list[dict]:
+    return [row for row in rows if row["host"] == ALL_HOSTS and (row.get("ios") or 0) > 0]
 
 
 def measured_probe(
@@ -256,10 +248,9 @@ def measured_probe(
     if not all(row["hist_ns"] for row in rows):
         raise SearchError(f"{run['run_id']}: fio gave no latency histogram (json+ output)")
     values, counts = histogram.merge((row["hist_ns"], row["hist_count"]) for row in rows)
-    names = list(LATENCY_PERCENTILES)
-    percentiles = histogram.percentiles(values, counts, [LATENCY_PERCENTILES[n] for n in names])
+    percentiles = histogram.percentiles(values, counts, PERCENTILES)
     ios = sum(row["ios"] for row in rows)
-    latency = dict(zip(names, percentiles, strict=True))
+    latency = {f"p{p:g}": value for p, value in zip(PERCENTILES, percentiles, strict=True)}
     latency["mean"] = sum(row["lat_mean_ns"] * row["ios"] for row in rows) / ios
     durations = [row["duration_s"] for row in rows if row.get("duration_s")]
     return slo_search.Probe(

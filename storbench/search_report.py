@@ -25,6 +25,7 @@ from storbench.report import (
     as_base64,
     figure_legend,
     format_number,
+    format_percent,
     frame_csv,
     markdown_row,
     new_figure,
@@ -144,7 +145,7 @@ def probes_display(frame: pd.DataFrame, result: dict) -> dict:
                     str(int(row["iodepth"])),
                     format_number(row["offered_iops"], 0),
                     format_number(row["achieved_iops"], 0),
-                    _percent(row["achieved_fraction"]),
+                    format_percent(row["achieved_fraction"]),
                     format_number(row["lat_mean_us"], 1),
                     format_number(row["p50_us"], 1),
                     format_number(row["p99_us"], 1),
@@ -169,12 +170,6 @@ def probes_markdown(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _percent(fraction) -> str:
-    if fraction is None or (isinstance(fraction, float) and math.isnan(fraction)):
-        return NO_VALUE
-    return f"{fraction:.1%}"
-
-
 def confirmation_stats(result: dict, rows: pd.DataFrame) -> dict | None:
     """Achieved IOPS (mean, sd, 95 % t interval) and merged latency of the confirmation runs
     at the answer, from the result rows; None without an answer."""
@@ -188,22 +183,17 @@ def confirmation_stats(result: dict, rows: pd.DataFrame) -> dict | None:
     }
     mine = rows[(rows["host"] == ALL_HOSTS) & rows["run_id"].isin(run_ids) & (rows["ios"] > 0)]
     mine = stats.latest_attempts(mine)
-    per_run = mine.groupby("iteration")["iops"].sum()
-    values = per_run.to_numpy(dtype=float)
-    n = len(values)
-    mean = float(values.mean())
-    sd = float(values.std(ddof=1)) if n > 1 else math.nan
-    half = stats.t_quantile(0.975, n - 1) * sd / math.sqrt(n) if n > 1 else math.nan
+    per_run = stats.spread(mine.groupby("iteration")["iops"].sum())
     merged = histogram.merge(zip(mine["hist_ns"], mine["hist_count"], strict=True))
     names = ("p50", "p99", "p99.9")
     percentiles = histogram.percentiles(*merged, [50.0, 99.0, 99.9])
     return {
-        "n": n,
+        "n": int(mine["iteration"].nunique()),
         "offered_iops": rate,
-        "achieved_mean": mean,
-        "achieved_sd": sd,
-        "ci_low": mean - half,
-        "ci_high": mean + half,
+        "achieved_mean": per_run["mean"],
+        "achieved_sd": per_run["sd"],
+        "ci_low": per_run["ci_low"],
+        "ci_high": per_run["ci_high"],
         "latency_ns": dict(zip(names, percentiles, strict=True)),
     }
 
