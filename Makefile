@@ -21,7 +21,8 @@ lint: $(VENV)/.installed-test
 	$(BIN)/snakefmt --check .
 	$(SNAKEMAKE) --lint
 
-bench: $(VENV)/.installed system-packages
+bench: $(VENV)/.installed system-packages envs/requirements-bench.txt
+	$(BIN)/pip install -q -r envs/requirements-bench.txt
 	$(BIN)/python bench/run_all.py
 
 # Four sshd on 127.0.0.2-5:2200 as stand-in client hosts for config/examples/*-loopback.yaml.
@@ -32,7 +33,7 @@ lab-stop:
 	$(BIN)/python -m tests.lab stop
 
 system-packages:
-	@envs/install-system-packages.sh fio:fio
+	@envs/install-system-packages.sh fio:fio chromium:chromium
 
 test-packages:
 	@envs/install-system-packages.sh fio:fio sshd:openssh-server ssh-keygen:openssh-client pgrep:procps iperf3:iperf3 chromium:chromium chromedriver:chromium-driver pdftoppm:poppler-utils

@@ -1,11 +1,8 @@
-"""Benchmarks of storbench itself (make bench); results go to bench/out/.
+"""Benchmarks of storbench itself (make bench); every figure goes to bench/out/.
 
-overhead: a 16-point fio sweep (2 s runs, local directory) run (a) as a bare shell loop of
-the same fio commands and (c) through storbench (render, run, parse, gather, report).
-The ratio (c)/(a) is the orchestration overhead; the goal is at most 1.05.
-services (bench/services.py), dispatch (bench/dispatch.py) and slo_search
-(bench/slo_search.py) run as their own scripts; they write services.json, dispatch.json and
-slo_search.json, and their summaries are copied into results.json.
+Each benchmark is its own script, runnable alone (`.venv/bin/python bench/<script>`), which
+prints a short table and writes bench/out/<name>.json; this runs them one after another
+and copies each one's summary into bench/out/results.json. bench/README.md lists them.
 """
 
 from __future__ import annotations
@@ -13,73 +10,34 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
-SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
-TARGET = Path("/var/tmp/storbench/bench")
 
-SWEEP_CONFIG = {
-    "hosts": {"localhost": {"transport": "local"}},
-    "targets": {"scratch": {"type": "directory", "path": str(TARGET)}},
-    "experiments": {
-        "overhead": {
-            "tool": "fio",
-            "hosts": "localhost",
-            "target": "scratch",
-            "iterations": 1,
-            "job": {"size": "64MiB", "runtime": "2s", "ioengine": "libaio", "direct": 1},
-            "sweep": {
-                "rw": ["read", "write", "randread", "randwrite"],
-                "bs": ["4k", "64k"],
-                "iodepth": [1, 16],
-            },
-        }
-    },
-}
-
-
-def timed(command: list[str], cwd: Path, shell: bool = False) -> float:
-    start = time.monotonic()
-    subprocess.run(command, cwd=cwd, check=True, capture_output=True, shell=shell)
-    return time.monotonic() - start
+# (script, its JSON in bench/out, the keys copied into results.json)
+BENCHMARKS = [
+    ("overhead.py", "overhead.json",
+     ["points", "runtime_s_per_point", "bare_shell_loop_s", "bench_fio_s", "storbench_s",
+      "ratio_storbench_to_loop", "ratio_storbench_to_bench_fio"]),
+    ("ingest.py", "ingest.json",
+     ["hosts", "jobs_per_host", "file_mb", "rows", "storbench_mb_s", "json_load_mb_s",
+      "ratio_storbench_to_json_load_time"]),
+    ("planning.py", "planning.json",
+     ["runs", "storbench_dry_run_s", "empty_flat_dry_run_s", "empty_chained_dry_run_s",
+      "ratio_storbench_to_flat", "ratio_storbench_to_chained", "storbench_job_stats"]),
+    ("report_scale.py", "report_scale.json",
+     ["runs", "iterations", "rows", "build_report_s", "storbench_report_cli_s"]),
+    ("services.py", "services.json", ["hosts", "repetitions", "summary", "ratios"]),
+    ("dispatch.py", "dispatch.json",
+     ["hosts", "runs", "wall_s", "fio_runtime_sum_s", "dispatch_overhead_per_run_s",
+      "run_cycle_median_s", "breakdown_s", "host_start_delay_s", "bare_client_loop"]),
+    ("slo_search.py", "slo_search.json",
+     ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"]),
+]  # fmt: skip
 
 
-def bare_loop_script(job_dir: Path, output_dir: Path) -> str:
-    output_dir.mkdir(parents=True, exist_ok=True)
-    fio = "STORBENCH_HOST=localhost fio --output-format=json+"
-    output = f'--output={output_dir}/$(basename "$job").json'
-    return f'for job in {job_dir}/*.fio; do {fio} {output} "$job"; done'
-
-
-def overhead() -> dict:
-    work = OUT / "overhead-work"
-    subprocess.run(["rm", "-rf", str(work)], check=True)
-    work.mkdir(parents=True)
-    (TARGET / "localhost").mkdir(parents=True, exist_ok=True)
-    (work / "campaign.yaml").write_text(yaml.safe_dump(SWEEP_CONFIG))
-    base = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", "campaign.yaml", "-c2"]
-    # Job files first, so the bare loop runs exactly the commands storbench runs.
-    subprocess.run([*base, "--until", "render_job"], cwd=work, check=True, capture_output=True)
-    loop = timed(
-        ["bash", "-c", bare_loop_script(work / "results/overhead/jobs", work / "loop")], work
-    )
-    storbench = timed(base, work)
-    return {
-        "points": 16,
-        "runtime_s_per_point": 2,
-        "bare_shell_loop_s": round(loop, 2),
-        "storbench_s": round(storbench, 2),
-        "ratio_storbench_to_loop": round(storbench / loop, 3),
-        "note": "storbench time includes parse, gather and report; render ran before both",
-    }
-
-
-def separate_benchmark(script: str, output: str, keys: list[str]) -> dict:
+def run_benchmark(script: str, output: str, keys: list[str]) -> dict:
     """Run bench/<script> (it prints its own table), return the given keys of its JSON."""
     subprocess.run([sys.executable, str(REPO / "bench" / script)], cwd=REPO, check=True)
     details = json.loads((OUT / output).read_text())
@@ -88,21 +46,10 @@ def separate_benchmark(script: str, output: str, keys: list[str]) -> dict:
 
 def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
-    results = {"overhead": overhead()}
-    results["services"] = separate_benchmark(
-        "services.py", "services.json", ["hosts", "repetitions", "summary", "ratios"]
-    )
-    results["dispatch"] = separate_benchmark(
-        "dispatch.py",
-        "dispatch.json",
-        ["hosts", "runs", "wall_s", "fio_runtime_sum_s", "dispatch_overhead_per_run_s",
-         "run_cycle_median_s", "breakdown_s", "host_start_delay_s", "bare_client_loop"],
-    )  # fmt: skip
-    results["slo_search"] = separate_benchmark(
-        "slo_search.py",
-        "slo_search.json",
-        ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"],
-    )
+    results = {
+        output.removesuffix(".json"): run_benchmark(script, output, keys)
+        for script, output, keys in BENCHMARKS
+    }
     (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
     return 0

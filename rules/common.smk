@@ -325,8 +325,76 @@ def experiment_preparation_meta(experiment):
     }
 
 
+REPORT_SETTINGS = CAMPAIGN.report_settings
+CAMPAIGN_REPORT = REPORT_SETTINGS["name"]
+
+
+def campaign_grid_summaries(wildcards):
+    return [
+        f"results/{name}/summary.parquet"
+        for name in CAMPAIGN.default_experiments
+        if name not in SEARCH_EXPERIMENTS
+    ]
+
+
+def campaign_search_results(wildcards):
+    return [
+        f"results/{name}/search.json"
+        for name in CAMPAIGN.default_experiments
+        if name in SEARCH_EXPERIMENTS
+    ]
+
+
+def campaign_experiment_reports(wildcards):
+    """The campaign report links them, so they are built first."""
+    return [f"reports/{name}/index.html" for name in CAMPAIGN.default_experiments]
+
+
+def campaign_telemetry(wildcards):
+    hosts = {
+        host["name"]
+        for name in CAMPAIGN.default_experiments
+        for host in CAMPAIGN.hosts_of(name)
+    }
+    return [f"results/telemetry/{host}.json" for host in sorted(hosts)]
+
+
+def campaign_meta_json():
+    names = CAMPAIGN.default_experiments
+    experiments = {
+        name: {
+            "tool": CAMPAIGN.experiments[name].tool,
+            "kind": "search" if name in SEARCH_EXPERIMENTS else "grid",
+            "description": CAMPAIGN.raw["experiments"][name].get("description"),
+            "iterations": CAMPAIGN.experiments[name].iterations,
+            "hosts": [h["name"] for h in CAMPAIGN.hosts_of(name)],
+            "target": CAMPAIGN.experiments[name].target_name,
+            "job": CAMPAIGN.experiments[name].job,
+            "runs": len(RUNS[name]) or None,
+        }
+        for name in names
+    }
+    hosts = [
+        {"name": h["name"], "group": h["group"], "transport": h["transport"]}
+        for hosts in CAMPAIGN.host_groups.values()
+        for h in hosts
+    ]
+    meta = {
+        "title": REPORT_SETTINGS["title"],
+        "name": CAMPAIGN_REPORT,
+        "experiments": experiments,
+        "hosts": hosts,
+        "targets": storbench_config.redacted(CAMPAIGN.raw["targets"]),
+        "config_yaml": storbench_config.redacted_yaml(CAMPAIGN.raw),
+    }
+    return json.dumps(meta, sort_keys=True)
+
+
 def final_reports():
-    reports = [f"reports/{name}/index.html" for name in CAMPAIGN.default_experiments]
+    folders = [*CAMPAIGN.default_experiments, CAMPAIGN_REPORT]
+    reports = [f"reports/{name}/index.html" for name in folders]
+    if REPORT_SETTINGS["pdf"]:
+        reports += [f"reports/{name}/report.pdf" for name in folders]
     recipes = {
         CAMPAIGN.experiments[name].precondition for name in CAMPAIGN.default_experiments
     }

@@ -1,6 +1,7 @@
 rule report_experiment:
     input:
         summary="results/{experiment}/summary.parquet",
+        timeseries="results/{experiment}/timeseries.parquet",
         jobs=experiment_job_files,
         telemetry=experiment_telemetry,
     output:
@@ -41,6 +42,24 @@ rule report_experiment:
             category="{experiment}",
             labels={"item": "latency CDF"},
         ),
+        latency_vs_iops=report(
+            "reports/{experiment}/latency_vs_iops.png",
+            caption="../templates/report/captions/latency_vs_iops.rst",
+            category="{experiment}",
+            labels={"item": "latency vs IOPS"},
+        ),
+        timeseries=report(
+            "reports/{experiment}/timeseries.png",
+            caption="../templates/report/captions/timeseries.rst",
+            category="{experiment}",
+            labels={"item": "per-interval series"},
+        ),
+        per_host=report(
+            "reports/{experiment}/per_host.png",
+            caption="../templates/report/captions/per_host.rst",
+            category="{experiment}",
+            labels={"item": "per-host bandwidth"},
+        ),
         # Paper tables: the CSV in Snakemake's report, Markdown/LaTeX/HTML beside it. The
         # preparation-state table (tables/prep_state.*) exists only when runs record a state.
         bandwidth_table=report(
@@ -80,8 +99,71 @@ rule report_experiment:
         meta=report_meta_json,
     shell:
         "storbench report --summary {input.summary:q} --out-dir reports/{wildcards.experiment}"
-        " --meta {params.meta:q} --telemetry {input.telemetry:q} -- {input.jobs:q}"
+        " --meta {params.meta:q} --timeseries {input.timeseries:q}"
+        " --telemetry {input.telemetry:q} -- {input.jobs:q}"
         " > {log:q} 2>&1"
+
+
+rule campaign_report:
+    input:
+        summaries=campaign_grid_summaries,
+        searches=campaign_search_results,
+        experiment_reports=campaign_experiment_reports,
+        telemetry=campaign_telemetry,
+    output:
+        html=report(
+            f"reports/{CAMPAIGN_REPORT}/index.html",
+            caption="../templates/report/captions/campaign.rst",
+            category="campaign",
+            labels={"item": "campaign report"},
+        ),
+        key_results=report(
+            f"reports/{CAMPAIGN_REPORT}/tables/key_results.csv",
+            caption="../templates/report/captions/key_results.rst",
+            category="campaign",
+            labels={"item": "key results"},
+        ),
+        key_results_formats=multiext(
+            f"reports/{CAMPAIGN_REPORT}/tables/key_results", ".md", ".tex", ".html"
+        ),
+        peaks=report(
+            f"reports/{CAMPAIGN_REPORT}/peaks.png",
+            caption="../templates/report/captions/peaks.rst",
+            category="campaign",
+            labels={"item": "peaks per experiment"},
+        ),
+    log:
+        "results/logs/campaign_report.log",
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        meta=campaign_meta_json(),
+        out_dir=lambda wildcards, output: os.path.dirname(output.html),
+    shell:
+        "storbench campaign-report --meta {params.meta:q} --out-dir {params.out_dir:q}"
+        " --summaries {input.summaries:q} --searches {input.searches:q}"
+        " --telemetry {input.telemetry:q} > {log:q} 2>&1"
+
+
+# A report printed by headless Chromium: the same page, for a customer deliverable.
+rule report_pdf:
+    input:
+        html="reports/{report}/index.html",
+    output:
+        pdf=report(
+            "reports/{report}/report.pdf",
+            caption="../templates/report/captions/pdf.rst",
+            category="{report}",
+            labels={"item": "PDF"},
+        ),
+    log:
+        "results/logs/pdf/{report}.log",
+    wildcard_constraints:
+        report=names_pattern([*EXPERIMENTS, CAMPAIGN_REPORT]),
+    conda:
+        "../envs/storbench.yaml"
+    shell:
+        "storbench pdf --html {input.html:q} --pdf {output.pdf:q} > {log:q} 2>&1"
 
 
 # `snakemake plan`: per run and host, the command lines and job files; touches no host.

@@ -84,10 +84,38 @@ def _report(args) -> int:
 
         facts = telemetry.load(args.telemetry)
     written = report.build_report(
-        args.summary, args.out_dir, title=meta["title"], meta=meta, telemetry=facts
+        args.summary,
+        args.out_dir,
+        title=meta["title"],
+        meta=meta,
+        telemetry=facts,
+        timeseries_source=args.timeseries,
     )
     for name, path in written.items():
         print(f"{name}: {path}")
+    return 0
+
+
+def _campaign_report(args) -> int:
+    from storbench import campaign_report
+
+    facts = None
+    if args.telemetry:
+        from storbench import telemetry
+
+        facts = telemetry.load(args.telemetry)
+    written = campaign_report.build_campaign_report(
+        args.summaries, args.searches, args.out_dir, json.loads(args.meta), facts
+    )
+    for name, path in written.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _pdf(args) -> int:
+    from storbench import pdf
+
+    print(pdf.html_to_pdf(args.html, args.pdf, timeout_s=args.timeout))
     return 0
 
 
@@ -380,9 +408,26 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--summary", required=True)
     report.add_argument("--out-dir", required=True)
     report.add_argument("--meta", required=True, help="report metadata (JSON)")
+    report.add_argument("--timeseries", help="the experiment's per-interval series (Parquet)")
     report.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
     report.add_argument("job_files", nargs="*")
     report.set_defaults(handler=_report)
+
+    campaign = steps.add_parser(
+        "campaign-report", help="index.html and tables of every experiment of a campaign"
+    )
+    campaign.add_argument("--meta", required=True, help="campaign description (JSON)")
+    campaign.add_argument("--out-dir", required=True)
+    campaign.add_argument("--summaries", nargs="*", default=[], help="grid experiments' Parquet")
+    campaign.add_argument("--searches", nargs="*", default=[], help="searches' search.json")
+    campaign.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
+    campaign.set_defaults(handler=_campaign_report)
+
+    printing = steps.add_parser("pdf", help="print an HTML report to PDF with headless Chromium")
+    printing.add_argument("--html", required=True)
+    printing.add_argument("--pdf", required=True)
+    printing.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    printing.set_defaults(handler=_pdf)
 
     preflight = steps.add_parser("preflight", help="check every host before the first run")
     preflight.add_argument("--spec", required=True, help="preflight spec (JSON)")
@@ -503,6 +548,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.config import ConfigError
     from storbench.hosts import HostError
     from storbench.netcheck import NetcheckError
+    from storbench.pdf import PdfError
     from storbench.preflight import PreflightError
     from storbench.prepare import PrepareError
     from storbench.render import RenderError
@@ -521,6 +567,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         HostError,
         ImportInputError,
         NetcheckError,
+        PdfError,
         PreflightError,
         PrepareError,
         RegressionError,

@@ -79,6 +79,13 @@ class Campaign:
     def default_experiments(self) -> list[str]:
         return list(self.raw.get("run") or self.experiments)
 
+    @property
+    def report_settings(self) -> dict:
+        """The campaign report's folder name and title, and whether reports get a PDF."""
+        settings = {"name": DEFAULT_REPORT_NAME, "pdf": True, **(self.raw.get("report") or {})}
+        settings.setdefault("title", f"storbench campaign report: {settings['name']}")
+        return settings
+
 
 def load_yaml(path: str | os.PathLike) -> dict:
     try:
@@ -134,6 +141,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         if name not in raw["experiments"]:
             problems.append(f"run[{index}]: unknown experiment {name!r}")
     problems += _compare_problems(raw)
+    problems += _report_problems(raw)
     if problems:
         raise ConfigError(problems, source)
     campaign = Campaign(
@@ -153,6 +161,23 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     if problems:
         raise ConfigError(problems, source)
     return campaign
+
+
+DEFAULT_REPORT_NAME = "campaign"
+RESERVED_REPORT_FOLDERS = frozenset({"compare", "targets", "network"})
+
+
+def _report_problems(raw: dict) -> list[str]:
+    """The campaign report's folder must not be an experiment's or another report's."""
+    name = (raw.get("report") or {}).get("name", DEFAULT_REPORT_NAME)
+    if name in raw["experiments"]:
+        return [
+            f"report.name: {name!r} is also an experiment; both reports would be "
+            f"reports/{name}/ (set report.name to another folder name)"
+        ]
+    if name in RESERVED_REPORT_FOLDERS:
+        return [f"report.name: reports/{name}/ is used by storbench; choose another name"]
+    return []
 
 
 @cache

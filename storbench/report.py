@@ -79,6 +79,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_ns", "p99.9", "^"))
 
 LATENCY_CDF_FIGURE = "latency_cdf"
+PER_HOST_TABLE = "per_host"  # shown in the per-host section with the per-host figure
 FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FIGURE)
 SCALING_FIGURE = "scaling"
 NETWORK_FIGURE = "network"
@@ -96,7 +97,13 @@ MIXED_RW = {"rw", "readwrite", "randrw"}
 
 
 def build_report(
-    results_source, out_dir, *, title: str, meta: dict, telemetry: dict | None = None
+    results_source,
+    out_dir,
+    *,
+    title: str,
+    meta: dict,
+    telemetry: dict | None = None,
+    timeseries_source=None,
 ) -> dict[str, Path]:
     """Write the report into ``out_dir`` and return {file name: path}.
 
@@ -106,6 +113,8 @@ def build_report(
     storbench_version, generated_by) and the scale-out settings (steps: {mode, size, hosts:
     {step label: [{name, group}]}}, data_path, slow_host_percent, max_start_skew_s); every
     key is optional. ``telemetry``: facts by host (storbench.telemetry) for the hosts appendix.
+    ``timeseries_source``: per-interval rows (a Parquet path or a table) for the time-series
+    figure.
 
     Beyond index.html, summary.csv, summary.md and FIGURES: scaling.png/.svg/.csv when
     ``meta['steps']`` is set or rows carry a step; slow_hosts.csv for constant stepping;
@@ -117,12 +126,20 @@ def build_report(
     summary = stats.summarize(raw)
     written: dict[str, Path] = {}
 
+    from storbench import environment, report_figures  # report_figures builds on this module
+
+    series = _read_timeseries(timeseries_source)
     figures = []
-    for name in FIGURES:
-        png, svg, caption = make_figure(name, summary, raw)
+    for name in (*FIGURES, *report_figures.FIGURES):
+        if name in report_figures.FIGURES:
+            png, svg, caption = report_figures.make_figure(name, summary, raw, series)
+        else:
+            png, svg, caption = make_figure(name, summary, raw)
         written[f"{name}.png"] = _write(out_dir / f"{name}.png", png)
         written[f"{name}.svg"] = _write(out_dir / f"{name}.svg", svg)
         figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
+    host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
+    figures = [f for f in figures if f not in host_figures]
 
     scale = scale_out(raw, meta)
     if scale["figure"] is not None:
@@ -131,6 +148,10 @@ def build_report(
         written[f"{SCALING_FIGURE}.svg"] = _write(out_dir / f"{SCALING_FIGURE}.svg", svg)
     for name, frame in scale["csv"].items():
         written[name] = _write(out_dir / name, frame_csv(frame).encode())
+    if "scaling.csv" in scale["csv"]:
+        table = scaling_paper_table(scale["csv"]["scaling.csv"], bool(meta.get("data_path")))
+        for path in tables.write_all(table, out_dir / report_tables.TABLE_DIR, "scaling").values():
+            written[f"{report_tables.TABLE_DIR}/{path.name}"] = path
 
     paper_tables = report_tables.report_tables(raw, summary)
     written.update(report_tables.write_tables(paper_tables, out_dir))
@@ -148,6 +169,8 @@ def build_report(
         scale_out=scale["sections"],
         hosts=hosts_appendix(telemetry),
         paper_tables=paper_tables,
+        host_figures=host_figures,
+        environment=environment.controller_environment(),
     )
     written["index.html"] = _write(out_dir / "index.html", html.encode())
     return written
@@ -157,6 +180,14 @@ def _read_results(source) -> pd.DataFrame:
     if isinstance(source, (pa.Table, pd.DataFrame)):
         return stats.as_frame(source)
     return results.read_parquet(source).to_pandas()
+
+
+def _read_timeseries(source) -> pd.DataFrame | None:
+    if source is None:
+        return None
+    if isinstance(source, (pa.Table, pd.DataFrame)):
+        return stats.as_frame(source)
+    return results.read_parquet(source, results.TIMESERIES_SCHEMA).to_pandas()
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -914,6 +945,25 @@ def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
     return {"header": header, "rows": rows}
 
 
+def scaling_paper_table(table: pd.DataFrame, with_data_path: bool) -> tables.Table:
+    """The scaling display as a paper table (CSV, Markdown, LaTeX, HTML)."""
+    display = scaling_display(table, with_data_path)
+    return tables.Table(
+        columns=display["header"],
+        rows=[row["cells"] for row in display["rows"]],
+        caption="Scaling by number of client hosts: aggregate throughput per workload and "
+        "client step"
+        + (
+            ", with the data path's theoretical maximum and the efficiency"
+            if with_data_path
+            else ""
+        )
+        + ".",
+        label="tab:scaling",
+        notes=("Mean ± sample sd over iterations; decimal units (1 GB/s = 10^9 bytes/s).",),
+    )
+
+
 def _ratio(numerator, denominator):
     if is_missing(numerator) or is_missing(denominator) or not denominator:
         return None
@@ -1493,9 +1543,7 @@ def _paper_table_context(paper_tables: dict) -> list[dict]:
     return [
         {
             "id": f"table-{stem.replace('_', '-')}",
-            "files": ", ".join(
-                f"{report_tables.TABLE_DIR}/{stem}.{suffix}" for suffix in tables.SUFFIXES
-            ),
+            "files": [f"{report_tables.TABLE_DIR}/{stem}.{suffix}" for suffix in tables.SUFFIXES],
             "caption": table.caption,
             "header": [str(column) for column in table.columns],
             "align": [{"l": "left", "c": "center", "r": "right"}[a] for a in table.alignment],
@@ -1528,6 +1576,8 @@ def render_html(
     scale_out: list[dict] | None = None,
     hosts: dict | None = None,
     paper_tables: dict | None = None,
+    host_figures: list[dict] | None = None,
+    environment: list[tuple[str, str]] | None = None,
 ) -> str:
     job_files = meta.get("job_files") or {}
     context = {
@@ -1540,7 +1590,14 @@ def render_html(
         "methodology": methodology(meta, summary, raw),
         "per_run": per_run_table(raw),
         "per_run_note": PER_RUN_NOTE,
-        "paper_tables": _paper_table_context(paper_tables or {}),
+        "paper_tables": _paper_table_context(
+            {k: v for k, v in (paper_tables or {}).items() if k != PER_HOST_TABLE}
+        ),
+        "per_host": _paper_table_context(
+            {k: v for k, v in (paper_tables or {}).items() if k == PER_HOST_TABLE}
+        ),
+        "host_figures": host_figures or [],
+        "environment": environment or [],
         "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
         "config_yaml": meta.get("config_yaml") or "",
         "hosts": hosts,

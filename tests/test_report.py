@@ -7,7 +7,7 @@ import re
 import pandas as pd
 import pytest
 
-from storbench import report, results, stats
+from storbench import report, report_figures, results, stats
 
 MIB = 1024**2
 RWS = ("randread", "randwrite")
@@ -15,7 +15,9 @@ SIZES = (4096, 1 << 20)
 DEPTHS = (1, 8)
 ITERATIONS = (1, 2, 3)
 HOSTS = ("hostA", "hostB")
-FIGURE_FILES = [f"{name}.{ext}" for name in report.FIGURES for ext in ("png", "svg")]
+# Figures in the order of the page: report.FIGURES, then the further ones (report_figures).
+ALL_FIGURES = (*report.FIGURES, *report_figures.FIGURES)
+FIGURE_FILES = [f"{name}.{ext}" for name in ALL_FIGURES for ext in ("png", "svg")]
 # Paper tables every report exports (the preparation-state table only when rows record a state).
 TABLE_FILES = [
     f"tables/{stem}.{suffix}"
@@ -146,7 +148,7 @@ def test_html_is_offline_with_embedded_images(built):
     html = (out_dir / "index.html").read_text()
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html)
     assert "<link" not in html and "<script" not in html
-    assert html.count('src="data:image/png;base64,') == len(report.FIGURES)
+    assert html.count('src="data:image/png;base64,') == len(ALL_FIGURES)
 
 
 def test_meta_text_is_escaped(built):
@@ -199,7 +201,7 @@ def test_edge_cases(tmp_path):
     assert no_bins.endswith(f"<td>{report.NO_VALUE}</td>")  # p99 without histograms
     single = html.split("<td>randwrite-4k-qd4</td>")[1].split("</tr>")[0]
     assert "<td>50.0</td>" in single  # n=1: mean without ± sd
-    assert html.count("data:image/png;base64,") == len(report.FIGURES)
+    assert html.count("data:image/png;base64,") == len(ALL_FIGURES)
 
 
 def test_bandwidth_unit_follows_magnitude():
@@ -252,7 +254,9 @@ def test_series_join_runs_across_depths_when_jobs_are_named_after_runs():
 
 GB = 1e9
 DATA_PATH = {"client_link": "10Gbit/s", "limits": [{"name": "cluster", "rate": "3GB/s"}]}
-SCALE_FILES = {"scaling.png", "scaling.svg", "scaling.csv", "start_skew.csv"}
+SCALE_FILES = {"scaling.png", "scaling.svg", "scaling.csv", "start_skew.csv"} | {
+    f"tables/scaling.{suffix}" for suffix in ("csv", "md", "tex", "html")
+}
 
 
 def scale_row(run_id, host, bw, *, iteration, step, hosts, **extra) -> dict:
@@ -333,7 +337,11 @@ def test_stepped_report_shows_scaling_table_with_efficiency(stepped):
         "<td>h4</td><td>4</td><td>2</td><td>2.80 ± 0.14</td><td>0.700</td><td>2,670 ± 135</td>"
         "<td>3.00</td><td>cluster</td><td>93.3 %</td>"
     ) in scaling_html
-    assert html.count('src="data:image/png;base64,') == len(report.FIGURES) + 1
+    # The scaling table as a paper table: the same cells as the page's.
+    exported = (out_dir / "tables" / "scaling.md").read_text()
+    assert "| h2 | 2 | 2 | 2.10 ± 0.14 | 1.050 | 2,003 ± 135 | 2.50 |" in exported
+    assert "client links (2 x 10 Gbit/s) | 84.0 % |" in exported
+    assert html.count('src="data:image/png;base64,') == len(ALL_FIGURES) + 1
     assert 'id="figure-scaling"' in html and "client links (2 x 10 Gbit/s) at 2 hosts" in html
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html)
 
@@ -487,8 +495,10 @@ def test_single_host_experiment_has_no_scale_out_section(tmp_path):
     written = report.build_report(results.table_from_rows(rows), tmp_path, title="t", meta={})
     assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES, *TABLE_FILES}
     html = written["index.html"].read_text()
-    assert 'id="scale-out"' not in html and "Appendix C" not in html
-    assert "<h2>4. Methodology</h2>" in html and "Table 5. Raw value" in html  # 3 paper tables
+    assert 'id="scale-out"' not in html and 'id="hosts"' not in html
+    assert '<h2 id="environment">Appendix C. Environment</h2>' in html
+    # Summary, tables, figures, per-host; tables: summary, bandwidth, latency, per-host.
+    assert "<h2>5. Methodology</h2>" in html and "Table 5. Raw value" in html
 
 
 # ---------------------------------------------------------------------------------------

@@ -231,9 +231,11 @@ def test_index_html_shows_the_tables(built):
     out_dir, _ = built
     html = (out_dir / "index.html").read_text()
     section = html.split('<section id="tables">')[1].split("</section>")[0]
+    per_host = html.split('<section id="per-host">')[1].split("</section>")[0]
     for stem in TABLE_STEMS:
-        assert f'id="table-{stem.replace("_", "-")}"' in section
-        assert f"tables/{stem}.tex" in section
+        part = per_host if stem == "per_host" else section
+        assert f'id="table-{stem.replace("_", "-")}"' in part
+        assert f'<a href="tables/{stem}.tex">tables/{stem}.tex</a>' in part
     first = read_csv(out_dir, "bandwidth")[0]
     assert f'<td style="text-align: right">{first["GB/s"]}</td>' in section
 

@@ -67,11 +67,13 @@ def test_dry_run_lists_exactly_the_expected_jobs(finished_campaign):
     _, _, dry = finished_campaign
     assert planned_jobs(dry) == {
         "all": 1,
+        "campaign_report": 1,
         "gather_experiment": 1,
         "parse_iteration": 4,
         "preflight": 1,
         "render_job": 2,
         "report_experiment": 1,
+        "report_pdf": 2,  # the experiment's and the campaign's
         "run_iteration": 4,
         "telemetry": 1,
     }

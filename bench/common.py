@@ -1,0 +1,60 @@
+"""Shared pieces of the bench/ scripts: paths, timing, the JSON result file, the table."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "bench" / "out"
+BIN = Path(sys.executable).parent
+SNAKEMAKE = str(BIN / "snakemake")
+
+
+def timed_command(command: list[str], cwd: Path, log: Path | None = None) -> float:
+    """Wall seconds of one command. Its output goes to ``log`` if given, else it is
+    captured; either way its tail is shown when it fails."""
+    start = time.monotonic()
+    if log is None:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+        output = done.stderr or done.stdout
+    else:
+        with open(log, "w") as file:
+            done = subprocess.run(command, cwd=cwd, stdout=file, stderr=subprocess.STDOUT)
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        tail = (output if log is None else log.read_text())[-3000:]
+        raise RuntimeError(f"{command[0]} exited {done.returncode} in {cwd}:\n{tail}")
+    return seconds
+
+
+def median_seconds(action: Callable[[], object], repeat: int) -> tuple[float, list[float]]:
+    """(median, every time) of ``repeat`` calls of ``action``."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times
+
+
+def write_result(name: str, result: dict) -> Path:
+    """bench/out/<name>.json"""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path
+
+
+def print_table(title: str, rows: list[tuple[str, object]]) -> None:
+    """A two-column table of figure name and value."""
+    width = max(len(name) for name, _ in rows)
+    print(title)
+    print("-" * len(title))
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")

@@ -1,0 +1,231 @@
+"""Scale of planning: `snakemake -n` for a 10,000-run campaign vs empty workflows.
+
+Campaign: one fio experiment on localhost whose sweep is rw (4) x bs (5) x iodepth (10) x
+numjobs (5) x size (10) = 10,000 runs, one iteration each; `snakemake -n` over storbench's
+Snakefile plans render, run and parse jobs per run and the experiment's gather and report.
+Baselines with exactly the job count Snakemake reports for the campaign, each in its own
+temporary folder:
+  flat:    rule all over N - 1 outputs of one one-line rule;
+  chained: the same shape as the campaign (three one-line rules chained per run, one rule
+           gathering them, one more after it, rule all), padded to the same count.
+Nothing runs (-n); the output of each dry run goes to a file, as a user's terminal would
+show it. Writes bench/out/planning.json: both times, the ratios and the job counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+from common import OUT, REPO, SNAKEMAKE, print_table, timed_command, write_result
+
+WORK = OUT / "planning-work"
+SWEEP = {
+    "rw": ["read", "write", "randread", "randwrite"],
+    "bs": ["4k", "8k", "16k", "64k", "1m"],
+    "iodepth": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+    "numjobs": [1, 2, 4, 8, 16],
+    "size": [f"{16 * k}MiB" for k in range(1, 11)],
+}
+QUICK_SIZES = ["64MiB"]  # --quick: 1,000 runs
+STATS_LINE = re.compile(r"^(\w+)\s+(\d+)\s*$")
+
+FLAT_SNAKEFILE = """\
+N = {outputs}
+
+
+rule all:
+    input:
+        expand("out/{{i}}.txt", i=range(N)),
+
+
+rule one:
+    output:
+        "out/{{i}}.txt",
+    shell:
+        "touch {{output}}"
+"""
+
+CHAINED_SNAKEFILE = """\
+RUNS = {runs}
+EXTRA = {extra}
+
+
+rule all:
+    input:
+        "report.txt",
+        expand("extra/{{i}}.txt", i=range(EXTRA)),
+
+
+rule render:
+    output:
+        "jobs/{{run}}.txt",
+    shell:
+        "touch {{output}}"
+
+
+rule run:
+    input:
+        "jobs/{{run}}.txt",
+    output:
+        "raw/{{run}}.txt",
+    shell:
+        "touch {{output}}"
+
+
+rule parse:
+    input:
+        "raw/{{run}}.txt",
+    output:
+        "parsed/{{run}}.txt",
+    shell:
+        "touch {{output}}"
+
+
+rule gather:
+    input:
+        expand("parsed/{{run}}.txt", run=range(RUNS)),
+    output:
+        "summary.txt",
+    shell:
+        "touch {{output}}"
+
+
+rule report:
+    input:
+        "summary.txt",
+    output:
+        "report.txt",
+    shell:
+        "touch {{output}}"
+
+
+rule extra:
+    output:
+        "extra/{{i}}.txt",
+    shell:
+        "touch {{output}}"
+"""
+
+
+def campaign(sizes: list[str]) -> dict:
+    return {
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"scratch": {"type": "directory", "path": "/var/tmp/storbench/bench-plan"}},
+        "experiments": {
+            "plan": {
+                "tool": "fio",
+                "hosts": "localhost",
+                "target": "scratch",
+                "iterations": 1,
+                "job": {"runtime": "2s", "ioengine": "libaio", "direct": 1},
+                "sweep": {**SWEEP, "size": sizes},
+            }
+        },
+    }
+
+
+def runs_of(config: dict) -> int:
+    count = 1
+    for values in config["experiments"]["plan"]["sweep"].values():
+        count *= len(values)
+    return count
+
+
+def dry_run(workdir: Path, command: list[str]) -> tuple[float, dict[str, int]]:
+    """(seconds, Snakemake's job stats: {rule: count, 'total': count}) of `snakemake -n`."""
+    log = workdir / "dry-run.log"
+    seconds = timed_command([*command, "-n"], workdir, log=log)
+    stats = job_stats(log.read_text())
+    if "total" not in stats:
+        raise RuntimeError(f"no 'total' line in Snakemake's job stats: {log}")
+    return seconds, stats
+
+
+def job_stats(log_text: str) -> dict[str, int]:
+    """The last 'Job stats:' table of a Snakemake log, as {rule: count}."""
+    table = log_text.rsplit("Job stats:", 1)[-1].splitlines()
+    stats = {}
+    for line in table[3:]:  # after 'Job stats:', the header and its underline
+        match = STATS_LINE.match(line)
+        if not match:
+            break
+        stats[match[1]] = int(match[2])
+    return stats
+
+
+def storbench_dry_run(workdir: Path, config: dict) -> tuple[float, dict[str, int]]:
+    workdir.mkdir(parents=True)
+    (workdir / "campaign.yaml").write_text(yaml.safe_dump(config))
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", "campaign.yaml"]
+    return dry_run(workdir, command)
+
+
+def baseline_dry_run(workdir: Path, snakefile: str) -> tuple[float, dict[str, int]]:
+    workdir.mkdir(parents=True)
+    (workdir / "Snakefile").write_text(snakefile)
+    return dry_run(workdir, [SNAKEMAKE, "-c1"])
+
+
+def chained_snakefile(jobs: int, runs: int) -> str:
+    """render/run/parse per run, gather, report, all: 3 runs + 3; padding to ``jobs``."""
+    extra = jobs - (3 * runs + 3)
+    if extra < 0:
+        raise ValueError(f"{jobs} jobs is fewer than the chained shape of {runs} runs needs")
+    return CHAINED_SNAKEFILE.format(runs=runs, extra=extra)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 runs instead of 10,000")
+    args = parser.parse_args()
+    config = campaign(QUICK_SIZES if args.quick else SWEEP["size"])
+    runs = runs_of(config)
+    shutil.rmtree(WORK, ignore_errors=True)
+    storbench_s, storbench_stats = storbench_dry_run(WORK / "storbench", config)
+    jobs = storbench_stats["total"]
+    flat_s, flat_stats = baseline_dry_run(WORK / "flat", FLAT_SNAKEFILE.format(outputs=jobs - 1))
+    chained_s, chained_stats = baseline_dry_run(
+        WORK / "chained", chained_snakefile(jobs, runs)
+    )
+    if not jobs == flat_stats["total"] == chained_stats["total"]:
+        raise RuntimeError(
+            f"job counts differ: storbench {jobs}, flat {flat_stats['total']}, "
+            f"chained {chained_stats['total']}"
+        )
+    sweep = config["experiments"]["plan"]["sweep"]
+    result = {
+        "runs": runs,
+        "sweep_lengths": {key: len(values) for key, values in sweep.items()},
+        "storbench_dry_run_s": round(storbench_s, 2),
+        "empty_flat_dry_run_s": round(flat_s, 2),
+        "empty_chained_dry_run_s": round(chained_s, 2),
+        "ratio_storbench_to_flat": round(storbench_s / flat_s, 2),
+        "ratio_storbench_to_chained": round(storbench_s / chained_s, 2),
+        "storbench_job_stats": storbench_stats,
+        "empty_flat_job_stats": flat_stats,
+        "empty_chained_job_stats": chained_stats,
+        "note": "job stats are the table each dry run printed",
+    }
+    write_result("planning", result)
+    print_table(
+        f"snakemake -n, {runs} runs",
+        [
+            ("jobs (each workflow)", jobs),
+            ("storbench s", result["storbench_dry_run_s"]),
+            ("empty flat s", result["empty_flat_dry_run_s"]),
+            ("empty chained s", result["empty_chained_dry_run_s"]),
+            ("storbench / flat", result["ratio_storbench_to_flat"]),
+            ("storbench / chained", result["ratio_storbench_to_chained"]),
+        ],
+    )
+    shutil.rmtree(WORK, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
