@@ -9,8 +9,11 @@ from storbench import config as storbench_config
 from storbench import plan, prepare_plan, search
 from storbench.tools import get_tool
 
+CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
-    CAMPAIGN = storbench_config.load_campaign(config, source="config")
+    for configfile_path in workflow.configfiles:  # Snakemake's loader keeps the last of equal keys
+        storbench_config.load_yaml(configfile_path)
+    CAMPAIGN = storbench_config.load_campaign(config, source=CONFIG_SOURCE)
 except storbench_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 
@@ -259,6 +262,18 @@ def parsed_timeseries(wildcards):
     ]
 
 
+def experiment_fault_manifests(wildcards):
+    """The manifests record when each fault command ran; only fault experiments need them."""
+    name = wildcards.experiment
+    if not CAMPAIGN.experiments[name].faults:
+        return []
+    return [
+        f"results/{name}/raw/{run_id}/it{iteration}/run.json"
+        for run_id in RUNS[name]
+        for iteration in range(1, CAMPAIGN.experiments[name].iterations + 1)
+    ]
+
+
 def experiment_job_files(wildcards):
     name = wildcards.experiment
     if not uses_per_host_jobs(name):
@@ -306,6 +321,8 @@ def report_meta_json(wildcards):
         "rwmixreadhost": experiment.rwmixreadhost,
         "target_set": list(experiment.target_set),
         "preparation": experiment_preparation_meta(experiment),
+        "fault_analysis": experiment.fault_analysis,
+        "soak": experiment.soak,
     }
     return json.dumps(meta, sort_keys=True)
 

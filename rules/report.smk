@@ -4,6 +4,7 @@ rule report_experiment:
         timeseries="results/{experiment}/timeseries.parquet",
         jobs=experiment_job_files,
         telemetry=experiment_telemetry,
+        manifests=experiment_fault_manifests,
     output:
         html=report(
             "reports/{experiment}/index.html",
@@ -100,7 +101,8 @@ rule report_experiment:
     shell:
         "storbench report --summary {input.summary:q} --out-dir reports/{wildcards.experiment}"
         " --meta {params.meta:q} --timeseries {input.timeseries:q}"
-        " --telemetry {input.telemetry:q} -- {input.jobs:q}"
+        " --telemetry {input.telemetry:q} --manifests {input.manifests:q}"
+        " -- {input.jobs:q}"
         " > {log:q} 2>&1"
 
 

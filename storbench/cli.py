@@ -90,6 +90,7 @@ def _report(args) -> int:
         meta=meta,
         telemetry=facts,
         timeseries_source=args.timeseries,
+        manifests=[json.loads(Path(path).read_text()) for path in args.manifests or []],
     )
     for name, path in written.items():
         print(f"{name}: {path}")
@@ -409,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out-dir", required=True)
     report.add_argument("--meta", required=True, help="report metadata (JSON)")
     report.add_argument("--timeseries", help="the experiment's per-interval series (Parquet)")
+    report.add_argument("--manifests", nargs="*", help="run manifests with fault records")
     report.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
     report.add_argument("job_files", nargs="*")
     report.set_defaults(handler=_report)

@@ -18,6 +18,9 @@ from storbench import units
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "config" / "schema.yaml"
 MAX_HOSTS_PER_GROUP = 4096
+MAX_RUN_ID_CHARS = 200  # a run id names folders and files; a file name holds 255 bytes
+# YAML aliases can nest a few lines into billions of values (a "billion laughs" file)
+MAX_CONFIG_VALUES = 100_000
 
 SIZE_OPTIONS = frozenset({"bs", "blocksize", "size", "filesize", "io_size", "offset"})
 DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay", "status_interval"})
@@ -59,6 +62,9 @@ class Experiment:
     flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush
     prep_state: str | None = None  # label of the preparation state, e.g. 'afa, after flush'
     search: dict | None = None  # latency-SLO search settings (storbench.search.settings)
+    faults: tuple = ()  # fault events run during the workload (storbench.faults)
+    fault_analysis: dict | None = None  # dip and recovery settings (storbench.fault_config)
+    soak: dict | None = None  # chunks of a soak run (storbench.fault_config.soak_plan)
 
 
 @dataclass(frozen=True)
@@ -87,18 +93,41 @@ class Campaign:
         return settings
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, but a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *base', overridable keys
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first on line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
+            seen.setdefault(key, key_node.start_mark.line)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | os.PathLike) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+            data = yaml.load(handle, Loader=_UniqueKeyLoader)
     except OSError as error:
         raise ConfigError([f"cannot read: {error.strerror}"], source=str(path)) from error
     except UnicodeDecodeError as error:
         raise ConfigError([f"not UTF-8 text: {error}"], source=str(path)) from error
     except yaml.YAMLError as error:
         raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
+    if data is None:
+        raise ConfigError(["the file is empty (expected hosts, targets, experiments)"], str(path))
     if not isinstance(data, dict):
-        raise ConfigError(["the top level must be a mapping"], source=str(path))
+        kind = type(data).__name__
+        raise ConfigError([f"the top level must be a mapping, not a {kind}"], source=str(path))
     return data
 
 
@@ -107,10 +136,18 @@ def load_campaign_file(path: str | os.PathLike) -> Campaign:
 
 
 def load_campaign(raw: dict, source: str = "config") -> Campaign:
+    if _count_values(raw, MAX_CONFIG_VALUES) > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            [
+                f"(top level): more than MAX_CONFIG_VALUES = {MAX_CONFIG_VALUES} values once "
+                "YAML aliases are expanded; not a campaign config"
+            ],
+            source,
+        )
     problems = schema_problems(raw)
     if problems:
         raise ConfigError(problems, source)
-    problems = []
+    problems = _control_character_problems(raw) + _fio_job_file_problems(raw)
     host_groups = {
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
@@ -155,9 +192,17 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
 
     for name in experiments:
         try:
-            plan.experiment_runs(campaign, name)
+            runs = plan.experiment_runs(campaign, name)
         except plan.PlanError as error:
             problems.append(f"experiments.{name}.sweep: {error}")
+            continue
+        long_ids = [run.run_id for run in runs if len(run.run_id) > MAX_RUN_ID_CHARS]
+        if long_ids:
+            problems.append(
+                f"experiments.{name}.sweep: run id {long_ids[0][:60]}... has {len(long_ids[0])} "
+                f"characters (more than MAX_RUN_ID_CHARS = {MAX_RUN_ID_CHARS}, for file names); "
+                "shorten the swept values"
+            )
     if problems:
         raise ConfigError(problems, source)
     return campaign
@@ -178,6 +223,19 @@ def _report_problems(raw: dict) -> list[str]:
     if name in RESERVED_REPORT_FOLDERS:
         return [f"report.name: reports/{name}/ is used by storbench; choose another name"]
     return []
+
+
+def _count_values(value, limit: int) -> int:
+    """Values in a nested structure, aliases counted each time; stops just past limit."""
+    count, pending = 0, [value]
+    while pending and count <= limit:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return count
 
 
 @cache
@@ -202,6 +260,12 @@ def _key_path(parts) -> str:
     return path or "(top level)"
 
 
+_NAME_RULES = {  # the name patterns of config/schema.yaml, in words
+    "^[A-Za-z0-9][A-Za-z0-9_.-]*$": "letters, digits, '_', '.', '-'; first a letter or digit",
+    "^[a-z][a-z0-9_]*$": "lowercase letters, digits, '_'; first a letter",
+}
+
+
 def _describe_schema_error(error) -> str:
     path = list(error.absolute_path)
     if error.validator == "additionalProperties" and error.validator_value is False:
@@ -211,6 +275,14 @@ def _describe_schema_error(error) -> str:
         )
     if error.validator == "propertyNames":
         return f"{_key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
+    if error.validator == "maxLength" and "propertyNames" in error.absolute_schema_path:
+        return (
+            f"{_key_path(path)}: bad name {error.instance[:40]!r}... ({len(error.instance)} "
+            f"characters; at most {error.validator_value})"
+        )
+    if error.validator == "pattern" and "propertyNames" in error.absolute_schema_path:
+        rule = _NAME_RULES.get(error.validator_value, f"must match {error.validator_value!r}")
+        return f"{_key_path(path)}: bad name {error.instance!r} ({rule})"
     if error.validator in ("oneOf", "anyOf") and error.context:
         return _describe_alternatives(error, path)
     if error.validator == "required":
@@ -235,31 +307,18 @@ def _describe_alternatives(error, path) -> str:
 
 
 def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
-    from ClusterShell.NodeSet import NodeSet, NodeSetException
-
     key = f"hosts.{name}"
     nodes_text = group.get("nodes", name)
-    try:
-        nodes = list(NodeSet(nodes_text))
-    except NodeSetException as error:
-        problems.append(f"{key}.nodes: malformed host range {nodes_text!r}: {error}")
-        return []
+    nodes = _expand_nodes(f"{key}.nodes", nodes_text, problems)
     if not nodes:
-        problems.append(f"{key}.nodes: {nodes_text!r} expands to no host")
-        return []
-    if len(nodes) > MAX_HOSTS_PER_GROUP:
-        problems.append(
-            f"{key}.nodes: {nodes_text!r} expands to {len(nodes)} hosts "
-            f"(more than {MAX_HOSTS_PER_GROUP}; split the group)"
-        )
         return []
     if group["transport"] == "local" and len(nodes) != 1:
         problems.append(f"{key}.nodes: a local group is exactly one host, not {len(nodes)}")
         return []
-    try:
-        connect_timeout = units.parse_duration(group.get("connect_timeout", 10))
-    except units.UnitError as error:
-        problems.append(f"{key}.connect_timeout: {error}")
+    connect_timeout = _positive_duration(
+        f"{key}.connect_timeout", group.get("connect_timeout", 10), problems
+    )
+    if connect_timeout is None:
         return []
     specs = []
     for node in nodes:
@@ -273,6 +332,84 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
         spec["connect_timeout"] = connect_timeout
         specs.append(spec)
     return specs
+
+
+def _group_node_names(raw: dict, group: str) -> list[str]:
+    """The host names of a group (its problems are reported where the group is expanded)."""
+    return _expand_nodes(f"hosts.{group}.nodes", raw["hosts"][group].get("nodes", group), [])
+
+
+def _positive_duration(key: str, value, problems: list[str]) -> float | None:
+    """Seconds of a duration that must be more than zero; None with a problem otherwise."""
+    try:
+        seconds = units.parse_duration(value)
+    except units.UnitError as error:
+        problems.append(f"{key}: {error}")
+        return None
+    if seconds <= 0:
+        problems.append(f"{key}: must be more than 0s, got {value!r}")
+        return None
+    return seconds
+
+
+HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # <host>.json is a file name
+_NODE_RANGE = re.compile(r"\[([^\[\]]*)\]")
+_RANGE_PART = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
+_NODESET_OPERATORS = re.compile(r"[!&^]")
+
+
+def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:
+    """The host names of a ClusterShell node set; [] with a problem when it is unusable."""
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+
+    most = _most_nodes(nodes_text)
+    if most > MAX_HOSTS_PER_GROUP:  # checked before expanding: node[1-1000000000] fills memory
+        bound = "up to " if _NODESET_OPERATORS.search(nodes_text) else ""
+        problems.append(
+            f"{key}: {nodes_text!r} expands to {bound}{most} hosts "
+            f"(more than MAX_HOSTS_PER_GROUP = {MAX_HOSTS_PER_GROUP}; split the group)"
+        )
+        return []
+    try:
+        # no group resolver: '@group' and '*' would run ClusterShell's group upcall commands
+        nodes = list(NodeSet(nodes_text, resolver=RESOLVER_NOGROUP))
+    except NodeSetException as error:
+        problems.append(f"{key}: malformed host range {nodes_text!r}: {error}")
+        return []
+    if not nodes:
+        problems.append(f"{key}: {nodes_text!r} expands to no host")
+        return []
+    bad = [node for node in nodes if not HOST_NAME.match(node)]
+    if bad:
+        within = f" in {nodes_text!r}" if bad[0] != nodes_text else ""
+        problems.append(
+            f"{key}: bad host name {bad[0]!r}{within} (up to 200 letters, digits, '.', '-', "
+            "'_', first not '.' or '-'; ClusterShell groups such as '@rack1' are not resolved)"
+        )
+        return []
+    return nodes
+
+
+def _most_nodes(nodes_text: str) -> int:
+    """How many names a node set has at most, counted from its ranges without expanding them."""
+    terms = re.split(r"[,!&^](?![^\[]*\])", nodes_text)  # separators outside brackets
+    total = 0
+    for term in terms:
+        count = 1
+        for ranges in _NODE_RANGE.findall(term):
+            count *= sum(_range_length(part) for part in ranges.split(","))
+        total += count
+    return total
+
+
+def _range_length(part: str) -> int:
+    match = _RANGE_PART.match(part.strip())
+    if not match:
+        return 1  # not a range NodeSet reads: it reports the error itself
+    first, last, step = match.groups()
+    if last is None:
+        return 1
+    return max(0, (int(last) - int(first)) // int(step or 1) + 1)
 
 
 def _experiment(
@@ -310,16 +447,18 @@ def _experiment(
             name, spec, job, datasets, recipes, target_names[0], problems
         )
     sweep = dict(spec.get("sweep") or {})
+    fio = spec["tool"] == "fio"
     for option, value in job.items():
-        _check_option_value(f"{key}.job.{option}", option, value, problems)
+        _check_option_value(f"{key}.job.{option}", option, value, problems, fio=fio)
     for option, values in sweep.items():
         if option == "zip":
             for zipped, zipped_values in values.items():
                 for i, value in enumerate(zipped_values):
-                    _check_option_value(f"{key}.sweep.zip.{zipped}[{i}]", zipped, value, problems)
+                    where = f"{key}.sweep.zip.{zipped}[{i}]"
+                    _check_option_value(where, zipped, value, problems, fio=fio)
             continue
         for i, value in enumerate(values):
-            _check_option_value(f"{key}.sweep.{option}[{i}]", option, value, problems)
+            _check_option_value(f"{key}.sweep.{option}[{i}]", option, value, problems, fio=fio)
     if "template" in spec and "job_file" in spec:
         problems.append(f"{key}: give either template or job_file, not both")
     for option in ("template", "job_file"):
@@ -331,10 +470,7 @@ def _experiment(
         _check_schedule(key, spec, sweep, problems)
     timeout = None
     if "timeout" in spec:
-        try:
-            timeout = units.parse_duration(spec["timeout"])
-        except units.UnitError as error:
-            problems.append(f"{key}.timeout: {error}")
+        timeout = _positive_duration(f"{key}.timeout", spec["timeout"], problems)
     max_start_skew_s = 1.0
     if "max_start_skew" in spec:
         try:
@@ -349,6 +485,19 @@ def _experiment(
         from storbench import search
 
         search_settings = search.settings(key, spec, problems)
+    from storbench import fault_config
+
+    host_names = [
+        node for group in groups if group in raw["hosts"] for node in _group_node_names(raw, group)
+    ]
+    fault_config.check_faults(key, spec, job, host_names, problems)
+    soak = fault_config.soak_plan(key, spec, job, problems)
+    iterations = int(spec.get("iterations", 1))
+    if soak:
+        job = {**job, "runtime": units.fio_duration(soak["chunk_s"])}
+        iterations = soak["chunks"]
+    if soak or spec.get("faults"):
+        job = fault_config.with_interval_series(spec["tool"], job)
     target = dict(raw["targets"].get(target_names[0]) or {})
     steps = None
     if "steps" in spec:
@@ -360,7 +509,7 @@ def _experiment(
         target_name=target_names[0],
         target=target,
         target_set=tuple(target_names) if len(target_names) > 1 else (),
-        iterations=int(spec.get("iterations", 1)),
+        iterations=iterations,
         job=job,
         sweep=sweep,
         template=spec.get("template"),
@@ -377,6 +526,11 @@ def _experiment(
         flush_phase=prepare_plan.flush_phase(spec, recipes.get(spec.get("precondition"))),
         prep_state=prepare_plan.state_label(spec, recipes.get(spec.get("precondition"))),
         search=search_settings,
+        faults=tuple(spec.get("faults") or ()),
+        fault_analysis=(
+            fault_config.fault_settings(key, spec, job, problems) if spec.get("faults") else None
+        ),
+        soak=soak,
     )
 
 
@@ -495,7 +649,7 @@ def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> N
     for entry in entries:
         for option, value in entry.params.items():
             where = f"{key}.schedule[{spec['schedule']}:{entry.line}].{option}"
-            _check_option_value(where, option, value, problems)
+            _check_option_value(where, option, value, problems, fio=True)
 
 
 def _check_network(network: dict, host_groups: dict, problems: list[str]) -> None:
@@ -608,12 +762,15 @@ def _check_target_type(key: str, tool: str, target_type: str, problems: list[str
         )
 
 
-def _check_option_value(key: str, option: str, value, problems: list[str]) -> None:
+def _check_option_value(key: str, option: str, value, problems: list[str], *, fio=False) -> None:
     from storbench import hostfacts
 
     text = str(value)
-    if any(ord(ch) < 32 for ch in text):
-        problems.append(f"{key}: control characters (newline, tab ...) are not allowed in values")
+    if _has_control_characters(text):
+        problems.append(f"{key}: {CONTROL_CHARACTERS_PROBLEM}")
+        return
+    if fio and (problem := fio_value_problem(text)):
+        problems.append(f"{key}: {problem}")
         return
     if hostfacts.has_expression(value):
         return  # checked by hostfacts.check, resolved per host at render time
@@ -630,11 +787,120 @@ def _check_size(option: str, text: str) -> None:
     if option in PERCENT_SIZE_OPTIONS and text.endswith("%"):
         return
     if option in ("bs", "blocksize"):  # fio accepts ranges (4k-16k) and per-direction lists (4k,8k)
-        for part in text.replace("-", ",").split(","):
-            if part:
-                units.parse_size(part)
+        for direction in filter(None, text.split(",")):  # ',8k': reads keep fio's default
+            ends = direction.split("-")
+            if len(ends) > 2 or not all(ends):
+                raise units.UnitError(f"not a block size or range: {text!r}")
+            if any(units.parse_size(end) == 0 for end in ends):
+                raise units.UnitError(f"a block size must be more than 0: {text!r}")
         return
     units.parse_size(text)
+
+
+# --- text that ends up in job files and on command lines ---------------------------------
+
+CONTROL_CHARACTERS_PROBLEM = "control characters (newline, tab ...) are not allowed in values"
+# a job-file line is 'option=value' up to the first ';' or '#': fio reads the rest as a comment
+FIO_COMMENT_CHARACTERS = (";", "#")
+# fio expands ${VAR} and its keywords ($ncpus, $mb_memory ...) in job files
+_FIO_EXPANSION = re.compile(r"\$(\{|[A-Za-z_])")
+
+
+def _has_control_characters(text: str) -> bool:
+    return any(ord(ch) < 32 or ord(ch) == 127 for ch in text)
+
+
+def fio_value_problem(text: str) -> str | None:
+    """Why fio would not read this option value as written in a job file, or None."""
+    for char in FIO_COMMENT_CHARACTERS:
+        if char in text:
+            return f"fio cuts a job-file value at {char!r} (a comment); the value cannot hold it"
+    return None
+
+
+def fio_path_problem(path: str) -> str | None:
+    """Why a target path would not reach fio intact as a directory= or filename= value."""
+    if problem := fio_value_problem(path):
+        return problem
+    if ":" in path:
+        return "fio reads ':' in a directory or file name as a separator between paths"
+    if _FIO_EXPANSION.search(path):
+        return "fio expands '$' before a name or '{' in a job file (a variable or keyword)"
+    if path != path.strip():
+        return "fio strips leading and trailing spaces from a job-file value"
+    return None
+
+
+def _control_character_problems(raw: dict) -> list[str]:
+    """Every string but free text: a newline in a path or name would inject job-file lines."""
+    return [
+        f"{_key_path(path)}: {CONTROL_CHARACTERS_PROBLEM}"
+        for path, text in _strings(raw, ())
+        if _has_control_characters(text) and not _is_free_text(path)
+    ]
+
+
+def _strings(value, path: tuple):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
+    elif isinstance(value, str):
+        yield path, value
+
+
+def _is_free_text(path: tuple) -> bool:
+    """Descriptions and the user's own shell commands; experiments' options are checked apart."""
+    if path[-1] == "description":
+        return True
+    if path[0] == "experiments" and len(path) > 2 and path[2] in ("job", "sweep"):
+        return True  # _check_option_value reports them with the option's own key
+    if path[0] == "experiments" and len(path) > 4 and path[2] == "faults":
+        return path[-1] == "command"  # a fault's own shell script (faults[i] or its recover)
+    return path[0] == "preconditioning" and (
+        path[2:] == ("purge",) or path[2:] == ("flush", "command")
+    )
+
+
+def _fio_job_file_problems(raw: dict) -> list[str]:
+    """Target paths fio uses, and the fio options of datasets and preconditioning recipes."""
+    problems = []
+    for name in _fio_target_names(raw):
+        path = raw["targets"][name].get("path")  # directory and block targets
+        if path is not None and (problem := fio_path_problem(path)):
+            problems.append(f"targets.{name}.path: {problem}")
+    for key, value in _prepared_fio_values(raw):
+        if problem := fio_value_problem(str(value)):
+            problems.append(f"{key}: {problem}")
+    return problems
+
+
+def _fio_target_names(raw: dict) -> list[str]:
+    names = []
+    for spec in raw["experiments"].values():
+        if spec.get("tool") == "fio":
+            target = spec["target"]
+            names += [target] if isinstance(target, str) else list(target)
+    for section in ("datasets", "preconditioning"):
+        names += [spec["target"] for spec in (raw.get(section) or {}).values()]
+    return sorted({name for name in names if name in raw["targets"]})
+
+
+def _prepared_fio_values(raw: dict):
+    """(key path, value) of every fio option in datasets and preconditioning recipes."""
+    jobs = [(f"datasets.{n}.job", s.get("job")) for n, s in (raw.get("datasets") or {}).items()]
+    for name, recipe in (raw.get("preconditioning") or {}).items():
+        rounds = recipe.get("rounds") or {}
+        jobs += [(f"preconditioning.{name}.job", recipe.get("job"))]
+        jobs += [(f"preconditioning.{name}.rounds.job", rounds.get("job"))]
+        for option, values in (rounds.get("sweep") or {}).items():
+            for index, value in enumerate(values):
+                yield f"preconditioning.{name}.rounds.sweep.{option}[{index}]", value
+    for prefix, job in jobs:
+        for option, value in (job or {}).items():
+            yield f"{prefix}.{option}", value
 
 
 _SECRET_KEY = re.compile(r"password|passwd|secret|token|access_key|credential", re.IGNORECASE)

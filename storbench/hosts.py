@@ -2,6 +2,10 @@
 
 Every command runs under coreutils ``timeout`` so a hung tool is stopped on the
 host itself, and a run() that is interrupted kills its tool before re-raising.
+A tool also stops when the process that started it dies: a local one gets SIGTERM
+(parent-death signal, via setpriv), a remote one when its SSH session ends (a lost
+connection or a killed storbench). Only a host that stays up but unreachable keeps its
+tool running, until its ``timeout``; the next attempt of that run kills it.
 Host keys are verified by default (opt out per host with ``host_key_check: false``).
 
 The SSH transport imports fabric/paramiko lazily: importing this module and the
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import math
 import os
@@ -40,6 +45,14 @@ KEEPALIVE_S = 30  # without keepalives a dead peer hangs a channel for about an 
 SHELL_TIMEOUT_S = 60.0  # limit for small helper commands (mkdir, pkill)
 SFTP_STALL_S = 300.0  # an SFTP read/write that gets no answer this long fails
 CHUNK = 64 * 1024
+# Runs "$@" with stdin from /dev/null and SIGTERMs it when the session's stdin ends (sshd
+# closes it when the channel or the connection goes away); exits with the tool's status.
+SESSION_GUARD = (
+    'exec 3<&0 </dev/null; "$@" 3<&- & tool=$!; '
+    '{ while read -r _; do :; done <&3; kill -TERM "$tool" 2>/dev/null; } & guard=$!; '
+    'exec 3<&-; wait "$tool"; rc=$?; kill "$guard" 2>/dev/null; exit "$rc"'
+)
+SESSION_GUARD_NAME = "storbench-session"  # $0 of the guard shell, shown in ps
 MIN_MARKER_LEN = 8  # a short marker could match unrelated processes in pkill -f
 _ERE_SPECIAL = set("\\.[]()*+?{}|^$")
 
@@ -215,7 +228,7 @@ class LocalTransport(Transport):
     """The machine running storbench itself."""
 
     def run(self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None) -> int:
-        command = _timeout_argv(argv, timeout_s, marker)
+        command = _parent_death_argv() + _timeout_argv(argv, timeout_s, marker)
         backstop_s = timeout_s + KILL_AFTER_S + BACKSTOP_S
         with _open_output(stdout_path) as out, _open_output(stderr_path) as err:
             try:
@@ -225,13 +238,13 @@ class LocalTransport(Transport):
                     cwd=cwd, start_new_session=True,
                 )  # fmt: skip
             except OSError as exc:
-                raise self._error(f"cannot start {argv[0]}: {_describe(exc)}") from exc
+                raise self._error(f"cannot start {_program_name(argv)}: {_describe(exc)}") from exc
             try:
                 return proc.wait(timeout=backstop_s)
             except BaseException as exc:
                 _kill_process_group(proc)
                 if isinstance(exc, subprocess.TimeoutExpired):
-                    reason = f"{argv[0]} still running after {backstop_s:.0f}s; killed"
+                    reason = f"{_program_name(argv)} still running after {backstop_s:.0f}s; killed"
                     raise self._error(reason) from exc
                 raise
 
@@ -311,7 +324,8 @@ class SSHTransport(Transport):
         self._connection()
 
     def run(self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None) -> int:
-        command = shlex.join(_timeout_argv(argv, timeout_s, marker))
+        guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME]
+        command = shlex.join(guarded + _timeout_argv(argv, timeout_s, marker))
         if cwd is not None:
             command = f"cd {shlex.quote(cwd)} && exec {command}"
         deadline = time.monotonic() + timeout_s + KILL_AFTER_S + BACKSTOP_S
@@ -319,10 +333,12 @@ class SSHTransport(Transport):
         with _open_output(stdout_path) as out, _open_output(stderr_path) as err:
             channel = None
             try:
-                with self._translating(f"running {argv[0]}"):
-                    channel = self._exec(command)
-                    return self._pump(channel, out, err, deadline)
+                action = f"running {_program_name(argv)}"
+                with self._translating(action):
+                    channel = self._exec(command, keep_stdin=True)  # the guard watches it
+                    return self._pump(channel, out, err, deadline, action=action)
             except BaseException as exc:
+                self._drop_lost_connection()  # so the kill below reconnects
                 self._kill_after_failure(marker, exc)
                 raise
             finally:
@@ -494,14 +510,22 @@ class SSHTransport(Transport):
 
     # -- channels ---------------------------------------------------------------------
 
-    def _exec(self, command: str):
+    def _exec(self, command: str, *, keep_stdin: bool = False):
         channel = self._connection().transport.open_session(timeout=self.spec.connect_timeout)
         channel.exec_command(command)
-        channel.shutdown_write()  # tools reading stdin get EOF instead of waiting forever
+        if not keep_stdin:
+            channel.shutdown_write()  # tools reading stdin get EOF instead of waiting forever
         return channel
 
-    def _pump(self, channel, out, err, deadline: float) -> int:
-        """Copy the channel's stdout/stderr into out/err until the command exits."""
+    def _drop_lost_connection(self) -> None:
+        if self._conn is not None and not self._conn.is_connected:
+            self.close()
+
+    def _pump(self, channel, out, err, deadline: float, action: str = "running a command") -> int:
+        """Copy the channel's stdout/stderr into out/err until the command exits.
+
+        A channel closed without exit status and without end of output lost its connection.
+        """
         wakeup = channel.fileno()  # readable when output or EOF arrives
         while True:
             select.select([wakeup], [], [], 0.5)  # the timeout lets us check the deadline
@@ -511,7 +535,10 @@ class SSHTransport(Transport):
             if channel.exit_status_ready() and not (
                 channel.recv_ready() or channel.recv_stderr_ready()
             ):
-                return channel.recv_exit_status()
+                status = channel.recv_exit_status()
+                if status == -1 and not channel.eof_received:
+                    raise self._error(f"{action}: connection lost (SSH session closed)")
+                return status
             if time.monotonic() > deadline:
                 raise self._error("command still running past its deadline; killing it")
             if not got_output and channel.eof_received:
@@ -551,6 +578,21 @@ def _timeout_argv(argv, timeout_s: float, marker: str) -> list[str]:
         raise ValueError(f"marker {marker!r} does not occur in the command line")
     seconds = str(math.ceil(timeout_s))
     return ["timeout", "-s", "TERM", "-k", str(KILL_AFTER_S), seconds, *map(str, argv)]
+
+
+def _program_name(argv) -> str:
+    """The program argv runs, looking through `env NAME=value ...`."""
+    words = list(map(str, argv))
+    if posixpath.basename(words[0]) == "env":
+        words = [w for w in words[1:] if "=" not in w and not w.startswith("-")] or words
+    return words[0]
+
+
+@functools.cache
+def _parent_death_argv() -> list[str]:
+    """setpriv: the tool gets SIGTERM if the thread that started it dies (storbench killed)."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
 
 
 def _check_marker_text(marker: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from storbench import results
 from storbench.schema_names import ALL_HOSTS
 from storbench.tools import get_tool
+from storbench.tools.base import ToolOutputError
 
 
 def parse_iteration(
@@ -17,16 +18,30 @@ def parse_iteration(
     """Parse the raw files the manifest names into result rows (and per-interval rows);
     write them and return the result rows."""
     rows, series = iteration_rows(manifest_path, with_timeseries=timeseries_path is not None)
+    # both tables are built before either file is published
+    table = _table(rows, results.SCHEMA, manifest_path)
     if timeseries_path:
-        results.write_timeseries(series, timeseries_path)
-    results.write_rows(rows, output_path)
+        series_table = _table(series, results.TIMESERIES_SCHEMA, manifest_path)
+        results.write_parquet(series_table, timeseries_path)
+    results.write_parquet(table, output_path)
     return rows
+
+
+def _table(rows: list[dict], schema, manifest_path: str):
+    import pyarrow as pa
+
+    try:
+        return results.table_from_rows(rows, schema)
+    except (ValueError, TypeError, pa.ArrowException) as error:
+        raise ToolOutputError(
+            f"{manifest_path}: the parsed rows do not fit the result schema: {error}"
+        ) from None
 
 
 def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
     """(result rows, per-interval rows or None) of one iteration; the standard library only."""
     manifest_file = Path(manifest_path)
-    manifest = json.loads(manifest_file.read_text())
+    manifest = _read_manifest(manifest_file)
     raw_dir = manifest_file.parent / manifest["raw_dir"]
     hosts = manifest["hosts"]
     tool = get_tool(manifest["tool"])
@@ -59,6 +74,18 @@ def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
         identity = {k: base[k] for k in ("experiment", "run_id", "iteration", "attempt", "tool")}
         series = tool.parse_timeseries(manifest, raw_dir, identity)
     return rows, series
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ToolOutputError(f"{path}: cannot read the run manifest: {error.strerror}") from None
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise ToolOutputError(f"{path}: not a run manifest (JSON): {error}") from None
+    if not isinstance(manifest, dict):
+        raise ToolOutputError(f"{path}: not a run manifest (a JSON object)")
+    return manifest
 
 
 def start_skew_s(hosts: list[dict]) -> float | None:

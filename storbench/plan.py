@@ -305,6 +305,8 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> dict:
     }
     if experiment.execution == "service":
         spec["service"] = service_spec(campaign, experiment.tool)
+    if experiment.faults:
+        spec["faults"] = list(experiment.faults)
     preparation = preparation_spec(campaign, name)
     if preparation:
         spec["preparation"] = preparation

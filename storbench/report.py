@@ -79,6 +79,17 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_ns", "p99.9", "^"))
 
 LATENCY_CDF_FIGURE = "latency_cdf"
+FAULT_COMMAND_HEADER = [
+    "Run",
+    "It.",
+    "Event",
+    "Kind",
+    "Host",
+    "Command",
+    "Planned s",
+    "Started s",
+    "Result",
+]
 PER_HOST_TABLE = "per_host"  # shown in the per-host section with the per-host figure
 FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FIGURE)
 SCALING_FIGURE = "scaling"
@@ -104,6 +115,7 @@ def build_report(
     meta: dict,
     telemetry: dict | None = None,
     timeseries_source=None,
+    manifests: list[dict] | None = None,
 ) -> dict[str, Path]:
     """Write the report into ``out_dir`` and return {file name: path}.
 
@@ -114,7 +126,9 @@ def build_report(
     {step label: [{name, group}]}}, data_path, slow_host_percent, max_start_skew_s); every
     key is optional. ``telemetry``: facts by host (storbench.telemetry) for the hosts appendix.
     ``timeseries_source``: per-interval rows (a Parquet path or a table) for the time-series
-    figure.
+    figure. ``manifests``: the iterations' run manifests; those recording fault commands
+    give the fault-injection section (storbench.fault_report). ``meta['soak']`` adds the
+    soak section (storbench.soak_report).
 
     Beyond index.html, summary.csv, summary.md and FIGURES: scaling.png/.svg/.csv when
     ``meta['steps']`` is set or rows carry a step; slow_hosts.csv for constant stepping;
@@ -140,6 +154,16 @@ def build_report(
         figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
     host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
     figures = [f for f in figures if f not in host_figures]
+    extra_sections = []
+    from storbench import fault_report, soak_report  # only reports of such experiments use them
+
+    for section, files in (
+        fault_report.build_section(series, manifests or [], meta, out_dir),
+        soak_report.build_section(raw, series, meta, out_dir),
+    ):
+        if section is not None:
+            extra_sections.append(section)
+            written.update(files)
 
     scale = scale_out(raw, meta)
     if scale["figure"] is not None:
@@ -171,6 +195,7 @@ def build_report(
         paper_tables=paper_tables,
         host_figures=host_figures,
         environment=environment.controller_environment(),
+        extra_sections=extra_sections,
     )
     written["index.html"] = _write(out_dir / "index.html", html.encode())
     return written
@@ -1578,6 +1603,7 @@ def render_html(
     paper_tables: dict | None = None,
     host_figures: list[dict] | None = None,
     environment: list[tuple[str, str]] | None = None,
+    extra_sections: list[dict] | None = None,
 ) -> str:
     job_files = meta.get("job_files") or {}
     context = {
@@ -1598,6 +1624,8 @@ def render_html(
         ),
         "host_figures": host_figures or [],
         "environment": environment or [],
+        "extra_sections": extra_sections or [],
+        "command_header": FAULT_COMMAND_HEADER,
         "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
         "config_yaml": meta.get("config_yaml") or "",
         "hosts": hosts,

@@ -2,28 +2,38 @@
 
 Raw files go to ``<raw>/<run_id>/it<k>/a<attempt>/`` (a new attempt folder each time, so a
 rerun never overwrites earlier raw output); the manifest ``it<k>/run.json`` is published
-last and only when every host succeeded. Imports stay light: this is the benchmark path.
+last and only when every host succeeded. A failed attempt keeps its files and a
+``failed.txt`` saying why. Imports stay light: this is the benchmark path.
+
+A run stops its tools when the program that started it (Snakemake) dies, even by SIGKILL:
+a watch thread sees it gone and interrupts the run like a SIGTERM would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import os
 import re
 import shlex
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storbench import atomic
+from storbench import atomic, faults
 from storbench.hosts import HostError, HostSpec, open_transport, raise_interrupt
 from storbench.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS
 
 STDERR_TAIL_LINES = 20
+FAULTS_RECORD = "faults.json"  # the fault commands as they ran, beside the raw output
+FAILED_NOTE = "failed.txt"
+CONTROLLER_POLL_S = 0.5
+SHELL_NAMES = frozenset({"sh", "bash", "dash", "zsh", "ksh"})  # wrappers such as `bash -c cmd`
 _ATTEMPT = re.compile(r"^a(\d+)$")
 
 
@@ -40,6 +50,7 @@ class HostResult:
     end_time: str | None = None
     tool_version: str | None = None
     error: str | None = None
+    cleanup_error: str | None = None  # leftovers of a failed tool that could not be killed
 
 
 def _now() -> str:
@@ -128,8 +139,10 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
             result.end_time = _now()
             if result.exit_code == 0:
                 _fetch_output(transport, tool, paths, local_dir / tool.output_name(name))
+            else:
+                _kill_leftovers(transport, paths.job_path, result)
     except HostError as error:
-        result.error = str(error)
+        result.error = "\n".join([str(error), *getattr(error, "__notes__", ())])
     except Exception as error:  # reported per host; the iteration fails as a whole below
         result.error = f"host {name}: {type(error).__name__}: {error}"
 
@@ -165,6 +178,14 @@ def _command_with_secrets(
     return ["sh", "-c", 'set -a; . "$1"; set +a; shift; exec "$@"', "env-file", env_file, *argv]
 
 
+def _kill_leftovers(transport, marker: str, result: HostResult) -> None:
+    """A tool that crashed can leave children running (fio's job processes); stop them."""
+    try:
+        transport.kill_matching(marker)
+    except HostError as error:
+        result.cleanup_error = f"could not stop what is left of the tool: {error}"
+
+
 def _fetch_output(transport, tool, paths: HostPaths, local_path: Path) -> None:
     if tool.output_is_folder:
         transport.fetch_tree(paths.output_path, local_path)
@@ -196,18 +217,38 @@ def _kill_everywhere(hosts: list[HostSpec], paths: list[HostPaths]) -> None:
             pass
 
 
+def exit_reason(code: int) -> str:
+    """How a tool ended, from its exit code ('timed out', 'killed by SIGKILL', 'exited 1')."""
+    if code == 124:  # coreutils timeout
+        return "timed out"
+    if code < 0:  # local: the tool died of a signal
+        return f"killed by {_signal_name(-code)}"
+    if 128 < code <= 128 + 64:  # remote: the shell's status of a tool that died of a signal
+        return f"exited {code} (as a tool killed by {_signal_name(code - 128)} does)"
+    return f"exited {code}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _failure_message(spec: dict, results: list[HostResult], local_dir: Path) -> str:
     lines = [f"{spec['experiment']}/{spec['run_id']}: {spec['tool']} failed"]
     for result in results:
         if result.error:
             lines.append(result.error)
         elif result.exit_code != 0:
-            reason = "timed out" if result.exit_code == 124 else f"exited {result.exit_code}"
+            reason = exit_reason(result.exit_code)
             lines.append(f"host {result.name}: {spec['tool']} {reason}; stderr tail:")
             tail = _tail(local_dir / f"{result.name}.stderr") or _tail(
                 local_dir / f"{result.name}.stdout"
             )
             lines.extend(f"    {line}" for line in (tail or "(empty)").splitlines())
+        if result.cleanup_error:
+            lines.append(f"host {result.name}: {result.cleanup_error}")
     lines.append(f"raw output kept in {local_dir}")
     return "\n".join(lines)
 
@@ -229,15 +270,21 @@ def run_iteration(
     }
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir = next_attempt_dir(iteration_dir)
+    watch = ControllerWatch()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
     try:
+        watch.start()
         if spec.get("execution") == "service":
             from storbench.service_run import run_service_iteration
 
             placement = run_service_iteration(spec, local_dir, host_jobs or {})
         else:
-            placement = {"hosts": _run_standalone(spec, iteration, attempt, local_dir, job_texts)}
+            placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts)
+    except BaseException as error:
+        _note_failure(local_dir, error)
+        raise
     finally:
+        watch.stop()
         signal.signal(signal.SIGTERM, previous_term)
     if host_jobs:
         for host in placement["hosts"]:
@@ -264,13 +311,23 @@ def run_iteration(
     return manifest
 
 
+def _note_failure(local_dir: Path, error: BaseException) -> None:
+    """FAILED_NOTE in the attempt folder says why it has no manifest (a rerun rewrites the log)."""
+    reason = str(error) or type(error).__name__
+    if isinstance(error, KeyboardInterrupt):
+        reason = f"interrupted ({reason})"
+    with contextlib.suppress(OSError):
+        atomic.write_text(local_dir / FAILED_NOTE, f"{_now()} {reason}\n")
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _run_standalone(
     spec: dict, iteration: int, attempt: int, local_dir: Path, job_texts: dict[str, str]
-) -> list[dict]:
+) -> dict:
+    """{'hosts': what ran on each host, 'faults': the fault commands as they ran (if any)}."""
     tool = get_tool(spec["tool"])
     credentials = _credentials(spec)
     run_path = f"{spec['experiment']}/{spec['run_id']}/it{iteration}/a{attempt}"
@@ -290,19 +347,27 @@ def _run_standalone(
         )
         for host, host_paths_, result in zip(hosts, paths, results, strict=True)
     ]
+    schedule = None
     try:
         for thread in threads:
             thread.start()
+        schedule = faults.schedule_for_run(spec, hosts, paths, results, threads)
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
     except KeyboardInterrupt:
         _kill_everywhere(hosts, paths)
+        if schedule is not None:  # a paused or cut-off device is restored even now
+            atomic.write_json(local_dir / FAULTS_RECORD, schedule.finish(interrupted=True))
         raise
+    placement: dict = {}
+    if schedule is not None:
+        placement["faults"] = schedule.finish()
+        atomic.write_json(local_dir / FAULTS_RECORD, placement["faults"])
     if any(r.error or r.exit_code != 0 for r in results):
         message = _failure_message(spec, results, local_dir)
         raise RunError(scrub(message, credentials.values()) if credentials else message)
-    return [
+    placement["hosts"] = [
         {
             "name": r.name,
             "command": r.command,
@@ -316,6 +381,7 @@ def _run_standalone(
         }
         for r in results
     ]
+    return placement
 
 
 def _credentials(spec: dict) -> Credentials | None:
@@ -326,3 +392,82 @@ def _credentials(spec: dict) -> Credentials | None:
         return target_credentials(target["name"], target)
     except SecretError as error:
         raise RunError(str(error)) from None
+
+
+# -- the controller watch ------------------------------------------------------------------
+
+
+_START_TICKS = 22 - 2  # index of stat field 22 (starttime) in _stat_fields
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    name: str
+    start_ticks: str  # /proc stat field 22: tells a reused pid from the original
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from field 2 on: [name, state, ppid, ...]; None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    return [name, *text[text.rindex(")") + 2 :].split()]
+
+
+def controller_chain(pid: int | None = None) -> list[Process]:
+    """The parent of pid (default: this process), up through shell wrappers to the first
+    other program: Snakemake's `bash -c 'storbench run ...'` gives [bash, snakemake]."""
+    chain = []
+    pid = os.getppid() if pid is None else _parent(pid)
+    while pid and pid > 1 and (fields := _stat_fields(pid)) is not None:
+        chain.append(Process(pid, fields[0], fields[_START_TICKS]))
+        if fields[0] not in SHELL_NAMES:
+            break
+        pid = int(fields[2])
+    return chain
+
+
+def _parent(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[2]) if fields else 0
+
+
+def is_alive(process: Process) -> bool:
+    fields = _stat_fields(process.pid)
+    if fields is None or fields[1] in ("Z", "X"):  # gone, or a zombie nobody reaped yet
+        return False
+    return fields[_START_TICKS] == process.start_ticks
+
+
+class ControllerWatch:
+    """A thread that SIGTERMs this process (see hosts.raise_interrupt) when a process of
+    controller_chain() is gone: a SIGKILLed Snakemake must not leave its tools running."""
+
+    def __init__(self, poll_s: float = CONTROLLER_POLL_S):
+        self._chain = controller_chain()
+        self._poll_s = poll_s
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="controller-watch", daemon=True)
+
+    def start(self) -> None:
+        if self._chain:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self._poll_s):
+            gone = next((p for p in self._chain if not is_alive(p)), None)
+            if gone is not None:
+                print(
+                    f"storbench: {gone.name} (pid {gone.pid}), which started this run, has exited;"
+                    " stopping the tool on every host",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os.kill(os.getpid(), signal.SIGTERM)
+                return

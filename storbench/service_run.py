@@ -22,7 +22,7 @@ CONTROLLER = "controller"
 
 def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]) -> dict:
     """Run the controller; return the manifest part {controller, hosts} (raises on failure)."""
-    from storbench.runner import RunError, _now, _tail
+    from storbench.runner import RunError, _now, _tail, exit_reason
 
     tool = get_tool(spec["tool"])
     port = spec["service"]["port"]
@@ -53,7 +53,7 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
         raise
     end = _now()
     if exit_code != 0:
-        reason = "timed out" if exit_code == 124 else f"exited {exit_code}"
+        reason = exit_reason(exit_code)
         tail = _tail(local_dir / f"{CONTROLLER}.stderr") or _tail(
             local_dir / f"{CONTROLLER}.stdout"
         )

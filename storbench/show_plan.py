@@ -98,8 +98,32 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
             lines.append(f"     {host['name']}: {shlex.join(argv)}")
     if experiment.search:
         lines += _describe_search(experiment)
+    if experiment.faults:
+        lines += _describe_faults(experiment)
+    if experiment.soak:
+        soak = experiment.soak
+        lines.append(
+            f"   soak: {soak['duration_s']:g} s in {soak['chunks']} chunk(s) of "
+            f"{soak['chunk_s']:g} s (the iterations; an interrupted soak repeats one chunk)"
+        )
     for run in runs:
         lines += _describe_run(campaign, name, run, tool)
+    return lines
+
+
+def _describe_faults(experiment) -> list[str]:
+    """Every fault command, before anything runs: they change the system under test."""
+    lines = ["   FAULT COMMANDS (allow_faults: true), in every iteration of every run:"]
+    for event in experiment.faults:
+        lines.append(
+            f"     at {event['at']} on {event['host']}: {event['command']}  [{event['name']}]"
+        )
+        recover = event.get("recover")
+        if recover:
+            lines.append(
+                f"     at {recover['at']} on {event['host']}: {recover['command']}"
+                f"  [{event['name']} recovery]"
+            )
     return lines
 
 

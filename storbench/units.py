@@ -7,8 +7,10 @@ Durations: ``500ms``, ``5s``, ``2m``, ``1h``, ``1d``; a bare number is seconds.
 
 from __future__ import annotations
 
+import math
 import re
 
+MAX_SIZE = 2**63 - 1  # the largest byte count a result column (int64) holds
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?b?)\s*$", re.IGNORECASE)
 _SIZE_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?\s*$")
@@ -35,7 +37,7 @@ def parse_size(value) -> int:
     if isinstance(value, int):
         if value < 0:
             raise UnitError(f"size must not be negative: {value}")
-        return value
+        return _within_range(value, value)
     match = _SIZE.match(str(value))
     if not match:
         raise UnitError(f"not a size: {value!r} (expected e.g. 4k, 1m, 256MiB, 1g)")
@@ -43,9 +45,17 @@ def parse_size(value) -> int:
     if unit.lower() == "i" and not prefix:  # '4Ki' is accepted, '4i' is not
         raise UnitError(f"not a size: {value!r}")
     result = float(number) * 1024 ** _SIZE_POWERS[prefix.lower()]
+    if not math.isfinite(result):
+        raise UnitError(f"size is too large: {value!r}")
     if result != int(result):
         raise UnitError(f"size is not a whole number of bytes: {value!r}")
-    return int(result)
+    return _within_range(int(result), value)
+
+
+def _within_range(size: int, value) -> int:
+    if size > MAX_SIZE:
+        raise UnitError(f"size is too large: {value!r} (at most {MAX_SIZE} bytes)")
+    return size
 
 
 def fio_size(value) -> str:
@@ -67,6 +77,8 @@ def parse_duration(value) -> float:
     if isinstance(value, bool):
         raise UnitError(f"not a duration: {value!r}")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise UnitError(f"not a duration: {value!r} (expected e.g. 500ms, 5s, 2m, 1h)")
         if value < 0:
             raise UnitError(f"duration must not be negative: {value}")
         return float(value)
@@ -74,7 +86,10 @@ def parse_duration(value) -> float:
     if not match:
         raise UnitError(f"not a duration: {value!r} (expected e.g. 500ms, 5s, 2m, 1h)")
     number, unit = match.groups()
-    return float(number) * _DURATION_SECONDS[unit]
+    seconds = float(number) * _DURATION_SECONDS[unit]
+    if not math.isfinite(seconds):
+        raise UnitError(f"duration is too long: {value!r}")
+    return seconds
 
 
 def fio_duration(value) -> str:

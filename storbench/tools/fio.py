@@ -111,18 +111,20 @@ class FioAdapter(ToolAdapter):
         from storbench.tools import fio_json
 
         if manifest.get("execution") == "service":
-            text = (raw_dir / manifest["controller"]["output"]).read_bytes()
+            path = raw_dir / manifest["controller"]["output"]
             client_names = {host["endpoint"]: host["name"] for host in manifest["hosts"]}
             return fio_json.parse_outputs(
-                [(None, text.decode("utf-8", errors="replace"))],
+                [(None, _output_text(path))],
                 base=base,
                 client_names=client_names,
+                sources=[str(path)],
             )
-        outputs = []
-        for host in manifest["hosts"]:
-            path = raw_dir / host["output"]
-            outputs.append((host["name"], path.read_bytes().decode("utf-8", errors="replace")))
-        return fio_json.parse_outputs(outputs, base=base)
+        paths = [raw_dir / host["output"] for host in manifest["hosts"]]
+        outputs = [
+            (host["name"], _output_text(path))
+            for host, path in zip(manifest["hosts"], paths, strict=True)
+        ]
+        return fio_json.parse_outputs(outputs, base=base, sources=[str(p) for p in paths])
 
     def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
         """Interval rows when the run printed status reports (status_interval), else none."""
@@ -133,7 +135,7 @@ class FioAdapter(ToolAdapter):
         rows = []
         for host in manifest["hosts"]:
             path = raw_dir / host["output"]
-            text = path.read_bytes().decode("utf-8", errors="replace")
+            text = _output_text(path)
             rows += fio_timeseries.rows_from_status_interval(
                 text, host=host["name"], base=base, source=str(path)
             )
@@ -154,6 +156,16 @@ class FioAdapter(ToolAdapter):
             except fio_json.FioOutputError as error:
                 raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None
         return rows
+
+
+def _output_text(path: Path) -> str:
+    """A raw output as text; bytes that are not UTF-8 (a wrapper's junk) become U+FFFD."""
+    from storbench.tools.fio_json import FioOutputError
+
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as error:
+        raise FioOutputError(f"{path}: cannot read fio output: {error.strerror}") from None
 
 
 def _job_directory(target: dict, host: str | None) -> str | None:

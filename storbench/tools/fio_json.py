@@ -47,20 +47,33 @@ class FioOutputError(ToolOutputError):
 
 
 def load_documents(text: str, *, source: str = "fio output") -> list[dict]:
-    """All JSON documents in fio's output text, skipping non-JSON lines around them."""
+    """All JSON documents in fio's output text, skipping non-JSON lines around them.
+
+    A document cut short after the last complete one is an error: with --status-interval
+    the complete ones are interim reports, and the cut one was the final report.
+    """
     decoder = json.JSONDecoder()
     documents = []
     position = 0
+    cut_at = None  # where the last document that failed to decode began
     while match := _DOCUMENT_START.search(text, position):
         try:
             document, end = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as error:
+            cut_at = (match.start(), error)
             position = match.start() + 1
             continue
         documents.append(document)
         position = end
+        cut_at = None
     if not documents:
         raise FioOutputError(f"{source}: no complete fio JSON document ({_first_line(text)})")
+    if cut_at is not None:
+        start, error = cut_at
+        raise FioOutputError(
+            f"{source}: truncated: the JSON document starting at character {start} after the "
+            f"{len(documents)} complete one(s) is cut short ({error.msg} at character {error.pos})"
+        )
     return documents
 
 
@@ -82,8 +95,31 @@ def rows_from_document(
     client_names: dict | None = None,
     source: str = "fio output",
 ) -> list[dict]:
-    """Per-host rows (never 'all') from one final fio document."""
-    entries = _host_entries(doc, host, client_names or {}, source)
+    """Per-host rows (never 'all') from one final fio document.
+
+    Output of another fio version parses when it has the fields read here (the rows record
+    its version); otherwise FioOutputError names the source, the version and the field.
+    """
+    version = doc.get("fio version") if isinstance(doc, dict) else None
+    try:
+        return _document_rows(doc, host, base, client_names or {}, source)
+    except FioOutputError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise FioOutputError(
+            f"{source}: unexpected fio JSON layout{_of_version(version)} "
+            f"({type(error).__name__}: {error})"
+        ) from None
+
+
+def _of_version(version) -> str:
+    return f" (output of {version}; storbench reads fio 3.x json/json+)" if version else ""
+
+
+def _document_rows(doc: dict, host, base: dict, client_names: dict, source: str) -> list[dict]:
+    entries = _host_entries(doc, host, client_names, source)
+    if not entries:
+        raise FioOutputError(f"{source}: the JSON document lists no jobs")
     labels = _job_labels(entries)
     inherited = {key: value for key, value in base.items() if key in _schema_columns()}
     global_options = doc.get("global options") or {}
@@ -100,10 +136,45 @@ def rows_from_document(
         if doc.get("fio version") is not None:
             shared["tool_version"] = doc["fio version"]
         for op in OPS:
-            stats = entry.get(op) or {}
-            if stats.get("total_ios", 0) > 0:
+            stats = _op_stats(entry, op, job, doc.get("fio version"), source)
+            if stats["total_ios"] > 0:
                 rows.append({**shared, "op": op, **_op_metrics(stats)})
     return rows
+
+
+# what a direction's statistics must hold when it did I/O (fio 3.x json and json+)
+REQUIRED_OP_FIELDS = ("io_bytes", "total_ios", "runtime", "bw_bytes", "iops")
+RATE_FIELDS = ("bw_bytes", "iops")  # fio prints these as fractions; the others are counts
+LATENCY_FIELDS = ("lat_ns", "clat_ns")
+
+
+def _op_stats(entry: dict, op: str, job: str, version, source: str) -> dict:
+    """One direction's statistics, checked for the fields the rows are made of."""
+    stats = entry.get(op)
+    where = f"{source}: job {job!r}"
+    if not isinstance(stats, dict):
+        raise FioOutputError(f"{where} has no {op!r} statistics{_of_version(version)}")
+    if "total_ios" not in stats:
+        raise FioOutputError(f"{where}: no '{op}.total_ios'{_of_version(version)}")
+    _check_number(stats, op, "total_ios", where, whole=True)
+    if stats["total_ios"] == 0:
+        return stats
+    missing = [f"'{op}.{field}'" for field in REQUIRED_OP_FIELDS if field not in stats]
+    if not any(field in stats for field in LATENCY_FIELDS):
+        missing.append(" or ".join(f"'{op}.{field}'" for field in LATENCY_FIELDS))
+    if missing:
+        raise FioOutputError(f"{where}: no {', '.join(missing)}{_of_version(version)}")
+    for field in REQUIRED_OP_FIELDS:
+        _check_number(stats, op, field, where, whole=field not in RATE_FIELDS)
+    return stats
+
+
+def _check_number(stats: dict, op: str, field: str, where: str, *, whole: bool) -> None:
+    value = stats[field]
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value >= 0:
+        kind = "a whole number" if whole else "a number"
+        raise FioOutputError(f"{where}: '{op}.{field}' is {value!r}, not {kind} >= 0")
 
 
 def _host_entries(doc: dict, host, client_names: dict, source: str) -> list[tuple]:
@@ -221,12 +292,21 @@ def _percentiles(stats: dict) -> dict:
 
 
 def parse_outputs(
-    outputs: list[tuple[str | None, str]], *, base: dict, client_names: dict | None = None
+    outputs: list[tuple[str | None, str]],
+    *,
+    base: dict,
+    client_names: dict | None = None,
+    sources: list[str] | None = None,
 ) -> list[dict]:
-    """Per-host rows of every output plus the host='all' rows over them."""
+    """Per-host rows of every output plus the host='all' rows over them.
+
+    sources: the file each output was read from, named in errors.
+    """
     rows = []
-    for host, text in outputs:
+    for index, (host, text) in enumerate(outputs):
         source = "fio client output" if host is None else f"fio output of host {host}"
+        if sources:
+            source = f"{sources[index]} ({source})"
         final = load_documents(text, source=source)[-1]  # earlier ones: --status-interval
         rows += rows_from_document(
             final, host=host, base=base, client_names=client_names, source=source

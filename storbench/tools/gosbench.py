@@ -485,6 +485,12 @@ def result_rows(
             "lat_basis": "lat",
             "tool_version": tool_version,
         })  # fmt: skip
+    missing = sorted(set(tests) - {result["test"] for result in results})
+    if missing:  # a server log cut short ends before the later tests' PERF RESULTS lines
+        raise ToolOutputError(
+            f"{source}: no result for test(s) {', '.join(map(repr, missing))} of the config "
+            "(output cut short?)"
+        )
     return rows
 
 
