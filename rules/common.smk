@@ -11,7 +11,8 @@ from storbench.tools import get_tool
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
-    for configfile_path in workflow.configfiles:  # Snakemake's loader keeps the last of equal keys
+    # Snakemake's own loader keeps the last of two equal keys; ours refuses them.
+    for configfile_path in workflow.configfiles:
         storbench_config.load_yaml(configfile_path)
     CAMPAIGN = storbench_config.load_campaign(config, source=CONFIG_SOURCE)
 except storbench_config.ConfigError as error:

@@ -232,12 +232,7 @@ def experiment_links(experiments: dict, key_rows: list[dict]) -> list[dict]:
 
 def peaks_figure(rows: list[dict]) -> tuple[bytes, bytes, str]:
     """Two panels: peak GB/s and peak IOPS per experiment, error bars the 95 % interval."""
-    with report.matplotlib.rc_context(report.RC):
-        fig = _peaks(rows)
-        try:
-            png, svg = report.render_figure(fig)
-        finally:
-            report.plt.close(fig)
+    png, svg = report.figure_bytes(lambda: _peaks(rows))
     caption = (
         "Peak bandwidth (GB/s, decimal) and peak IOPS of each experiment: the best cell's "
         "mean over iterations, error bars the 95 % Student-t interval of the mean (none for "

@@ -202,17 +202,16 @@ def _yes_no(value) -> str:
 
 
 def figure(timeseries: pd.DataFrame, manifests: list[dict]) -> tuple[bytes, bytes, str]:
-    with report.matplotlib.rc_context(report.RC):
+    def build():
         fig, axes = report.new_figure(
             len(manifests), 1, height_in=PANEL_HEIGHT_IN * len(manifests) + 0.5
         )
         for ax, manifest in zip(axes, manifests, strict=True):
             _panel(ax, timeseries, manifest)
         report.figure_legend(fig, axes)
-        try:
-            png, svg = report.render_figure(fig)
-        finally:
-            report.plt.close(fig)
+        return fig
+
+    png, svg = report.figure_bytes(build)
     caption = (
         "IOPS (left axis) and I/O-weighted mean latency (right axis, ms) per interval of each "
         "run with injected faults; red dashed lines: fault commands started, green dotted: "

@@ -498,6 +498,17 @@ def make_figure(
     return png, svg, caption
 
 
+def figure_bytes(build) -> tuple[bytes, bytes]:
+    """PNG and SVG bytes of the figure ``build()`` makes, styled and closed afterwards."""
+    # Styles are read while artists are created and saved, so both happen under RC.
+    with matplotlib.rc_context(RC):
+        fig = build()
+        try:
+            return render_figure(fig)
+        finally:
+            plt.close(fig)
+
+
 def render_figure(fig) -> tuple[bytes, bytes]:
     """(PNG bytes, SVG bytes) of a figure, without dates or version stamps."""
     png, svg = io.BytesIO(), io.BytesIO()

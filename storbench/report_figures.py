@@ -35,18 +35,19 @@ def make_figure(
     name: str, summary: pd.DataFrame, raw: pd.DataFrame, timeseries: pd.DataFrame | None
 ) -> tuple[bytes, bytes, str]:
     """(PNG bytes, SVG bytes, caption) of one of FIGURES."""
-    with base.matplotlib.rc_context(base.RC):
-        if name == LATENCY_VS_IOPS_FIGURE:
-            fig, caption = latency_vs_iops_figure(summary)
-        elif name == TIMESERIES_FIGURE:
-            fig, caption = timeseries_figure(timeseries)
-        else:
-            fig, caption = per_host_figure(raw)
-        try:
-            png, svg = base.render_figure(fig)
-        finally:
-            base.plt.close(fig)
-    return png, svg, caption
+    builders = {
+        LATENCY_VS_IOPS_FIGURE: lambda: latency_vs_iops_figure(summary),
+        TIMESERIES_FIGURE: lambda: timeseries_figure(timeseries),
+        PER_HOST_FIGURE: lambda: per_host_figure(raw),
+    }
+    made = {}
+
+    def build():
+        fig, made["caption"] = builders[name]()
+        return fig
+
+    png, svg = base.figure_bytes(build)
+    return png, svg, made["caption"]
 
 
 # ---------------------------------------------------------------------------------------

@@ -227,7 +227,7 @@ def _clock(seconds: float) -> str:
 
 
 def figure(analysed: dict) -> tuple[bytes, bytes, str]:
-    with report.matplotlib.rc_context(report.RC):
+    def build():
         fig, axes = report.new_figure(
             len(analysed), 1, height_in=PANEL_HEIGHT_IN * len(analysed) + 0.5
         )
@@ -256,10 +256,9 @@ def figure(analysed: dict) -> tuple[bytes, bytes, str]:
             ax.set_ylabel("IOPS")
             ax.set_xlabel("time since the soak started (s)")
         report.figure_legend(fig, axes)
-        try:
-            png, svg = report.render_figure(fig)
-        finally:
-            report.plt.close(fig)
+        return fig
+
+    png, svg = report.figure_bytes(build)
     caption = (
         "IOPS per interval over the whole soak, chunks joined (dotted lines: chunk "
         "boundaries), intervals flagged as anomalies marked ×."
