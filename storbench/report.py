@@ -430,10 +430,13 @@ def per_run_table(raw: pd.DataFrame) -> dict:
         ["run_id", "iteration", "_aggregate", "host", "job", "op"], kind="stable"
     )
     show_target = _varies(frame, "target")
+    # A rerun's raw output sits beside the old one: say which attempt the numbers come from.
+    show_attempt = "attempt" in frame and bool((frame["attempt"].fillna(1) > 1).any())
     header = [
         "Run",
         *(["Target"] if show_target else []),
         "Iteration",
+        *(["Attempt"] if show_attempt else []),
         "Host",
         "op",
         "BW MiB/s",
@@ -445,6 +448,7 @@ def per_run_table(raw: pd.DataFrame) -> dict:
             str(row["run_id"]),
             *([_text(row.get("target"))] if show_target else []),
             _int_label(row["iteration"]),
+            *([f"a{_int_label(row['attempt'])}"] if show_attempt else []),
             str(row["host"]),
             str(row["op"]),
             _outlier_marked(format_number(_scaled(row["bw_bytes_s"], MIB), 1), row["bw_outlier"]),
