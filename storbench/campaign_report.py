@@ -170,10 +170,10 @@ def key_results_table(rows: list[dict]) -> tables.Table:
     columns |= {
         "Peak GB/s": [report_tables.fixed(v, bw_decimals) for v in bw],
         "GB/s CI": [_interval(r, "bw", GB, bw_decimals) for r in rows],
-        "at": [r.get("bw_run") for r in rows],
+        "Bandwidth peak at": [r.get("bw_run") for r in rows],
         "Peak IOPS": [report_tables.fixed(v, iops_decimals) for v in iops],
         "IOPS CI": [_interval(r, "iops", 1.0, iops_decimals) for r in rows],
-        "at ": [r.get("iops_run") for r in rows],
+        "IOPS peak at": [r.get("iops_run") for r in rows],
         "p99 µs at peak IOPS": [
             report_tables.fixed(_scaled(r.get("p99_ns"), NS_PER_US), 1) for r in rows
         ],

@@ -87,12 +87,9 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
 
 
 def _pattern_label(row) -> str:
+    """The access pattern, plus the operation for a mixed workload (its reads and writes)."""
     label = base._rw_label(row)
-    return (
-        label
-        if row["op"] in (None, "") or label.endswith(str(row["op"]))
-        else (f"{label} {row['op']}")
-    )
+    return f"{label} {row['op']}" if row["rw"] in base.MIXED_RW else label
 
 
 def _latency_line(ax, rows: pd.DataFrame, size: str, index: int) -> None:

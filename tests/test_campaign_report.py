@@ -107,13 +107,13 @@ def test_key_results_are_the_peaks_of_the_rows(campaign):
         half_width = T_975_DF1 * statistics.stdev(values) / math.sqrt(ITERATIONS)
         decimals = len(table[experiment]["Peak IOPS"].partition(".")[2])
         assert float(table[experiment]["Peak IOPS"]) == pytest.approx(iops[best], abs=10**-decimals)
-        assert table[experiment]["at "].startswith(best)
+        assert table[experiment]["IOPS peak at"].startswith(best)
         low, high = (float(v) for v in table[experiment]["IOPS CI"].split(" – "))
         assert low == pytest.approx(iops[best] - half_width, abs=10**-decimals)
         assert high == pytest.approx(iops[best] + half_width, abs=10**-decimals)
         bandwidth = cell_means(rows, "bw_bytes_s")
         top = max(bandwidth, key=bandwidth.get)
-        assert table[experiment]["at"].startswith(top)
+        assert table[experiment]["Bandwidth peak at"].startswith(top)
         assert float(table[experiment]["Peak GB/s"]) == pytest.approx(
             bandwidth[top] / 1e9, rel=1e-2
         )
