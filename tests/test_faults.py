@@ -118,7 +118,7 @@ def test_plan_shows_the_fault_commands_before_anything_runs(tmp_path):
 def test_soak_chunks_are_iterations(tmp_path):
     raw = soak_config(tmp_path)
     experiment = config.load_campaign(raw).experiments["soak"]
-    assert experiment.iterations == 3 and experiment.job["runtime"] == "3s"
+    assert experiment.iterations == 3 and experiment.job["runtime"] == "5s"
     raw["experiments"]["soak"]["iterations"] = 2
     assert "experiments.soak.iterations: a soak's chunks are its iterations" in problems_of(raw)
 
@@ -227,7 +227,7 @@ def soak_config(target: Path) -> dict:
                 "tool": "fio",
                 "hosts": "localhost",
                 "target": "scratch",
-                "soak": {"duration": "9s", "chunk": "3s", "window": 3, "k": 5},
+                "soak": {"duration": "15s", "chunk": "5s", "window": 3, "k": 5},
                 "job": {
                     "rw": "randread",
                     "bs": "4k",
@@ -244,10 +244,16 @@ def test_interrupted_soak_resumes_without_losing_or_repeating_intervals(tmp_path
     raw_config = soak_config(tmp_path / "target")
     process = start_snakemake(tmp_path, copy.deepcopy(raw_config))
     try:
+        results = tmp_path / "results" / "soak"
+        # Chunk 1 parsed and chunk 2 running (both are ready at once; -c2 runs them together).
         second = wait_for(
-            lambda: list((tmp_path / "results" / "soak" / "raw").glob("*/it2/a1")), "chunk 2"
+            lambda: (
+                list(results.glob("raw/*/it2/a1")) and list(results.glob("parsed/*/it1.parquet"))
+            ),
+            "chunk 1 parsed while chunk 2 runs",
         )
-        time.sleep(1.0)  # inside chunk 2's fio run
+        assert not list(results.glob("raw/*/it2/run.json")), "chunk 2 ended before the interrupt"
+        time.sleep(0.5)
         os.killpg(process.pid, signal.SIGINT)
         process.communicate(timeout=60)
     finally:
