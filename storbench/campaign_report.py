@@ -214,16 +214,17 @@ def _interval(row: dict, prefix: str, unit: float, decimals: int) -> str | None:
 def experiment_links(experiments: dict, key_rows: list[dict]) -> list[dict]:
     """Each experiment with the relative link to its own report and its description."""
     names = list(dict.fromkeys([*experiments, *(r["experiment"] for r in key_rows)]))
-    return [
-        {
-            "name": name,
-            "href": f"../{name}/index.html",
-            "description": (experiments.get(name) or {}).get("description") or "",
-            "tool": (experiments.get(name) or {}).get("tool") or "",
-            "kind": (experiments.get(name) or {}).get("kind") or "",
-        }
-        for name in names
-    ]
+    links = []
+    for name in names:
+        spec = experiments.get(name) or {}
+        links.append(
+            {
+                "name": name,
+                "href": f"../{name}/index.html",
+                **{key: spec.get(key) or "" for key in ("description", "tool", "kind")},
+            }
+        )
+    return links
 
 
 # ---------------------------------------------------------------------------------------
@@ -232,13 +233,12 @@ def experiment_links(experiments: dict, key_rows: list[dict]) -> list[dict]:
 
 def peaks_figure(rows: list[dict]) -> tuple[bytes, bytes, str]:
     """Two panels: peak GB/s and peak IOPS per experiment, error bars the 95 % interval."""
-    png, svg = report.figure_bytes(lambda: _peaks(rows))
     caption = (
         "Peak bandwidth (GB/s, decimal) and peak IOPS of each experiment: the best cell's "
         "mean over iterations, error bars the 95 % Student-t interval of the mean (none for "
         "one iteration or a search answer)."
     )
-    return png, svg, caption
+    return report.figure_files(lambda: (_peaks(rows), caption))
 
 
 def _peaks(rows: list[dict]):

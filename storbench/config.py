@@ -155,7 +155,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
 
     datasets, recipes = prepare_plan.load(raw, host_groups, problems)
     experiments = {
-        name: _experiment(name, spec, raw, problems, datasets, recipes)
+        name: _experiment(name, spec, raw, problems, datasets, recipes, host_groups)
         for name, spec in raw["experiments"].items()
     }
     for name, experiment in experiments.items():
@@ -315,7 +315,7 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     if group["transport"] == "local" and len(nodes) != 1:
         problems.append(f"{key}.nodes: a local group is exactly one host, not {len(nodes)}")
         return []
-    connect_timeout = _positive_duration(
+    connect_timeout = positive_duration(
         f"{key}.connect_timeout", group.get("connect_timeout", 10), problems
     )
     if connect_timeout is None:
@@ -334,12 +334,7 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     return specs
 
 
-def _group_node_names(raw: dict, group: str) -> list[str]:
-    """The host names of a group (its problems are reported where the group is expanded)."""
-    return _expand_nodes(f"hosts.{group}.nodes", raw["hosts"][group].get("nodes", group), [])
-
-
-def _positive_duration(key: str, value, problems: list[str]) -> float | None:
+def positive_duration(key: str, value, problems: list[str]) -> float | None:
     """Seconds of a duration that must be more than zero; None with a problem otherwise."""
     try:
         seconds = units.parse_duration(value)
@@ -413,7 +408,13 @@ def _range_length(part: str) -> int:
 
 
 def _experiment(
-    name: str, spec: dict, raw: dict, problems: list[str], datasets: dict, recipes: dict
+    name: str,
+    spec: dict,
+    raw: dict,
+    problems: list[str],
+    datasets: dict,
+    recipes: dict,
+    host_groups: dict,
 ) -> Experiment | None:
     from storbench import prepare_plan
     from storbench.tools import known_tools
@@ -470,7 +471,7 @@ def _experiment(
         _check_schedule(key, spec, sweep, problems)
     timeout = None
     if "timeout" in spec:
-        timeout = _positive_duration(f"{key}.timeout", spec["timeout"], problems)
+        timeout = positive_duration(f"{key}.timeout", spec["timeout"], problems)
     max_start_skew_s = 1.0
     if "max_start_skew" in spec:
         try:
@@ -487,9 +488,7 @@ def _experiment(
         search_settings = search.settings(key, spec, problems)
     from storbench import fault_config
 
-    host_names = [
-        node for group in groups if group in raw["hosts"] for node in _group_node_names(raw, group)
-    ]
+    host_names = [host["name"] for group in groups for host in host_groups.get(group, [])]
     fault_config.check_faults(key, spec, job, host_names, problems)
     soak = fault_config.soak_plan(key, spec, job, problems)
     iterations = int(spec.get("iterations", 1))

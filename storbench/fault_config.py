@@ -12,9 +12,18 @@ from __future__ import annotations
 import math
 
 from storbench import units
+from storbench.config import positive_duration
 from storbench.faults import CONTROLLER
 
 DEFAULT_STATUS_INTERVAL = "1s"
+# One-sided by default: a rate-limited fio catches up after a stall, which is not a dip.
+FAULT_ANALYSIS_DEFAULTS = {
+    "baseline_s": 10.0,
+    "band": 0.10,
+    "hold_intervals": 3,
+    "two_sided": False,
+}
+SOAK_DEFAULTS = {"window": 31, "k": 5.0, "drift": 0.05}
 
 
 def check_faults(key: str, spec: dict, job: dict, host_names: list[str], problems: list[str]):
@@ -46,7 +55,7 @@ def check_faults(key: str, spec: dict, job: dict, host_names: list[str], problem
             )
         at = _checked_offset(f"{where}.at", event["at"], runtime, problems)
         if "timeout" in event:
-            _positive(f"{where}.timeout", event["timeout"], problems)
+            positive_duration(f"{where}.timeout", event["timeout"], problems)
         recover = event.get("recover")
         if recover:
             recover_at = _checked_offset(f"{where}.recover.at", recover["at"], runtime, problems)
@@ -67,14 +76,11 @@ def fault_settings(key: str, spec: dict, job: dict, problems: list[str]) -> dict
 
     given = spec.get("fault_analysis") or {}
     settings = {
-        "baseline_s": 10.0,
-        "band": 0.10,
-        "hold_intervals": 3,
-        "two_sided": False,
+        **FAULT_ANALYSIS_DEFAULTS,
         "expected_end_s": _seconds(job.get("runtime")),  # a workload ending before died
     }
     if "baseline" in given:
-        settings["baseline_s"] = _positive(
+        settings["baseline_s"] = positive_duration(
             f"{key}.fault_analysis.baseline", given["baseline"], problems
         )
     if "band" in given:
@@ -82,8 +88,8 @@ def fault_settings(key: str, spec: dict, job: dict, problems: list[str]) -> dict
             settings["band"] = parse_percent(given["band"])
         except units.UnitError as error:
             problems.append(f"{key}.fault_analysis.band: {error}")
-    settings["hold_intervals"] = int(given.get("hold", 3))
-    settings["two_sided"] = bool(given.get("two_sided", False))
+    settings["hold_intervals"] = int(given.get("hold", settings["hold_intervals"]))
+    settings["two_sided"] = bool(given.get("two_sided", settings["two_sided"]))
     return settings
 
 
@@ -100,14 +106,14 @@ def soak_plan(key: str, spec: dict, job: dict, problems: list[str]) -> dict | No
         problems.append(f"{key}.job.runtime: a soak sets each chunk's runtime (soak.chunk)")
     if "search" in spec:
         problems.append(f"{key}.soak: not combined with search")
-    duration = _positive(f"{key}.soak.duration", soak["duration"], problems)
-    chunk = _positive(f"{key}.soak.chunk", soak["chunk"], problems)
+    duration = positive_duration(f"{key}.soak.duration", soak["duration"], problems)
+    chunk = positive_duration(f"{key}.soak.chunk", soak["chunk"], problems)
     if duration is None or chunk is None:
         return None
     if chunk > duration:
         problems.append(f"{key}.soak.chunk: longer than soak.duration")
         return None
-    drift = 0.05
+    drift = SOAK_DEFAULTS["drift"]
     if "drift" in soak:
         try:
             drift = parse_percent(soak["drift"])
@@ -117,8 +123,8 @@ def soak_plan(key: str, spec: dict, job: dict, problems: list[str]) -> dict | No
         "duration_s": duration,
         "chunk_s": chunk,
         "chunks": math.ceil(duration / chunk - 1e-9),
-        "window": int(soak.get("window", 31)),
-        "k": float(soak.get("k", 5.0)),
+        "window": int(soak.get("window", SOAK_DEFAULTS["window"])),
+        "k": float(soak.get("k", SOAK_DEFAULTS["k"])),
         "drift": drift,
     }
 
@@ -143,11 +149,3 @@ def _seconds_or_problem(where: str, value, problems: list[str]) -> float | None:
     except units.UnitError as error:
         problems.append(f"{where}: {error}")
         return None
-
-
-def _positive(where: str, value, problems: list[str]) -> float | None:
-    seconds = _seconds_or_problem(where, value, problems)
-    if seconds is not None and seconds <= 0:
-        problems.append(f"{where}: must be longer than 0")
-        return None
-    return seconds

@@ -15,23 +15,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from storbench import fault_analysis, report, report_tables, tables
+from storbench import fault_analysis, fault_config, report, report_tables, tables
 
 FIGURE = "faults"
 TABLE = "faults"
 NS_PER_MS = 1e6
 PANEL_HEIGHT_IN = 2.2
+CAPTION = (
+    "IOPS (left axis) and I/O-weighted mean latency (right axis, ms) per interval of each "
+    "run with injected faults; red dashed lines: fault commands started, green dotted: "
+    "recovery commands started, shaded: between them."
+)
 
 
 def settings_from(meta: dict) -> fault_analysis.FaultSettings:
-    """The experiment's fault_analysis settings (already validated), with the defaults."""
-    given = meta.get("fault_analysis") or {}
+    """The experiment's fault_analysis settings (config.fault_settings fills in defaults)."""
     return fault_analysis.FaultSettings(
-        baseline_s=float(given.get("baseline_s", 10.0)),
-        band=float(given.get("band", 0.10)),
-        hold_intervals=int(given.get("hold_intervals", 3)),
-        two_sided=bool(given.get("two_sided", False)),
-        expected_end_s=given.get("expected_end_s"),
+        **{**fault_config.FAULT_ANALYSIS_DEFAULTS, **(meta.get("fault_analysis") or {})}
     )
 
 
@@ -88,6 +88,7 @@ def build_section(
         "title": "Fault injection",
         "text": method_text(settings),
         "commands": command_rows(with_faults),
+        "command_header": COMMAND_HEADER,
         "table": report._paper_table_context({TABLE: table})[0],
         "figure": {"name": FIGURE, "caption": caption, "png_base64": report.as_base64(png)},
     }
@@ -105,6 +106,19 @@ def method_text(settings) -> str:
         "Survived: the workload still completed I/O in its last interval. Throughput is summed "
         "over hosts, jobs and operations per interval; latency is the I/O-weighted mean."
     )
+
+
+COMMAND_HEADER = (
+    "Run",
+    "It.",
+    "Event",
+    "Kind",
+    "Host",
+    "Command",
+    "Planned s",
+    "Started s",
+    "Result",
+)
 
 
 def command_rows(manifests: list[dict]) -> list[list[str]]:
@@ -209,15 +223,9 @@ def figure(timeseries: pd.DataFrame, manifests: list[dict]) -> tuple[bytes, byte
         for ax, manifest in zip(axes, manifests, strict=True):
             _panel(ax, timeseries, manifest)
         report.figure_legend(fig, axes)
-        return fig
+        return fig, CAPTION
 
-    png, svg = report.figure_bytes(build)
-    caption = (
-        "IOPS (left axis) and I/O-weighted mean latency (right axis, ms) per interval of each "
-        "run with injected faults; red dashed lines: fault commands started, green dotted: "
-        "recovery commands started, shaded: between them."
-    )
-    return png, svg, caption
+    return report.figure_files(build)
 
 
 def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:

@@ -79,17 +79,6 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_ns", "p99.9", "^"))
 
 LATENCY_CDF_FIGURE = "latency_cdf"
-FAULT_COMMAND_HEADER = [
-    "Run",
-    "It.",
-    "Event",
-    "Kind",
-    "Host",
-    "Command",
-    "Planned s",
-    "Started s",
-    "Result",
-]
 PER_HOST_TABLE = "per_host"  # shown in the per-host section with the per-host figure
 FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FIGURE)
 SCALING_FIGURE = "scaling"
@@ -489,28 +478,21 @@ def make_figure(
     name: str, summary: pd.DataFrame, raw: pd.DataFrame | None = None
 ) -> tuple[bytes, bytes, str]:
     """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw``."""
+    if name == LATENCY_CDF_FIGURE:
+        return figure_files(lambda: latency_cdf_figure(summary, raw))
+    return figure_files(lambda: FIGURE_BUILDERS[name](summary))
+
+
+def figure_files(build) -> tuple[bytes, bytes, str]:
+    """(PNG bytes, SVG bytes, caption) of the (figure, caption) ``build()`` makes."""
     # Styles are read while artists are created and saved, so both happen under RC.
     with matplotlib.rc_context(RC):
-        if name == LATENCY_CDF_FIGURE:
-            fig, caption = latency_cdf_figure(summary, raw)
-        else:
-            fig, caption = FIGURE_BUILDERS[name](summary)
+        fig, caption = build()
         try:
             png, svg = render_figure(fig)
         finally:
             plt.close(fig)
     return png, svg, caption
-
-
-def figure_bytes(build) -> tuple[bytes, bytes]:
-    """PNG and SVG bytes of the figure ``build()`` makes, styled and closed afterwards."""
-    # Styles are read while artists are created and saved, so both happen under RC.
-    with matplotlib.rc_context(RC):
-        fig = build()
-        try:
-            return render_figure(fig)
-        finally:
-            plt.close(fig)
 
 
 def render_figure(fig) -> tuple[bytes, bytes]:
@@ -558,7 +540,11 @@ def series_labels(summary: pd.DataFrame) -> pd.Series:
 
 def bandwidth_unit(summary: pd.DataFrame) -> tuple[str, float]:
     """GiB/s when the largest mean reaches 1 GiB/s, MiB/s otherwise."""
-    largest = summary["bw_bytes_s_mean"].max()
+    return binary_bandwidth_unit(summary["bw_bytes_s_mean"].max())
+
+
+def binary_bandwidth_unit(largest) -> tuple[str, float]:
+    """('GiB/s', 2^30) from 1 GiB/s up, ('MiB/s', 2^20) below."""
     if not is_missing(largest) and largest >= GIB:
         return "GiB/s", GIB
     return "MiB/s", MIB
@@ -1640,7 +1626,6 @@ def render_html(
         "host_figures": host_figures or [],
         "environment": environment or [],
         "extra_sections": extra_sections or [],
-        "command_header": FAULT_COMMAND_HEADER,
         "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
         "config_yaml": meta.get("config_yaml") or "",
         "hosts": hosts,

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
+from storbench import fault_analysis, scaling
 from storbench import report as base
-from storbench import scaling
 from storbench.results import ALL_HOSTS
 
 LATENCY_VS_IOPS_FIGURE = "latency_vs_iops"
@@ -40,14 +39,7 @@ def make_figure(
         TIMESERIES_FIGURE: lambda: timeseries_figure(timeseries),
         PER_HOST_FIGURE: lambda: per_host_figure(raw),
     }
-    made = {}
-
-    def build():
-        fig, made["caption"] = builders[name]()
-        return fig
-
-    png, svg = base.figure_bytes(build)
-    return png, svg, made["caption"]
+    return base.figure_files(builders[name])
 
 
 # ---------------------------------------------------------------------------------------
@@ -131,21 +123,28 @@ def _latency_line(ax, rows: pd.DataFrame, size: str, index: int) -> None:
 def interval_series(timeseries: pd.DataFrame) -> pd.DataFrame:
     """IOPS and bandwidth per (run_id, iteration, interval) summed over hosts, jobs and ops.
 
-    Intervals of different hosts end at slightly different times; each is placed on the
-    grid of its own interval length (t rounded to whole intervals) before summing.
+    Each run and iteration is summed by ``fault_analysis.aggregate_series``, which puts
+    hosts whose intervals end at slightly different times on one grid.
     """
-    rows = timeseries[timeseries["host"] != ALL_HOSTS].dropna(subset=["t_s"])
-    if rows.empty:
-        rows = timeseries.dropna(subset=["t_s"])
-    if rows.empty:
+    frames = []
+    for (run_id, iteration), rows in timeseries.groupby(["run_id", "iteration"], sort=True):
+        series = fault_analysis.aggregate_series(rows.dropna(subset=["t_s"]))
+        if series["iops"]:
+            times, iops = zip(*series["iops"], strict=True)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "run_id": run_id,
+                        "iteration": iteration,
+                        "t_s": times,
+                        "iops": iops,
+                        "bw_bytes_s": [v for _, v in series["bw"]],
+                    }
+                )
+            )
+    if not frames:
         return pd.DataFrame(columns=["run_id", "iteration", "t_s", "iops", "bw_bytes_s"])
-    step = rows["interval_s"].where(rows["interval_s"] > 0, 1.0).fillna(1.0)
-    slot = np.round(rows["t_s"] / step).astype("int64")
-    frame = rows.assign(slot=slot, step=step)
-    summed = frame.groupby(["run_id", "iteration", "slot"], sort=True).agg(
-        t_s=("t_s", "median"), iops=("iops", "sum"), bw_bytes_s=("bw_bytes_s", "sum")
-    )
-    return summed.reset_index().drop(columns="slot")
+    return pd.concat(frames, ignore_index=True)
 
 
 def timeseries_figure(timeseries: pd.DataFrame | None):
@@ -218,7 +217,7 @@ def per_host_figure(raw: pd.DataFrame):
         return base._empty_figure("no per-host rows"), "Per-host bandwidth: no data."
     hosts = sorted(frame["host"].unique(), key=scaling.natural_key)
     runs = list(dict.fromkeys(frame["run_id"]))
-    unit, scale = _unit(frame["bw_mean"].max())
+    unit, scale = base.binary_bandwidth_unit(frame["bw_mean"].max())
     width_in = min(max(base.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
     fig, (ax,) = base.new_figure(height_in=3.2)
     fig.set_figwidth(width_in)
@@ -250,9 +249,3 @@ def per_host_figure(raw: pd.DataFrame):
         "far below their peers in the same run point at a client or path problem."
     )
     return fig, caption
-
-
-def _unit(largest) -> tuple[str, float]:
-    if not base.is_missing(largest) and largest >= base.GIB:
-        return "GiB/s", base.GIB
-    return "MiB/s", base.MIB

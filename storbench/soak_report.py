@@ -17,20 +17,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from storbench import anomaly, fault_analysis, report, report_tables, tables
+from storbench import anomaly, fault_analysis, fault_config, report, report_tables, tables
 
 FIGURE = "soak"
 METRICS = {"iops": ("IOPS", 1.0), "lat_mean": ("mean latency ms", 1e6)}
 PANEL_HEIGHT_IN = 2.2
+CAPTION = (
+    "IOPS per interval over the whole soak, chunks joined (dotted lines: chunk "
+    "boundaries), intervals flagged as anomalies marked ×."
+)
 
 
 def settings_from(meta: dict) -> dict:
-    soak = meta.get("soak") or {}
-    return {
-        "window": int(soak.get("window", 31)),
-        "k": float(soak.get("k", 5.0)),
-        "drift": float(soak.get("drift", 0.05)),
-    }
+    """window, k and drift of the soak plan (config fills in their defaults)."""
+    soak = {**fault_config.SOAK_DEFAULTS, **(meta.get("soak") or {})}
+    return {"window": int(soak["window"]), "k": float(soak["k"]), "drift": float(soak["drift"])}
 
 
 def merged_rows(timeseries: pd.DataFrame, run_id: str) -> tuple[list[dict], list[float]]:
@@ -256,11 +257,6 @@ def figure(analysed: dict) -> tuple[bytes, bytes, str]:
             ax.set_ylabel("IOPS")
             ax.set_xlabel("time since the soak started (s)")
         report.figure_legend(fig, axes)
-        return fig
+        return fig, CAPTION
 
-    png, svg = report.figure_bytes(build)
-    caption = (
-        "IOPS per interval over the whole soak, chunks joined (dotted lines: chunk "
-        "boundaries), intervals flagged as anomalies marked ×."
-    )
-    return png, svg, caption
+    return report.figure_files(build)
