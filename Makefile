@@ -21,7 +21,8 @@ lint: $(VENV)/.installed-test
 	$(BIN)/snakefmt --check .
 	$(SNAKEMAKE) --lint
 
-bench: $(VENV)/.installed system-packages envs/requirements-bench.txt
+# The service benchmarks start sshd lab hosts (tests/sshd.py), so bench needs the test packages.
+bench: $(VENV)/.installed-test test-packages envs/requirements-bench.txt
 	$(BIN)/pip install -q -r envs/requirements-bench.txt
 	$(BIN)/python bench/run_all.py
 
