@@ -218,8 +218,9 @@ def main() -> int:
     result = {
         "hosts": args.hosts,
         "jobs_per_host": 2 * args.numjobs,
-        "fio_version": subprocess.run(["fio", "--version"], capture_output=True, text=True)
-        .stdout.strip(),
+        "fio_version": subprocess.run(
+            ["fio", "--version"], capture_output=True, text=True
+        ).stdout.strip(),
         **measure(WORK / "raw" / "run.json", raw_output, args.repeat),
         "entry_point": "storbench.ingest.iteration_rows (manifest -> rows incl. host 'all')",
         "json_load_input": "the same output without fio's '<host>' text lines",

@@ -189,9 +189,7 @@ def main() -> int:
     storbench_s, storbench_stats = storbench_dry_run(WORK / "storbench", config)
     jobs = storbench_stats["total"]
     flat_s, flat_stats = baseline_dry_run(WORK / "flat", FLAT_SNAKEFILE.format(outputs=jobs - 1))
-    chained_s, chained_stats = baseline_dry_run(
-        WORK / "chained", chained_snakefile(jobs, runs)
-    )
+    chained_s, chained_stats = baseline_dry_run(WORK / "chained", chained_snakefile(jobs, runs))
     if not jobs == flat_stats["total"] == chained_stats["total"]:
         raise RuntimeError(
             f"job counts differ: storbench {jobs}, flat {flat_stats['total']}, "

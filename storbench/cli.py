@@ -33,14 +33,14 @@ def _check(args) -> int:
 def _render(args) -> int:
     from storbench import render
 
-    render.write_job(json.loads(args.spec), args.output, args.facts)
+    render.write_job(args.spec, args.output, args.facts)
     return 0
 
 
 def _run(args) -> int:
     from storbench import runner
 
-    spec = json.loads(args.spec)
+    spec = args.spec
     job = args.job[0]
     if spec.get("per_host_jobs"):  # jobs/<run_id>/<host><suffix>, one per host
         job = {Path(path).name.rsplit(".", 1)[0]: path for path in args.job}
@@ -76,7 +76,7 @@ def _report(args) -> int:
 
     from storbench import report
 
-    meta = json.loads(args.meta)
+    meta = args.meta
     meta["job_files"] = {_job_label(Path(p)): Path(p).read_text() for p in args.job_files}
     facts = None
     if args.telemetry:
@@ -106,7 +106,7 @@ def _campaign_report(args) -> int:
 
         facts = telemetry.load(args.telemetry)
     written = campaign_report.build_campaign_report(
-        args.summaries, args.searches, args.out_dir, json.loads(args.meta), facts
+        args.summaries, args.searches, args.out_dir, args.meta, facts
     )
     for name, path in written.items():
         print(f"{name}: {path}")
@@ -128,7 +128,7 @@ def _job_label(path: Path) -> str:
 def _preflight(args) -> int:
     from storbench import preflight
 
-    report = preflight.run_preflight(json.loads(args.spec), args.output)
+    report = preflight.run_preflight(args.spec, args.output)
     for host in report["hosts"]:
         free = host.get("free_bytes")
         print(
@@ -141,7 +141,7 @@ def _preflight(args) -> int:
 def _prepare_bucket(args) -> int:
     from storbench import s3
 
-    target = json.loads(args.target)
+    target = args.target
     marker = s3.prepare_bucket(target["name"], target, args.bucket, args.marker)
     state = "created" if marker["created"] else "already there"
     print(f"bucket {args.bucket} on {target['endpoint']}: {state}")
@@ -151,7 +151,7 @@ def _prepare_bucket(args) -> int:
 def _cleanup(args) -> int:
     from storbench import services
 
-    spec = json.loads(args.spec)
+    spec = args.spec
     for service in spec.get("services", []):
         services.stop_services(service["hosts"], service["tool"], service["port"])
         hosts = ", ".join(h["name"] for h in service["hosts"])
@@ -171,7 +171,7 @@ def _cleanup(args) -> int:
 def _services(args) -> int:
     from storbench import atomic, services
 
-    spec = json.loads(args.spec)
+    spec = args.spec
     if args.action == "stop":
         services.stop_services(spec["hosts"], spec["tool"], spec["port"])
         print(f"{spec['tool']} services stopped on {len(spec['hosts'])} host(s)")
@@ -188,7 +188,7 @@ def _plan(args) -> int:
     from storbench import config, show_plan
 
     if args.config_json:
-        campaign = config.load_campaign(json.loads(args.config_json))
+        campaign = config.load_campaign(args.config_json)
     else:
         campaign = config.load_campaign_file(args.config)
     sys.stdout.write(show_plan.describe_campaign(campaign, args.experiment or None))
@@ -198,7 +198,7 @@ def _plan(args) -> int:
 def _network(args) -> int:
     from storbench import netcheck
 
-    spec = json.loads(args.spec)
+    spec = args.spec
     rows = netcheck.run_network_check(spec, args.out_dir)
     netcheck.write_results(rows, args.parquet)
     min_fraction = spec.get("min_fraction", 0.8)
@@ -221,7 +221,7 @@ def _network_report(args) -> int:
 def _telemetry(args) -> int:
     from storbench import atomic, telemetry
 
-    spec = json.loads(args.spec)
+    spec = args.spec
     targets = [t for t in spec["targets"] if t.get("type") in ("directory", "block")]
     facts = telemetry.collect_host(
         spec["host"], target=targets[0] if targets else None, tools=spec["tools"]
@@ -274,7 +274,7 @@ def _prepare(args) -> int:
 
     # Snakemake stops a job with SIGTERM: a purge or flush command must stop on the host too
     signal.signal(signal.SIGTERM, raise_interrupt)
-    spec = json.loads(args.spec)
+    spec = args.spec
     if args.action == "dataset":
         result = prepare.prepare_dataset(spec, args.output)
     elif args.action == "stage":
@@ -293,13 +293,13 @@ def _search(args) -> int:
         from storbench import search_report
 
         written = search_report.build_search_report(
-            args.result, args.summary, args.out_dir, json.loads(args.meta or "{}")
+            args.result, args.summary, args.out_dir, args.meta or {}
         )
         print("\n".join(str(path) for path in written.values()))
         return 0
     from storbench import search
 
-    spec = json.loads(args.spec)
+    spec = args.spec
     if args.action == "probe":
         marker = search.run_probe(spec, args.probe, args.markers, args.output)
         print(json.dumps({k: v for k, v in marker.items() if k != "measured"}, sort_keys=True))
@@ -371,6 +371,14 @@ class RegressionError(RuntimeError):
     pass
 
 
+def json_argument(text: str):
+    """A JSON option value; argparse names the option when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({error})") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="storbench", description=__doc__)
     steps = parser.add_subparsers(dest="step", required=True)
@@ -381,13 +389,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_check)
 
     render = steps.add_parser("render", help="render one run's job file")
-    render.add_argument("--spec", required=True, help="render spec (JSON)")
+    render.add_argument("--spec", type=json_argument, required=True, help="render spec (JSON)")
     render.add_argument("--output", required=True)
     render.add_argument("--facts", help="the host's telemetry (JSON), for host-fact expressions")
     render.set_defaults(handler=_render)
 
     run = steps.add_parser("run", help="run one iteration on every host of the run")
-    run.add_argument("--spec", required=True, help="run spec (JSON)")
+    run.add_argument("--spec", type=json_argument, required=True, help="run spec (JSON)")
     run.add_argument("--iteration", type=int, required=True)
     run.add_argument("--job", required=True, nargs="+", help="rendered job file, or one per host")
     run.add_argument("--manifest", required=True, help="run.json to publish on success")
@@ -408,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = steps.add_parser("report", help="tables, figures and index.html of an experiment")
     report.add_argument("--summary", required=True)
     report.add_argument("--out-dir", required=True)
-    report.add_argument("--meta", required=True, help="report metadata (JSON)")
+    report.add_argument("--meta", type=json_argument, required=True, help="report metadata (JSON)")
     report.add_argument("--timeseries", help="the experiment's per-interval series (Parquet)")
     report.add_argument("--manifests", nargs="*", help="run manifests with fault records")
     report.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
@@ -418,7 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
     campaign = steps.add_parser(
         "campaign-report", help="index.html and tables of every experiment of a campaign"
     )
-    campaign.add_argument("--meta", required=True, help="campaign description (JSON)")
+    campaign.add_argument(
+        "--meta", type=json_argument, required=True, help="campaign description (JSON)"
+    )
     campaign.add_argument("--out-dir", required=True)
     campaign.add_argument("--summaries", nargs="*", default=[], help="grid experiments' Parquet")
     campaign.add_argument("--searches", nargs="*", default=[], help="searches' search.json")
@@ -432,12 +442,14 @@ def build_parser() -> argparse.ArgumentParser:
     printing.set_defaults(handler=_pdf)
 
     preflight = steps.add_parser("preflight", help="check every host before the first run")
-    preflight.add_argument("--spec", required=True, help="preflight spec (JSON)")
+    preflight.add_argument(
+        "--spec", type=json_argument, required=True, help="preflight spec (JSON)"
+    )
     preflight.add_argument("--output", required=True)
     preflight.set_defaults(handler=_preflight)
 
     bucket = steps.add_parser("prepare-bucket", help="create an S3 target's bucket")
-    bucket.add_argument("--target", required=True, help="target (JSON)")
+    bucket.add_argument("--target", type=json_argument, required=True, help="target (JSON)")
     bucket.add_argument("--bucket", required=True)
     bucket.add_argument("--marker", required=True, help="JSON marker to publish")
     bucket.set_defaults(handler=_prepare_bucket)
@@ -452,7 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     service = steps.add_parser("services", help="start or stop tool services on the hosts")
     service.add_argument("action", choices=("start", "stop"))
-    service.add_argument("--spec", required=True, help="{tool, port, hosts} (JSON)")
+    service.add_argument(
+        "--spec", type=json_argument, required=True, help="{tool, port, hosts} (JSON)"
+    )
     service.add_argument("--output", help="marker to publish once every service answers")
     service.set_defaults(handler=_services)
 
@@ -460,12 +474,16 @@ def build_parser() -> argparse.ArgumentParser:
         "plan", help="per run and host: command lines and job files, touching no host"
     )
     plan_step.add_argument("--config", default="config/config.yaml")
-    plan_step.add_argument("--config-json", help="the campaign config as JSON (from Snakemake)")
+    plan_step.add_argument(
+        "--config-json", type=json_argument, help="the campaign config as JSON (from Snakemake)"
+    )
     plan_step.add_argument("--experiment", action="append", help="only this experiment")
     plan_step.set_defaults(handler=_plan)
 
     network = steps.add_parser("network", help="iperf3 from every client to the server")
-    network.add_argument("--spec", required=True, help="{server, clients, port, ...} (JSON)")
+    network.add_argument(
+        "--spec", type=json_argument, required=True, help="{server, clients, port, ...} (JSON)"
+    )
     network.add_argument("--out-dir", required=True, help="folder for the raw iperf3 JSON")
     network.add_argument("--parquet", required=True)
     network.set_defaults(handler=_network)
@@ -477,7 +495,9 @@ def build_parser() -> argparse.ArgumentParser:
     network_report.set_defaults(handler=_network_report)
 
     facts = steps.add_parser("telemetry", help="capture one host's facts")
-    facts.add_argument("--spec", required=True, help="{host, targets, tools} (JSON)")
+    facts.add_argument(
+        "--spec", type=json_argument, required=True, help="{host, targets, tools} (JSON)"
+    )
     facts.add_argument("--output", required=True)
     facts.set_defaults(handler=_telemetry)
 
@@ -485,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
         "prepare", help="datasets and preconditioning: one stage, summary, flush or report"
     )
     prepare.add_argument("action", choices=("dataset", "stage", "finish", "flush", "report"))
-    prepare.add_argument("--spec", help="dataset, stage or recipe spec (JSON)")
+    prepare.add_argument("--spec", type=json_argument, help="dataset, stage or recipe spec (JSON)")
     prepare.add_argument("--output", help="marker to publish")
     prepare.add_argument("--prepared", help="report: the recipe's prepared.json")
     prepare.add_argument("--flushed", help="report: the recipe's flushed.json, if any")
@@ -497,14 +517,14 @@ def build_parser() -> argparse.ArgumentParser:
         "search", help="latency-SLO search: one probe, the gathered result, or the report"
     )
     search.add_argument("action", choices=("probe", "gather", "report"))
-    search.add_argument("--spec", help="probe/gather: the search spec (JSON)")
+    search.add_argument("--spec", type=json_argument, help="probe/gather: the search spec (JSON)")
     search.add_argument("--probe", help="probe: its id, p01, p02 ...")
     search.add_argument("--output", help="probe: its marker; gather: search.json")
     search.add_argument("--markers", nargs="*", default=[], help="earlier (or all) probe markers")
     search.add_argument("--summary", help="gather: result Parquet to write; report: to read")
     search.add_argument("--timeseries", help="gather: per-interval Parquet to write")
     search.add_argument("--result", help="report: search.json")
-    search.add_argument("--meta", help="report: experiment description (JSON)")
+    search.add_argument("--meta", type=json_argument, help="report: experiment description (JSON)")
     search.add_argument("--out-dir", help="report: folder of the page")
     search.set_defaults(handler=_search)
 
@@ -585,6 +605,15 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def file_problem(error: OSError) -> str | None:
+    """A missing or unreadable input named, or None for an OSError that is a bug."""
+    if error.filename:
+        return f"{error.filename}: {error.strerror or error}"
+    if isinstance(error, FileNotFoundError) and error.args:  # pyarrow raises it with the path only
+        return f"{error.args[-1]}: No such file or directory"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -595,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:
         if isinstance(error, _known_errors()):
             print(f"storbench: error: {error}", file=sys.stderr)
+            return 1
+        if isinstance(error, OSError) and (problem := file_problem(error)):
+            print(f"storbench: error: {problem}", file=sys.stderr)
             return 1
         raise
 

@@ -147,7 +147,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     problems = schema_problems(raw)
     if problems:
         raise ConfigError(problems, source)
-    problems = _control_character_problems(raw) + _fio_job_file_problems(raw)
+    problems = _control_character_problems(raw) + _job_file_problems(raw)
     host_groups = {
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
@@ -283,6 +283,8 @@ def _describe_schema_error(error) -> str:
     if error.validator == "pattern" and "propertyNames" in error.absolute_schema_path:
         rule = _NAME_RULES.get(error.validator_value, f"must match {error.validator_value!r}")
         return f"{_key_path(path)}: bad name {error.instance!r} ({rule})"
+    if error.validator == "pattern" and "description" in error.schema:
+        return f"{_key_path(path)}: {error.message} ({error.schema['description']})"
     if error.validator in ("oneOf", "anyOf") and error.context:
         return _describe_alternatives(error, path)
     if error.validator == "required":
@@ -448,18 +450,18 @@ def _experiment(
             name, spec, job, datasets, recipes, target_names[0], problems
         )
     sweep = dict(spec.get("sweep") or {})
-    fio = spec["tool"] == "fio"
+    tool = spec["tool"] if spec["tool"] in known_tools() else None
     for option, value in job.items():
-        _check_option_value(f"{key}.job.{option}", option, value, problems, fio=fio)
+        _check_option_value(f"{key}.job.{option}", option, value, problems, tool=tool)
     for option, values in sweep.items():
         if option == "zip":
             for zipped, zipped_values in values.items():
                 for i, value in enumerate(zipped_values):
                     where = f"{key}.sweep.zip.{zipped}[{i}]"
-                    _check_option_value(where, zipped, value, problems, fio=fio)
+                    _check_option_value(where, zipped, value, problems, tool=tool)
             continue
         for i, value in enumerate(values):
-            _check_option_value(f"{key}.sweep.{option}[{i}]", option, value, problems, fio=fio)
+            _check_option_value(f"{key}.sweep.{option}[{i}]", option, value, problems, tool=tool)
     if "template" in spec and "job_file" in spec:
         problems.append(f"{key}: give either template or job_file, not both")
     for option in ("template", "job_file"):
@@ -648,7 +650,7 @@ def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> N
     for entry in entries:
         for option, value in entry.params.items():
             where = f"{key}.schedule[{spec['schedule']}:{entry.line}].{option}"
-            _check_option_value(where, option, value, problems, fio=True)
+            _check_option_value(where, option, value, problems, tool="fio")
 
 
 def _check_network(network: dict, host_groups: dict, problems: list[str]) -> None:
@@ -761,14 +763,19 @@ def _check_target_type(key: str, tool: str, target_type: str, problems: list[str
         )
 
 
-def _check_option_value(key: str, option: str, value, problems: list[str], *, fio=False) -> None:
+def _check_option_value(
+    key: str, option: str, value, problems: list[str], *, tool: str | None = None
+) -> None:
+    """Units of sizes and durations, and whether the value reaches the tool's job file intact."""
     from storbench import hostfacts
+    from storbench.tools import get_tool
+    from storbench.tools.base import job_file_text
 
     text = str(value)
     if _has_control_characters(text):
         problems.append(f"{key}: {CONTROL_CHARACTERS_PROBLEM}")
         return
-    if fio and (problem := fio_value_problem(text)):
+    if tool and (problem := get_tool(tool).job_value_problem(option, job_file_text(value))):
         problems.append(f"{key}: {problem}")
         return
     if hostfacts.has_expression(value):
@@ -799,35 +806,10 @@ def _check_size(option: str, text: str) -> None:
 # --- text that ends up in job files and on command lines ---------------------------------
 
 CONTROL_CHARACTERS_PROBLEM = "control characters (newline, tab ...) are not allowed in values"
-# a job-file line is 'option=value' up to the first ';' or '#': fio reads the rest as a comment
-FIO_COMMENT_CHARACTERS = (";", "#")
-# fio expands ${VAR} and its keywords ($ncpus, $mb_memory ...) in job files
-_FIO_EXPANSION = re.compile(r"\$(\{|[A-Za-z_])")
 
 
 def _has_control_characters(text: str) -> bool:
     return any(ord(ch) < 32 or ord(ch) == 127 for ch in text)
-
-
-def fio_value_problem(text: str) -> str | None:
-    """Why fio would not read this option value as written in a job file, or None."""
-    for char in FIO_COMMENT_CHARACTERS:
-        if char in text:
-            return f"fio cuts a job-file value at {char!r} (a comment); the value cannot hold it"
-    return None
-
-
-def fio_path_problem(path: str) -> str | None:
-    """Why a target path would not reach fio intact as a directory= or filename= value."""
-    if problem := fio_value_problem(path):
-        return problem
-    if ":" in path:
-        return "fio reads ':' in a directory or file name as a separator between paths"
-    if _FIO_EXPANSION.search(path):
-        return "fio expands '$' before a name or '{' in a job file (a variable or keyword)"
-    if path != path.strip():
-        return "fio strips leading and trailing spaces from a job-file value"
-    return None
 
 
 def _control_character_problems(raw: dict) -> list[str]:
@@ -863,32 +845,46 @@ def _is_free_text(path: tuple) -> bool:
     )
 
 
-def _fio_job_file_problems(raw: dict) -> list[str]:
-    """Target paths fio uses, and the fio options of datasets and preconditioning recipes."""
+def _job_file_problems(raw: dict) -> list[str]:
+    """Target paths as each tool using them reads them, and the fio options of datasets and
+    preconditioning recipes."""
+    from storbench.tools import get_tool
+    from storbench.tools.base import job_file_text
+
     problems = []
-    for name in _fio_target_names(raw):
+    for name, tools in _target_tools(raw).items():
         path = raw["targets"][name].get("path")  # directory and block targets
-        if path is not None and (problem := fio_path_problem(path)):
-            problems.append(f"targets.{name}.path: {problem}")
-    for key, value in _prepared_fio_values(raw):
-        if problem := fio_value_problem(str(value)):
+        if path is None:
+            continue
+        for tool in tools:
+            if problem := get_tool(tool).target_path_problem(path):
+                problems.append(f"targets.{name}.path: {problem}")
+    fio = get_tool("fio")
+    for key, option, value in _prepared_fio_values(raw):
+        if problem := fio.job_value_problem(option, job_file_text(value)):
             problems.append(f"{key}: {problem}")
     return problems
 
 
-def _fio_target_names(raw: dict) -> list[str]:
-    names = []
+def _target_tools(raw: dict) -> dict[str, list[str]]:
+    """Each target's name -> the tools that write its path into job files (datasets and
+    preconditioning recipes are fio jobs)."""
+    from storbench.tools import known_tools
+
+    uses: dict[str, set] = {}
     for spec in raw["experiments"].values():
-        if spec.get("tool") == "fio":
+        if spec.get("tool") in known_tools():
             target = spec["target"]
-            names += [target] if isinstance(target, str) else list(target)
+            for name in [target] if isinstance(target, str) else target:
+                uses.setdefault(name, set()).add(spec["tool"])
     for section in ("datasets", "preconditioning"):
-        names += [spec["target"] for spec in (raw.get(section) or {}).values()]
-    return sorted({name for name in names if name in raw["targets"]})
+        for spec in (raw.get(section) or {}).values():
+            uses.setdefault(spec["target"], set()).add("fio")
+    return {name: sorted(uses[name]) for name in sorted(uses) if name in raw["targets"]}
 
 
 def _prepared_fio_values(raw: dict):
-    """(key path, value) of every fio option in datasets and preconditioning recipes."""
+    """(key path, option, value) of every fio option in datasets and preconditioning recipes."""
     jobs = [(f"datasets.{n}.job", s.get("job")) for n, s in (raw.get("datasets") or {}).items()]
     for name, recipe in (raw.get("preconditioning") or {}).items():
         rounds = recipe.get("rounds") or {}
@@ -896,10 +892,10 @@ def _prepared_fio_values(raw: dict):
         jobs += [(f"preconditioning.{name}.rounds.job", rounds.get("job"))]
         for option, values in (rounds.get("sweep") or {}).items():
             for index, value in enumerate(values):
-                yield f"preconditioning.{name}.rounds.sweep.{option}[{index}]", value
+                yield f"preconditioning.{name}.rounds.sweep.{option}[{index}]", option, value
     for prefix, job in jobs:
         for option, value in (job or {}).items():
-            yield f"{prefix}.{option}", value
+            yield f"{prefix}.{option}", option, value
 
 
 _SECRET_KEY = re.compile(r"password|passwd|secret|token|access_key|credential", re.IGNORECASE)

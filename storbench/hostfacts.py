@@ -113,7 +113,7 @@ def expression_names(facts: dict, *, hosts_in_run: int, host_index: int) -> dict
 
 def evaluate(text: str, names: dict):
     """Compute the expressions in text: a number for ``{expr}`` alone, else a string."""
-    parts = _split(text)
+    parts = split_expressions(text)
     if len(parts) == 1 and isinstance(parts[0], _Expression):
         return _compute(parts[0].source, names)
     pieces = []
@@ -151,7 +151,7 @@ def check(params: dict, key_prefix: str) -> list[str]:
         if not has_expression(value):
             continue
         try:
-            for part in _split(value):
+            for part in split_expressions(value):
                 if isinstance(part, _Expression):
                     _check_tree(part.source)
         except HostFactError as error:
@@ -167,7 +167,7 @@ class _Expression:
         self.source = source
 
 
-def _split(text: str) -> list:
+def split_expressions(text: str) -> list:
     """Literal text and _Expression parts, in order; ``{{``/``}}`` become braces."""
     parts: list = []
     literal = []

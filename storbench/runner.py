@@ -164,7 +164,7 @@ def _command_with_secrets(
         job_path = f"{paths.job_path}.private"
         filled = job_text
         for field, placeholder in SECRET_PLACEHOLDERS.items():
-            filled = filled.replace(placeholder, credentials.field(field))
+            filled = filled.replace(placeholder, tool.job_file_secret(credentials.field(field)))
         private_files.append(job_path)
         transport.put_private_text(filled, job_path)
     argv = tool.run_command(job_path, paths.output_path, transport.spec.name, params)

@@ -737,7 +737,7 @@ def test_mixed_workload_on_a_block_device():
         ({"phases": "write,dropcache"}, "phases 'write,dropcache'"),
         ({"bs": "4k"}, "set rw"),
         ({"rw": "read", "runtime": "1500ms"}, "whole s"),
-        ({"rw": "read", "opslog": "/tmp/a#b"}, "cannot be written"),
+        ({"rw": "read", "opslog": "/tmp/a#b"}, "opslog: elbencho.s config file parser cuts"),
     ],
 )
 def test_job_option_errors(params, message):

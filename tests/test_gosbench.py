@@ -449,3 +449,14 @@ def test_version_command_finds_both_binaries(tmp_path):
         f"gosbench (has no --version flag): {tmp_path}/bin/gosbench-server "
         f"{tmp_path}/bin/gosbench-worker\n"
     )
+
+
+def test_keys_with_quotes_survive_the_filled_config():
+    """The runner fills keys into the single-quoted YAML: a quote in a key must not end it."""
+    text = render_job(SPEC)
+    access, secret = "AK'1", "s'e\"c#r:e t/+="
+    for placeholder, key in ((SECRET_PLACEHOLDERS["access_key"], access),
+                             (SECRET_PLACEHOLDERS["secret_key"], secret)):  # fmt: skip
+        text = text.replace(placeholder, ADAPTER.job_file_secret(key))
+    s3_config = yaml.safe_load(text)["s3_config"][0]
+    assert (s3_config["access_key"], s3_config["secret_key"]) == (access, secret)

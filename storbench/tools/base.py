@@ -31,6 +31,30 @@ ARGS_FILE_LOOP = (
 )
 
 
+# the runner fills SECRET_PLACEHOLDERS into the whole job file, values included
+SECRET_PLACEHOLDER_PROBLEM = (
+    "holds a key placeholder; the runner would write the S3 key into this value"
+)
+
+
+def job_file_text(value) -> str:
+    """A job value as a job file shows it: each host expression ({cores}) as a number.
+
+    Job files get the expressions' numbers (storbench.hostfacts), so a tool's value checks
+    look at the text around them; a malformed expression stays as written (hostfacts names it).
+    """
+    from storbench import hostfacts
+
+    text = str(value)
+    if not hostfacts.has_expression(value):
+        return text
+    try:
+        parts = hostfacts.split_expressions(text)
+    except hostfacts.HostFactError:
+        return text
+    return "".join(part if isinstance(part, str) else "0" for part in parts)
+
+
 @functools.cache
 def result_columns() -> frozenset[str]:
     """The result schema's column names (results imports pyarrow, so only when parsing)."""
@@ -64,6 +88,24 @@ class ToolAdapter:
     def template_context(self, spec: dict) -> dict:
         """Variables a job template sees (see README: templates)."""
         raise NotImplementedError
+
+    def job_value_problem(self, option: str, text: str) -> str | None:
+        """Why a job option's value (as job_file_text gives it) would not reach the tool as
+        written -- it would be cut, split into more options or lines, or expanded -- or None.
+
+        Adapters add their job file's syntax; they keep this check (call super()).
+        """
+        if any(placeholder in text for placeholder in SECRET_PLACEHOLDERS.values()):
+            return SECRET_PLACEHOLDER_PROBLEM
+        return None
+
+    def job_file_secret(self, key: str) -> str:
+        """A key as the job file must spell it where a placeholder stands (quoting)."""
+        return key
+
+    def target_path_problem(self, path: str) -> str | None:
+        """Why a directory or block target's path would not reach the tool intact, or None."""
+        return None
 
     # --- run ------------------------------------------------------------------------------
 

@@ -34,12 +34,18 @@ that ``bpo::parse_config_file`` is not given), so the job file carries it in the
 name: per-host subdirectories of a directory target, as for fio). In service mode elbencho
 separates the services' files itself (rank subdirectories), so the controller drops ``{host}``.
 
+Values: boost's config file parser cuts a line at ``#`` and strips blanks around a value, so
+:meth:`ElbenchoAdapter.job_value_problem` refuses those in options written as given. A path
+(one argument, blanks kept) must not hold ``[1-4]``-style lists (elbencho expands them into
+several paths), ``,`` or ``@`` (services split the controller's path list there) or ``{host}``.
+
 Outputs: a folder per host (``<host>-elbencho``) with results.json/.csv/.txt and live.csv;
 :mod:`storbench.tools.elbencho_results` turns them into rows.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from storbench.tools.base import ToolAdapter
@@ -105,6 +111,12 @@ SET_BY_STORBENCH = frozenset(
      "hosts", "hostsfile", "service", "foreground", "port", "quit", "s3endpoints", "s3region"}
 )  # fmt: skip
 SECRET_OPTIONS = frozenset({"s3key", "s3secret", "s3sessiontoken", "s3credlist", "s3sseckey"})
+# options storbench turns into elbencho options of its own: their text never reaches the file
+DERIVED_OPTIONS = frozenset({"rw", "rwmixread", "phases", "runtime"})
+# elbencho expands number lists and ranges in square brackets into several paths
+_PATH_EXPANSION = re.compile(r"\[[0-9,-]+\]")
+# ProgArgs.cpp BENCHPATH_DELIMITER: a service splits the controller's path list at these
+_PATH_DELIMITERS = (",", "@")
 
 
 class ElbenchoAdapter(ToolAdapter):
@@ -139,6 +151,23 @@ class ElbenchoAdapter(ToolAdapter):
             "options": options,
             "point": spec["point"],
         }
+
+    def job_value_problem(self, option: str, text: str) -> str | None:
+        if option in DERIVED_OPTIONS:
+            return super().job_value_problem(option, text)
+        return _config_value_problem(text) or super().job_value_problem(option, text)
+
+    def target_path_problem(self, path: str) -> str | None:
+        if _PATH_EXPANSION.search(path):
+            return "elbencho expands a number list or range in '[...]' into several paths"
+        if delimiters := [char for char in _PATH_DELIMITERS if char in path]:
+            return (
+                f"elbencho services split paths at {' and '.join(map(repr, delimiters))} "
+                "(service mode); the path cannot hold it"
+            )
+        if HOST_PLACEHOLDER in path:
+            return f"storbench's elbencho command replaces {HOST_PLACEHOLDER} with the host's name"
+        return None
 
     # --- run --------------------------------------------------------------------------------
 
@@ -301,11 +330,22 @@ def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
     return DEFAULT_PHASES[(target_type, kind)].split(",")
 
 
+def _config_value_problem(text: str) -> str | None:
+    """Why boost's config file parser would not read text as the whole value, or None."""
+    if "#" in text:
+        return "elbencho's config file parser cuts a line at '#' (a comment); no '#'"
+    if text != text.strip(" \t"):
+        return "elbencho's config file parser strips leading and trailing blanks from a value"
+    return None
+
+
 def _check_value(option: str, value) -> None:
+    """At render time too: a host-fact value is only known then."""
     text = str(value)
-    # boost's config file parser cuts a line at '#'; a newline would start another option
-    if "#" in text or "\n" in text or "\r" in text:
-        raise ValueError(f"{option}: value {text!r} cannot be written to an elbencho config file")
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"{option}: a newline in {text!r} would start another option")
+    if problem := _config_value_problem(text):
+        raise ValueError(f"{option}: {problem}")
 
 
 ADAPTER = ElbenchoAdapter()

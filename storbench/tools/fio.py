@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from storbench.tools.base import ToolAdapter, whole_rate
@@ -9,6 +10,10 @@ from storbench.tools.base import ToolAdapter, whole_rate
 HOST_VARIABLE = "STORBENCH_HOST"
 # fio reads these on its command line only, not in job files
 COMMAND_LINE_OPTIONS = ("status_interval",)
+# a job-file line is 'option=value' up to the first ';' or '#': fio reads the rest as a comment
+COMMENT_CHARACTERS = (";", "#")
+# fio expands ${VAR} and its keywords ($ncpus, $mb_memory ...) in job files
+_EXPANSION = re.compile(r"\$(\{|[A-Za-z_])")
 
 
 class FioAdapter(ToolAdapter):
@@ -48,6 +53,12 @@ class FioAdapter(ToolAdapter):
             # a service-mode job records its actual start on the host (the runner reads it back)
             "start_stamp": spec.get("execution") == "service",
         }
+
+    def job_value_problem(self, option: str, text: str) -> str | None:
+        return value_problem(text) or super().job_value_problem(option, text)
+
+    def target_path_problem(self, path: str) -> str | None:
+        return path_problem(path)
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
         return [
@@ -156,6 +167,27 @@ class FioAdapter(ToolAdapter):
             except fio_json.FioOutputError as error:
                 raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None
         return rows
+
+
+def value_problem(text: str) -> str | None:
+    """Why fio would not read this option value as written in a job file, or None."""
+    for char in COMMENT_CHARACTERS:
+        if char in text:
+            return f"fio cuts a job-file value at {char!r} (a comment); the value cannot hold it"
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """Why a target path would not reach fio intact as a directory= or filename= value."""
+    if problem := value_problem(path):
+        return problem
+    if ":" in path:
+        return "fio reads ':' in a directory or file name as a separator between paths"
+    if _EXPANSION.search(path):
+        return "fio expands '$' before a name or '{' in a job file (a variable or keyword)"
+    if path != path.strip():
+        return "fio strips leading and trailing spaces from a job-file value"
+    return None
 
 
 def _output_text(path: Path) -> str:

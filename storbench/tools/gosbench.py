@@ -5,6 +5,8 @@ as base.SECRET_PLACEHOLDERS (gosbench reads keys from its config alone). The ser
 on the controller in the output folder, so its ``gosbench_results.csv`` lands there next
 to its log ``server.console.txt``; a worker (``gosbench-worker -s <server>:<port>``) runs
 on every host. On one host, ``command`` runs server and worker together.
+Values reach the YAML as JSON strings (``tojson``) or through int() and true/false, so no
+value can end its line or add a key: they need no further checks.
 
 The server never exits by itself (it waits for more workers after the last test), so the
 command stops it once the log says "All performance tests finished" and every worker was
@@ -161,6 +163,9 @@ class GosbenchAdapter(ToolAdapter):
             },
             "test": config_test(spec),
         }
+
+    def job_file_secret(self, key: str) -> str:
+        return key.replace("'", "''")  # the template single-quotes the keys (YAML)
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
         """Server and one worker on this host (a single-host run)."""

@@ -52,6 +52,15 @@ ending in ``+`` or ``.tod`` would be renamed, which ``<host>.vdbench`` never is.
 no ``--version``: it prints ``Vdbench distribution: vdbench50407 ...`` before it opens the
 output folder, so :meth:`version_command` asks for an impossible one under ``/dev/null``.
 
+Values: vdbench (5.04, ``Vdb_scan``) reads a parameter line up to its first blank (the rest is
+a comment); ``,`` outside parentheses starts the next parameter and ``(a,b,...)`` is a list;
+double quotes hide blanks, commas, ``=`` and ``-`` (as ``[ ^ { }``, turned back afterwards);
+``$name``/``!name`` are command-line variables and ``$host``/``#host`` host names and numbers.
+``*``, ``#`` and ``/`` start a comment only at the start of a line, where no value is. So
+:meth:`VdbenchAdapter.job_value_problem` and ``target_path_problem`` refuse blanks, quotes,
+those four escape characters, ``$``, ``!``, ``#host``, unbalanced parentheses and commas
+outside them (:func:`value_problem`); lists such as ``wd_xfersize: "(4k,50,8k,50)"`` pass.
+
 Parsing: :mod:`storbench.tools.vdbench_output`. Rows per host from its output folder plus
 ``host='all'`` rows; a multi-host (``hd=``) output reports the aggregate only, so it gives
 ``all`` rows alone.
@@ -95,6 +104,11 @@ MODE_OPTIONS = {
         {"depth", "width", "files", "fileio", "fileselect", "operation", "format"}
     ),
 }
+# options storbench turns into numbers or keywords of its own: their text never reaches the file
+DERIVED_OPTIONS = frozenset(
+    {"workload", "multihost", "rw", "rwmixread", "numjobs", "interval", "runtime", "ramp_time",
+     "direct"}
+)  # fmt: skip
 READS, WRITES = frozenset({"read", "randread"}), frozenset({"write", "randwrite"})
 MIXED = frozenset({"rw", "readwrite", "randrw"})
 
@@ -147,6 +161,21 @@ class VdbenchAdapter(ToolAdapter):
             "host_variable": HOST_VARIABLE,
             **parameter_file(spec),
         }
+
+    def job_value_problem(self, option: str, text: str) -> str | None:
+        """Lists storbench splits itself (for-loops, vdbench_hosts) are checked per item."""
+        if option in DERIVED_OPTIONS:
+            problem = None
+        elif option in FOR_LOOPS:
+            problem = _items_problem(_loop_items(text))
+        elif option == "vdbench_hosts":
+            problem = _items_problem(_host_names(text))
+        else:
+            problem = value_problem(text)
+        return problem or super().job_value_problem(option, text)
+
+    def target_path_problem(self, path: str) -> str | None:
+        return value_problem(path)
 
     # --- run ------------------------------------------------------------------------------
 
@@ -292,8 +321,12 @@ def _check_options(params: dict, mode: str) -> None:
 def _driven_hosts(params: dict, spec_hosts: list) -> list:
     """Hosts one vdbench master drives (hd=): vdbench_hosts, or the spec's with multihost."""
     if "vdbench_hosts" in params:
-        return [host.strip() for host in str(params["vdbench_hosts"]).split(",") if host.strip()]
+        return _host_names(params["vdbench_hosts"])
     return spec_hosts if _truthy(params.get("multihost", False)) else []
+
+
+def _host_names(value) -> list[str]:
+    return [host.strip() for host in str(value).split(",") if host.strip()]
 
 
 def _truthy(value) -> bool:
@@ -569,10 +602,63 @@ def _seconds(value, option: str) -> int | None:
 
 def _loop_values(option: str, value) -> str:
     """'4k, 64k' -> '(4k,64k)'; sizes of forxfersize written as vdbench reads them."""
-    items = [item.strip() for item in str(value).strip().strip("()").split(",") if item.strip()]
+    items = _loop_items(value)
     if option == "forxfersize":
         items = [_size(item) for item in items]
     return f"({','.join(items)})"
+
+
+def _loop_items(value) -> list[str]:
+    return [item.strip() for item in str(value).strip().strip("()").split(",") if item.strip()]
+
+
+# --- values in a parameter file ----------------------------------------------------------
+
+# vdbench's quoting stores a quoted blank, ',', '=', '-' as these and turns them back
+_ESCAPES = {"[": "a blank", "^": "','", "{": "'='", "}": "'-'"}
+
+
+def value_problem(text: str) -> str | None:
+    """Why vdbench would not read text as one parameter value, or None (see module doc)."""
+    if " " in text:
+        return "vdbench ends a parameter line at a blank (the rest is ignored); no blanks"
+    if '"' in text:
+        return "vdbench reads '\"' as a quote (hiding blanks and commas); the value cannot hold it"
+    if escapes := [f"{char!r} into {meant}" for char, meant in _ESCAPES.items() if char in text]:
+        return f"vdbench turns {', '.join(escapes)} (its quoting); the value cannot hold them"
+    if "$" in text or "!" in text:
+        return "vdbench replaces $name and !name with command-line variables; no '$' or '!'"
+    if "#host" in text:
+        return "vdbench replaces #host and #hosts with host numbers"
+    return _list_problem(text)
+
+
+def _list_problem(text: str) -> str | None:
+    """A ',' outside parentheses starts another parameter; an open '(' takes in the rest."""
+    depth = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")" and depth == 0:
+            return "vdbench stops on a ')' without its '('"
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            return (
+                "vdbench reads ',' outside parentheses as the start of another parameter "
+                "(write a list as (a,b,...))"
+            )
+    if depth:
+        return "vdbench reads the rest of the line into an unclosed '(' (parameters lost)"
+    return None
+
+
+def _items_problem(items: list[str]) -> str | None:
+    """The problem of the first bad item of a comma list storbench splits and rejoins."""
+    for item in items:
+        if problem := value_problem(item):
+            return f"item {item!r}: {problem}"
+    return None
 
 
 ADAPTER = VdbenchAdapter()

@@ -6,6 +6,9 @@ a ``while read`` loop into ``"$@"`` (no word splitting, quotes stay literal), ad
 ``--benchdata=<output>/warp`` and then runs ``warp analyze --json`` on the data file warp
 wrote. The output is a folder: ``warp.json.zst`` (or ``warp.csv.zst`` with ``full: true``)
 and ``analyze.json``. Keys reach warp as ``WARP_ACCESS_KEY`` / ``WARP_SECRET_KEY``.
+Values need no further checks: each is one line ``--flag=value``, so one argument whatever
+it holds (blanks, quotes, a leading '-'), and warp's flag parser (Go's ``flag``) takes
+everything after the first '=' as the value.
 
 warp clears the bucket before and after each run unless ``noclear: true``: every
 experiment has its own bucket, so clearing keeps iterations independent and the bucket

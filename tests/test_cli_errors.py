@@ -1,0 +1,69 @@
+"""Every CLI step names a missing input file or a non-JSON option and exits without a traceback.
+
+The steps are what the rules call; users run them by hand to debug (README), so a typo in a
+path must read as one line naming the path, and nothing may be published.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storbench import config, plan
+from tests.test_workflow import tiny_config
+
+
+def storbench(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "storbench", *args]
+    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=120)
+
+
+def tiny_run_spec(target: Path) -> str:
+    campaign = config.load_campaign(tiny_config(target, rw=("read",)))
+    (run,) = plan.experiment_runs(campaign, "tiny")
+    return plan.to_json(plan.run_spec(campaign, "tiny", run))
+
+
+def test_run_names_a_missing_job_file_and_publishes_nothing(tmp_path):
+    manifest = tmp_path / "results/tiny/raw/read_bs4k/it1/run.json"
+    result = storbench(
+        tmp_path, "run", "--spec", tiny_run_spec(tmp_path / "target"), "--iteration", "1",
+        "--job", "jobs/absent.fio", "--manifest", str(manifest),
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == "storbench: error: jobs/absent.fio: No such file or directory"
+    assert not manifest.exists() and not (tmp_path / "target").exists()
+
+
+@pytest.mark.parametrize(
+    "args, missing",
+    [
+        (["parse", "--manifest", "gone/run.json", "--output", "it1.parquet"], "gone/run.json"),
+        (["gather", "gone/it1.parquet", "--output", "summary.parquet"], "gone/it1.parquet"),
+        (["report", "--summary", "gone/summary.parquet", "--out-dir", "report",
+          "--meta", '{"title": "t"}'], "gone/summary.parquet"),
+        (["pdf", "--html", "gone/index.html", "--pdf", "report.pdf"], "gone/index.html"),
+    ],
+)  # fmt: skip
+def test_steps_name_their_missing_input(args, missing, tmp_path):
+    result = storbench(tmp_path, *args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert missing in result.stderr and result.stderr.startswith("storbench: error:")
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("step", ["run", "render", "preflight", "services"])
+def test_a_spec_that_is_not_json_names_the_option(step, tmp_path):
+    extra = {
+        "run": ["--iteration", "1", "--job", "j.fio", "--manifest", "run.json"],
+        "render": ["--output", "j.fio"],
+        "preflight": ["--output", "preflight.json"],
+        "services": ["start", "--output", "m.json"],
+    }[step]
+    result = storbench(tmp_path, step, "--spec", "{'rw': read}", *extra)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"storbench {step}: error: argument --spec: not valid JSON" in result.stderr
+    assert list(tmp_path.iterdir()) == []
