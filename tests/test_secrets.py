@@ -84,8 +84,9 @@ def test_keys_reach_the_tool_but_no_result_log_report_or_pdf(minio, monkeypatch,
     assert [pdf.parent.name for pdf in pdfs] == ["campaign", "objects"]
 
     # and nothing storbench or Snakemake wrote holds either key
-    logs = sorted((workdir / "results/objects/logs").rglob("*.log"))
-    assert any("stand-in warp: a line on stderr" in log.read_text() for log in logs)
+    tool_stderr = sorted(workdir.glob("results/objects/raw/*/it*/a1/localhost.stderr"))
+    assert [path.read_text() for path in tool_stderr] == ["stand-in warp: a line on stderr\n"] * 2
+    assert len(list(workdir.glob("results/objects/logs/run/*.log"))) == 2
     pdf_text = "".join(
         subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True).stdout
         for pdf in pdfs
