@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import re
@@ -140,7 +141,12 @@ def job_path(experiment, run_id):
 
 def job_source(wildcards):
     """The template (or ready job file) a run's job file is made from."""
-    experiment = experiment_of(wildcards)
+    return experiment_job_source(wildcards.experiment)
+
+
+@functools.cache  # asked once per run while Snakemake plans
+def experiment_job_source(experiment_name):
+    experiment = CAMPAIGN.experiments[experiment_name]
     if experiment.job_file:
         return experiment.job_file
     if experiment.template:
@@ -166,6 +172,7 @@ def preflight_spec_json(wildcards):
     return plan.to_json(plan.preflight_spec(CAMPAIGN, wildcards.experiment))
 
 
+@functools.cache
 def uses_per_host_jobs(experiment_name):
     return plan.per_host_jobs(CAMPAIGN.experiments[experiment_name])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 import yaml
@@ -65,6 +65,18 @@ class Experiment:
     faults: tuple = ()  # fault events run during the workload (storbench.faults)
     fault_analysis: dict | None = None  # dip and recovery settings (storbench.fault_config)
     soak: dict | None = None  # chunks of a soak run (storbench.fault_config.soak_plan)
+
+    @cached_property
+    def uses_host_facts(self) -> bool:
+        """Whether any job or swept value is computed per host from its telemetry (asked once
+        per job while Snakemake plans, so kept)."""
+        from storbench import hostfacts
+
+        values = list(self.job.values())
+        for option, swept in self.sweep.items():
+            lists = swept.values() if option == "zip" else [swept]
+            values += [value for values_ in lists for value in values_]
+        return any(hostfacts.has_expression(value) for value in values)
 
 
 @dataclass(frozen=True)

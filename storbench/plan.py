@@ -186,13 +186,7 @@ def per_host_jobs(experiment) -> bool:
 
 def uses_host_facts(experiment) -> bool:
     """Whether any job or swept value is computed per host from its telemetry."""
-    from storbench import hostfacts
-
-    values = list(experiment.job.values())
-    for option, swept in experiment.sweep.items():
-        lists = swept.values() if option == "zip" else [swept]
-        values += [value for values_ in lists for value in values_]
-    return any(hostfacts.has_expression(value) for value in values)
+    return experiment.uses_host_facts
 
 
 def iteration_timeout(params: dict, configured: float | None) -> float:

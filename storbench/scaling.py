@@ -384,7 +384,7 @@ def start_skew(frame, max_skew_s: float) -> pd.DataFrame:
     rows = prepared(frame)
     records = []
     keys = ["experiment", "run_id", "iteration"]
-    for _, group in rows.groupby(keys, sort=False, dropna=False):
+    for _, group in _several_host_rows(rows, keys).groupby(keys, sort=False, dropna=False):
         record = _skew_record(group)
         if record["hosts"] is not None and record["hosts"] > 1:
             skew = record["start_skew_s"]
@@ -397,6 +397,15 @@ def start_skew(frame, max_skew_s: float) -> pd.DataFrame:
     table = table.assign(_run_order=table["run_id"].map(natural_key))
     table = table.sort_values(["target", "_run_order", "iteration"], kind="stable")
     return table.drop(columns="_run_order").reset_index(drop=True)
+
+
+def _several_host_rows(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The rows of iterations that may have several hosts (a single-host sweep has none)."""
+    groups = rows.groupby(keys, sort=False, dropna=False)
+    declared = groups["hosts_in_run"].transform("max")
+    named = rows["host"].where(rows["host"] != ALL_HOSTS)
+    seen = named.groupby([rows[key] for key in keys], sort=False, dropna=False).transform("nunique")
+    return rows[(declared.fillna(0) > 1) | (seen > 1)]
 
 
 def _skew_record(group: pd.DataFrame) -> dict:
