@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_s3 import bucket_names, every_file_text, s3_target
+from tests.test_s3 import bucket_names, every_file_text, warp_campaign
 from tests.test_workflow import snakemake
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "warp"
@@ -49,20 +49,12 @@ def stand_in_warp(tmp_path, monkeypatch) -> Path:
 
 
 def secret_campaign(endpoint: str) -> dict:
-    return {
-        "hosts": {"localhost": {"transport": "local"}},
-        "targets": {"minio": s3_target(endpoint)},
-        "experiments": {
-            "objects": {
-                "tool": "warp",
-                "hosts": "localhost",
-                "target": "minio",
-                "iterations": 2,
-                "job": {"op": "put", "runtime": "10s", "numjobs": 4},
-                "sweep": {"bs": ["4k"]},
-            }
-        },
-    }
+    """test_s3's warp campaign as a put of the fixture's shape, two iterations."""
+    raw = warp_campaign(endpoint)
+    raw["experiments"]["objects"].update(
+        iterations=2, job={"op": "put", "runtime": "10s", "numjobs": 4}, sweep={"bs": ["4k"]}
+    )
+    return raw
 
 
 def test_keys_reach_the_tool_but_no_result_log_report_or_pdf(minio, monkeypatch, tmp_path,
