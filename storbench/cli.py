@@ -458,7 +458,10 @@ def build_parser() -> argparse.ArgumentParser:
         "cleanup", help="stop tool services and remove the buckets of S3 experiments"
     )
     cleanup.add_argument(
-        "--spec", required=True, help="{services: [service spec], buckets: [{target, buckets}]}"
+        "--spec",
+        type=json_argument,
+        required=True,
+        help="{services: [service spec], buckets: [{target, buckets}]}",
     )
     cleanup.set_defaults(handler=_cleanup)
 

@@ -55,13 +55,14 @@ def test_steps_name_their_missing_input(args, missing, tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("step", ["run", "render", "preflight", "services"])
+@pytest.mark.parametrize("step", ["run", "render", "preflight", "services", "cleanup"])
 def test_a_spec_that_is_not_json_names_the_option(step, tmp_path):
     extra = {
         "run": ["--iteration", "1", "--job", "j.fio", "--manifest", "run.json"],
         "render": ["--output", "j.fio"],
         "preflight": ["--output", "preflight.json"],
         "services": ["start", "--output", "m.json"],
+        "cleanup": [],
     }[step]
     result = storbench(tmp_path, step, "--spec", "{'rw': read}", *extra)
     assert result.returncode == 2 and "Traceback" not in result.stderr
