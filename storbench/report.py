@@ -600,27 +600,39 @@ def bandwidth_figure(summary: pd.DataFrame):
 def _grouped_bars(ax, panel: pd.DataFrame, all_series: list[str], scale: float) -> None:
     sizes = sorted(panel["bs"].dropna().unique())
     positions = {bs: i for i, bs in enumerate(sizes)}
-    width = 0.8 / len(all_series)
     for index, series in enumerate(all_series):
         rows = panel[panel["series"] == series].dropna(subset=["bs"])
         if rows.empty:
             continue
-        x = [positions[bs] - 0.4 + width * (index + 0.5) for bs in rows["bs"]]
-        ax.bar(
-            x,
-            rows["bw_bytes_s_mean"] / scale,
-            width,
-            yerr=rows["bw_bytes_s_sd"].fillna(0) / scale,
-            capsize=2,
-            label=series,
-            color=COLORS[index % len(COLORS)],
-            hatch=HATCHES[index % len(HATCHES)],
-            edgecolor="black",
-            linewidth=0.5,
-            error_kw={"elinewidth": 0.8},
-        )
-    ax.set_xticks(range(len(sizes)), [size_label(int(bs)) for bs in sizes])
-    ax.set_xlim(-0.6, len(sizes) - 0.4)
+        series_bars(
+            ax, index, len(all_series), [positions[bs] for bs in rows["bs"]],
+            rows["bw_bytes_s_mean"] / scale, rows["bw_bytes_s_sd"].fillna(0) / scale, series,
+        )  # fmt: skip
+    category_axis(ax, [size_label(int(bs)) for bs in sizes])
+
+
+def series_bars(ax, index: int, series_count: int, positions, heights, errors, label) -> None:
+    """Series ``index`` of a grouped bar chart: its bar in slot ``index`` at each position."""
+    width = 0.8 / series_count
+    ax.bar(
+        [position - 0.4 + width * (index + 0.5) for position in positions],
+        heights,
+        width,
+        yerr=errors,
+        capsize=2,
+        label=label,
+        color=COLORS[index % len(COLORS)],
+        hatch=HATCHES[index % len(HATCHES)],
+        edgecolor="black",
+        linewidth=0.5,
+        error_kw={"elinewidth": 0.8},
+    )
+
+
+def category_axis(ax, labels: list[str], **tick_options) -> None:
+    """Categories 0..n-1 on x with these labels; bars start at 0."""
+    ax.set_xticks(range(len(labels)), labels, **tick_options)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_ylim(bottom=0)
 
 

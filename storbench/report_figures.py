@@ -221,26 +221,11 @@ def per_host_figure(raw: pd.DataFrame):
     width_in = min(max(base.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
     fig, (ax,) = base.new_figure(height_in=3.2)
     fig.set_figwidth(width_in)
-    width = 0.8 / len(hosts)
     for index, host in enumerate(hosts):
         rows = frame[frame["host"] == host].set_index("run_id").reindex(runs)
-        x = [i - 0.4 + width * (index + 0.5) for i in range(len(runs))]
-        ax.bar(
-            x,
-            rows["bw_mean"] / scale,
-            width,
-            yerr=rows["bw_sd"].fillna(0) / scale,
-            capsize=1.5,
-            label=host,
-            color=base.COLORS[index % len(base.COLORS)],
-            hatch=base.HATCHES[index % len(base.HATCHES)],
-            edgecolor="black",
-            linewidth=0.4,
-            error_kw={"elinewidth": 0.6},
-        )
-    ax.set_xticks(range(len(runs)), runs, rotation=45, ha="right")
-    ax.set_xlim(-0.6, len(runs) - 0.4)
-    ax.set_ylim(bottom=0)
+        means, sds = rows["bw_mean"] / scale, rows["bw_sd"].fillna(0) / scale
+        base.series_bars(ax, index, len(hosts), range(len(runs)), means, sds, host)
+    base.category_axis(ax, runs, rotation=45, ha="right")
     ax.set_ylabel(f"bandwidth per host ({unit})")
     base.figure_legend(fig, [ax])
     caption = (

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storbench import anomaly, config, faults
-from tests.test_interrupt import start_snakemake, wait_for
+from tests.test_interrupt import start_snakemake, stop_if_running, wait_for
 from tests.test_workflow import snakemake
 
 INTERVAL_S = 1.0
@@ -257,9 +257,7 @@ def test_interrupted_soak_resumes_without_losing_or_repeating_intervals(tmp_path
         os.killpg(process.pid, signal.SIGINT)
         process.communicate(timeout=60)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_if_running(process)
     assert second
     first_chunk = next((tmp_path / "results" / "soak" / "parsed").glob("*/it1.parquet"))
     first_mtime = first_chunk.stat().st_mtime_ns

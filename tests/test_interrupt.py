@@ -24,6 +24,13 @@ def start_snakemake(workdir: Path, config: dict) -> subprocess.Popen:
     )  # fmt: skip
 
 
+def stop_if_running(process: subprocess.Popen) -> None:
+    """Kill what an interrupted test left of a start_snakemake session."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def processes_matching(pattern: str) -> list[str]:
     found = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True)
     return [line for line in found.stdout.splitlines() if "pgrep" not in line]
@@ -46,9 +53,7 @@ def interrupt_while_fio_runs(workdir: Path, config: dict, job_marker: str) -> st
         os.killpg(process.pid, signal.SIGINT)
         output, _ = process.communicate(timeout=WAIT_S)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_if_running(process)
     assert process.returncode != 0
     return output
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.test_interrupt import processes_matching, wait_for
+from tests.test_interrupt import processes_matching, stop_if_running, wait_for
 from tests.test_workflow import REPO, SNAKEMAKE, snakemake
 
 MIB = 1 << 20
@@ -141,9 +141,7 @@ def test_an_interrupted_precondition_resumes_at_its_chunk(tmp_path, kill_signal)
         os.killpg(process.pid, kill_signal)  # the whole session: snakemake, storbench, fio
         process.communicate(timeout=60)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_if_running(process)
     assert not (recipe_dir / "stages/p1-fill-r1-c2.json").exists()
     first_marker, first_mtime = first.read_text(), first.stat().st_mtime_ns
     if kill_signal == signal.SIGKILL:  # Snakemake could not release its lock

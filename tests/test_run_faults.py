@@ -27,7 +27,7 @@ from storbench import runner
 from storbench.hosts import HostSpec, open_transport
 from storbench.tools.base import ToolAdapter
 from tests.sshd import SSHD, SshLab, SshServer, _wait_for_banner
-from tests.test_interrupt import processes_matching, start_snakemake, wait_for
+from tests.test_interrupt import processes_matching, start_snakemake, stop_if_running, wait_for
 from tests.test_workflow import planned_jobs, snakemake
 
 RUN = "read_bs4k_nj1"  # the one run of each experiment
@@ -124,12 +124,6 @@ def run_to_failure(workdir: Path, config: dict, running_marker: str, inject) -> 
         stop_if_running(process)
     assert process.returncode != 0, output
     return output
-
-
-def stop_if_running(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def assert_nothing_published(workdir: Path, parquet_before: set[str], run_id=RUN) -> None:

@@ -7,7 +7,7 @@ import signal
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_interrupt import processes_matching, start_snakemake, wait_for
+from tests.test_interrupt import processes_matching, start_snakemake, stop_if_running, wait_for
 from tests.test_workflow import snakemake
 
 FIO_SERVERS = "fio --server=ip:127.0.0"
@@ -171,9 +171,7 @@ def test_ctrl_c_stops_the_client_and_every_service(ssh_lab, tmp_path):
         os.killpg(process.pid, signal.SIGINT)
         process.communicate(timeout=60)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_if_running(process)
     assert process.returncode != 0
     wait_for(lambda: not processes_matching("fio --"), "every fio to exit")
     assert list(raw.glob("*/it1/run.json")) == []
