@@ -29,8 +29,8 @@ sys.path[:0] = [str(REPO), str(HERE)]
 
 from services import lab_hosts, running_services, sshd_lab  # noqa: E402
 
-from storbench import services as storbench_services  # noqa: E402
-from storbench.atomic import write_json  # noqa: E402
+from storbench.core.atomic import write_json  # noqa: E402
+from storbench.hosts import services as storbench_services  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 WORK = OUT / "dispatch-work"

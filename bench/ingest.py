@@ -5,7 +5,7 @@ host on 127.0.0.70, .71, ... (port 18790), each running a job with two sections 
 randrw 70/30) of numjobs clones reported one by one (group_reporting=0), 2 I/Os in flight,
 50 IOPS each for 4 s on one shared 16 MiB file per host, lat_percentiles=1, so every clone
 carries its latency histogram bins. The client's json+ file, with the manifest a service-mode
-run writes beside it, is then ingested by storbench.ingest.iteration_rows (the parse step
+run writes beside it, is then ingested by storbench.analysis.ingest.iteration_rows (the parse step
 of the workflow: read, decode, rows per host and clone, the 'all' rows from merged bins),
 and the same JSON document by json.load alone. fio's client output interleaves
 '<host> ...' text lines with the JSON, which json.load rejects, so json.load reads the
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from common import OUT, median_seconds, print_table, write_result
 
-from storbench import ingest
+from storbench.analysis import ingest
 
 WORK = OUT / "ingest-work"
 TARGET = Path("/var/tmp/storbench/bench-ingest")
@@ -222,7 +222,7 @@ def main() -> int:
             ["fio", "--version"], capture_output=True, text=True
         ).stdout.strip(),
         **measure(WORK / "raw" / "run.json", raw_output, args.repeat),
-        "entry_point": "storbench.ingest.iteration_rows (manifest -> rows incl. host 'all')",
+        "entry_point": "storbench.analysis.ingest.iteration_rows (manifest -> rows, host all)",
         "json_load_input": "the same output without fio's '<host>' text lines",
     }
     write_result("ingest", result)

@@ -1,12 +1,12 @@
 """Report generation time for a 1,000-run campaign of synthetic result rows.
 
-Rows in the result schema (storbench.results.SCHEMA) for one fio experiment on one host:
+Rows in the result schema (storbench.core.results.SCHEMA) for one fio experiment on one host:
 rw (4) x bs (5) x iodepth (10) x numjobs (5) = 1,000 runs, 3 iterations each, one row per
 run, iteration and op on host 'localhost' with a latency histogram (150 log-spaced bins,
 counts from a log-normal shape) and percentiles computed from it, and the host 'all' rows
-made by storbench.aggregate.aggregate_hosts, as the parse step makes them. So every figure
+made by storbench.core.aggregate.aggregate_hosts, as the parse step makes them. So every figure
 and table runs on full data, including the latency CDF from merged bins. The Parquet goes
-to a temporary folder; then storbench.report.build_report is timed in this process (after
+to a temporary folder; then storbench.report.experiment.build_report is timed in this process (after
 its imports) and the `storbench report` command end to end (a fresh interpreter, as the
 workflow runs it). Writes bench/out/report_scale.json with the seconds and row counts.
 """
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from common import BIN, print_table, timed_command, write_result
 
-from storbench import results
-from storbench.aggregate import aggregate_hosts, histogram_percentiles
+from storbench.core import results
+from storbench.core.aggregate import aggregate_hosts, histogram_percentiles
 
 SWEEP = {
     "rw": ["read", "write", "randread", "randwrite"],
@@ -139,7 +139,7 @@ def report_meta(sweep: dict) -> dict:
 def time_build_report(summary: Path, out_dir: Path, meta: dict) -> tuple[float, float, int]:
     """(import seconds, build_report seconds, files written) in this process."""
     start = time.perf_counter()
-    from storbench import report
+    from storbench.report import experiment as report
 
     imported = time.perf_counter()
     written = report.build_report(summary, out_dir, title=meta["title"], meta=meta)

@@ -1,7 +1,7 @@
 """Benchmark: start fio services on 32 loopback sshd hosts; storbench vs clush vs fabric.
 
 Three ways to do the same work on the same 32 hosts (real sshd on 127.0.0.10..41):
-storbench.services.start_services (connect, mkdir, stop a stale service, start detached,
+storbench.hosts.services.start_services (connect, mkdir, stop a stale service, start detached,
 wait until the port answers), ClusterShell's clush (system ssh) and a fabric ThreadingGroup
 running one equivalent detached start command per host, each followed by the same TCP
 readiness poll. Every variant runs REPETITIONS times, interleaved, and every service is
@@ -28,8 +28,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO)]  # tests.sshd: the same throwaway sshd the tests use
 
-from storbench import services as storbench_services  # noqa: E402
-from storbench.atomic import write_json  # noqa: E402
+from storbench.core.atomic import write_json  # noqa: E402
+from storbench.hosts import services as storbench_services  # noqa: E402
 from tests.sshd import SshLab  # noqa: E402
 
 OUT = REPO / "bench" / "out"
@@ -374,8 +374,8 @@ def report(samples: dict, repetitions: int, load: dict) -> dict:
             "and fabric_threadinggroup run one command (mkdir + start) per host; "
             "fabric_threadinggroup_3_commands runs storbench's three as three group.run calls",
             "between repetitions the services are stopped by pid (SIGTERM) and checked gone "
-            "with pgrep and a refused TCP connect; storbench.services.stop_services runs once "
-            "before and once after the measurements",
+            "with pgrep and a refused TCP connect; storbench.hosts.services.stop_services runs "
+            "once before and once after the measurements",
             "ratios use medians; every variant ran once per repetition, interleaved",
         ],
     }

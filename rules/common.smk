@@ -6,8 +6,10 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-from storbench import config as storbench_config
-from storbench import plan, prepare_plan, search
+from storbench.config import campaign as storbench_config
+from storbench.plan import runs as plan
+from storbench.plan import preparation as prepare_plan
+from storbench.plan import search
 from storbench.tools import get_tool
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
@@ -466,7 +468,7 @@ def cleanup_spec_json():
 
 def stop_campaign_services():
     """At the end of the workflow (success or error): no service outlives the campaign."""
-    from storbench import services
+    from storbench.hosts import services
 
     for tool in SERVICE_TOOLS:
         if not services.maybe_running(tool):

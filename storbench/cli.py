@@ -13,7 +13,8 @@ from pathlib import Path
 
 
 def _check(args) -> int:
-    from storbench import config, plan
+    from storbench.config import campaign as config
+    from storbench.plan import runs as plan
 
     campaign = config.load_campaign_file(args.config)
     for name, experiment in campaign.experiments.items():
@@ -31,21 +32,21 @@ def _check(args) -> int:
 
 
 def _render(args) -> int:
-    from storbench import render
+    from storbench.run import render
 
     render.write_job(args.spec, args.output, args.facts)
     return 0
 
 
 def _run(args) -> int:
-    from storbench import runner
+    from storbench.run import runner
 
     spec = args.spec
     job = args.job[0]
     if spec.get("per_host_jobs"):  # jobs/<run_id>/<host><suffix>, one per host
         job = {Path(path).name.rsplit(".", 1)[0]: path for path in args.job}
     if spec.get("preparation"):  # the target must still be in the state the run is tagged with
-        from storbench import prepare
+        from storbench.run import prepare
 
         spec.update(prepare.run_state(spec["preparation"], spec["hosts"]))
     manifest = runner.run_iteration(spec, args.iteration, job, args.manifest)
@@ -57,7 +58,7 @@ def _run(args) -> int:
 
 
 def _parse(args) -> int:
-    from storbench import ingest
+    from storbench.analysis import ingest
 
     rows = ingest.parse_iteration(args.manifest, args.output, args.timeseries)
     print(f"{args.output}: {len(rows)} rows")
@@ -65,7 +66,7 @@ def _parse(args) -> int:
 
 
 def _gather(args) -> int:
-    from storbench import ingest
+    from storbench.analysis import ingest
 
     rows = ingest.gather(args.parsed, args.output, args.timeseries)
     print(f"{args.output}: {rows} rows")
@@ -74,13 +75,13 @@ def _gather(args) -> int:
 
 def _report(args) -> int:
 
-    from storbench import report
+    from storbench.report import experiment as report
 
     meta = args.meta
     meta["job_files"] = {_job_label(Path(p)): Path(p).read_text() for p in args.job_files}
     facts = None
     if args.telemetry:
-        from storbench import telemetry
+        from storbench.run import telemetry
 
         facts = telemetry.load(args.telemetry)
     written = report.build_report(
@@ -98,11 +99,11 @@ def _report(args) -> int:
 
 
 def _campaign_report(args) -> int:
-    from storbench import campaign_report
+    from storbench.report import campaign as campaign_report
 
     facts = None
     if args.telemetry:
-        from storbench import telemetry
+        from storbench.run import telemetry
 
         facts = telemetry.load(args.telemetry)
     written = campaign_report.build_campaign_report(
@@ -114,7 +115,7 @@ def _campaign_report(args) -> int:
 
 
 def _pdf(args) -> int:
-    from storbench import pdf
+    from storbench.report import pdf
 
     print(pdf.html_to_pdf(args.html, args.pdf, timeout_s=args.timeout))
     return 0
@@ -126,7 +127,7 @@ def _job_label(path: Path) -> str:
 
 
 def _preflight(args) -> int:
-    from storbench import preflight
+    from storbench.run import preflight
 
     report = preflight.run_preflight(args.spec, args.output)
     for host in report["hosts"]:
@@ -139,7 +140,7 @@ def _preflight(args) -> int:
 
 
 def _prepare_bucket(args) -> int:
-    from storbench import s3
+    from storbench.run import s3
 
     target = args.target
     marker = s3.prepare_bucket(target["name"], target, args.bucket, args.marker)
@@ -149,7 +150,7 @@ def _prepare_bucket(args) -> int:
 
 
 def _cleanup(args) -> int:
-    from storbench import services
+    from storbench.hosts import services
 
     spec = args.spec
     for service in spec.get("services", []):
@@ -157,7 +158,7 @@ def _cleanup(args) -> int:
         hosts = ", ".join(h["name"] for h in service["hosts"])
         print(f"{service['tool']} services stopped on {hosts}")
     if spec.get("buckets"):
-        from storbench import s3
+        from storbench.run import s3
 
         for entry in spec["buckets"]:
             target = entry["target"]
@@ -169,7 +170,8 @@ def _cleanup(args) -> int:
 
 
 def _services(args) -> int:
-    from storbench import atomic, services
+    from storbench.core import atomic
+    from storbench.hosts import services
 
     spec = args.spec
     if args.action == "stop":
@@ -185,7 +187,8 @@ def _services(args) -> int:
 
 
 def _plan(args) -> int:
-    from storbench import config, show_plan
+    from storbench.config import campaign as config
+    from storbench.run import show_plan
 
     if args.config_json:
         campaign = config.load_campaign(args.config_json)
@@ -196,7 +199,7 @@ def _plan(args) -> int:
 
 
 def _network(args) -> int:
-    from storbench import netcheck
+    from storbench.run import netcheck
 
     spec = args.spec
     rows = netcheck.run_network_check(spec, args.out_dir)
@@ -209,7 +212,7 @@ def _network(args) -> int:
 
 
 def _network_report(args) -> int:
-    from storbench import report
+    from storbench.report import experiment as report
 
     written = report.build_network_report(
         args.parquet, args.out_dir, min_fraction=args.min_fraction
@@ -219,7 +222,8 @@ def _network_report(args) -> int:
 
 
 def _telemetry(args) -> int:
-    from storbench import atomic, telemetry
+    from storbench.core import atomic
+    from storbench.run import telemetry
 
     spec = args.spec
     targets = [t for t in spec["targets"] if t.get("type") in ("directory", "block")]
@@ -233,7 +237,7 @@ def _telemetry(args) -> int:
 
 def _import(args) -> int:
 
-    from storbench import results
+    from storbench.core import results
     from storbench.tools import get_tool, known_tools
 
     if args.tool not in known_tools():
@@ -260,7 +264,7 @@ class ImportInputError(ValueError):
 def _prepare(args) -> int:
     """One preparation job: a dataset, a recipe stage, its summary, its flush, or its report."""
     if args.action == "report":
-        from storbench import prep_report
+        from storbench.report import preparation as prep_report
 
         written = prep_report.build_precondition_report(
             args.stages, args.prepared, args.out_dir, flushed=args.flushed
@@ -269,8 +273,8 @@ def _prepare(args) -> int:
         return 0
     import signal
 
-    from storbench import prepare
-    from storbench.hosts import raise_interrupt
+    from storbench.hosts.transport import raise_interrupt
+    from storbench.run import prepare
 
     # Snakemake stops a job with SIGTERM: a purge or flush command must stop on the host too
     signal.signal(signal.SIGTERM, raise_interrupt)
@@ -290,14 +294,14 @@ def _prepare(args) -> int:
 def _search(args) -> int:
     """One probe of a latency-SLO search, the search's result, or its report."""
     if args.action == "report":
-        from storbench import search_report
+        from storbench.report import search as search_report
 
         written = search_report.build_search_report(
             args.result, args.summary, args.out_dir, args.meta or {}
         )
         print("\n".join(str(path) for path in written.values()))
         return 0
-    from storbench import search
+    from storbench.plan import search
 
     spec = args.spec
     if args.action == "probe":
@@ -313,7 +317,7 @@ def _compare(args) -> int:
     """A comparison report of B against A, or the check that fails on its regressions."""
     if args.action == "check":
         return _compare_check(args.regressions, args.output)
-    from storbench import compare
+    from storbench.analysis import compare
 
     thresholds = _thresholds(args.threshold)
     try:
@@ -347,7 +351,7 @@ def _thresholds(pairs: list[str]) -> dict[str, str]:
 
 
 def _compare_check(regressions_path: str, output: str | None) -> int:
-    from storbench import atomic
+    from storbench.core import atomic
 
     verdict = json.loads(Path(regressions_path).read_text())
     if verdict["regressions"]:
@@ -570,21 +574,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
-    from storbench.config import ConfigError
-    from storbench.hosts import HostError
-    from storbench.netcheck import NetcheckError
-    from storbench.pdf import PdfError
-    from storbench.preflight import PreflightError
-    from storbench.prepare import PrepareError
-    from storbench.render import RenderError
-    from storbench.runner import RunError
-    from storbench.s3 import S3Error
-    from storbench.search import SearchError
-    from storbench.secrets import SecretError
-    from storbench.services import ServiceError
-    from storbench.telemetry import TelemetryError
+    from storbench.config.campaign import ConfigError
+    from storbench.core.secrets import SecretError
+    from storbench.core.units import UnitError
+    from storbench.hosts.services import ServiceError
+    from storbench.hosts.transport import HostError
+    from storbench.plan.search import SearchError
+    from storbench.report.pdf import PdfError
+    from storbench.run.netcheck import NetcheckError
+    from storbench.run.preflight import PreflightError
+    from storbench.run.prepare import PrepareError
+    from storbench.run.render import RenderError
+    from storbench.run.runner import RunError
+    from storbench.run.telemetry import TelemetryError
+    from storbench.run.s3 import S3Error
     from storbench.tools.base import ToolOutputError
-    from storbench.units import UnitError
 
     return (
         CompareInputError,

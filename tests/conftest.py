@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storbench.hosts import HostSpec
+from storbench.hosts.transport import HostSpec
 from tests.sshd import SshdUnavailable, SshLab
 
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from storbench.anomaly import Chunk, drift, merge_chunks, rolling_anomalies
-from storbench.fault_analysis import aggregate_series
+from storbench.analysis.anomaly import Chunk, drift, merge_chunks, rolling_anomalies
+from storbench.analysis.fault_analysis import aggregate_series
 from storbench.tools.fio_timeseries import rows_from_status_interval
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "fio"

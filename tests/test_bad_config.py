@@ -18,7 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from storbench import cli, config, plan
+from storbench import cli
+from storbench.config import campaign as config
+from storbench.plan import runs as plan
 from tests.test_workflow import REPO, SNAKEMAKE
 
 CORPUS = sorted((Path(__file__).parent / "bad_inputs").glob("*.yaml"))

@@ -2,7 +2,7 @@
 
 Real Snakemake runs two multi-iteration fio experiments on a local directory (a queue-depth
 sweep with per-interval series, and a sequential one); the numbers in the reports are
-recomputed here from the Parquet rows, independently of storbench.stats. The PDFs are
+recomputed here from the Parquet rows, independently of storbench.analysis.stats. The PDFs are
 rendered to PNG with pdftoppm, and `snakemake --report` builds its HTML from the captions.
 """
 
@@ -20,7 +20,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from storbench import report, report_figures, stats
+from storbench.analysis import stats
+from storbench.report import experiment as report
+from storbench.report import figures as report_figures
 from tests.test_report import ALL_FIGURES
 from tests.test_workflow import snakemake
 

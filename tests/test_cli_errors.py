@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from storbench import config, plan
+from storbench.config import campaign as config
+from storbench.plan import runs as plan
 from tests.test_workflow import tiny_config
 
 

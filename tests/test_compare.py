@@ -9,7 +9,8 @@ import re
 import pandas as pd
 import pytest
 
-from storbench import compare, results, stats
+from storbench.analysis import compare, stats
+from storbench.core import results
 
 MIB = 1024**2
 US = 1000  # ns

@@ -8,7 +8,7 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from storbench import config as storbench_config
+from storbench.config import campaign as storbench_config
 from tests.test_workflow import snakemake, tiny_config
 
 # Both sides are throttled so their IOPS are steady: B is a quarter of A, a clear drop.

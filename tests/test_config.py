@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from storbench.config import ConfigError, load_campaign, load_yaml, redacted_yaml
+from storbench.config.campaign import ConfigError, load_campaign, load_yaml, redacted_yaml
 
 VALID = {
     "hosts": {

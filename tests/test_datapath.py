@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from storbench import datapath
-from storbench.datapath import DataPathError, RateError
-from storbench.units import UnitError
+from storbench.config import datapath
+from storbench.config.datapath import DataPathError, RateError
+from storbench.core.units import UnitError
 
 GB = 1e9
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from storbench import results
-from storbench.render import RenderError, render_job
-from storbench.schema_names import ALL_HOSTS
+from storbench.core import results
+from storbench.core.schema_names import ALL_HOSTS
+from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.elbencho_results import (

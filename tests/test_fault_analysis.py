@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from storbench.fault_analysis import (
+from storbench.analysis.fault_analysis import (
     Event,
     FaultSettings,
     aggregate_series,

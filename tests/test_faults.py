@@ -20,7 +20,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from storbench import anomaly, config, faults
+from storbench.analysis import anomaly
+from storbench.config import campaign as config
+from storbench.run import faults
 from tests.test_interrupt import start_snakemake, stop_if_running, wait_for
 from tests.test_workflow import snakemake
 
@@ -199,7 +201,8 @@ def test_report_shows_the_dip_and_the_recovery_within_one_interval(paused_run):
 
 def test_fault_rows_match_the_series(paused_run):
     """The table's baseline is the median of the IOPS intervals before the fault."""
-    from storbench import fault_analysis, fault_report
+    from storbench.analysis import fault_analysis
+    from storbench.report import faults as fault_report
 
     series = pq.read_table(paused_run / "results" / "pause" / "timeseries.parquet").to_pandas()
     (manifest_path,) = (paused_run / "results" / "pause" / "raw").glob("*/it1/run.json")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from storbench import histogram, results
-from storbench.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core import histogram, results
+from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.tools.fio_json import (
     FioOutputError,
     aggregate_hosts,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storbench import results
+from storbench.core import results
 from storbench.tools.base import ToolOutputError
 from storbench.tools.fio_json import load_documents
 from storbench.tools.fio_timeseries import rows_from_logs, rows_from_status_interval

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from storbench import config, plan, results
-from storbench.render import RenderError, render_job
-from storbench.schema_names import ALL_HOSTS
+from storbench.config import campaign as config
+from storbench.core import results
+from storbench.core.schema_names import ALL_HOSTS
+from storbench.plan import runs as plan
+from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolOutputError
 from storbench.tools.gosbench import ADAPTER, load_results, object_size_in_units, weights

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from storbench import hostfacts
-from storbench.hostfacts import HostFactError, check, evaluate, expression_names, resolve
-from storbench.telemetry import collect_host
+from storbench.core import hostfacts
+from storbench.core.hostfacts import HostFactError, check, evaluate, expression_names, resolve
+from storbench.run.telemetry import collect_host
 
 GIB = 2**30
 NAMES = {

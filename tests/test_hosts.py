@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from storbench.hosts import HostError, HostSpec, open_transport, parse_jump
+from storbench.hosts.transport import HostError, HostSpec, open_transport, parse_jump
 from tests.sshd import free_port, generate_key
 
 
@@ -118,7 +118,7 @@ def test_host_error_is_picklable():
 
 def test_local_transport_does_not_import_fabric():
     code = (
-        "import sys; from storbench.hosts import HostSpec, open_transport\n"
+        "import sys; from storbench.hosts.transport import HostSpec, open_transport\n"
         "with open_transport(HostSpec('localhost')) as t: t.check(); t.mkdirs('/tmp')\n"
         "assert not {'fabric', 'paramiko', 'invoke'} & set(sys.modules), 'imported'"
     )
@@ -218,7 +218,7 @@ def test_kill_matching(transport, tmp_path):
 def test_local_kill_matching_spares_the_caller():
     marker = unique("storbench-kill-test")
     caller = (
-        "import subprocess, sys; from storbench.hosts import HostSpec, open_transport\n"
+        "import subprocess, sys; from storbench.hosts.transport import HostSpec, open_transport\n"
         "sleeper = 'import time; print(flush=True); time.sleep(20)'\n"
         "victim = subprocess.Popen([sys.executable, '-c', sleeper, sys.argv[1]], stdout=-1)\n"
         "victim.stdout.readline()\n"  # it runs: its arguments are visible in /proc

@@ -15,8 +15,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from storbench import results
-from storbench.schema_names import ALL_HOSTS
+from storbench.core import results
+from storbench.core.schema_names import ALL_HOSTS
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.iperf3 import (

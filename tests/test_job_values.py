@@ -14,8 +14,10 @@ import subprocess
 import pytest
 import yaml
 
-from storbench import cli, config, plan
-from storbench.render import render_job
+from storbench import cli
+from storbench.config import campaign as config
+from storbench.plan import runs as plan
+from storbench.run.render import render_job
 from storbench.tools import get_tool, known_tools
 from storbench.tools.base import ARGS_FILE_LOOP, SECRET_PLACEHOLDERS, job_file_text
 

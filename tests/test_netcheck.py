@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from storbench import results
-from storbench.hosts import HostError
-from storbench.netcheck import (
+from storbench.core import results
+from storbench.hosts.transport import HostError
+from storbench.run.netcheck import (
     NetcheckError,
     describe_slow_clients,
     run_network_check,
@@ -191,7 +191,7 @@ def test_sigterm_stops_servers_and_clients_on_every_host(ssh_hosts, tmp_path):
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
     script = (
-        "import json, sys; from storbench.netcheck import run_network_check;"
+        "import json, sys; from storbench.run.netcheck import run_network_check;"
         "run_network_check(json.load(open(sys.argv[1])), sys.argv[2])"
     )
     process = subprocess.Popen(

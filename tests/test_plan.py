@@ -4,8 +4,8 @@ import copy
 
 import pytest
 
-from storbench import plan
-from storbench.config import ConfigError, load_campaign
+from storbench.config.campaign import ConfigError, load_campaign
+from storbench.plan import runs as plan
 from tests.test_config import VALID
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storbench.preflight import PreflightError, run_preflight
+from storbench.run.preflight import PreflightError, run_preflight
 from tests.minio import free_port
 from tests.test_workflow import snakemake, tiny_config
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from storbench import prep_report
+from storbench.report import preparation as prep_report
 
 MIB = 1024**2
 VARIABLE = "randwrite_bs4k.iops"

@@ -161,7 +161,8 @@ def test_an_interrupted_precondition_resumes_at_its_chunk(tmp_path, kill_signal)
 
 
 def test_plan_shows_every_stage_and_the_purge_command_before_anything_runs(tmp_path):
-    from storbench import config, show_plan
+    from storbench.config import campaign as config
+    from storbench.run import show_plan
 
     raw = chunked_config(tmp_path / "target")
     raw["preconditioning"]["fill"]["purge"] = "blkdiscard /dev/does-not-matter"

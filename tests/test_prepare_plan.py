@@ -5,8 +5,9 @@ import copy
 
 import pytest
 
-from storbench import prepare_plan, units
-from storbench.config import ConfigError, load_campaign
+from storbench.config.campaign import ConfigError, load_campaign
+from storbench.core import units
+from storbench.plan import preparation as prepare_plan
 
 MIB = 1 << 20
 RUN = {"rw": "randread", "bs": "4k", "runtime": "1s"}

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from storbench.render import RenderError, render_job
+from storbench.run.render import RenderError, render_job
 
 SPEC = {
     "experiment": "demo",
@@ -61,7 +61,7 @@ def test_ready_job_file_is_used_verbatim(tmp_path):
 
 
 def test_published_files_follow_the_umask(tmp_path):
-    from storbench import atomic
+    from storbench.core import atomic
 
     previous = os.umask(0o022)
     try:

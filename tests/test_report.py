@@ -7,7 +7,10 @@ import re
 import pandas as pd
 import pytest
 
-from storbench import report, report_figures, results, stats
+from storbench.analysis import stats
+from storbench.core import results
+from storbench.report import experiment as report
+from storbench.report import figures as report_figures
 
 MIB = 1024**2
 RWS = ("randread", "randwrite")
@@ -548,7 +551,7 @@ def iperf3_rows(tmp_path_factory):
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
-    from storbench import aggregate
+    from storbench.core import aggregate
     from storbench.tools import iperf3
 
     if shutil.which("iperf3") is None:
@@ -590,7 +593,7 @@ def iperf3_rows(tmp_path_factory):
 
 
 def test_network_report_flags_the_slow_client(iperf3_rows, tmp_path):
-    from storbench import netcheck
+    from storbench.run import netcheck
 
     source = tmp_path / "network.parquet"
     results.write_rows(iperf3_rows, source)

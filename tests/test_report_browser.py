@@ -18,7 +18,9 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from storbench import pdf, report, results
+from storbench.core import results
+from storbench.report import experiment as report
+from storbench.report import pdf
 from tests.test_report import ALL_FIGURES, META, campaign_rows
 
 PNG_SIZE_OFFSET = 16  # width and height follow the signature and the IHDR chunk header

@@ -2,7 +2,7 @@
 
 Real fio 3.x runs (two hosts at once, three iterations, rate-capped) give the Parquet rows; the
 numbers in every exported table are recomputed here from those rows, independently of
-storbench.stats.
+storbench.analysis.stats.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from storbench import report, report_tables, results
+from storbench.core import results
+from storbench.report import experiment as report
+from storbench.report import paper_tables as report_tables
 from storbench.tools import fio_json
 from tests.test_report import META, result_row
 
@@ -305,7 +307,7 @@ def test_stale_state_table_is_removed(raw_path, tmp_path):
 
 
 def test_cdf_uses_histograms_merged_over_iterations(rows):
-    from storbench import stats
+    from storbench.analysis import stats
 
     summary = stats.summarize(rows)
     cells = report.cell_histograms(rows, summary)

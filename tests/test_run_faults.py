@@ -23,8 +23,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from storbench import runner
-from storbench.hosts import HostSpec, open_transport
+from storbench.hosts.transport import HostSpec, open_transport
+from storbench.run import runner
 from storbench.tools.base import ToolAdapter
 from tests.sshd import SSHD, SshLab, SshServer, _wait_for_banner
 from tests.test_interrupt import processes_matching, start_snakemake, stop_if_running, wait_for
@@ -455,7 +455,7 @@ def test_keys_never_appear_in_any_process_listing(tmp_path, monkeypatch, probe_h
 
 KILLABLE_CALLER = """
 import sys, threading
-from storbench.hosts import HostSpec, open_transport
+from storbench.hosts.transport import HostSpec, open_transport
 spec = HostSpec.from_dict(__import__("json").loads(sys.argv[1]))
 argv = ["sleep", sys.argv[2]]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from storbench import runner, s3
-from storbench.secrets import Credentials, SecretError, scrub, target_credentials
+from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
+from storbench.run import runner, s3
 from storbench.tools.base import ToolAdapter
 from tests.test_workflow import planned_jobs, snakemake
 

@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from storbench import results, scaling
+from storbench.analysis import scaling
+from storbench.core import results
 
 GB = 1e9
 MB = 1e6

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from storbench.schedule import ScheduleEntry, ScheduleError, parse_schedule, schedule_runs
+from storbench.config.schedule import ScheduleEntry, ScheduleError, parse_schedule, schedule_runs
 
 GUIDE = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_0a2213660d73e136.txt"
 # guide line 1199, name on line 1201

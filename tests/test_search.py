@@ -14,8 +14,10 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from storbench import config, search, slo_search
-from storbench.results import ALL_HOSTS
+from storbench.analysis import slo_search
+from storbench.config import campaign as config
+from storbench.core.results import ALL_HOSTS
+from storbench.plan import search
 from tests.test_workflow import snakemake
 
 THINK_TIME_US = 1000

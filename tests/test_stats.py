@@ -8,8 +8,9 @@ import statistics
 import pandas as pd
 import pytest
 
-from storbench import histogram, results, stats
-from storbench.results import PERCENTILE_COLUMNS, PERCENTILES
+from storbench.analysis import stats
+from storbench.core import histogram, results
+from storbench.core.results import PERCENTILE_COLUMNS, PERCENTILES
 
 MIB = 1024**2
 MS = 1_000_000  # ns

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from storbench.steadystate import check_window, evaluate
+from storbench.analysis.steadystate import check_window, evaluate
 
 STEADY = [100, 98, 102, 101, 99]
 

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from storbench import tables
-from storbench.tables import Table
+from storbench.report import tables
+from storbench.report.tables import Table
 
 
 def small_table(**extra) -> Table:

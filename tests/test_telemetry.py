@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from storbench import telemetry
-from storbench.telemetry import TelemetryError, collect, collect_host, differences, hosts_table
+from storbench.run import telemetry
+from storbench.run.telemetry import TelemetryError, collect, collect_host, differences, hosts_table
 from tests.sshd import free_port
 
 LOCAL = {"name": "localhost", "transport": "local", "group": "controller"}

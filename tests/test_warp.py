@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from storbench import config, plan, results
-from storbench.render import RenderError, render_job
-from storbench.schema_names import ALL_HOSTS
+from storbench.config import campaign as config
+from storbench.core import results
+from storbench.core.schema_names import ALL_HOSTS
+from storbench.plan import runs as plan
+from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.warp import ADAPTER, load_result, parse_go_duration, timeseries_rows

@@ -4,7 +4,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from storbench import histogram
+from storbench.core import histogram
 from tests.test_workflow import snakemake
 
 

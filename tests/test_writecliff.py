@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from storbench.analysis.writecliff import (
+    Interval,
+    aggregate,
+    concatenate,
+    detect,
+    plateau_bw,
+    summary,
+)
 from storbench.tools.fio_json import load_documents
 from storbench.tools.fio_timeseries import rows_from_logs, rows_from_status_interval
-from storbench.writecliff import Interval, aggregate, concatenate, detect, plateau_bw, summary
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "fio"
 MB = 1_000_000

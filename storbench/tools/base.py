@@ -2,11 +2,11 @@
 
 Adapters are imported on the run path, so they import nothing heavy at module level.
 
-Result rows are dicts with keys of ``storbench.results.COLUMNS`` (missing keys become
-nulls): per-host rows plus ``host='all'`` rows (see ``storbench.aggregate.aggregate_hosts``),
-``op`` in ``storbench.schema_names.OPERATIONS`` (``normalize_op`` maps GET/PUT/...), sizes
+Result rows are dicts with keys of ``storbench.core.results.COLUMNS`` (missing keys become
+nulls): per-host rows plus ``host='all'`` rows (see ``storbench.core.aggregate.aggregate_hosts``),
+``op`` in ``storbench.core.schema_names.OPERATIONS`` (``normalize_op`` maps GET/PUT/...), sizes
 in bytes, times in ns or s as the column names say. Time-series rows use
-``storbench.results.TIMESERIES_COLUMNS``.
+``storbench.core.results.TIMESERIES_COLUMNS``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ SECRET_PLACEHOLDER_PROBLEM = (
 def job_file_text(value) -> str:
     """A job value as a job file shows it: each host expression ({cores}) as a number.
 
-    Job files get the expressions' numbers (storbench.hostfacts), so a tool's value checks
+    Job files get the expressions' numbers (storbench.core.hostfacts), so a tool's value checks
     look at the text around them; a malformed expression stays as written (hostfacts names it).
     """
-    from storbench import hostfacts
+    from storbench.core import hostfacts
 
     text = str(value)
     if not hostfacts.has_expression(value):
@@ -58,14 +58,14 @@ def job_file_text(value) -> str:
 @functools.cache
 def result_columns() -> frozenset[str]:
     """The result schema's column names (results imports pyarrow, so only when parsing)."""
-    from storbench.results import COLUMNS
+    from storbench.core.results import COLUMNS
 
     return frozenset(COLUMNS)
 
 
 @functools.cache
 def timeseries_columns() -> frozenset[str]:
-    from storbench.results import TIMESERIES_COLUMNS
+    from storbench.core.results import TIMESERIES_COLUMNS
 
     return frozenset(TIMESERIES_COLUMNS)
 

@@ -136,7 +136,7 @@ class ElbenchoAdapter(ToolAdapter):
     # --- render -----------------------------------------------------------------------------
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.render import RenderError
+        from storbench.run.render import RenderError
 
         try:
             options = job_options(spec["params"], spec["target"], spec["run_id"])
@@ -252,8 +252,8 @@ def benchmark_path(target: dict) -> str:
 
 def job_options(params: dict, target: dict, run_id: str) -> dict:
     """elbencho long options (config file lines) for one run, in a fixed readable order."""
-    from storbench import units
-    from storbench.plan import normalized_options
+    from storbench.core import units
+    from storbench.plan.runs import normalized_options
 
     _check_option_names(params)
     normalized = normalized_options(params)

@@ -33,17 +33,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storbench.aggregate import (
+from storbench.core.aggregate import (
     LATENCY_SUMMARY,
     aggregate_hosts,
     histogram_percentiles,
     no_percentiles,
 )
-from storbench.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.units import parse_duration, parse_size
 from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
 from storbench.tools.base import timeseries_columns as _timeseries_columns
-from storbench.units import parse_duration, parse_size
 
 MIB = 1 << 20
 RESULT_FILES = ("results.json", "results.csv", "results.txt")  # in order of precedence

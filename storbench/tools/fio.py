@@ -26,7 +26,7 @@ class FioAdapter(ToolAdapter):
     default_port = 8765  # fio's own default server port
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.plan import normalized_options
+        from storbench.plan.runs import normalized_options
 
         target = spec["target"]
         host = spec.get("host")
@@ -74,7 +74,7 @@ class FioAdapter(ToolAdapter):
         """With status_interval, fio also prints a cumulative report every interval."""
         argv = self.command(job_path, output_path, host)
         if "status_interval" in params:
-            from storbench.units import parse_duration
+            from storbench.core.units import parse_duration
 
             seconds = max(1, round(parse_duration(params["status_interval"])))
             argv.insert(argv.index("fio") + 1, f"--status-interval={seconds}")

@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 import re
 
-from storbench import histogram
-from storbench.aggregate import (
+from storbench.core import histogram
+from storbench.core.aggregate import (
     LATENCY_SUMMARY,
     aggregate_hosts,
     histogram_percentiles,
     no_percentiles,
 )
-from storbench.schema_names import PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.schema_names import PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.units import UnitError, parse_duration, parse_size
 from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
-from storbench.units import UnitError, parse_duration, parse_size
 
 OPS = ("read", "write", "trim")
 ALL_CLIENTS = "All clients"

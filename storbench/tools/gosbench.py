@@ -37,7 +37,7 @@ import json
 import re
 from pathlib import Path
 
-from storbench.schema_names import ALL_HOSTS
+from storbench.core.schema_names import ALL_HOSTS
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolAdapter, ToolOutputError
 
 WORKER = "gosbench-worker"
@@ -195,7 +195,7 @@ class GosbenchAdapter(ToolAdapter):
         return _server_argv(job_path, output_path, port, workers=len(endpoints), worker="")
 
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        from storbench.aggregate import aggregate_hosts
+        from storbench.core.aggregate import aggregate_hosts
 
         config_path = raw_dir.parent / manifest["job_file"]
         tests = load_tests(config_path)
@@ -245,7 +245,7 @@ def _server_argv(job_path: str, output_path: str, port: str, *, workers: int, wo
 
 
 def _render_error(message: str) -> Exception:
-    from storbench.render import RenderError  # lazy: render imports the tool registry
+    from storbench.run.render import RenderError  # lazy: render imports the tool registry
 
     return RenderError(f"gosbench: {message}")
 
@@ -256,7 +256,7 @@ def _yaml_bool(value) -> str:
 
 def config_test(spec: dict) -> dict:
     """The test entry of the config for one run (see templates/gosbench/config.yaml.j2)."""
-    from storbench import units
+    from storbench.core import units
 
     params = spec["params"]
     if "bs" not in params:
@@ -458,8 +458,8 @@ def result_rows(
     results: list[dict], tests: dict, *, base: dict, params: dict, tool_version=None, source
 ) -> list[dict]:
     """One host='all' row per test result, described by its test entry of the config."""
-    from storbench.aggregate import LATENCY_SUMMARY, no_percentiles
-    from storbench.results import COLUMNS  # lazy: results imports pyarrow
+    from storbench.core.aggregate import LATENCY_SUMMARY, no_percentiles
+    from storbench.core.results import COLUMNS  # lazy: results imports pyarrow
 
     inherited = {key: value for key, value in base.items() if key in COLUMNS}
     unmeasured = {**dict.fromkeys(LATENCY_SUMMARY), **no_percentiles(), "errors": None}

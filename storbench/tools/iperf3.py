@@ -38,10 +38,10 @@ import functools
 import json
 from pathlib import Path
 
-from storbench.aggregate import aggregate_hosts
+from storbench.core.aggregate import aggregate_hosts
+from storbench.core.units import UnitError, parse_duration, parse_size
 from storbench.tools.base import ARGS_FILE_LOOP, ToolAdapter, ToolOutputError
 from storbench.tools.base import timeseries_columns as _timeseries_columns
-from storbench.units import UnitError, parse_duration, parse_size
 
 DEFAULT_PORT = 5201
 JOB = "iperf3"
@@ -322,7 +322,7 @@ def interval_rows(document: dict, *, host: str | None, base: dict, source) -> li
 
 @functools.cache
 def _columns() -> frozenset[str]:
-    from storbench.results import COLUMNS  # lazy: results imports pyarrow
+    from storbench.core.results import COLUMNS  # lazy: results imports pyarrow
 
     return frozenset(COLUMNS)
 

@@ -150,7 +150,7 @@ class VdbenchAdapter(ToolAdapter):
     # --- render ---------------------------------------------------------------------------
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.plan import normalized_options
+        from storbench.plan.runs import normalized_options
 
         return {
             "experiment": spec["experiment"],
@@ -204,7 +204,7 @@ class VdbenchAdapter(ToolAdapter):
     # --- parse ----------------------------------------------------------------------------
 
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        from storbench.aggregate import aggregate_hosts
+        from storbench.core.aggregate import aggregate_hosts
         from storbench.tools import vdbench_output
 
         rows = []
@@ -222,7 +222,7 @@ class VdbenchAdapter(ToolAdapter):
         return rows + aggregate_hosts(rows) + aggregate_only
 
     def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        from storbench.schema_names import ALL_HOSTS
+        from storbench.core.schema_names import ALL_HOSTS
         from storbench.tools import vdbench_output
 
         rows = []
@@ -236,7 +236,7 @@ class VdbenchAdapter(ToolAdapter):
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         """Output folders (or their flatfile.html); run_id is the RD name plus loop values."""
-        from storbench.aggregate import aggregate_hosts
+        from storbench.core.aggregate import aggregate_hosts
         from storbench.tools import vdbench_output
 
         rows = []
@@ -267,7 +267,7 @@ def _with_version(base: dict, banner: str | None) -> dict:
 
 
 def _all_rows(runs: list, base: dict, folder: Path) -> list[dict]:
-    from storbench.schema_names import ALL_HOSTS
+    from storbench.core.schema_names import ALL_HOSTS
     from storbench.tools.vdbench_output import result_rows
 
     return result_rows(runs, host=ALL_HOSTS, base=base, folder=folder)
@@ -511,7 +511,7 @@ def _host_directory(target: dict, host: str) -> str:
 
 def _size(value) -> str | None:
     """A size as vdbench reads it (binary k/m/g/t); other text (distributions) as given."""
-    from storbench.units import UnitError, fio_size
+    from storbench.core.units import UnitError, fio_size
 
     if value is None:
         return None
@@ -590,7 +590,7 @@ def _integer(value, option: str) -> int:
 
 
 def _seconds(value, option: str) -> int | None:
-    from storbench.units import parse_duration
+    from storbench.core.units import parse_duration
 
     if value is None:
         return None

@@ -48,11 +48,11 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storbench.aggregate import histogram_percentiles, no_percentiles
+from storbench.core.aggregate import histogram_percentiles, no_percentiles
+from storbench.core.units import UnitError, parse_duration, parse_size, size_label
 from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
 from storbench.tools.base import timeseries_columns as _timeseries_columns
-from storbench.units import UnitError, parse_duration, parse_size, size_label
 
 RAW = "raw"
 FILESYSTEM = "filesystem"

@@ -45,7 +45,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from storbench.schema_names import ALL_HOSTS, normalize_op
+from storbench.core.schema_names import ALL_HOSTS, normalize_op
 from storbench.tools.base import ARGS_FILE_LOOP, ToolAdapter, ToolOutputError
 
 BENCHMARKS = ("get", "put", "mixed", "delete", "list", "stat")
@@ -183,7 +183,7 @@ ADAPTER = WarpAdapter()
 
 
 def _render_error(message: str) -> Exception:
-    from storbench.render import RenderError  # lazy: render imports the tool registry
+    from storbench.run.render import RenderError  # lazy: render imports the tool registry
 
     return RenderError(f"warp: {message}")
 
@@ -205,7 +205,7 @@ def benchmark_of(params: dict) -> str:
 
 def warp_arguments(spec: dict) -> list[str]:
     """Benchmark name, then one ``--flag[=value]`` per argument, without keys or output paths."""
-    from storbench import units
+    from storbench.core import units
 
     target = spec["target"]
     if target.get("type") != "s3":
@@ -242,7 +242,7 @@ def warp_arguments(spec: dict) -> list[str]:
 
 def warp_size(value) -> str:
     """A size warp reads as binary: 4096 -> '4KiB' (warp reads '4KB' as 4000 bytes)."""
-    from storbench import units
+    from storbench.core import units
 
     size = units.parse_size(value)
     for power, suffix in _BINARY_UNITS:
@@ -388,7 +388,7 @@ def _run_id_of(path: Path) -> str:
 def rows_from_outputs(outputs: list[tuple], *, base: dict, params: dict) -> list[dict]:
     """Rows of (host or None, tool version, path) outputs: per-host rows plus 'all' rows, or
     only 'all' rows for a distributed run's single output (or an output of unknown host)."""
-    from storbench.aggregate import aggregate_hosts
+    from storbench.core.aggregate import aggregate_hosts
 
     per_host, whole = [], []
     for host, version, path in outputs:
@@ -409,7 +409,7 @@ def document_rows(
     document: dict, *, base: dict, params: dict, tool_version=None, source="warp result"
 ) -> list[dict]:
     """One row per operation type of a warp result (no host column yet)."""
-    from storbench.results import COLUMNS  # lazy: results imports pyarrow
+    from storbench.core.results import COLUMNS  # lazy: results imports pyarrow
 
     inherited = {key: value for key, value in base.items() if key in COLUMNS}
     flags = command_line_flags(document.get("commandline") or "")
@@ -443,7 +443,7 @@ def command_line_flags(command_line: str) -> dict:
 
 
 def _parameters(document: dict, params: dict, flags: dict) -> dict:
-    from storbench import units
+    from storbench.core import units
 
     bs = units.parse_size(params["bs"]) if "bs" in params else _bytes_of(flags.get("obj.size"))
     numjobs = params.get("numjobs", flags.get("concurrent")) or _concurrency_per_client(document)
@@ -519,7 +519,7 @@ def _op_metrics(entry: dict, op_type: str, source) -> dict:
 
 def request_latency(entry: dict) -> dict:
     """Latency columns (ns) from the request segments of one operation type, see module doc."""
-    from storbench.aggregate import LATENCY_SUMMARY, no_percentiles
+    from storbench.core.aggregate import LATENCY_SUMMARY, no_percentiles
 
     segments = [
         segment
@@ -571,7 +571,7 @@ def timeseries_rows(document: dict, *, host: str, base: dict, source: str) -> li
     """Per-second (warp's segment length) throughput of every operation type."""
     import datetime
 
-    from storbench.results import TIMESERIES_COLUMNS
+    from storbench.core.results import TIMESERIES_COLUMNS
 
     inherited = {key: value for key, value in base.items() if key in TIMESERIES_COLUMNS}
     job = command_line_flags(document.get("commandline") or "").get("benchmark") or "warp"

@@ -1,0 +1,1 @@
+"""Raw outputs -> rows -> statistics: ingest, aggregation, steady state, scaling, faults, search."""

@@ -1,0 +1,137 @@
+"""Turn one iteration's raw output into result rows, and gather an experiment's rows."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+from storbench.core import results
+from storbench.core.schema_names import ALL_HOSTS
+from storbench.tools import get_tool
+from storbench.tools.base import ToolOutputError
+
+
+def parse_iteration(
+    manifest_path: str, output_path: str, timeseries_path: str | None = None
+) -> list[dict]:
+    """Parse the raw files the manifest names into result rows (and per-interval rows);
+    write them and return the result rows."""
+    rows, series = iteration_rows(manifest_path, with_timeseries=timeseries_path is not None)
+    # both tables are built before either file is published
+    table = _table(rows, results.SCHEMA, manifest_path)
+    if timeseries_path:
+        series_table = _table(series, results.TIMESERIES_SCHEMA, manifest_path)
+        results.write_parquet(series_table, timeseries_path)
+    results.write_parquet(table, output_path)
+    return rows
+
+
+def _table(rows: list[dict], schema, manifest_path: str):
+    import pyarrow as pa
+
+    try:
+        return results.table_from_rows(rows, schema)
+    except (ValueError, TypeError, pa.ArrowException) as error:
+        raise ToolOutputError(
+            f"{manifest_path}: the parsed rows do not fit the result schema: {error}"
+        ) from None
+
+
+def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
+    """(result rows, per-interval rows or None) of one iteration; the standard library only."""
+    manifest_file = Path(manifest_path)
+    manifest = _read_manifest(manifest_file)
+    raw_dir = manifest_file.parent / manifest["raw_dir"]
+    hosts = manifest["hosts"]
+    tool = get_tool(manifest["tool"])
+    offered = tool.offered_iops(manifest["params"], len(hosts))
+    base = {
+        "experiment": manifest["experiment"],
+        "run_id": manifest["run_id"],
+        "iteration": manifest["iteration"],
+        "attempt": manifest["attempt"],
+        "tool": manifest["tool"],
+        "params_json": json.dumps(manifest["params"], sort_keys=True),
+        "job_file_sha256": manifest["job_file_sha256"],
+        "command": " ".join(hosts[0]["command"]),
+        "raw_path": str(raw_dir),
+        "start_time": min(h["start_time"] for h in hosts),
+        "end_time": max(h["end_time"] for h in hosts),
+        "step": manifest.get("step"),
+        "hosts_in_run": len(hosts),
+        "target": manifest["target"].get("name"),
+        "start_skew_s": start_skew_s(hosts),
+        "prep_state": manifest.get("prep_state"),
+        "loop": "closed" if offered is None else "open",
+        "offered_iops": offered,
+    }
+    rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)
+    if manifest["target"].get("members"):
+        rows = with_target_set_rows(rows, manifest["target"])
+    series = None
+    if with_timeseries:
+        identity = {k: base[k] for k in ("experiment", "run_id", "iteration", "attempt", "tool")}
+        series = tool.parse_timeseries(manifest, raw_dir, identity)
+    return rows, series
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ToolOutputError(f"{path}: cannot read the run manifest: {error.strerror}") from None
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise ToolOutputError(f"{path}: not a run manifest (JSON): {error}") from None
+    if not isinstance(manifest, dict):
+        raise ToolOutputError(f"{path}: not a run manifest (a JSON object)")
+    return manifest
+
+
+def start_skew_s(hosts: list[dict]) -> float | None:
+    """Latest minus earliest host start; None for one host."""
+    starts = [
+        datetime.datetime.fromisoformat(h["start_time"]) for h in hosts if h.get("start_time")
+    ]
+    if len(starts) < 2:
+        return None
+    return (max(starts) - min(starts)).total_seconds()
+
+
+def with_host_times(rows: list[dict], hosts: list[dict]) -> list[dict]:
+    """Per-host rows carry their own host's start and end; 'all' rows keep the run's span."""
+    times = {h["name"]: (h.get("start_time"), h.get("end_time")) for h in hosts}
+    for row in rows:
+        if row.get("host") in times:
+            row["start_time"], row["end_time"] = times[row["host"]]
+    return rows
+
+
+def with_target_set_rows(rows: list[dict], target: dict) -> list[dict]:
+    """A run on a whole target set: each job section is one target; add the sum over them."""
+    from storbench.core.aggregate import aggregate_hosts
+
+    members = {member["name"] for member in target["members"]}
+    for row in rows:
+        if row.get("job") in members:
+            row["target"] = row["job"]
+    per_host = [
+        {**row, "job": target["name"], "target": target["name"]}
+        for row in rows
+        if row.get("host") != ALL_HOSTS and row.get("job") in members
+    ]
+    return rows + aggregate_hosts(per_host)
+
+
+def gather(parsed_paths: list[str], output_path: str, timeseries_output: str | None = None) -> int:
+    """One Parquet of every result row; the per-interval files go to timeseries_output."""
+    series = sorted(p for p in parsed_paths if p.endswith(TIMESERIES_SUFFIX))
+    table = results.read_parquet(sorted(set(parsed_paths) - set(series)))
+    if timeseries_output:
+        timeseries = results.read_parquet(series, results.TIMESERIES_SCHEMA)
+        results.write_parquet(timeseries, timeseries_output)
+    results.write_parquet(table, output_path)
+    return table.num_rows
+
+
+TIMESERIES_SUFFIX = ".timeseries.parquet"

@@ -1,0 +1,1 @@
+"""YAML -> typed model: validation with key paths, and the config sections' own checks."""

@@ -1,0 +1,930 @@
+"""Load and validate a campaign config: schema first, then the checks a schema cannot express.
+
+Every problem is reported as ``<key path>: <problem>`` (``experiments.demo.job.bs: not a
+size: '4kk'``) before any job starts; nothing is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+from pathlib import Path
+
+import yaml
+
+from storbench.core import paths, units
+
+SCHEMA_PATH = paths.SCHEMA_PATH
+MAX_HOSTS_PER_GROUP = 4096
+MAX_RUN_ID_CHARS = 200  # a run id names folders and files; a file name holds 255 bytes
+# YAML aliases can nest a few lines into billions of values (a "billion laughs" file)
+MAX_CONFIG_VALUES = 100_000
+
+SIZE_OPTIONS = frozenset({"bs", "blocksize", "size", "filesize", "io_size", "offset"})
+DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay", "status_interval"})
+PERCENT_SIZE_OPTIONS = frozenset({"size", "io_size", "offset"})
+
+
+class ConfigError(ValueError):
+    """A config problem; ``problems`` holds one '<key path>: <problem>' line each."""
+
+    def __init__(self, problems: list[str], source: str = "config"):
+        self.problems = problems
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid {source}:\n{lines}")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    tool: str
+    host_groups: tuple[str, ...]
+    target_name: str
+    target: dict
+    iterations: int
+    job: dict
+    sweep: dict
+    template: str | None
+    job_file: str | None
+    timeout: float | None
+    schedule: str | None = None  # schedule file whose workloads are the runs
+    target_set: tuple[str, ...] = ()  # several targets: runs on each alone and on all at once
+    execution: str = "standalone"  # or "service": tool services driven by one controller
+    steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
+    rwmixreadhost: int | None = None  # percent of a run's hosts that read
+    slow_host_percent: float = 10.0
+    max_start_skew_s: float = 1.0
+    dataset: str | None = None  # a prepared dataset the runs use
+    precondition: str | None = None  # a preconditioning recipe run on the target first
+    flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush
+    prep_state: str | None = None  # label of the preparation state, e.g. 'afa, after flush'
+    search: dict | None = None  # latency-SLO search settings (storbench.plan.search.settings)
+    faults: tuple = ()  # fault events run during the workload (storbench.run.faults)
+    fault_analysis: dict | None = None  # dip and recovery settings (storbench.config.fault_config)
+    soak: dict | None = None  # chunks of a soak run (storbench.config.fault_config.soak_plan)
+
+    @cached_property
+    def uses_host_facts(self) -> bool:
+        """Whether any job or swept value is computed per host from its telemetry (asked once
+        per job while Snakemake plans, so kept)."""
+        from storbench.core import hostfacts
+
+        values = list(self.job.values())
+        for option, swept in self.sweep.items():
+            lists = swept.values() if option == "zip" else [swept]
+            values += [value for values_ in lists for value in values_]
+        return any(hostfacts.has_expression(value) for value in values)
+
+
+@dataclass(frozen=True)
+class Campaign:
+    raw: dict
+    host_groups: dict  # group name -> list of host spec dicts
+    experiments: dict  # name -> Experiment
+    datasets: dict = field(default_factory=dict)  # name -> prepare_plan.Dataset
+    recipes: dict = field(default_factory=dict)  # name -> prepare_plan.Recipe
+
+    def hosts_of(self, experiment: str) -> list[dict]:
+        hosts: list[dict] = []
+        for group in self.experiments[experiment].host_groups:
+            hosts.extend(self.host_groups[group])
+        return hosts
+
+    @property
+    def default_experiments(self) -> list[str]:
+        return list(self.raw.get("run") or self.experiments)
+
+    @property
+    def report_settings(self) -> dict:
+        """The campaign report's folder name and title, and whether reports get a PDF."""
+        settings = {"name": DEFAULT_REPORT_NAME, "pdf": True, **(self.raw.get("report") or {})}
+        settings.setdefault("title", f"storbench campaign report: {settings['name']}")
+        return settings
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, but a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *base', overridable keys
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first on line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
+            seen.setdefault(key, key_node.start_mark.line)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: str | os.PathLike) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.load(handle, Loader=_UniqueKeyLoader)
+    except OSError as error:
+        raise ConfigError([f"cannot read: {error.strerror}"], source=str(path)) from error
+    except UnicodeDecodeError as error:
+        raise ConfigError([f"not UTF-8 text: {error}"], source=str(path)) from error
+    except yaml.YAMLError as error:
+        raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
+    if data is None:
+        raise ConfigError(["the file is empty (expected hosts, targets, experiments)"], str(path))
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ConfigError([f"the top level must be a mapping, not a {kind}"], source=str(path))
+    return data
+
+
+def load_campaign_file(path: str | os.PathLike) -> Campaign:
+    return load_campaign(load_yaml(path), source=str(path))
+
+
+def load_campaign(raw: dict, source: str = "config") -> Campaign:
+    if _count_values(raw, MAX_CONFIG_VALUES) > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            [
+                f"(top level): more than MAX_CONFIG_VALUES = {MAX_CONFIG_VALUES} values once "
+                "YAML aliases are expanded; not a campaign config"
+            ],
+            source,
+        )
+    problems = schema_problems(raw)
+    if problems:
+        raise ConfigError(problems, source)
+    problems = _control_character_problems(raw) + _job_file_problems(raw)
+    host_groups = {
+        name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
+    }
+    from storbench.plan import preparation as prepare_plan
+
+    datasets, recipes = prepare_plan.load(raw, host_groups, problems)
+    experiments = {
+        name: _experiment(name, spec, raw, problems, datasets, recipes, host_groups)
+        for name, spec in raw["experiments"].items()
+    }
+    for name, experiment in experiments.items():
+        if experiment is not None:
+            _check_shared_bucket(name, experiment, host_groups, problems)
+            _check_steps(name, experiment, host_groups, problems)
+    if "network" in raw:
+        _check_network(raw["network"], host_groups, problems)
+    if "data_path" in raw:
+        from storbench.config import datapath
+
+        stepped = [
+            group
+            for spec in raw["experiments"].values()
+            if "steps" in spec
+            for group in ([spec["hosts"]] if isinstance(spec["hosts"], str) else spec["hosts"])
+        ]
+        problems += datapath.check(raw["data_path"], host_groups, required_groups=stepped)
+    for index, name in enumerate(raw.get("run") or []):
+        if name not in raw["experiments"]:
+            problems.append(f"run[{index}]: unknown experiment {name!r}")
+    problems += _compare_problems(raw)
+    problems += _report_problems(raw)
+    if problems:
+        raise ConfigError(problems, source)
+    campaign = Campaign(
+        raw=raw,
+        host_groups=host_groups,
+        experiments=experiments,
+        datasets=datasets,
+        recipes=recipes,
+    )
+    from storbench.plan import runs as plan  # plan imports config; late import breaks the cycle
+
+    for name in experiments:
+        try:
+            runs = plan.experiment_runs(campaign, name)
+        except plan.PlanError as error:
+            problems.append(f"experiments.{name}.sweep: {error}")
+            continue
+        long_ids = [run.run_id for run in runs if len(run.run_id) > MAX_RUN_ID_CHARS]
+        if long_ids:
+            problems.append(
+                f"experiments.{name}.sweep: run id {long_ids[0][:60]}... has {len(long_ids[0])} "
+                f"characters (more than MAX_RUN_ID_CHARS = {MAX_RUN_ID_CHARS}, for file names); "
+                "shorten the swept values"
+            )
+    if problems:
+        raise ConfigError(problems, source)
+    return campaign
+
+
+DEFAULT_REPORT_NAME = "campaign"
+RESERVED_REPORT_FOLDERS = frozenset({"compare", "targets", "network"})
+
+
+def _report_problems(raw: dict) -> list[str]:
+    """The campaign report's folder must not be an experiment's or another report's."""
+    name = (raw.get("report") or {}).get("name", DEFAULT_REPORT_NAME)
+    if name in raw["experiments"]:
+        return [
+            f"report.name: {name!r} is also an experiment; both reports would be "
+            f"reports/{name}/ (set report.name to another folder name)"
+        ]
+    if name in RESERVED_REPORT_FOLDERS:
+        return [f"report.name: reports/{name}/ is used by storbench; choose another name"]
+    return []
+
+
+def _count_values(value, limit: int) -> int:
+    """Values in a nested structure, aliases counted each time; stops just past limit."""
+    count, pending = 0, [value]
+    while pending and count <= limit:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return count
+
+
+@cache
+def _validator():
+    import jsonschema
+
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_problems(raw: dict) -> list[str]:
+    problems = []
+    for error in _validator().iter_errors(raw):
+        problems.append(_describe_schema_error(error))
+    return sorted(set(problems))
+
+
+def _key_path(parts) -> str:
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+_NAME_RULES = {  # the name patterns of config/schema.yaml, in words
+    "^[A-Za-z0-9][A-Za-z0-9_.-]*$": "letters, digits, '_', '.', '-'; first a letter or digit",
+    "^[a-z][a-z0-9_]*$": "lowercase letters, digits, '_'; first a letter",
+}
+
+
+def _describe_schema_error(error) -> str:
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"{_key_path(path + extra[:1])}: unknown key" + (
+            f" (also {', '.join(map(repr, extra[1:]))})" if len(extra) > 1 else ""
+        )
+    if error.validator == "propertyNames":
+        return f"{_key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
+    if error.validator == "maxLength" and "propertyNames" in error.absolute_schema_path:
+        return (
+            f"{_key_path(path)}: bad name {error.instance[:40]!r}... ({len(error.instance)} "
+            f"characters; at most {error.validator_value})"
+        )
+    if error.validator == "pattern" and "propertyNames" in error.absolute_schema_path:
+        rule = _NAME_RULES.get(error.validator_value, f"must match {error.validator_value!r}")
+        return f"{_key_path(path)}: bad name {error.instance!r} ({rule})"
+    if error.validator == "pattern" and "description" in error.schema:
+        return f"{_key_path(path)}: {error.message} ({error.schema['description']})"
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        return _describe_alternatives(error, path)
+    if error.validator == "required":
+        return f"{_key_path(path)}: {error.message}"
+    return f"{_key_path(path)}: {error.message}"
+
+
+def _describe_alternatives(error, path) -> str:
+    """Describe the branch the instance meant (its `type` matched), not the first one tried."""
+    branches: dict = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    meant = [errs for errs in branches.values() if not any(e.validator == "const" for e in errs)]
+    if len(meant) == 1:
+        return _describe_schema_error(min(meant[0], key=lambda e: len(list(e.absolute_path))))
+    consts = [e for e in error.context if e.validator == "const"]
+    if not meant and consts:
+        allowed = ", ".join(str(e.validator_value) for e in consts)
+        return f"{_key_path(list(consts[0].absolute_path))}: must be one of {allowed}"
+    best = min(error.context, key=lambda e: len(list(e.absolute_path)))
+    return f"{_key_path(path)}: {best.message}"
+
+
+def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
+    key = f"hosts.{name}"
+    nodes_text = group.get("nodes", name)
+    nodes = _expand_nodes(f"{key}.nodes", nodes_text, problems)
+    if not nodes:
+        return []
+    if group["transport"] == "local" and len(nodes) != 1:
+        problems.append(f"{key}.nodes: a local group is exactly one host, not {len(nodes)}")
+        return []
+    connect_timeout = positive_duration(
+        f"{key}.connect_timeout", group.get("connect_timeout", 10), problems
+    )
+    if connect_timeout is None:
+        return []
+    specs = []
+    for node in nodes:
+        spec = {"name": node, "group": name, "transport": group["transport"]}
+        for option in ("user", "port", "jump", "host_key_check", "workdir"):
+            if option in group:
+                spec[option] = group[option]
+        for option in ("identity", "known_hosts"):
+            if option in group:
+                spec[option] = os.path.expanduser(group[option])
+        spec["connect_timeout"] = connect_timeout
+        specs.append(spec)
+    return specs
+
+
+def positive_duration(key: str, value, problems: list[str]) -> float | None:
+    """Seconds of a duration that must be more than zero; None with a problem otherwise."""
+    try:
+        seconds = units.parse_duration(value)
+    except units.UnitError as error:
+        problems.append(f"{key}: {error}")
+        return None
+    if seconds <= 0:
+        problems.append(f"{key}: must be more than 0s, got {value!r}")
+        return None
+    return seconds
+
+
+HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # <host>.json is a file name
+_NODE_RANGE = re.compile(r"\[([^\[\]]*)\]")
+_RANGE_PART = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
+_NODESET_OPERATORS = re.compile(r"[!&^]")
+
+
+def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:
+    """The host names of a ClusterShell node set; [] with a problem when it is unusable."""
+    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
+
+    most = _most_nodes(nodes_text)
+    if most > MAX_HOSTS_PER_GROUP:  # checked before expanding: node[1-1000000000] fills memory
+        bound = "up to " if _NODESET_OPERATORS.search(nodes_text) else ""
+        problems.append(
+            f"{key}: {nodes_text!r} expands to {bound}{most} hosts "
+            f"(more than MAX_HOSTS_PER_GROUP = {MAX_HOSTS_PER_GROUP}; split the group)"
+        )
+        return []
+    try:
+        # no group resolver: '@group' and '*' would run ClusterShell's group upcall commands
+        nodes = list(NodeSet(nodes_text, resolver=RESOLVER_NOGROUP))
+    except NodeSetException as error:
+        problems.append(f"{key}: malformed host range {nodes_text!r}: {error}")
+        return []
+    if not nodes:
+        problems.append(f"{key}: {nodes_text!r} expands to no host")
+        return []
+    bad = [node for node in nodes if not HOST_NAME.match(node)]
+    if bad:
+        within = f" in {nodes_text!r}" if bad[0] != nodes_text else ""
+        problems.append(
+            f"{key}: bad host name {bad[0]!r}{within} (up to 200 letters, digits, '.', '-', "
+            "'_', first not '.' or '-'; ClusterShell groups such as '@rack1' are not resolved)"
+        )
+        return []
+    return nodes
+
+
+def _most_nodes(nodes_text: str) -> int:
+    """How many names a node set has at most, counted from its ranges without expanding them."""
+    terms = re.split(r"[,!&^](?![^\[]*\])", nodes_text)  # separators outside brackets
+    total = 0
+    for term in terms:
+        count = 1
+        for ranges in _NODE_RANGE.findall(term):
+            count *= sum(_range_length(part) for part in ranges.split(","))
+        total += count
+    return total
+
+
+def _range_length(part: str) -> int:
+    match = _RANGE_PART.match(part.strip())
+    if not match:
+        return 1  # not a range NodeSet reads: it reports the error itself
+    first, last, step = match.groups()
+    if last is None:
+        return 1
+    return max(0, (int(last) - int(first)) // int(step or 1) + 1)
+
+
+def _experiment(
+    name: str,
+    spec: dict,
+    raw: dict,
+    problems: list[str],
+    datasets: dict,
+    recipes: dict,
+    host_groups: dict,
+) -> Experiment | None:
+    from storbench.plan import preparation as prepare_plan
+    from storbench.tools import known_tools
+
+    key = f"experiments.{name}"
+    if spec["tool"] not in known_tools():
+        problems.append(
+            f"{key}.tool: unknown tool {spec['tool']!r} (known: {', '.join(known_tools())})"
+        )
+    groups = (spec["hosts"],) if isinstance(spec["hosts"], str) else tuple(spec["hosts"])
+    for group in groups:
+        if group not in raw["hosts"]:
+            problems.append(
+                f"{key}.hosts: unknown host group {group!r} (defined: {', '.join(raw['hosts'])})"
+            )
+    target_names = [spec["target"]] if isinstance(spec["target"], str) else list(spec["target"])
+    for target_name in target_names:
+        if target_name not in raw["targets"]:
+            problems.append(
+                f"{key}.target: unknown target {target_name!r} "
+                f"(defined: {', '.join(raw['targets'])})"
+            )
+        elif spec["tool"] in known_tools():
+            _check_target_type(key, spec["tool"], raw["targets"][target_name]["type"], problems)
+    if len(target_names) > 1:
+        _check_target_set(key, spec, target_names, raw, problems)
+    job = dict(spec.get("job") or {})
+    if "dataset" in spec or "precondition" in spec or "flush" in spec:
+        _check_prepared_tool(key, spec, target_names, problems)
+        job = prepare_plan.experiment_job(
+            name, spec, job, datasets, recipes, target_names[0], problems
+        )
+    sweep = dict(spec.get("sweep") or {})
+    tool = spec["tool"] if spec["tool"] in known_tools() else None
+    for option, value in job.items():
+        _check_option_value(f"{key}.job.{option}", option, value, problems, tool=tool)
+    for option, values in sweep.items():
+        if option == "zip":
+            for zipped, zipped_values in values.items():
+                for i, value in enumerate(zipped_values):
+                    where = f"{key}.sweep.zip.{zipped}[{i}]"
+                    _check_option_value(where, zipped, value, problems, tool=tool)
+            continue
+        for i, value in enumerate(values):
+            _check_option_value(f"{key}.sweep.{option}[{i}]", option, value, problems, tool=tool)
+    if "template" in spec and "job_file" in spec:
+        problems.append(f"{key}: give either template or job_file, not both")
+    for option in ("template", "job_file"):
+        if option in spec and not Path(spec[option]).is_file():
+            problems.append(f"{key}.{option}: no such file {spec[option]!r}")
+    if "job_file" in spec and sweep:
+        problems.append(f"{key}.sweep: a ready job_file cannot be swept; use a template")
+    if "schedule" in spec:
+        _check_schedule(key, spec, sweep, problems)
+    timeout = None
+    if "timeout" in spec:
+        timeout = positive_duration(f"{key}.timeout", spec["timeout"], problems)
+    max_start_skew_s = 1.0
+    if "max_start_skew" in spec:
+        try:
+            max_start_skew_s = units.parse_duration(spec["max_start_skew"])
+        except units.UnitError as error:
+            problems.append(f"{key}.max_start_skew: {error}")
+    _check_execution(key, spec, problems)
+    _check_host_split(key, spec, job, sweep, problems)
+    _check_host_expressions(key, spec, job, sweep, problems)
+    search_settings = None
+    if "search" in spec:
+        from storbench.plan import search
+
+        search_settings = search.settings(key, spec, problems)
+    from storbench.config import fault_config
+
+    host_names = [host["name"] for group in groups for host in host_groups.get(group, [])]
+    fault_config.check_faults(key, spec, job, host_names, problems)
+    soak = fault_config.soak_plan(key, spec, job, problems)
+    iterations = int(spec.get("iterations", 1))
+    if soak:
+        job = {**job, "runtime": units.fio_duration(soak["chunk_s"])}
+        iterations = soak["chunks"]
+    if soak or spec.get("faults"):
+        job = fault_config.with_interval_series(spec["tool"], job)
+    target = dict(raw["targets"].get(target_names[0]) or {})
+    steps = None
+    if "steps" in spec:
+        steps = {"mode": spec["steps"]["mode"], "size": int(spec["steps"].get("size", 1))}
+    return Experiment(
+        name=name,
+        tool=spec["tool"],
+        host_groups=groups,
+        target_name=target_names[0],
+        target=target,
+        target_set=tuple(target_names) if len(target_names) > 1 else (),
+        iterations=iterations,
+        job=job,
+        sweep=sweep,
+        template=spec.get("template"),
+        job_file=spec.get("job_file"),
+        timeout=timeout,
+        schedule=spec.get("schedule"),
+        execution=spec.get("execution", "standalone"),
+        steps=steps,
+        rwmixreadhost=spec.get("rwmixreadhost"),
+        slow_host_percent=float(spec.get("slow_host_percent", 10.0)),
+        max_start_skew_s=max_start_skew_s,
+        dataset=spec.get("dataset"),
+        precondition=spec.get("precondition"),
+        flush_phase=prepare_plan.flush_phase(spec, recipes.get(spec.get("precondition"))),
+        prep_state=prepare_plan.state_label(spec, recipes.get(spec.get("precondition"))),
+        search=search_settings,
+        faults=tuple(spec.get("faults") or ()),
+        fault_analysis=(
+            fault_config.fault_settings(key, spec, job, problems) if spec.get("faults") else None
+        ),
+        soak=soak,
+    )
+
+
+def _check_prepared_tool(key: str, spec: dict, target_names: list[str], problems: list[str]):
+    """Datasets and recipes are fio layouts on one target; the runs must find them there."""
+    if spec["tool"] != "fio":
+        problems.append(f"{key}: datasets and preconditioning are used by fio experiments")
+    if len(target_names) > 1:
+        problems.append(f"{key}.target: a prepared experiment runs on one target, not a set")
+    if "job_file" in spec:
+        problems.append(f"{key}.job_file: a prepared experiment renders its job; use a template")
+
+
+SERVICE_RUNNER_TOOLS = ("fio",)  # tools whose controller the runner drives
+READ_PATTERNS = {"read": "read", "write": "read", "randread": "randread", "randwrite": "randread"}
+WRITE_PATTERNS = {
+    "read": "write",
+    "write": "write",
+    "randread": "randwrite",
+    "randwrite": "randwrite",
+}
+
+
+def _check_execution(key: str, spec: dict, problems: list[str]) -> None:
+    from storbench.tools import get_tool, known_tools
+
+    if spec.get("execution") != "service" or spec["tool"] not in known_tools():
+        return
+    if spec["tool"] not in SERVICE_RUNNER_TOOLS:
+        supported = (
+            "has no service mode"
+            if not get_tool(spec["tool"]).has_services
+            else ("service mode is not wired into the runner yet")
+        )
+        problems.append(
+            f"{key}.execution: {spec['tool']} {supported} (service mode: "
+            f"{', '.join(SERVICE_RUNNER_TOOLS)}); use standalone"
+        )
+    if "job_file" in spec:
+        problems.append(f"{key}.execution: service mode renders per-host job files; use a template")
+
+
+def _check_host_split(key: str, spec: dict, job: dict, sweep: dict, problems: list[str]) -> None:
+    """A host-level split turns each host's pattern into its read or write counterpart."""
+    if spec.get("rwmixreadhost") is None:
+        return
+    patterns = [job["rw"]] if "rw" in job else []
+    patterns += list(sweep.get("rw", [])) + list((sweep.get("zip") or {}).get("rw", []))
+    if not patterns:
+        problems.append(f"{key}.rwmixreadhost: needs a job or sweep 'rw' to split")
+    for pattern in patterns:
+        if pattern not in READ_PATTERNS:
+            problems.append(
+                f"{key}.rwmixreadhost: rw {pattern!r} has no read/write counterpart "
+                f"(use one of {', '.join(READ_PATTERNS)})"
+            )
+    if "job_file" in spec:
+        problems.append(f"{key}.rwmixreadhost: a ready job_file cannot be split; use a template")
+
+
+def _check_host_expressions(
+    key: str, spec: dict, job: dict, sweep: dict, problems: list[str]
+) -> None:
+    from storbench.core import hostfacts
+
+    problems += hostfacts.check(job, f"{key}.job")
+    for option, values in sweep.items():
+        lists = values.items() if option == "zip" else [(option, values)]
+        prefix = f"{key}.sweep.zip" if option == "zip" else f"{key}.sweep"
+        for name, listed in lists:
+            problems += hostfacts.check(
+                {f"{name}[{i}]": value for i, value in enumerate(listed)}, prefix
+            )
+
+
+def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
+    """Standalone S3 tools on several hosts would share one bucket's objects and clear it."""
+    hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
+    if experiment.target.get("type") == "s3" and hosts > 1:
+        problems.append(
+            f"experiments.{name}.hosts: S3 experiments run from one host for now ({hosts} given);"
+            " multi-host service mode (warp client, GOSBench workers, elbencho --service)"
+            " is not wired into the runner yet"
+        )
+
+
+def _check_target_set(key: str, spec: dict, names: list[str], raw: dict, problems: list[str]):
+    """One job file drives every target of a set: same kind, and the tool must be fio."""
+    types = {raw["targets"][n]["type"] for n in names if n in raw["targets"]}
+    if len(types) > 1 or types & {"s3"}:
+        problems.append(
+            f"{key}.target: a target set needs targets of one kind, directory or block "
+            f"(got {', '.join(sorted(types))})"
+        )
+    if spec["tool"] != "fio":
+        problems.append(f"{key}.target: target sets are run with fio (one job section each)")
+    if "job_file" in spec:
+        problems.append(f"{key}.target: a target set renders its job files; use a template")
+
+
+def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> None:
+    from storbench.config import schedule
+
+    if sweep or "job_file" in spec:
+        problems.append(f"{key}.schedule: the schedule's lines are the runs; drop sweep/job_file")
+    if spec["tool"] != "fio":
+        problems.append(f"{key}.schedule: schedule lines are fio options; the tool must be fio")
+    try:
+        entries = schedule.parse_schedule(Path(spec["schedule"]).read_text(), spec["schedule"])
+    except OSError as error:
+        problems.append(f"{key}.schedule: cannot read {spec['schedule']!r}: {error.strerror}")
+        return
+    except schedule.ScheduleError as error:
+        problems.append(f"{key}.schedule: {error}")
+        return
+    for entry in entries:
+        for option, value in entry.params.items():
+            where = f"{key}.schedule[{spec['schedule']}:{entry.line}].{option}"
+            _check_option_value(where, option, value, problems, tool="fio")
+
+
+def _check_network(network: dict, host_groups: dict, problems: list[str]) -> None:
+    hosts = {host["name"] for group in host_groups.values() for host in group}
+    if network["server"] not in hosts:
+        problems.append(f"network.server: unknown host {network['server']!r}")
+    for index, group in enumerate(network["clients"]):
+        if group not in host_groups:
+            problems.append(f"network.clients[{index}]: unknown host group {group!r}")
+        elif any(host["name"] == network["server"] for host in host_groups[group]):
+            problems.append(
+                f"network.clients[{index}]: group {group!r} contains the server "
+                f"{network['server']!r}; a host cannot test against itself"
+            )
+    if "duration" in network:
+        try:
+            seconds = units.parse_duration(network["duration"])
+        except units.UnitError as error:
+            problems.append(f"network.duration: {error}")
+        else:
+            if seconds < 1 or seconds != int(seconds):
+                problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
+
+
+@dataclass(frozen=True)
+class CompareSide:
+    source: str  # as written in the config
+    experiment: str | None  # the experiment it names; None for a path
+    summary: str  # the summary.parquet to read
+
+
+@dataclass(frozen=True)
+class CompareEntry:
+    name: str  # folder under reports/compare/
+    a: CompareSide
+    b: CompareSide
+    thresholds: dict
+
+
+def comparisons(raw: dict) -> list[CompareEntry]:
+    """The config's compare entries; a side with a '/' is a path, otherwise an experiment."""
+    entries = []
+    for spec in raw.get("compare") or []:
+        a, b = compare_side(spec["a"]), compare_side(spec["b"])
+        name = spec.get("name") or f"{side_label(a)}_vs_{side_label(b)}"
+        entries.append(CompareEntry(name, a, b, dict(spec.get("thresholds") or {})))
+    return entries
+
+
+def compare_side(source: str) -> CompareSide:
+    if "/" not in source:
+        return CompareSide(source, source, f"results/{source}/summary.parquet")
+    path = Path(source)
+    summary = path if path.suffix == ".parquet" else path / "summary.parquet"
+    return CompareSide(source, None, str(summary))
+
+
+def side_label(side: CompareSide) -> str:
+    """The experiment's name, or the path as a folder-name-safe label."""
+    if side.experiment is not None:
+        return side.experiment
+    folder = Path(side.summary).parent
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", str(folder)).strip("-.") or "results"
+
+
+def _compare_problems(raw: dict) -> list[str]:
+    problems, seen = [], {}
+    entries = comparisons(raw)
+    for index, entry in enumerate(entries):
+        for key, side in (("a", entry.a), ("b", entry.b)):
+            if side.experiment is not None and side.experiment not in raw["experiments"]:
+                problems.append(
+                    f"compare[{index}].{key}: unknown experiment {side.experiment!r} "
+                    f"(defined: {', '.join(raw['experiments'])}; a results folder is a path "
+                    "with a '/', e.g. ./old-results/demo)"
+                )
+            elif side.experiment is None and not Path(side.summary).is_file():
+                problems.append(
+                    f"compare[{index}].{key}: no {side.summary!r}; expected a results folder "
+                    "holding summary.parquet, or the file itself"
+                )
+        if entry.name in seen:
+            problems.append(
+                f"compare[{index}].name: {entry.name!r} is also the name of "
+                f"compare[{seen[entry.name]}]; give one of them another name"
+            )
+        seen.setdefault(entry.name, index)
+    return problems
+
+
+def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
+    if experiment.steps is None:
+        return
+    hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
+    if experiment.steps["size"] > hosts:
+        problems.append(
+            f"experiments.{name}.steps.size: {experiment.steps['size']} is more than the "
+            f"{hosts} host(s) of the experiment"
+        )
+
+
+def _check_target_type(key: str, tool: str, target_type: str, problems: list[str]) -> None:
+    from storbench.tools import get_tool
+
+    supported = get_tool(tool).target_types
+    if target_type not in supported:
+        problems.append(
+            f"{key}.target: {tool} cannot benchmark a {target_type} target "
+            f"(it supports: {', '.join(supported)})"
+        )
+
+
+def _check_option_value(
+    key: str, option: str, value, problems: list[str], *, tool: str | None = None
+) -> None:
+    """Units of sizes and durations, and whether the value reaches the tool's job file intact."""
+    from storbench.core import hostfacts
+    from storbench.tools import get_tool
+    from storbench.tools.base import job_file_text
+
+    text = str(value)
+    if _has_control_characters(text):
+        problems.append(f"{key}: {CONTROL_CHARACTERS_PROBLEM}")
+        return
+    if tool and (problem := get_tool(tool).job_value_problem(option, job_file_text(value))):
+        problems.append(f"{key}: {problem}")
+        return
+    if hostfacts.has_expression(value):
+        return  # checked by hostfacts.check, resolved per host at render time
+    try:
+        if option in SIZE_OPTIONS:
+            _check_size(option, text)
+        elif option in DURATION_OPTIONS:
+            units.parse_duration(value)
+    except units.UnitError as error:
+        problems.append(f"{key}: {error}")
+
+
+def _check_size(option: str, text: str) -> None:
+    if option in PERCENT_SIZE_OPTIONS and text.endswith("%"):
+        return
+    if option in ("bs", "blocksize"):  # fio accepts ranges (4k-16k) and per-direction lists (4k,8k)
+        for direction in filter(None, text.split(",")):  # ',8k': reads keep fio's default
+            ends = direction.split("-")
+            if len(ends) > 2 or not all(ends):
+                raise units.UnitError(f"not a block size or range: {text!r}")
+            if any(units.parse_size(end) == 0 for end in ends):
+                raise units.UnitError(f"a block size must be more than 0: {text!r}")
+        return
+    units.parse_size(text)
+
+
+# --- text that ends up in job files and on command lines ---------------------------------
+
+CONTROL_CHARACTERS_PROBLEM = "control characters (newline, tab ...) are not allowed in values"
+
+
+def _has_control_characters(text: str) -> bool:
+    return any(ord(ch) < 32 or ord(ch) == 127 for ch in text)
+
+
+def _control_character_problems(raw: dict) -> list[str]:
+    """Every string but free text: a newline in a path or name would inject job-file lines."""
+    return [
+        f"{_key_path(path)}: {CONTROL_CHARACTERS_PROBLEM}"
+        for path, text in _strings(raw, ())
+        if _has_control_characters(text) and not _is_free_text(path)
+    ]
+
+
+def _strings(value, path: tuple):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, (*path, index))
+    elif isinstance(value, str):
+        yield path, value
+
+
+def _is_free_text(path: tuple) -> bool:
+    """Descriptions and the user's own shell commands; experiments' options are checked apart."""
+    if path[-1] == "description":
+        return True
+    if path[0] == "experiments" and len(path) > 2 and path[2] in ("job", "sweep"):
+        return True  # _check_option_value reports them with the option's own key
+    if path[0] == "experiments" and len(path) > 4 and path[2] == "faults":
+        return path[-1] == "command"  # a fault's own shell script (faults[i] or its recover)
+    return path[0] == "preconditioning" and (
+        path[2:] == ("purge",) or path[2:] == ("flush", "command")
+    )
+
+
+def _job_file_problems(raw: dict) -> list[str]:
+    """Target paths as each tool using them reads them, and the fio options of datasets and
+    preconditioning recipes."""
+    from storbench.tools import get_tool
+    from storbench.tools.base import job_file_text
+
+    problems = []
+    for name, tools in _target_tools(raw).items():
+        path = raw["targets"][name].get("path")  # directory and block targets
+        if path is None:
+            continue
+        for tool in tools:
+            if problem := get_tool(tool).target_path_problem(path):
+                problems.append(f"targets.{name}.path: {problem}")
+    fio = get_tool("fio")
+    for key, option, value in _prepared_fio_values(raw):
+        if problem := fio.job_value_problem(option, job_file_text(value)):
+            problems.append(f"{key}: {problem}")
+    return problems
+
+
+def _target_tools(raw: dict) -> dict[str, list[str]]:
+    """Each target's name -> the tools that write its path into job files (datasets and
+    preconditioning recipes are fio jobs)."""
+    from storbench.tools import known_tools
+
+    uses: dict[str, set] = {}
+    for spec in raw["experiments"].values():
+        if spec.get("tool") in known_tools():
+            target = spec["target"]
+            for name in [target] if isinstance(target, str) else target:
+                uses.setdefault(name, set()).add(spec["tool"])
+    for section in ("datasets", "preconditioning"):
+        for spec in (raw.get(section) or {}).values():
+            uses.setdefault(spec["target"], set()).add("fio")
+    return {name: sorted(uses[name]) for name in sorted(uses) if name in raw["targets"]}
+
+
+def _prepared_fio_values(raw: dict):
+    """(key path, option, value) of every fio option in datasets and preconditioning recipes."""
+    jobs = [(f"datasets.{n}.job", s.get("job")) for n, s in (raw.get("datasets") or {}).items()]
+    for name, recipe in (raw.get("preconditioning") or {}).items():
+        rounds = recipe.get("rounds") or {}
+        jobs += [(f"preconditioning.{name}.job", recipe.get("job"))]
+        jobs += [(f"preconditioning.{name}.rounds.job", rounds.get("job"))]
+        for option, values in (rounds.get("sweep") or {}).items():
+            for index, value in enumerate(values):
+                yield f"preconditioning.{name}.rounds.sweep.{option}[{index}]", option, value
+    for prefix, job in jobs:
+        for option, value in (job or {}).items():
+            yield f"{prefix}.{option}", option, value
+
+
+_SECRET_KEY = re.compile(r"password|passwd|secret|token|access_key|credential", re.IGNORECASE)
+REDACTED = "***redacted***"
+
+
+def redacted(value):
+    """A copy with the values of secret-looking keys replaced, for reports and logs."""
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if _SECRET_KEY.search(str(key)) else redacted(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    return value
+
+
+def redacted_yaml(value) -> str:
+    return yaml.safe_dump(redacted(value), sort_keys=False, default_flow_style=False)

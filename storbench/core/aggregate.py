@@ -1,0 +1,137 @@
+"""Rows with host='all' from per-host rows, for every tool: sums, pooled latency, merged bins.
+
+Percentiles of an aggregate come only from summed histogram bins, never from averaging
+the hosts' percentiles; without bins on every row the aggregate has no percentiles.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from storbench.core import histogram
+from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+
+SUMMED = ("bytes", "ios", "bw_bytes_s", "iops", "errors")
+LATENCY_SUMMARY = ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns")
+PERCENTILE_FIELDS = (*PERCENTILE_COLUMNS, "lat_basis", "pct_source", "hist_ns", "hist_count")
+_METRICS = frozenset((*SUMMED, "duration_s", *LATENCY_SUMMARY, *PERCENTILE_FIELDS))
+_PER_ROW_IDENTITY = frozenset(("host", "job", "op"))
+_JOINED_WHEN_DIFFERENT = frozenset(("command", "raw_path", "tool_version"))
+_CLONE_LABEL = re.compile(r"^(?P<base>.*)\[\d+\]$")  # fio numjobs clones: name[3]
+
+
+def histogram_percentiles(values: list[int], counts: list[int], basis: str) -> dict:
+    """The percentile columns, basis and bins of one histogram."""
+    return {
+        **dict(
+            zip(PERCENTILE_COLUMNS, histogram.percentiles(values, counts, PERCENTILES), strict=True)
+        ),
+        "lat_basis": basis,
+        "pct_source": "histogram",
+        "hist_ns": values,
+        "hist_count": counts,
+    }
+
+
+def no_percentiles() -> dict:
+    return dict.fromkeys(PERCENTILE_FIELDS)
+
+
+def aggregate_hosts(rows: list[dict]) -> list[dict]:
+    """Rows with host='all': one per (job base name, op) over every host and numjobs clone."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if row.get("host") != ALL_HOSTS:
+            groups.setdefault((_base_job(row.get("job")), row.get("op")), []).append(row)
+    return [_aggregate(job, op, group) for (job, op), group in groups.items()]
+
+
+def _base_job(job):
+    match = _CLONE_LABEL.match(job) if job is not None else None
+    return match.group("base") if match else job
+
+
+def _aggregate(job, op, group: list[dict]) -> dict:
+    return {
+        **_shared_columns(group),
+        "host": ALL_HOSTS,
+        "job": job,
+        "op": op,
+        **{column: _sum(row.get(column) for row in group) for column in SUMMED},
+        "duration_s": _max(row.get("duration_s") for row in group),
+        **_pooled_latency(group),
+        **_merged_percentiles(group),
+    }
+
+
+def _shared_columns(group: list[dict]) -> dict:
+    """Parameter/provenance columns: the common value, else None (or the values joined)."""
+    columns = {key for row in group for key in row} - _METRICS - _PER_ROW_IDENTITY
+    shared = {}
+    for column in sorted(columns):
+        values = list(dict.fromkeys(row.get(column) for row in group))
+        if len(values) == 1:
+            shared[column] = values[0]
+        elif column in _JOINED_WHEN_DIFFERENT:
+            shared[column] = "; ".join(str(value) for value in values if value is not None)
+        else:
+            shared[column] = None
+    return shared
+
+
+def _sum(values):
+    present = [value for value in values if value is not None]
+    return sum(present) if present else None
+
+
+def _max(values):
+    present = [value for value in values if value is not None]
+    return max(present) if present else None
+
+
+def _min(values):
+    present = [value for value in values if value is not None]
+    return min(present) if present else None
+
+
+def _pooled_latency(group: list[dict]) -> dict:
+    """Exact mean/stdev of the union of samples, from per-row mean, stdev and count.
+
+    fio's stddev is the sample one (divides by n-1), so the pooled value is too.
+    """
+    measured = [row for row in group if row.get("lat_mean_ns") is not None and row.get("ios")]
+    if len(measured) == 1:  # keep fio's own figures rather than re-derive them with rounding
+        return {column: measured[0].get(column) for column in LATENCY_SUMMARY}
+    total = sum(row["ios"] for row in measured)
+    if not total:
+        return dict.fromkeys(LATENCY_SUMMARY)
+    mean = sum(row["ios"] * row["lat_mean_ns"] for row in measured) / total
+    squares = sum(
+        (row["ios"] - 1) * (row.get("lat_stdev_ns") or 0.0) ** 2
+        + row["ios"] * (row["lat_mean_ns"] - mean) ** 2
+        for row in measured
+    )
+    return {
+        "lat_mean_ns": mean,
+        "lat_stdev_ns": math.sqrt(squares / (total - 1)) if total > 1 else 0.0,
+        "lat_min_ns": _min(row.get("lat_min_ns") for row in measured),
+        "lat_max_ns": _max(row.get("lat_max_ns") for row in measured),
+    }
+
+
+def _merged_percentiles(group: list[dict]) -> dict:
+    """Percentiles of the summed bins; None if any row lacks bins (never average percentiles)."""
+    measured = [row for row in group if _has_latency(row)]
+    if len(measured) == 1:  # one row: its percentiles, even fio's printed ones, are exact
+        return {column: measured[0].get(column) for column in PERCENTILE_FIELDS}
+    bases = {row.get("lat_basis") for row in measured}
+    if len(bases) != 1 or any(row.get("hist_ns") is None for row in measured):
+        return no_percentiles()
+    values, counts = histogram.merge((row["hist_ns"], row["hist_count"]) for row in measured)
+    return histogram_percentiles(values, counts, bases.pop())
+
+
+def _has_latency(row: dict) -> bool:
+    """False for ops that did I/O but measured nothing (e.g. the one failed write of a job)."""
+    return row.get("pct_source") is not None or row.get("lat_mean_ns") is not None

@@ -1,0 +1,137 @@
+"""The one result schema every tool adapter produces, and atomic Parquet I/O.
+
+One row per (experiment, run_id, iteration, host, job, op). ``host`` is a configured host
+name, or ``all`` for the aggregate over every host of the run. ``op`` is one of
+``read``, ``write``, ``trim`` (block/file tools) and ``delete``, ``list``, ``stat`` (object
+tools). Units are in the column names: bytes, ns, seconds, bytes/s.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storbench.core.atomic import atomic_output
+from storbench.core.schema_names import (  # noqa: F401  re-exported
+    ALL_HOSTS,
+    PERCENTILE_COLUMNS,
+    PERCENTILES,
+    percentile_column,
+)
+
+SCHEMA_VERSION = 4
+
+_IDENTITY = [
+    ("experiment", pa.string()),
+    ("run_id", pa.string()),
+    ("iteration", pa.int32()),
+    ("attempt", pa.int32()),
+    ("tool", pa.string()),
+    ("host", pa.string()),
+    ("job", pa.string()),
+    ("op", pa.string()),
+]
+# Where a run ran: its client step, how many hosts, which target, how far apart hosts started.
+_PLACEMENT = [
+    ("step", pa.string()),  # client step label ('h4', 'host-client07'); null when not stepped
+    ("hosts_in_run", pa.int32()),
+    ("target", pa.string()),  # storage target name
+    ("start_skew_s", pa.float64()),  # latest minus earliest host start time of the iteration
+    ("prep_state", pa.string()),  # preparation the target was in: 'afa, after flush'; v3
+    ("loop", pa.string()),  # 'closed' (fixed queue depth) or 'open' (offered rate); v4
+    ("offered_iops", pa.float64()),  # open loop: aggregate rate offered over hosts and jobs; v4
+]
+_PARAMETERS = [
+    ("rw", pa.string()),
+    ("bs", pa.int64()),  # bytes; object size for S3 tools
+    ("iodepth", pa.int32()),
+    ("numjobs", pa.int32()),
+    ("rwmixread", pa.int32()),
+    ("size", pa.int64()),  # bytes
+    ("runtime_s", pa.float64()),  # configured runtime
+    ("params_json", pa.string()),  # every parameter of the sweep point, JSON object
+]
+_METRICS = [
+    ("bytes", pa.int64()),
+    ("ios", pa.int64()),
+    ("duration_s", pa.float64()),  # measured time the op ran
+    ("bw_bytes_s", pa.float64()),
+    ("iops", pa.float64()),
+    ("lat_mean_ns", pa.float64()),
+    ("lat_stdev_ns", pa.float64()),
+    ("lat_min_ns", pa.float64()),
+    ("lat_max_ns", pa.float64()),
+    *[(name, pa.float64()) for name in PERCENTILE_COLUMNS],
+    ("lat_basis", pa.string()),  # 'lat' (submission to completion) or 'clat' (completion)
+    ("pct_source", pa.string()),  # 'histogram' (from merged bins) or 'tool' (as printed)
+    ("hist_ns", pa.list_(pa.int64())),  # histogram bin values (ns), ascending
+    ("hist_count", pa.list_(pa.int64())),  # count per bin, same length as hist_ns
+    ("errors", pa.int64()),
+]
+_PROVENANCE = [
+    ("tool_version", pa.string()),
+    ("job_file_sha256", pa.string()),
+    ("command", pa.string()),
+    ("raw_path", pa.string()),
+    ("start_time", pa.string()),  # ISO 8601 UTC
+    ("end_time", pa.string()),
+    ("schema_version", pa.int32()),
+]
+
+SCHEMA = pa.schema(_IDENTITY + _PLACEMENT + _PARAMETERS + _METRICS + _PROVENANCE)
+COLUMNS = tuple(SCHEMA.names)
+
+# Per-interval series (fio status/log intervals, elbencho live CSV, vdbench intervals):
+# one row per (run, iteration, host, job, op, interval); t_s is the interval's end.
+TIMESERIES_SCHEMA = pa.schema(
+    _IDENTITY
+    + [
+        ("t_s", pa.float64()),  # seconds since the workload started, at the interval's end
+        ("interval_s", pa.float64()),
+        ("bytes", pa.int64()),  # in this interval
+        ("ios", pa.int64()),
+        ("bw_bytes_s", pa.float64()),
+        ("iops", pa.float64()),
+        ("lat_mean_ns", pa.float64()),
+        ("errors", pa.int64()),
+        ("timestamp", pa.string()),  # ISO 8601 UTC of the interval's end, when the tool gives it
+        ("source", pa.string()),  # the raw file the row came from
+        ("schema_version", pa.int32()),
+    ]
+)
+TIMESERIES_COLUMNS = tuple(TIMESERIES_SCHEMA.names)
+
+
+def table_from_rows(rows: list[dict], schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Build a table in the schema; missing keys become nulls, unknown keys are an error."""
+    unknown = {key for row in rows for key in row} - set(schema.names)
+    if unknown:
+        raise ValueError(f"rows have columns outside the result schema: {sorted(unknown)}")
+    columns = {name: [row.get(name) for row in rows] for name in schema.names}
+    columns["schema_version"] = [SCHEMA_VERSION] * len(rows)
+    return pa.table(columns, schema=schema)
+
+
+def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
+    with atomic_output(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_rows(rows: list[dict], path: str | os.PathLike) -> None:
+    write_parquet(table_from_rows(rows), path)
+
+
+def write_timeseries(rows: list[dict], path: str | os.PathLike) -> None:
+    write_parquet(table_from_rows(rows, TIMESERIES_SCHEMA), path)
+
+
+def read_parquet(paths, schema: pa.Schema = SCHEMA) -> pa.Table:
+    """Read one or more result files into one table in the schema."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    tables = [pq.read_table(p, schema=schema) for p in paths]
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)

@@ -1,0 +1,1 @@
+"""Reaching client hosts: transports (local, SSH) and long-running tool services."""

@@ -1,0 +1,151 @@
+"""Tool services on the client hosts (fio --server): start once, check readiness, stop.
+
+Each service runs detached in ``<workdir>/services/<tool>-<address>-<port>/`` on its host (its log
+and pid there); its own command line is the marker that finds and stops it. Readiness is
+checked from the controller (where the tool's client runs): the service's port accepts a
+TCP connection. Imports stay light: this is the benchmark path.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import socket
+import time
+from pathlib import Path
+
+from storbench.hosts.transport import HostError, HostSpec, open_transport
+from storbench.tools import get_tool
+
+RUNNING_DIR = "results/services"  # <tool>.running: this working directory started services
+READY_TIMEOUT_S = 20.0
+START_TIMEOUT_S = 60.0
+MAX_PARALLEL_HOSTS = 64
+
+
+class ServiceError(RuntimeError):
+    """One line per host whose service could not be started or stopped."""
+
+    def __init__(self, action: str, problems: dict[str, str]):
+        self.problems = problems
+        lines = "\n".join(f"  - host {host}: {why}" for host, why in sorted(problems.items()))
+        super().__init__(f"{action} failed on {len(problems)} host(s):\n{lines}")
+
+
+def host_spec(host: dict) -> HostSpec:
+    return HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
+
+
+def service_dir(spec: HostSpec, tool: str, port: int) -> str:
+    """Named after the host too: a workdir on a shared file system must not mix hosts' files."""
+    return f"{spec.workdir.rstrip('/')}/services/{tool}-{spec.address}-{port}"
+
+
+def service_marker(spec: HostSpec, tool_name: str, port: int) -> str:
+    return " ".join(get_tool(tool_name).service_start_command(spec.address, port))
+
+
+def endpoint(host: dict, port: int) -> str:
+    return f"{host_spec(host).address}:{port}"
+
+
+def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
+    """Start (or keep) the service on every host, wait until each accepts connections."""
+    _running_flag(tool_name).parent.mkdir(parents=True, exist_ok=True)
+    _running_flag(tool_name).touch()  # first: a service that starts must be stopped later
+    started = on_every_host(hosts, lambda host: _start_one(host, tool_name, port), "start")
+    return [started[host["name"]] for host in hosts]
+
+
+def stop_services(hosts: list[dict], tool_name: str, port: int) -> None:
+    """Stop the service on every host; a host without one is fine."""
+    on_every_host(hosts, lambda host: _stop_one(host, tool_name, port), "stop")
+    _running_flag(tool_name).unlink(missing_ok=True)
+
+
+def maybe_running(tool_name: str) -> bool:
+    """Whether this working directory may have left services running (nothing to stop else)."""
+    return _running_flag(tool_name).exists()
+
+
+def _running_flag(tool_name: str) -> Path:
+    return Path(RUNNING_DIR) / f"{tool_name}.running"
+
+
+def ensure_services(hosts: list[dict], tool_name: str, port: int) -> None:
+    """Restart services that are not answering (host rebooted, service killed, cleanup ran)."""
+    down = [host for host in hosts if not _accepts(host_spec(host).address, port, timeout_s=2)]
+    if down:
+        start_services(down, tool_name, port)
+
+
+def _start_one(host: dict, tool_name: str, port: int) -> dict:
+    spec = host_spec(host)
+    folder = service_dir(spec, tool_name, port)
+    argv = get_tool(tool_name).service_start_command(spec.address, port)
+    if not _accepts(spec.address, port, timeout_s=2):
+        with open_transport(spec) as transport:
+            transport.kill_matching(" ".join(argv))  # a stale service that no longer answers
+            code, _, err = transport.shell(
+                _detached_script(folder, argv), timeout_s=START_TIMEOUT_S
+            )
+            if code != 0:
+                raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
+        _wait_ready(spec, port, folder)
+    return {"host": spec.name, "endpoint": f"{spec.address}:{port}", "folder": folder}
+
+
+def _detached_script(folder: str, argv: list[str]) -> str:
+    """All three streams redirected, or the SSH session would wait for the service to end."""
+    import shlex
+
+    command = " ".join(shlex.quote(arg) for arg in argv)
+    return (
+        f"mkdir -p {shlex.quote(folder)} && cd {shlex.quote(folder)} && "
+        f"{{ nohup {command} > service.log 2>&1 < /dev/null & echo $! > service.pid; }}"
+    )
+
+
+def _wait_ready(spec: HostSpec, port: int, folder: str) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if _accepts(spec.address, port, timeout_s=1):
+            return
+        time.sleep(0.1)
+    raise HostError(
+        spec.name,
+        f"service not answering on {spec.address}:{port} after {READY_TIMEOUT_S:.0f} s "
+        f"(its log: {folder}/service.log)",
+    )
+
+
+def _accepts(address: str, port: int, *, timeout_s: float) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _stop_one(host: dict, tool_name: str, port: int) -> None:
+    spec = host_spec(host)
+    with open_transport(spec) as transport:
+        transport.kill_matching(service_marker(spec, tool_name, port))
+
+
+def on_every_host(hosts: list[dict], action, verb: str) -> dict:
+    """{host name: action(host)} from all hosts in parallel; one error lists each failed host."""
+    results, problems = {}, {}
+    workers = max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="service") as pool:
+        futures = {pool.submit(action, host): host["name"] for host in hosts}
+        for future in concurrent.futures.as_completed(futures):
+            name = futures[future]
+            try:
+                results[name] = future.result()
+            except HostError as error:
+                problems[name] = error.reason if hasattr(error, "reason") else str(error)
+            except Exception as error:  # reported per host, the step fails as a whole
+                problems[name] = f"{type(error).__name__}: {error}"
+    if problems:
+        raise ServiceError(f"{verb} of services", problems)
+    return results

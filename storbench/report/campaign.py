@@ -1,0 +1,318 @@
+"""One report for a whole campaign config: every experiment's key results side by side.
+
+``build_campaign_report(summaries, searches, out_dir, meta, telemetry)`` reads the result rows
+of the grid experiments (their summary.parquet) and the answers of the latency-SLO searches
+(search.json), and writes into ``out_dir``:
+
+- ``index.html``: summary of key results (peak bandwidth and IOPS per experiment with their
+  95 % intervals, p99 at the IOPS peak, flagged cells, errors; each search's answer), the
+  methodology from the config (hosts, targets, experiments with tool, iterations and
+  runtime), the campaign-wide paper tables, the per-host breakdown, and appendices (hosts
+  from telemetry, configuration snapshot with secrets redacted, environment);
+- ``tables/key_results.*`` and the paper tables of all experiments together
+  (``tables/bandwidth.*``, ``latency.*``, ``per_host.*``, ``prep_state.*``: the reference
+  documents' bandwidth by tool × pattern × operation × host group), each as CSV, Markdown,
+  LaTeX and HTML;
+- ``peaks.png/.svg``: peak bandwidth and IOPS per experiment with the CI of the mean.
+
+The experiments' own reports (``reports/<experiment>/index.html``) are linked, not copied.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from storbench.analysis import stats
+from storbench.core import results
+from storbench.report import environment, tables
+from storbench.report import experiment as report
+from storbench.report import paper_tables as report_tables
+
+TEMPLATE_NAME = "campaign.html.j2"
+PEAKS_FIGURE = "peaks"
+KEY_RESULTS = "key_results"
+GB = 1e9
+NS_PER_US = 1000.0
+
+
+def build_campaign_report(
+    summaries: list,
+    searches: list,
+    out_dir,
+    meta: dict,
+    telemetry: dict | None = None,
+) -> dict[str, Path]:
+    """Write the campaign report; return {file name: path}.
+
+    ``meta``: title, name, experiments {name: {tool, kind, description, iterations, hosts,
+    target, job}}, hosts [{name, group, transport}], targets {name: redacted spec},
+    config_yaml (redacted), generated_by; every key is optional.
+    """
+    out_dir = Path(out_dir)
+    raw = results.read_parquet(list(summaries)).to_pandas() if summaries else None
+    summary = stats.summarize(raw) if raw is not None and not raw.empty else None
+    answers = [json.loads(Path(path).read_text()) for path in searches]
+    experiments = meta.get("experiments") or {}
+    key_rows = key_results(summary, answers, experiments)
+    written: dict[str, Path] = {}
+
+    key_table = key_results_table(key_rows)
+    table_dir = out_dir / report_tables.TABLE_DIR
+    for name, path in tables.write_all(key_table, table_dir, KEY_RESULTS).items():
+        written[f"{report_tables.TABLE_DIR}/{name}"] = path
+    paper_tables = report_tables.report_tables(raw, summary) if summary is not None else {}
+    written.update(report_tables.write_tables(paper_tables, out_dir))
+
+    png, svg, caption = peaks_figure(key_rows)
+    written[f"{PEAKS_FIGURE}.png"] = report._write(out_dir / f"{PEAKS_FIGURE}.png", png)
+    written[f"{PEAKS_FIGURE}.svg"] = report._write(out_dir / f"{PEAKS_FIGURE}.svg", svg)
+    figure = {"name": PEAKS_FIGURE, "caption": caption, "png_base64": report.as_base64(png)}
+
+    context = {
+        "title": meta.get("title") or "storbench campaign report",
+        "key_table": report._paper_table_context({KEY_RESULTS: key_table})[0],
+        "experiments": experiment_links(experiments, key_rows),
+        "figures": [figure],
+        "paper_tables": report._paper_table_context(
+            {k: v for k, v in paper_tables.items() if k != report.PER_HOST_TABLE}
+        ),
+        "per_host": report._paper_table_context(
+            {k: v for k, v in paper_tables.items() if k == report.PER_HOST_TABLE}
+        ),
+        "methodology": methodology(meta),
+        "statistics": report.STATISTICS_TEXT,
+        "percentiles": report.PERCENTILE_TEXT,
+        "config_yaml": meta.get("config_yaml") or "",
+        "hosts": report.hosts_appendix(telemetry),
+        "environment": environment.controller_environment(),
+    }
+    html = report.template_environment().get_template(TEMPLATE_NAME).render(context)
+    written["index.html"] = report._write(out_dir / "index.html", html.encode())
+    return written
+
+
+# ---------------------------------------------------------------------------------------
+# Key results
+
+
+def key_results(summary: pd.DataFrame | None, answers: list[dict], experiments: dict) -> list[dict]:
+    """One record per experiment, in config order: peaks of a grid, the answer of a search."""
+    by_name: dict[str, dict] = {}
+    if summary is not None:
+        for name, cells in summary.groupby("experiment", sort=False):
+            by_name[str(name)] = grid_peaks(cells)
+    for answer in answers:
+        by_name[answer["experiment"]] = search_answer(answer)
+    order = [name for name in experiments if name in by_name]
+    order += sorted(set(by_name) - set(order))
+    return [
+        {"experiment": name, "tool": (experiments.get(name) or {}).get("tool"), **by_name[name]}
+        for name in order
+    ]
+
+
+def grid_peaks(cells: pd.DataFrame) -> dict:
+    """The cells with the highest mean bandwidth and IOPS, with their intervals and p99."""
+    record = {
+        "kind": "grid",
+        "runs": int(cells["run_id"].nunique()),
+        "iterations": int(cells["n"].max()),
+        "flagged": int(cells["cov_flag"].fillna(False).astype(bool).sum()),
+        "errors": int(cells["errors"].fillna(0).sum()),
+    }
+    for metric, prefix in (("bw_bytes_s", "bw"), ("iops", "iops")):
+        present = cells.dropna(subset=[f"{metric}_mean"])
+        if present.empty:
+            continue
+        best = present.loc[present[f"{metric}_mean"].idxmax()]
+        record[f"{prefix}_run"] = f"{best['run_id']} {best['op']}"
+        for stat in ("mean", "ci_low", "ci_high"):
+            record[f"{prefix}_{stat}"] = _number(best[f"{metric}_{stat}"])
+        if prefix == "iops":
+            record["p99_ns"] = _number(best["p99_ns"])
+    return record
+
+
+def search_answer(answer: dict) -> dict:
+    """A latency-SLO search: its answer as the IOPS peak (the highest rate meeting the SLO)."""
+    found = answer["answer"]
+    return {
+        "kind": "search",
+        "runs": len(answer.get("probes") or []),
+        "iterations": (answer.get("settings") or {}).get("iterations"),
+        "iops_run": f"SLO {answer['objective'].get('latency')} ≤ {answer['limit']}: "
+        f"{found['status']}",
+        "iops_mean": _number(found.get("rate_iops")),
+        "flagged": None,
+        "errors": None,
+    }
+
+
+def _number(value):
+    return None if report.is_missing(value) else float(value)
+
+
+KEY_COLUMNS = {
+    "Experiment": lambda r: r["experiment"],
+    "Tool": lambda r: r.get("tool"),
+    "Kind": lambda r: r["kind"],
+    "Runs": lambda r: r.get("runs"),
+    "n": lambda r: r.get("iterations"),
+}
+
+
+def key_results_table(rows: list[dict]) -> tables.Table:
+    bw = [_scaled(r.get("bw_mean"), GB) for r in rows]
+    iops = [r.get("iops_mean") for r in rows]
+    bw_decimals = report_tables.column_decimals(bw)
+    iops_decimals = min(report_tables.column_decimals(iops), 1)
+    columns = {name: [_cell(pick(r)) for r in rows] for name, pick in KEY_COLUMNS.items()}
+    columns |= {
+        "Peak GB/s": [report_tables.fixed(v, bw_decimals) for v in bw],
+        "GB/s CI": [_interval(r, "bw", GB, bw_decimals) for r in rows],
+        "Bandwidth peak at": [r.get("bw_run") for r in rows],
+        "Peak IOPS": [report_tables.fixed(v, iops_decimals) for v in iops],
+        "IOPS CI": [_interval(r, "iops", 1.0, iops_decimals) for r in rows],
+        "IOPS peak at": [r.get("iops_run") for r in rows],
+        "p99 µs at peak IOPS": [
+            report_tables.fixed(_scaled(r.get("p99_ns"), NS_PER_US), 1) for r in rows
+        ],
+        "CoV > 5 %": [_cell(r.get("flagged")) for r in rows],
+        "Errors": [_cell(r.get("errors")) for r in rows],
+    }
+    headers = list(columns)
+    body = [list(cells) for cells in zip(*columns.values(), strict=True)]
+    return tables.Table(
+        columns=headers,
+        rows=body,
+        caption="Key results per experiment: the cell with the highest mean bandwidth and "
+        "the cell with the highest mean IOPS (aggregate over all hosts, mean over iterations) "
+        "with the 95 % Student-t interval of the mean, p99 latency of the IOPS peak from the "
+        "merged histograms, cells with CoV above 5 %, and I/O errors. For a latency-SLO "
+        "search, Peak IOPS is the highest offered rate found to meet the objective.",
+        label="tab:key-results",
+        align="lllrr" + "rrl" * 2 + "rrr",
+        notes=("An empty cell: not applicable or not available.",),
+    )
+
+
+def _scaled(value, unit: float):
+    return None if value is None else value / unit
+
+
+def _cell(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _interval(row: dict, prefix: str, unit: float, decimals: int) -> str | None:
+    low, high = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
+    if low is None or high is None:
+        return None
+    return f"{low / unit:.{decimals}f} – {high / unit:.{decimals}f}"
+
+
+def experiment_links(experiments: dict, key_rows: list[dict]) -> list[dict]:
+    """Each experiment with the relative link to its own report and its description."""
+    names = list(dict.fromkeys([*experiments, *(r["experiment"] for r in key_rows)]))
+    links = []
+    for name in names:
+        spec = experiments.get(name) or {}
+        links.append(
+            {
+                "name": name,
+                "href": f"../{name}/index.html",
+                **{key: spec.get(key) or "" for key in ("description", "tool", "kind")},
+            }
+        )
+    return links
+
+
+# ---------------------------------------------------------------------------------------
+# Figure
+
+
+def peaks_figure(rows: list[dict]) -> tuple[bytes, bytes, str]:
+    """Two panels: peak GB/s and peak IOPS per experiment, error bars the 95 % interval."""
+    caption = (
+        "Peak bandwidth (GB/s, decimal) and peak IOPS of each experiment: the best cell's "
+        "mean over iterations, error bars the 95 % Student-t interval of the mean (none for "
+        "one iteration or a search answer)."
+    )
+    return report.figure_files(lambda: (_peaks(rows), caption))
+
+
+def _peaks(rows: list[dict]):
+    if not rows:
+        return report._empty_figure("no results")
+    fig, axes = report.new_figure(1, 2, height_in=2.8)
+    names = [r["experiment"] for r in rows]
+    for ax, (prefix, unit, label) in zip(
+        axes, (("bw", GB, "peak bandwidth (GB/s)"), ("iops", 1.0, "peak IOPS")), strict=True
+    ):
+        means = np.array([_nan(_scaled(r.get(f"{prefix}_mean"), unit)) for r in rows])
+        low = np.array([_nan(_scaled(r.get(f"{prefix}_ci_low"), unit)) for r in rows])
+        high = np.array([_nan(_scaled(r.get(f"{prefix}_ci_high"), unit)) for r in rows])
+        errors = np.nan_to_num(np.vstack([means - low, high - means]), nan=0.0)
+        ax.bar(
+            range(len(rows)),
+            np.nan_to_num(means, nan=0.0),
+            yerr=errors,
+            capsize=2,
+            color=[report.COLORS[i % len(report.COLORS)] for i in range(len(rows))],
+            edgecolor="black",
+            linewidth=0.5,
+        )
+        ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+    return fig
+
+
+def _nan(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+# ---------------------------------------------------------------------------------------
+# Methodology
+
+
+def methodology(meta: dict) -> list[tuple[str, str]]:
+    hosts = meta.get("hosts") or []
+    groups: dict[str, list[str]] = {}
+    for host in hosts:
+        groups.setdefault(f"{host.get('group')} ({host.get('transport')})", []).append(host["name"])
+    items = [
+        ("Campaign", meta.get("name")),
+        ("Hosts", "; ".join(f"{g}: {', '.join(n)}" for g, n in groups.items()) or None),
+        (
+            "Targets",
+            "; ".join(
+                f"{name}: {report._mapping_text(spec)}"
+                for name, spec in (meta.get("targets") or {}).items()
+            )
+            or None,
+        ),
+    ]
+    for name, spec in (meta.get("experiments") or {}).items():
+        items.append((f"Experiment {name}", _experiment_text(spec)))
+    items.append(("Generated by", meta.get("generated_by")))
+    return [(label, str(text)) for label, text in items if text not in (None, "")]
+
+
+def _experiment_text(spec: dict) -> str:
+    job = spec.get("job") or {}
+    parts = [
+        spec.get("description"),
+        f"tool {spec.get('tool')}",
+        f"{spec.get('kind', 'grid')}",
+        f"target {spec.get('target')}",
+        f"hosts {', '.join(spec.get('hosts') or [])}",
+        f"{spec.get('iterations')} iteration(s)",
+        report._runtime_text(job),
+        f"{spec.get('runs')} run(s)" if spec.get("runs") else None,
+    ]
+    return "; ".join(str(p) for p in parts if p)

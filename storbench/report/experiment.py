@@ -1,0 +1,1861 @@
+"""Paper-style report of a campaign: summary table, figures and an offline HTML document.
+
+``build_report`` reads an experiment's result rows, summarises them with
+``stats.summarize``, and writes index.html, summary.csv, summary.md and three figures
+as PNG and SVG. Multi-host campaigns add a scale-out section (``storbench.analysis.scaling``):
+scaling per client step with the data path's theoretical maximum, slow hosts, start skew,
+target sets, and a hosts appendix from telemetry. ``build_network_report`` writes the
+network check's report. Output is byte-for-byte reproducible: fixed figure sizes and dpi,
+no dates in image metadata, a fixed SVG hash salt, and no timestamps in the HTML unless
+``meta`` carries them.
+
+Units: bandwidth in MiB/s in tables (binary, like fio), MiB/s or GiB/s in figures by
+magnitude; latency in µs; IOPS as is. The scale-out section and the network report use
+decimal GB/s or MB/s (Gbit/s for links), the units data path rates are quoted in. Spread
+is the sample sd across iterations (ddof=1).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; the same renderer everywhere keeps bytes identical
+
+import jinja2  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from storbench.analysis import scaling, stats
+from storbench.config import datapath
+from storbench.core import atomic, histogram, paths, results
+from storbench.core.units import size_label  # noqa: E402
+from storbench.report import paper_tables as report_tables
+from storbench.report import tables
+
+TEMPLATE_DIR = paths.REPORT_TEMPLATES_DIR
+TEMPLATE_NAME = "index.html.j2"
+
+MIB = 1024**2
+GIB = 1024**3
+NS_PER_US = 1000.0
+NO_VALUE = "–"  # shown where a value is missing (e.g. no histogram for a percentile)
+COV_MARK = "†"  # marks a cell whose bandwidth or IOPS CoV exceeds stats.COV_LIMIT
+OUTLIER_MARK = "‡"  # marks a value whose iterations include an outlier (stats.outlier_mask)
+
+FIGURE_WIDTH_IN = 7.0  # two-column paper width
+FIGURE_DPI = 150
+PNG_METADATA = {"Software": None}  # drop the matplotlib version string from PNGs
+SVG_METADATA = {"Date": None}  # no timestamp in SVGs
+RC = {
+    "svg.hashsalt": "storbench",  # stable ids inside SVG files
+    "svg.fonttype": "path",  # glyphs as paths: no font needed to view the SVG
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.axisbelow": True,
+}
+COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")  # readable in greyscale print
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_ns", "p99.9", "^"))
+
+LATENCY_CDF_FIGURE = "latency_cdf"
+PER_HOST_TABLE = "per_host"  # shown in the per-host section with the per-host figure
+FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FIGURE)
+SCALING_FIGURE = "scaling"
+NETWORK_FIGURE = "network"
+NETWORK_TEMPLATE_NAME = "network.html.j2"
+GB = 1e9
+MB = 1e6
+DEFAULT_SLOW_HOST_PERCENT = 10.0
+DEFAULT_MAX_START_SKEW_S = 1.0
+FLAG_MARK = "⚑"  # marks a slow host, a late start or a slow network client
+MIXED_RW = {"rw", "readwrite", "randrw"}
+
+
+# ---------------------------------------------------------------------------------------
+# Entry point
+
+
+def build_report(
+    results_source,
+    out_dir,
+    *,
+    title: str,
+    meta: dict,
+    telemetry: dict | None = None,
+    timeseries_source=None,
+    manifests: list[dict] | None = None,
+) -> dict[str, Path]:
+    """Write the report into ``out_dir`` and return {file name: path}.
+
+    ``results_source``: result rows in the result schema (a Parquet path, a list of paths, or
+    a table). ``meta``: provenance for methodology and appendix (experiment, tool,
+    tool_version, hosts, target, iterations, job, sweep, run_ids, job_files, config_yaml,
+    storbench_version, generated_by) and the scale-out settings (steps: {mode, size, hosts:
+    {step label: [{name, group}]}}, data_path, slow_host_percent, max_start_skew_s); every
+    key is optional. ``telemetry``: facts by host (storbench.run.telemetry) for the hosts appendix.
+    ``timeseries_source``: per-interval rows (a Parquet path or a table) for the time-series
+    figure. ``manifests``: the iterations' run manifests; those recording fault commands
+    give the fault-injection section (storbench.report.faults). ``meta['soak']`` adds the
+    soak section (storbench.report.soak).
+
+    Beyond index.html, summary.csv, summary.md and FIGURES: scaling.png/.svg/.csv when
+    ``meta['steps']`` is set or rows carry a step; slow_hosts.csv for constant stepping;
+    start_skew.csv when a run had several hosts and a known start skew; targets.csv when
+    rows name more than one target.
+    """
+    out_dir = Path(out_dir)
+    raw = _read_results(results_source)
+    summary = stats.summarize(raw)
+    written: dict[str, Path] = {}
+
+    from storbench.report import environment  # report_figures builds on this module
+    from storbench.report import figures as report_figures
+
+    series = _read_timeseries(timeseries_source)
+    figures = []
+    for name in (*FIGURES, *report_figures.FIGURES):
+        if name in report_figures.FIGURES:
+            png, svg, caption = report_figures.make_figure(name, summary, raw, series)
+        else:
+            png, svg, caption = make_figure(name, summary, raw)
+        written[f"{name}.png"] = _write(out_dir / f"{name}.png", png)
+        written[f"{name}.svg"] = _write(out_dir / f"{name}.svg", svg)
+        figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
+    host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
+    figures = [f for f in figures if f not in host_figures]
+    extra_sections = []
+    from storbench.report import faults as fault_report  # only reports of such experiments use them
+    from storbench.report import soak as soak_report
+
+    for section, files in (
+        fault_report.build_section(series, manifests or [], meta, out_dir),
+        soak_report.build_section(raw, series, meta, out_dir),
+    ):
+        if section is not None:
+            extra_sections.append(section)
+            written.update(files)
+
+    scale = scale_out(raw, meta)
+    if scale["figure"] is not None:
+        png, svg, caption = scale["figure"]
+        written[f"{SCALING_FIGURE}.png"] = _write(out_dir / f"{SCALING_FIGURE}.png", png)
+        written[f"{SCALING_FIGURE}.svg"] = _write(out_dir / f"{SCALING_FIGURE}.svg", svg)
+    for name, frame in scale["csv"].items():
+        written[name] = _write(out_dir / name, frame_csv(frame).encode())
+    if "scaling.csv" in scale["csv"]:
+        table = scaling_paper_table(scale["csv"]["scaling.csv"], bool(meta.get("data_path")))
+        for path in tables.write_all(table, out_dir / report_tables.TABLE_DIR, "scaling").values():
+            written[f"{report_tables.TABLE_DIR}/{path.name}"] = path
+
+    paper_tables = report_tables.report_tables(raw, summary)
+    written.update(report_tables.write_tables(paper_tables, out_dir))
+
+    table = summary_table(summary)
+    written["summary.csv"] = _write(out_dir / "summary.csv", summary_csv(summary).encode())
+    written["summary.md"] = _write(out_dir / "summary.md", markdown_table(table).encode())
+    html = render_html(
+        title=title,
+        meta=meta,
+        summary=summary,
+        table=table,
+        figures=figures,
+        raw=raw,
+        scale_out=scale["sections"],
+        hosts=hosts_appendix(telemetry),
+        paper_tables=paper_tables,
+        host_figures=host_figures,
+        environment=environment.controller_environment(),
+        extra_sections=extra_sections,
+    )
+    written["index.html"] = _write(out_dir / "index.html", html.encode())
+    return written
+
+
+def _read_results(source) -> pd.DataFrame:
+    if isinstance(source, (pa.Table, pd.DataFrame)):
+        return stats.as_frame(source)
+    return results.read_parquet(source).to_pandas()
+
+
+def _read_timeseries(source) -> pd.DataFrame | None:
+    if source is None:
+        return None
+    if isinstance(source, (pa.Table, pd.DataFrame)):
+        return stats.as_frame(source)
+    return results.read_parquet(source, results.TIMESERIES_SCHEMA).to_pandas()
+
+
+def _write(path: Path, data: bytes) -> Path:
+    atomic.write_bytes(path, data)
+    return path
+
+
+def as_base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+# ---------------------------------------------------------------------------------------
+# Number formatting: one place, so table, Markdown and HTML agree
+
+
+def format_number(value, decimals: int) -> str:
+    """1234.5 -> '1,234.5' (decimals=1); missing -> '–'."""
+    if is_missing(value):
+        return NO_VALUE
+    return f"{float(value):,.{decimals}f}"
+
+
+def format_mean_sd(mean, sd, decimals: int) -> str:
+    """'110.0 ± 10.0'; just the mean when sd is undefined (one iteration)."""
+    if is_missing(mean):
+        return NO_VALUE
+    if is_missing(sd):
+        return format_number(mean, decimals)
+    return f"{format_number(mean, decimals)} ± {format_number(sd, decimals)}"
+
+
+def format_cov(cov) -> str:
+    """0.0909 -> '9.1 % †' (flagged above stats.COV_LIMIT); missing -> '–'."""
+    if is_missing(cov):
+        return NO_VALUE
+    text = f"{100 * float(cov):.1f} %"
+    return f"{text} {COV_MARK}" if cov > stats.COV_LIMIT else text
+
+
+def format_interval(low, high, decimals: int) -> str:
+    """'3,120.5 – 3,279.5'; '–' when the interval is undefined (fewer than two iterations)."""
+    if is_missing(low) or is_missing(high):
+        return NO_VALUE
+    return f"{format_number(low, decimals)} – {format_number(high, decimals)}"
+
+
+def _outlier_marked(text: str, outliers) -> str:
+    """The text with OUTLIER_MARK appended when the cell has at least one outlier iteration."""
+    return f"{text} {OUTLIER_MARK}" if not is_missing(outliers) and outliers > 0 else text
+
+
+def is_missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _ns_to_us(value):
+    return None if is_missing(value) else float(value) / NS_PER_US
+
+
+def _rw_label(row) -> str:
+    """'randrw (70 % read)' for mixed workloads, the rw name otherwise."""
+    if row["rw"] in MIXED_RW and not is_missing(row["rwmixread"]):
+        return f"{row['rw']} ({int(row['rwmixread'])} % read)"
+    return str(row["rw"])
+
+
+def _bs_label(value) -> str:
+    return NO_VALUE if is_missing(value) else size_label(int(value))
+
+
+def _int_label(value) -> str:
+    return NO_VALUE if is_missing(value) else str(int(value))
+
+
+def _text(value) -> str:
+    return NO_VALUE if is_missing(value) else str(value)
+
+
+# ---------------------------------------------------------------------------------------
+# Tables
+
+
+def summary_table(summary: pd.DataFrame) -> dict:
+    """The human table: {'header': [...], 'rows': [{'cells': [...], 'flagged': bool}]}."""
+    show_experiment = summary["experiment"].nunique() > 1
+    show_job = _jobs_matter(summary, "run_id")
+    show = {
+        "target": _varies(summary, "target"),
+        "hosts": _varies(summary, "hosts_in_run"),
+        "state": "prep_state" in summary and summary["prep_state"].notna().any(),
+    }
+    header = [
+        *(["Experiment"] if show_experiment else []),
+        "Run",
+        *(["Target"] if show["target"] else []),
+        *(["Hosts"] if show["hosts"] else []),
+        *(["State"] if show["state"] else []),
+        *(["Job"] if show_job else []),
+        "rw",
+        "bs",
+        "iodepth",
+        "numjobs",
+        "op",
+        "n",
+        "BW MiB/s (mean ± sd)",
+        "BW MiB/s 95 % CI",
+        "BW CoV",
+        "IOPS (mean ± sd)",
+        "IOPS 95 % CI",
+        "IOPS CoV",
+        "Mean lat µs",
+        "p99 µs",
+    ]
+    rows = [
+        {
+            "cells": _summary_cells(row, show_experiment, show_job, show),
+            "flagged": bool(row["cov_flag"]),
+        }
+        for _, row in summary.iterrows()
+    ]
+    return {"header": header, "rows": rows}
+
+
+def _jobs_matter(frame: pd.DataFrame, run_column: str) -> bool:
+    """Several job names, not all just the run's own name (fio names a run's job after it)."""
+    named_after_run = (frame["job"].astype(str) == frame[run_column].astype(str)).all()
+    return frame["job"].nunique() > 1 and not named_after_run
+
+
+def _varies(frame: pd.DataFrame, column: str) -> bool:
+    """True when a column takes more than one value (a missing value counts as one)."""
+    return column in frame and frame[column].nunique(dropna=False) > 1
+
+
+def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> list[str]:
+    return [
+        *([str(row["experiment"])] if show_experiment else []),
+        str(row["run_id"]),
+        *([_text(row.get("target"))] if show["target"] else []),
+        *([_int_label(row.get("hosts_in_run"))] if show["hosts"] else []),
+        *([_text(row.get("prep_state"))] if show["state"] else []),
+        *([str(row["job"])] if show_job else []),
+        *_workload_cells(row),
+        _int_label(row["n"]),
+        _outlier_marked(
+            format_mean_sd(
+                _scaled(row["bw_bytes_s_mean"], MIB), _scaled(row["bw_bytes_s_sd"], MIB), 1
+            ),
+            row["bw_bytes_s_outliers"],
+        ),
+        format_interval(
+            _scaled(row["bw_bytes_s_ci_low"], MIB), _scaled(row["bw_bytes_s_ci_high"], MIB), 1
+        ),
+        format_cov(row["bw_bytes_s_cov"]),
+        _outlier_marked(format_mean_sd(row["iops_mean"], row["iops_sd"], 0), row["iops_outliers"]),
+        format_interval(row["iops_ci_low"], row["iops_ci_high"], 0),
+        format_cov(row["iops_cov"]),
+        format_number(_ns_to_us(row["lat_mean_ns"]), 1),
+        format_number(_ns_to_us(row["p99_ns"]), 1),
+    ]
+
+
+def _workload_cells(row) -> list[str]:
+    """rw, bs, iodepth, numjobs and op: the columns every results table starts with."""
+    return [
+        _rw_label(row),
+        _bs_label(row["bs"]),
+        _int_label(row["iodepth"]),
+        _int_label(row["numjobs"]),
+        str(row["op"]),
+    ]
+
+
+def _scaled(value, unit: float):
+    return None if is_missing(value) else float(value) / unit
+
+
+def summary_csv(summary: pd.DataFrame) -> str:
+    """Every summary column at full precision (floats round-trip), one row per cell."""
+    return frame_csv(summary)
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A table as CSV at full precision (floats round-trip)."""
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def markdown_table(table: dict) -> str:
+    """A GitHub-flavoured Markdown table with the CoV footnote."""
+    lines = [markdown_row(table["header"]), markdown_row(["---"] * len(table["header"]))]
+    lines += [markdown_row(row["cells"]) for row in table["rows"]]
+    lines += ["", COV_FOOTNOTE]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+
+COV_FOOTNOTE = (
+    f"Mean ± sample sd over n iterations; 95 % CI: Student t confidence interval of the mean "
+    f"(mean ± t(0.975, n − 1) · sd / √n); CoV = sd / mean; {COV_MARK} marks CoV > "
+    f"{100 * stats.COV_LIMIT:g} %; {OUTLIER_MARK} marks a mean whose iterations include an "
+    f"outlier (more than {stats.OUTLIER_MADS:g} MAD from the median; kept, not dropped). "
+    f"Latency percentiles from merged histograms; {NO_VALUE} = not available."
+)
+
+
+def per_run_table(raw: pd.DataFrame) -> dict:
+    """Raw value of every iteration: run_id, iteration, host, op, bandwidth, IOPS, p99."""
+    frame = _with_outlier_flags(stats.latest_attempts(raw), raw)
+    # The aggregate row ('all') goes after the hosts it aggregates.
+    frame = frame.assign(_aggregate=frame["host"] == results.ALL_HOSTS)
+    frame = frame.sort_values(
+        ["run_id", "iteration", "_aggregate", "host", "job", "op"], kind="stable"
+    )
+    show_target = _varies(frame, "target")
+    # A rerun's raw output sits beside the old one: say which attempt the numbers come from.
+    show_attempt = "attempt" in frame and bool((frame["attempt"].fillna(1) > 1).any())
+    header = [
+        "Run",
+        *(["Target"] if show_target else []),
+        "Iteration",
+        *(["Attempt"] if show_attempt else []),
+        "Host",
+        "op",
+        "BW MiB/s",
+        "IOPS",
+        "p99 µs",
+    ]
+    rows = [
+        [
+            str(row["run_id"]),
+            *([_text(row.get("target"))] if show_target else []),
+            _int_label(row["iteration"]),
+            *([f"a{_int_label(row['attempt'])}"] if show_attempt else []),
+            str(row["host"]),
+            str(row["op"]),
+            _outlier_marked(format_number(_scaled(row["bw_bytes_s"], MIB), 1), row["bw_outlier"]),
+            _outlier_marked(format_number(row["iops"], 0), row["iops_outlier"]),
+            format_number(_ns_to_us(row["p99_ns"]), 1),
+        ]
+        for _, row in frame.iterrows()
+    ]
+    return {"header": header, "rows": rows}
+
+
+PER_RUN_NOTE = (
+    f"{OUTLIER_MARK} marks an iteration whose aggregate bandwidth or IOPS is more than "
+    f"{stats.OUTLIER_MADS:g} MAD from the median of its run's iterations; it is kept in every "
+    "statistic."
+)
+
+
+def _with_outlier_flags(frame: pd.DataFrame, raw: pd.DataFrame) -> pd.DataFrame:
+    """bw_outlier / iops_outlier per row: stats.iteration_outliers for host 'all', else False."""
+    flags = stats.iteration_outliers(raw).assign(host=results.ALL_HOSTS)
+    if flags.empty:
+        return frame.assign(bw_outlier=False, iops_outlier=False)
+    keys = [*stats.CELL_KEYS, "iteration", "host"]
+    flags = flags.astype({"iteration": frame["iteration"].dtype})
+    merged = frame.merge(flags, on=keys, how="left", validate="many_to_one")
+    return merged.assign(
+        bw_outlier=merged["bw_outlier"].fillna(False).astype(bool),
+        iops_outlier=merged["iops_outlier"].fillna(False).astype(bool),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Figures
+
+
+def make_figure(
+    name: str, summary: pd.DataFrame, raw: pd.DataFrame | None = None
+) -> tuple[bytes, bytes, str]:
+    """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw``."""
+    if name == LATENCY_CDF_FIGURE:
+        return figure_files(lambda: latency_cdf_figure(summary, raw))
+    return figure_files(lambda: FIGURE_BUILDERS[name](summary))
+
+
+def figure_files(build) -> tuple[bytes, bytes, str]:
+    """(PNG bytes, SVG bytes, caption) of the (figure, caption) ``build()`` makes."""
+    # Styles are read while artists are created and saved, so both happen under RC.
+    with matplotlib.rc_context(RC):
+        fig, caption = build()
+        try:
+            png, svg = render_figure(fig)
+        finally:
+            plt.close(fig)
+    return png, svg, caption
+
+
+def render_figure(fig) -> tuple[bytes, bytes]:
+    """(PNG bytes, SVG bytes) of a figure, without dates or version stamps."""
+    png, svg = io.BytesIO(), io.BytesIO()
+    fig.savefig(png, format="png", dpi=FIGURE_DPI, metadata=PNG_METADATA)
+    fig.savefig(svg, format="svg", metadata=SVG_METADATA)
+    return png.getvalue(), svg.getvalue()
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(FIGURE_WIDTH_IN, height_in),
+        dpi=FIGURE_DPI,
+        layout="constrained",
+        squeeze=False,
+    )
+    return fig, list(axes.flat)
+
+
+def _empty_figure(message: str):
+    fig, (ax,) = new_figure(height_in=1.5)
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+def series_labels(summary: pd.DataFrame) -> pd.Series:
+    """Legend label of each cell: rw, plus op for runs with several ops, job when several."""
+    ops_per_run = summary.groupby("run_id")["op"].transform("nunique")
+    # A run's job is named after the run; only a multi-job file needs the job in the label.
+    jobs_per_run = summary.groupby("run_id")["job"].transform("nunique")
+    labels = []
+    for (_, row), n_ops, n_jobs in zip(summary.iterrows(), ops_per_run, jobs_per_run, strict=True):
+        label = _rw_label(row)
+        if n_ops > 1:
+            label += f" {row['op']}"
+        if n_jobs > 1:
+            label = f"{row['job']}: {label}"
+        labels.append(label)
+    return pd.Series(labels, index=summary.index, dtype=object)
+
+
+def bandwidth_unit(summary: pd.DataFrame) -> tuple[str, float]:
+    """GiB/s when the largest mean reaches 1 GiB/s, MiB/s otherwise."""
+    return binary_bandwidth_unit(summary["bw_bytes_s_mean"].max())
+
+
+def binary_bandwidth_unit(largest) -> tuple[str, float]:
+    """('GiB/s', 2^30) from 1 GiB/s up, ('MiB/s', 2^20) below."""
+    if not is_missing(largest) and largest >= GIB:
+        return "GiB/s", GIB
+    return "MiB/s", MIB
+
+
+def _panels(summary: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """Split into small multiples by the keys that take more than one value."""
+    varying = [key for key in keys if summary[key].nunique(dropna=False) > 1]
+    if not varying:
+        return [("", summary)]
+    groups = summary.groupby(varying, sort=True, dropna=False)
+    return [(_panel_title(varying, values), group) for values, group in groups]
+
+
+def _panel_title(keys: list[str], values) -> str:
+    """'iodepth=4, numjobs=2' for the group keys that vary."""
+    values = values if isinstance(values, tuple) else (values,)
+    return ", ".join(f"{key}={_int_label(v)}" for key, v in zip(keys, values, strict=True))
+
+
+def _grid(n_panels: int, panel_height_in: float):
+    ncols = min(n_panels, 3)
+    nrows = math.ceil(n_panels / ncols)
+    fig, axes = new_figure(nrows, ncols, height_in=panel_height_in * nrows + 0.6)
+    for ax in axes[n_panels:]:
+        ax.set_axis_off()
+    return fig, axes[:n_panels]
+
+
+def bandwidth_figure(summary: pd.DataFrame):
+    """Grouped bars: x = block size, one bar per rw (and op); a panel per iodepth/numjobs."""
+    data = summary.dropna(subset=["bw_bytes_s_mean"])
+    if data.empty:
+        return _empty_figure("no bandwidth data"), "Bandwidth: no data."
+    data = data.assign(series=series_labels(data))
+    unit, scale = bandwidth_unit(data)
+    all_series = list(dict.fromkeys(data["series"]))
+    panels = _panels(data, ["iodepth", "numjobs"])
+    fig, axes = _grid(len(panels), 2.4)
+    for ax, (panel_title, panel) in zip(axes, panels, strict=True):
+        _grouped_bars(ax, panel, all_series, scale)
+        ax.set_title(panel_title)
+        ax.set_xlabel("block size")
+        ax.set_ylabel(f"bandwidth ({unit})")
+    figure_legend(fig, axes)
+    caption = (
+        f"Bandwidth by block size and access pattern ({unit}). Bars: mean over iterations; "
+        "error bars: sample sd across iterations (none for a single iteration)."
+    )
+    return fig, caption
+
+
+def _grouped_bars(ax, panel: pd.DataFrame, all_series: list[str], scale: float) -> None:
+    sizes = sorted(panel["bs"].dropna().unique())
+    positions = {bs: i for i, bs in enumerate(sizes)}
+    for index, series in enumerate(all_series):
+        rows = panel[panel["series"] == series].dropna(subset=["bs"])
+        if rows.empty:
+            continue
+        series_bars(
+            ax, index, len(all_series), [positions[bs] for bs in rows["bs"]],
+            rows["bw_bytes_s_mean"] / scale, rows["bw_bytes_s_sd"].fillna(0) / scale, series,
+        )  # fmt: skip
+    category_axis(ax, [size_label(int(bs)) for bs in sizes])
+
+
+def series_bars(ax, index: int, series_count: int, positions, heights, errors, label) -> None:
+    """Series ``index`` of a grouped bar chart: its bar in slot ``index`` at each position."""
+    width = 0.8 / series_count
+    ax.bar(
+        [position - 0.4 + width * (index + 0.5) for position in positions],
+        heights,
+        width,
+        yerr=errors,
+        capsize=2,
+        label=label,
+        color=COLORS[index % len(COLORS)],
+        hatch=HATCHES[index % len(HATCHES)],
+        edgecolor="black",
+        linewidth=0.5,
+        error_kw={"elinewidth": 0.8},
+    )
+
+
+def category_axis(ax, labels: list[str], **tick_options) -> None:
+    """Categories 0..n-1 on x with these labels; bars start at 0."""
+    ax.set_xticks(range(len(labels)), labels, **tick_options)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylim(bottom=0)
+
+
+def figure_legend(fig, axes) -> None:
+    """One legend for all panels, below them, without duplicate entries."""
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(
+            handles.values(),
+            handles.keys(),
+            loc="outside lower center",
+            ncols=min(len(handles), 4),
+            frameon=False,
+        )
+
+
+def iops_figure(summary: pd.DataFrame):
+    """IOPS vs iodepth (log2 axis), one line per rw + bs (and op); a panel per numjobs."""
+    data = summary.dropna(subset=["iops_mean", "iodepth"])
+    if data.empty:
+        return _empty_figure("no IOPS data"), "IOPS vs iodepth: no data."
+    labels = series_labels(data) + " " + data["bs"].map(_bs_label)
+    data = data.assign(series=labels)
+    all_series = list(dict.fromkeys(data["series"]))
+    panels = _panels(data, ["numjobs"])
+    fig, axes = _grid(len(panels), 2.8)
+    log_y = _spans_decades(data["iops_mean"])
+    for ax, (panel_title, panel) in zip(axes, panels, strict=True):
+        _iops_lines(ax, panel, all_series)
+        _log2_depth_axis(ax, sorted(data["iodepth"].unique()))
+        if log_y:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_title(panel_title)
+        ax.set_xlabel("iodepth")
+        ax.set_ylabel("IOPS")
+    figure_legend(fig, axes)
+    scale_note = "log" if log_y else "linear"
+    caption = (
+        f"IOPS vs queue depth (log2 x axis, {scale_note} y axis), one line per access pattern "
+        "and block size. Points: mean over iterations; error bars: sample sd."
+    )
+    return fig, caption
+
+
+def _iops_lines(ax, panel: pd.DataFrame, all_series: list[str]) -> None:
+    for index, series in enumerate(all_series):
+        rows = panel[panel["series"] == series].sort_values("iodepth")
+        if rows.empty:
+            continue
+        ax.errorbar(
+            rows["iodepth"].astype(float),
+            rows["iops_mean"],
+            yerr=rows["iops_sd"].fillna(0),
+            label=series,
+            color=COLORS[index % len(COLORS)],
+            marker=MARKERS[index % len(MARKERS)],
+            markersize=4,
+            linewidth=1,
+            capsize=2,
+        )
+
+
+def _log2_depth_axis(ax, depths: list) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([float(d) for d in depths], [str(int(d)) for d in depths])
+    ax.minorticks_off()
+    # A single depth would give a zero-width axis; pad by half an octave either side.
+    ax.set_xlim(float(min(depths)) / 2**0.5, float(max(depths)) * 2**0.5)
+
+
+def _spans_decades(values: pd.Series) -> bool:
+    """True when positive values span more than 30x: a linear axis would flatten the small."""
+    positive = values[values > 0]
+    return not positive.empty and positive.max() / positive.min() > 30
+
+
+def latency_figure(summary: pd.DataFrame):
+    """p50, p99 and p99.9 latency (µs, log y) of every cell, from merged histograms."""
+    if summary.empty:
+        return _empty_figure("no latency data"), "Latency percentiles: no data."
+    labels = list(_latency_labels(summary))
+    width = min(max(FIGURE_WIDTH_IN, 0.3 * len(labels) + 2.0), 16.0)
+    fig, (ax,) = new_figure(height_in=3.6)
+    fig.set_figwidth(width)
+    values = {column: summary[column].map(_ns_to_us) for column, _, _ in LATENCY_PERCENTILES}
+    present = [
+        not any(is_missing(values[c].iloc[i]) for c, _, _ in LATENCY_PERCENTILES)
+        for i in range(len(summary))
+    ]
+    _latency_ranges(ax, values, present)
+    _latency_markers(ax, values, present)
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    _latency_missing(ax, present)
+    ax.set_ylabel("latency (µs)")
+    figure_legend(fig, [ax])
+    basis = _basis_text(summary)
+    caption = (
+        f"Latency percentiles p50, p99 and p99.9 per run ({basis}; µs, log scale), computed "
+        "from the latency histograms of all iterations merged into one; n/a marks "
+        "runs where some iteration had no histogram."
+    )
+    return fig, caption
+
+
+def _latency_labels(summary: pd.DataFrame) -> Iterable[str]:
+    ops_per_run = summary.groupby("run_id")["op"].transform("nunique")
+    jobs_per_run = summary.groupby("run_id")["job"].transform("nunique")
+    for (_, row), n_ops, n_jobs in zip(summary.iterrows(), ops_per_run, jobs_per_run, strict=True):
+        label = str(row["run_id"])
+        if n_jobs > 1:
+            label += f" {row['job']}"
+        yield f"{label} {row['op']}" if n_ops > 1 else label
+
+
+def _latency_ranges(ax, values: dict, present: list[bool]) -> None:
+    low, high = values["p50_ns"], values["p99_9_ns"]
+    for x, ok in enumerate(present):
+        if ok:
+            ax.plot([x, x], [low.iloc[x], high.iloc[x]], color="grey", linewidth=0.8, zorder=1)
+
+
+def _latency_markers(ax, values: dict, present: list[bool]) -> None:
+    xs = [x for x, ok in enumerate(present) if ok]
+    for index, (column, name, marker) in enumerate(LATENCY_PERCENTILES):
+        ys = [values[column].iloc[x] for x in xs]
+        ax.scatter(xs, ys, marker=marker, s=18, label=name, color=COLORS[index], zorder=2)
+    if xs:
+        ax.set_yscale("log")
+
+
+def _latency_missing(ax, present: list[bool]) -> None:
+    if not any(present):
+        ax.set_yticks([])
+    for x, ok in enumerate(present):
+        if not ok:
+            ax.text(x, 0.02, "n/a", ha="center", va="bottom", transform=ax.get_xaxis_transform())
+
+
+def _basis_text(summary: pd.DataFrame) -> str:
+    bases = sorted({str(b) for b in summary["lat_basis"].dropna()})
+    return "latency basis: " + ", ".join(bases) if bases else "latency basis unknown"
+
+
+def cell_histograms(
+    raw: pd.DataFrame | None, summary: pd.DataFrame
+) -> list[tuple[pd.Series, list[int], list[int]]]:
+    """(first row, bin values ns, counts) per cell of host 'all', bins merged over iterations.
+
+    Cells in the order of ``summary``; a cell where any iteration lacks bins is left out.
+    """
+    if raw is None or raw.empty:
+        return []
+    keys = list(stats.CELL_KEYS)
+    order = {tuple(row): i for i, row in enumerate(summary[keys].itertuples(index=False))}
+    groups = sorted(
+        stats.cells(raw), key=lambda rows: order.get(tuple(rows.iloc[0][keys]), len(order))
+    )
+    merged = []
+    for rows in groups:
+        bins = list(zip(rows["hist_ns"], rows["hist_count"], strict=True))
+        if any(values is None or counts is None or len(values) == 0 for values, counts in bins):
+            continue
+        values, counts = histogram.merge(bins)
+        if sum(counts) > 0:
+            merged.append((rows.iloc[0], values, counts))
+    return merged
+
+
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None):
+    """Cumulative share of I/Os against latency (µs, log x), one step line per cell."""
+    cells = cell_histograms(raw, summary)
+    if not cells:
+        return _empty_figure("no latency histograms"), "Latency CDF: no histograms."
+    labels = _cdf_labels([row for row, _, _ in cells])
+    legend_rows = math.ceil(len(cells) / 4)
+    fig, (ax,) = new_figure(height_in=3.2 + 0.16 * legend_rows)
+    for index, ((_, values, counts), label) in enumerate(zip(cells, labels, strict=True)):
+        total = float(sum(counts))
+        shares = np.cumsum(np.asarray(counts, dtype=float)) / total
+        ax.step(
+            np.asarray(values, dtype=float) / NS_PER_US,
+            shares,
+            where="post",
+            label=label,
+            color=COLORS[index % len(COLORS)],
+            linestyle=LINESTYLES[(index // len(COLORS)) % len(LINESTYLES)],
+            linewidth=1,
+        )
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("latency (µs, log scale)")
+    ax.set_ylabel("share of I/Os ≤ latency")
+    figure_legend(fig, [ax])
+    caption = (
+        f"Latency CDF per run and operation ({_basis_text(summary)}): the share of I/Os "
+        "completing within each latency, from the histograms of all iterations merged by "
+        "summing bin counts (aggregate over all hosts); log x axis in µs. Runs where some "
+        "iteration had no histogram are left out."
+    )
+    return fig, caption
+
+
+def _cdf_labels(rows: list) -> list[str]:
+    """Run id, plus the op when a run has several ops, plus the job when it has several."""
+    frame = pd.DataFrame.from_records([{key: row[key] for key in stats.CELL_KEYS} for row in rows])
+    return list(_latency_labels(frame))
+
+
+FIGURE_BUILDERS = {
+    "bandwidth": bandwidth_figure,
+    "iops_vs_iodepth": iops_figure,
+    "latency_percentiles": latency_figure,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Scale-out: client steps, slow hosts, start skew, target sets
+
+
+def scale_out(raw: pd.DataFrame, meta: dict) -> dict:
+    """The scale-out section of a report: {'sections', 'csv', 'figure'}.
+
+    ``sections``: subsections for the template (title, text, table, optional figure);
+    ``csv``: {file name: DataFrame}; ``figure``: (PNG, SVG, caption) of the scaling figure or
+    None. Each part appears only when the rows (or meta) have what it needs.
+    """
+    steps_meta = meta.get("steps") or {}
+    data_path = meta.get("data_path") or None
+    mode = scaling.stepping_mode(raw, steps_meta)
+    sections: list[dict] = []
+    csv: dict[str, pd.DataFrame] = {}
+    figure = None
+    if steps_meta or _has_values(raw, "step"):
+        table = scaling.scaling_table(raw, data_path, steps_meta.get("hosts") or {})
+        figure = make_scaling_figure(table, mode, bool(data_path))
+        csv["scaling.csv"] = table
+        sections.append(_scaling_section(table, mode, data_path, figure))
+    if mode == "constant":
+        percent = float(meta.get("slow_host_percent") or DEFAULT_SLOW_HOST_PERCENT)
+        table = scaling.slow_hosts(raw, percent)
+        csv["slow_hosts.csv"] = table
+        sections.append(_slow_hosts_section(table, percent))
+    max_skew = meta.get("max_start_skew_s")
+    max_skew = DEFAULT_MAX_START_SKEW_S if max_skew is None else float(max_skew)
+    skew = scaling.start_skew(raw, max_skew)
+    if skew["start_skew_s"].notna().any():
+        csv["start_skew.csv"] = skew
+        sections.append(_start_skew_section(skew, max_skew))
+    if _has_values(raw, "target") and raw["target"].nunique() > 1:
+        table = scaling.target_table(raw)
+        csv["targets.csv"] = table
+        sections.append(_target_section(table))
+    return {"sections": sections, "csv": csv, "figure": figure}
+
+
+def _has_values(frame: pd.DataFrame, column: str) -> bool:
+    return column in frame and bool(frame[column].notna().any())
+
+
+def decimal_bandwidth_unit(values) -> tuple[str, float]:
+    """GB/s when the largest value reaches 1 GB/s, MB/s otherwise (decimal, like link rates)."""
+    largest = pd.Series(values, dtype=float).max()
+    if not is_missing(largest) and largest >= GB:
+        return "GB/s", GB
+    return "MB/s", MB
+
+
+def format_percent(fraction, decimals: int = 1, signed: bool = False) -> str:
+    """0.84 -> '84.0 %'; signed: -0.111 -> '−11.1 %', 0.05 -> '+5.0 %'; missing -> '–'."""
+    if is_missing(fraction):
+        return NO_VALUE
+    value = 100 * float(fraction)
+    if signed:
+        sign = "+" if value > 0 else "−" if value < 0 else ""
+        return f"{sign}{abs(value):.{decimals}f} %"
+    return f"{value:.{decimals}f} %"
+
+
+def _point_cells(row, show_target: bool, show_job: bool) -> list[str]:
+    return [
+        *([_text(row["target"])] if show_target else []),
+        str(row["point"]),
+        *([str(row["job"])] if show_job else []),
+        *_workload_cells(row),
+    ]
+
+
+def _point_header(show_target: bool, show_job: bool) -> list[str]:
+    return [
+        *(["Target"] if show_target else []),
+        "Run",
+        *(["Job"] if show_job else []),
+        "rw",
+        "bs",
+        "iodepth",
+        "numjobs",
+        "op",
+    ]
+
+
+def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
+    """The scaling table for humans: hosts, bandwidth, IOPS, theoretical and efficiency."""
+    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+    show_target, show_job = _varies(table, "target"), _jobs_matter(table, "point")
+    show_op_hosts = bool((table["op_hosts"] != table["hosts"]).fillna(False).any())
+    header = [
+        *_point_header(show_target, show_job),
+        "Step",
+        "Hosts",
+        *(["Op hosts"] if show_op_hosts else []),
+        "n",
+        f"BW {unit} (mean ± sd)",
+        f"BW per host {unit}",
+        "IOPS (mean ± sd)",
+        *([f"Theoretical {unit}", "Bottleneck", "Efficiency"] if with_data_path else []),
+    ]
+    rows = []
+    for _, row in table.iterrows():
+        per_host = _ratio(row["bw_bytes_s_mean"], row["op_hosts"])
+        cells = [
+            *_point_cells(row, show_target, show_job),
+            _text(row["step"]),
+            _int_label(row["hosts"]),
+            *([_int_label(row["op_hosts"])] if show_op_hosts else []),
+            _int_label(row["n"]),
+            format_mean_sd(
+                _scaled(row["bw_bytes_s_mean"], scale), _scaled(row["bw_bytes_s_sd"], scale), 2
+            ),
+            format_number(_scaled(per_host, scale), 3),
+            format_mean_sd(row["iops_mean"], row["iops_sd"], 0),
+        ]
+        if with_data_path:
+            cells += [
+                format_number(_scaled(row["theoretical_bytes_s"], scale), 2),
+                _text(row["bottleneck"]),
+                format_percent(row["efficiency"]),
+            ]
+        rows.append({"cells": cells, "flagged": False})
+    return {"header": header, "rows": rows}
+
+
+def scaling_paper_table(table: pd.DataFrame, with_data_path: bool) -> tables.Table:
+    """The scaling display as a paper table (CSV, Markdown, LaTeX, HTML)."""
+    display = scaling_display(table, with_data_path)
+    return tables.Table(
+        columns=display["header"],
+        rows=[row["cells"] for row in display["rows"]],
+        caption="Scaling by number of client hosts: aggregate throughput per workload and "
+        "client step"
+        + (
+            ", with the data path's theoretical maximum and the efficiency"
+            if with_data_path
+            else ""
+        )
+        + ".",
+        label="tab:scaling",
+        notes=("Mean ± sample sd over iterations; decimal units (1 GB/s = 10^9 bytes/s).",),
+    )
+
+
+def _ratio(numerator, denominator):
+    if is_missing(numerator) or is_missing(denominator) or not denominator:
+        return None
+    return float(numerator) / float(denominator)
+
+
+def _scaling_section(table, mode, data_path, figure) -> dict:
+    steps = ", ".join(dict.fromkeys(str(s) for s in table["step"] if not is_missing(s)))
+    text = (
+        f"Client stepping ({mode or 'steps'}): the same workloads on {steps or 'one step'}. "
+        "Bandwidth and IOPS are the aggregate over the step's hosts (host 'all'), mean ± "
+        "sample sd over iterations; decimal units (1 GB/s = 10^9 bytes/s)."
+    )
+    if data_path:
+        text += (
+            " Theoretical: the data path's maximum for the hosts that carried the op, the "
+            "smallest of the sum of their client links and each shared limit; "
+            "efficiency = measured / theoretical."
+        )
+    if (table["op"].astype(str).str.contains("+", regex=False)).any():
+        text += " Op 'read+write' is the sum of the ops of a mixed or host-split run."
+    section = {
+        "id": "scaling",
+        "title": "Scaling with client hosts",
+        "text": text,
+        "caption": "Aggregate throughput per workload and client step.",
+        "table": scaling_display(table, bool(data_path)),
+        "figure": None,
+    }
+    if figure is not None:
+        png, _, caption = figure
+        section["figure"] = {
+            "name": SCALING_FIGURE,
+            "caption": caption,
+            "png_base64": as_base64(png),
+        }
+    return section
+
+
+def slow_hosts_display(table: pd.DataFrame) -> dict:
+    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+    show_target, show_job = _varies(table, "target"), _jobs_matter(table, "point")
+    header = [
+        *_point_header(show_target, show_job),
+        "Host",
+        "Step",
+        "n",
+        f"BW {unit}",
+        f"Median {unit}",
+        "vs median",
+        "IOPS",
+        "Slow",
+    ]
+    rows = []
+    for _, row in table.iterrows():
+        below = row["below_median_percent"]
+        versus = None if is_missing(below) else -float(below) / 100
+        rows.append(
+            {
+                "cells": [
+                    *_point_cells(row, show_target, show_job),
+                    str(row["host"]),
+                    _text(row["step"]),
+                    _int_label(row["n"]),
+                    format_number(_scaled(row["bw_bytes_s_mean"], scale), 3),
+                    format_number(_scaled(row["median_bw_bytes_s"], scale), 3),
+                    format_percent(versus, signed=True),
+                    format_number(row["iops_mean"], 0),
+                    FLAG_MARK if row["flagged"] else "",
+                ],
+                "flagged": bool(row["flagged"]),
+            }
+        )
+    return {"header": header, "rows": rows}
+
+
+def _slow_hosts_section(table: pd.DataFrame, percent: float) -> dict:
+    flagged = list(dict.fromkeys(table.loc[table["flagged"], "host"]))
+    verdict = (
+        f"Flagged ({FLAG_MARK}): {', '.join(map(str, flagged))}."
+        if flagged
+        else "No host is flagged."
+    )
+    return {
+        "id": "slow-hosts",
+        "title": "Slow hosts",
+        "text": (
+            "Constant stepping: each host group ran the workloads alone. Each host's "
+            "bandwidth (mean over iterations) against the median of all hosts for the same "
+            f"workload and op; hosts more than {percent:g} % below the median are flagged. "
+            + verdict
+        ),
+        "caption": "Per-host bandwidth against the median of all hosts.",
+        "table": slow_hosts_display(table),
+        "figure": None,
+    }
+
+
+def start_skew_display(table: pd.DataFrame) -> dict:
+    show_target = _varies(table, "target")
+    show_step = _has_values(table, "step")
+    header = [
+        *(["Target"] if show_target else []),
+        "Run",
+        *(["Step"] if show_step else []),
+        "Iteration",
+        "Hosts",
+        "Start skew s",
+        "Last to start",
+        "Late",
+    ]
+    rows = [
+        {
+            "cells": [
+                *([_text(row["target"])] if show_target else []),
+                str(row["run_id"]),
+                *([_text(row["step"])] if show_step else []),
+                _int_label(row["iteration"]),
+                _int_label(row["hosts"]),
+                format_number(row["start_skew_s"], 3),
+                _text(row["last_host"]),
+                FLAG_MARK if row["flagged"] else "",
+            ],
+            "flagged": bool(row["flagged"]),
+        }
+        for _, row in table.iterrows()
+    ]
+    return {"header": header, "rows": rows}
+
+
+def _start_skew_section(table: pd.DataFrame, max_skew: float) -> dict:
+    flagged = int(table["flagged"].sum())
+    largest = table["start_skew_s"].max()
+    return {
+        "id": "start-skew",
+        "title": "Start skew",
+        "text": (
+            "Start skew of an iteration: the latest minus the earliest start time of its "
+            f"hosts. Iterations above {max_skew:g} s are flagged ({FLAG_MARK}): {flagged} of "
+            f"{len(table)}; the largest skew is {format_number(largest, 3)} s."
+        ),
+        "caption": "Start skew of every multi-host iteration.",
+        "table": start_skew_display(table),
+        "figure": None,
+    }
+
+
+def target_display(table: pd.DataFrame) -> dict:
+    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+    show_job = _jobs_matter(table, "point")
+    show_step = _has_values(table, "step")
+    header = [
+        *_point_header(False, show_job),
+        *(["Step", "Hosts"] if show_step else []),
+        "Target",
+        "n",
+        f"BW {unit} (mean ± sd)",
+        "IOPS (mean ± sd)",
+        f"Sum alone {unit}",
+        "Together / sum",
+    ]
+    rows = []
+    for _, row in table.iterrows():
+        rows.append(
+            {
+                "cells": [
+                    *_point_cells(row, False, show_job),
+                    *([_text(row["step"]), _int_label(row["hosts"])] if show_step else []),
+                    _text(row["target"]),
+                    _int_label(row["n"]),
+                    format_mean_sd(
+                        _scaled(row["bw_bytes_s_mean"], scale),
+                        _scaled(row["bw_bytes_s_sd"], scale),
+                        2,
+                    ),
+                    format_mean_sd(row["iops_mean"], row["iops_sd"], 0),
+                    format_number(_scaled(row["sum_alone_bytes_s"], scale), 2),
+                    format_percent(row["together_vs_sum"]),
+                ],
+                "flagged": False,
+            }
+        )
+    return {"header": header, "rows": rows}
+
+
+def _target_section(table: pd.DataFrame) -> dict:
+    return {
+        "id": "targets",
+        "title": "Target sets",
+        "text": (
+            "Each workload on every target alone and on a set of targets together (target "
+            "'a+b'). For a set: the sum of its members' bandwidth when run alone, and the "
+            "bandwidth together as a share of that sum."
+        ),
+        "caption": "Workloads per target, and target sets against the sum of their members.",
+        "table": target_display(table),
+        "figure": None,
+    }
+
+
+# Scaling figure
+
+
+def make_scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
+    """(PNG, SVG, caption): bandwidth and IOPS against hosts, theoretical line, efficiency."""
+    with matplotlib.rc_context(RC):
+        fig, caption = scaling_figure(table, mode, with_data_path)
+        try:
+            png, svg = render_figure(fig)
+        finally:
+            plt.close(fig)
+    return png, svg, caption
+
+
+def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
+    data = table.dropna(subset=["bw_bytes_s_mean"])
+    if data.empty:
+        return _empty_figure("no scaling data"), "Scaling: no data."
+    unit, scale = decimal_bandwidth_unit(data["bw_bytes_s_mean"])
+    data = data.assign(series=_scaling_series(data), x=_scaling_x(data, mode))
+    panels = ["bandwidth", "iops", *(["efficiency"] if with_data_path else [])]
+    fig, axes = new_figure(nrows=len(panels), height_in=2.0 * len(panels) + 0.8)
+    series_names = list(dict.fromkeys(data["series"]))
+    for index, name in enumerate(series_names):
+        rows = data[data["series"] == name].sort_values("x", kind="stable")
+        style = {
+            "color": COLORS[index % len(COLORS)],
+            "marker": MARKERS[index % len(MARKERS)],
+            "markersize": 4,
+            "linewidth": 1,
+            "label": name,
+        }
+        axes[0].errorbar(
+            rows["x"],
+            rows["bw_bytes_s_mean"] / scale,
+            yerr=rows["bw_bytes_s_sd"].fillna(0) / scale,
+            capsize=2,
+            **style,
+        )
+        axes[1].errorbar(
+            rows["x"], rows["iops_mean"], yerr=rows["iops_sd"].fillna(0), capsize=2, **style
+        )
+        if with_data_path:
+            axes[2].plot(rows["x"], 100 * rows["efficiency"], **style)
+    bottlenecks = _theoretical_lines(axes[0], data, scale) if with_data_path else ""
+    axes[0].set_ylabel(f"bandwidth ({unit})")
+    axes[1].set_ylabel("IOPS")
+    if with_data_path:
+        axes[2].axhline(100, color="black", linewidth=0.8, linestyle=":")
+        efficiency = data["efficiency"].dropna()
+        top = max(110.0, 105 * float(efficiency.max())) if not efficiency.empty else 110.0
+        axes[2].set_ylim(0, top)
+        axes[2].set_ylabel("efficiency (%)")
+    for ax in axes:
+        ax.set_ylim(bottom=0)
+        _scaling_x_axis(ax, data, mode)
+    axes[-1].set_xlabel("client hosts" if _numeric_x(data, mode) else "client step")
+    figure_legend(fig, axes)
+    caption = (
+        f"Scaling with client hosts: aggregate bandwidth ({unit}, decimal) and IOPS per "
+        "workload, mean over iterations with sample sd as error bars."
+    )
+    if with_data_path:
+        caption += (
+            " Dashed: theoretical maximum of the data path (the smallest limit along it; "
+            f"{bottlenecks}). Bottom: efficiency = measured / theoretical."
+        )
+    return fig, caption
+
+
+def _scaling_series(data: pd.DataFrame) -> list[str]:
+    """Legend label per row: run (point), op when the point has several, target when several."""
+    ops = data.groupby(["target", "point", "job"], dropna=False)["op"].transform("nunique")
+    show_target, show_job = _varies(data, "target"), _jobs_matter(data, "point")
+    labels = []
+    for (_, row), n_ops in zip(data.iterrows(), ops, strict=True):
+        label = str(row["point"])
+        if show_job:
+            label += f" {row['job']}"
+        if n_ops > 1:
+            label += f" {row['op']}"
+        if show_target:
+            label = f"{_text(row['target'])}: {label}"
+        labels.append(label)
+    return labels
+
+
+def _numeric_x(data: pd.DataFrame, mode: str | None) -> bool:
+    """Hosts on x unless steps share a host count (constant stepping: one x per group)."""
+    if mode == "constant" or data["hosts"].isna().any():
+        return False
+    return bool((data.groupby("hosts")["step"].nunique(dropna=False) <= 1).all())
+
+
+def _step_order(data: pd.DataFrame) -> list[str]:
+    steps = {_text(s) for s in data["step"]}
+    return sorted(steps, key=scaling.natural_key)
+
+
+def _scaling_x(data: pd.DataFrame, mode: str | None) -> list[float]:
+    if _numeric_x(data, mode):
+        return [float(h) for h in data["hosts"]]
+    positions = {step: index for index, step in enumerate(_step_order(data))}
+    return [float(positions[_text(s)]) for s in data["step"]]
+
+
+def _scaling_x_axis(ax, data: pd.DataFrame, mode: str | None) -> None:
+    if _numeric_x(data, mode):
+        hosts = sorted({int(h) for h in data["hosts"]})
+        ax.set_xticks([float(h) for h in hosts], [str(h) for h in hosts])
+        ax.set_xlim(0, max(hosts) * 1.05 + 0.5)
+    else:
+        steps = _step_order(data)
+        ax.set_xticks(range(len(steps)), steps, rotation=45 if len(steps) > 6 else 0)
+        ax.set_xlim(-0.6, len(steps) - 0.4)
+
+
+THEORY_LINESTYLES = ("--", "-.", (0, (1, 1)))
+
+
+def _theoretical_lines(ax, data: pd.DataFrame, scale: float) -> str:
+    """Draw each distinct theoretical curve once; return the bottlenecks for the caption.
+
+    The caption names the bottlenecks of the curve for all hosts of a step (not one op's).
+    """
+    curves: dict[tuple, list[str]] = {}
+    names: dict[tuple, list[tuple[float, str]]] = {}
+    whole_steps: list[tuple] = []
+    for _, rows in data.groupby("series", sort=False):
+        rows = rows.dropna(subset=["theoretical_bytes_s"]).sort_values("x", kind="stable")
+        if rows.empty:
+            continue
+        curve = tuple(zip(rows["x"], rows["theoretical_bytes_s"], strict=True))
+        curves.setdefault(curve, []).extend(str(op) for op in rows["op"].unique())
+        names.setdefault(curve, list(zip(rows["hosts"], rows["bottleneck"], strict=True)))
+        if (rows["op_hosts"] == rows["hosts"]).all():
+            whole_steps.append(curve)
+    for index, (curve, ops) in enumerate(curves.items()):
+        label = "theoretical maximum"
+        if len(curves) > 1:
+            label += f" ({', '.join(dict.fromkeys(ops))})"
+        xs, ys = zip(*curve, strict=True)
+        ax.plot(
+            xs,
+            [y / scale for y in ys],
+            color="black",
+            linestyle=THEORY_LINESTYLES[index % len(THEORY_LINESTYLES)],
+            linewidth=1,
+            marker="_",  # a step on its own still shows its maximum
+            markersize=10,
+            label=label,
+        )
+    chosen = whole_steps[0] if whole_steps else next(iter(names), None)
+    return _bottleneck_text(names.get(chosen, []))
+
+
+def _bottleneck_text(hosts_and_names: list[tuple]) -> str:
+    """'client links (2 x 10 Gbit/s) at 2 hosts, cluster from 4 hosts'."""
+    runs: list[list] = []
+    for hosts, name in hosts_and_names:
+        if runs and runs[-1][0] == name:
+            runs[-1][2] = hosts
+        else:
+            runs.append([name, hosts, hosts])
+    parts = []
+    for name, low, high in runs:
+        hosts = _int_label(low) if low == high else f"{_int_label(low)}–{_int_label(high)}"
+        parts.append(f"{name} at {hosts} hosts")
+    return "; ".join(parts) or "no theoretical maximum"
+
+
+# Hosts appendix
+
+
+HOST_COLUMN_NAMES = {
+    "host": "Host",
+    "group": "Group",
+    "kernel": "Kernel",
+    "os": "OS",
+    "cpu": "CPU",
+    "sockets": "Sockets",
+    "cores": "Cores",
+    "memory_gib": "Memory GiB",
+    "nics": "NICs",
+    "mount": "Target mount",
+    "tools": "Tools",
+}
+
+
+def hosts_appendix(telemetry: dict | None) -> dict | None:
+    """The hosts table (telemetry.hosts_table) with cells that differ from the majority marked."""
+    if not telemetry:
+        return None
+    from storbench.run import telemetry as host_telemetry  # lazy: only reports with telemetry
+
+    rows = host_telemetry.hosts_table(telemetry)
+    columns = [key for key in rows[0] if key != "differs"] if rows else []
+    body = [
+        {
+            "cells": [
+                {"text": _text(row.get(column)), "differs": column in row.get("differs", [])}
+                for column in columns
+            ],
+            "flagged": bool(row.get("differs")),
+        }
+        for row in rows
+    ]
+    split = host_telemetry.no_majority(telemetry)
+    notes = [
+        f"{fact}: " + "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in values.items())
+        for fact, values in split.items()
+    ]
+    return {
+        "header": [HOST_COLUMN_NAMES.get(column, column) for column in columns],
+        "rows": body,
+        "differing": sum(1 for row in body if row["flagged"]),
+        "no_majority": notes,
+    }
+
+
+# Methodology of the scale-out settings
+
+
+def scale_out_methodology(meta: dict) -> list[tuple[str, str | None]]:
+    steps = meta.get("steps") or {}
+    data_path = meta.get("data_path")
+    return [
+        ("Client stepping", _steps_text(steps)),
+        ("Data path", datapath.describe(data_path) if data_path else None),
+        ("Slow hosts", _slow_hosts_text(meta) if steps.get("mode") == "constant" else None),
+        (
+            "Start skew bound",
+            f"{float(meta['max_start_skew_s']):g} s"
+            if meta.get("max_start_skew_s") is not None
+            else None,
+        ),
+    ]
+
+
+def _slow_hosts_text(meta: dict) -> str:
+    percent = float(meta.get("slow_host_percent") or DEFAULT_SLOW_HOST_PERCENT)
+    return f"flagged more than {percent:g} % below the median of all hosts"
+
+
+def _steps_text(steps: dict) -> str | None:
+    if not steps:
+        return None
+    hosts = steps.get("hosts") or {}
+    listed = ", ".join(f"{label} ({len(members)} hosts)" for label, members in hosts.items())
+    size = f", size {steps['size']}" if steps.get("size") else ""
+    return f"{steps.get('mode')}{size}" + (f": {listed}" if listed else "")
+
+
+# ---------------------------------------------------------------------------------------
+# HTML
+
+
+BASIS_MEANING = {
+    "clat": "completion latency (clat): from submission of an I/O until its completion",
+    "lat": "total latency (lat = slat + clat): from creation of an I/O until its completion",
+}
+
+
+def methodology(meta: dict, summary: pd.DataFrame, raw: pd.DataFrame) -> list[tuple[str, str]]:
+    """(label, text) pairs describing how the numbers were made; absent keys are skipped."""
+    job = meta.get("job") or {}
+    version = meta.get("tool_version") or _recorded_versions(raw)
+    items = [
+        ("Experiment", meta.get("experiment")),
+        ("Tool", _join_nonempty(meta.get("tool"), version)),
+        ("Hosts", _list_text(meta.get("hosts"))),
+        ("Target", _mapping_text(meta.get("target"))),
+        ("Iterations", meta.get("iterations")),
+        ("Runtime / ramp", _runtime_text(job)),
+        ("Job parameters", _mapping_text(job)),
+        ("Sweep", _mapping_text(meta.get("sweep"))),
+        ("Runs", _runs_text(meta.get("run_ids"))),
+        ("Preparation", _preparation_text(meta.get("preparation"))),
+        *scale_out_methodology(meta),
+        ("Statistics", STATISTICS_TEXT),
+        ("Latency percentiles", PERCENTILE_TEXT),
+        ("Latency basis", _basis_meaning(summary)),
+        ("storbench", meta.get("storbench_version")),
+        ("Generated by", meta.get("generated_by")),
+    ]
+    return [(label, str(text)) for label, text in items if text not in (None, "", [], {})]
+
+
+STATISTICS_TEXT = (
+    "Each cell is one run (sweep point) and op, summarised over its iterations from the "
+    "aggregate over all hosts: mean ± sample standard deviation (n − 1), coefficient of "
+    f"variation CoV = sd / mean, {COV_MARK} marks CoV > {100 * stats.COV_LIMIT:g} %. "
+    "The 95 % confidence interval of the mean is Student t: mean ± t(0.975, n − 1) · sd / √n "
+    "(none for a single iteration). An iteration is an outlier when its bandwidth or IOPS is "
+    f"more than {stats.OUTLIER_MADS:g} raw median absolute deviations (MAD) from the median of "
+    f"the cell's iterations; outliers are marked ({OUTLIER_MARK}) and never dropped. "
+    "Mean latency is weighted by the I/O count of each iteration. Bandwidth in MiB/s "
+    "(1 MiB = 2^20 bytes)."
+)
+PERCENTILE_TEXT = (
+    "Percentiles are never averaged: the latency histograms of all hosts of an iteration, "
+    "and then of all iterations, are merged by summing the count of every bin; a percentile "
+    "is the first bin whose cumulative count reaches it (fio's rule). Where any iteration "
+    f"lacks a histogram the percentile is shown as {NO_VALUE}."
+)
+
+
+def _preparation_text(preparation: dict | None) -> str | None:
+    """The dataset and recipe the runs used, and where the preconditioning evidence is."""
+    if not preparation:
+        return None
+    parts = []
+    if preparation.get("dataset"):
+        parts.append(
+            f"dataset {preparation['dataset']} (prepared once, checked by a state "
+            "token on every host before each run)"
+        )
+    if preparation.get("precondition"):
+        phase = preparation.get("flush")
+        parts.append(
+            f"preconditioning recipe {preparation['precondition']}"
+            + (f", measured {phase} the cache flush" if phase else "")
+            + f"; passes, steady-state rounds and verdict: {preparation['page']}"
+        )
+    return "; ".join(parts)
+
+
+def _recorded_versions(raw: pd.DataFrame) -> str | None:
+    """Tool versions as recorded in the result rows, when meta does not say."""
+    if "tool_version" not in raw:
+        return None
+    return ", ".join(sorted({str(v) for v in raw["tool_version"].dropna()})) or None
+
+
+def _join_nonempty(*parts) -> str:
+    return " ".join(str(p) for p in parts if p not in (None, ""))
+
+
+def _list_text(values) -> str | None:
+    if not values:
+        return None
+    return f"{len(values)}: " + ", ".join(str(v) for v in values)
+
+
+def _mapping_text(mapping) -> str | None:
+    if not mapping:
+        return None
+    return "; ".join(f"{key} = {_value_text(value)}" for key, value in mapping.items())
+
+
+def _value_text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return "{" + _mapping_text(value) + "}" if value else "{}"
+    return str(value)
+
+
+def _runtime_text(job: dict) -> str | None:
+    runtime, ramp = job.get("runtime"), job.get("ramp_time")
+    if runtime is None and ramp is None:
+        return None
+    return f"runtime {runtime if runtime is not None else NO_VALUE}, ramp {ramp or 0}"
+
+
+def _runs_text(run_ids) -> str | None:
+    return _list_text(run_ids)
+
+
+def _basis_meaning(summary: pd.DataFrame) -> str | None:
+    bases = sorted({str(b) for b in summary["lat_basis"].dropna()})
+    return "; ".join(BASIS_MEANING.get(b, b) for b in bases) or None
+
+
+def _paper_table_context(paper_tables: dict) -> list[dict]:
+    """The exported tables for the template: id, files, header, alignment, rows and notes."""
+    return [
+        {
+            "id": f"table-{stem.replace('_', '-')}",
+            "files": [f"{report_tables.TABLE_DIR}/{stem}.{suffix}" for suffix in tables.SUFFIXES],
+            "caption": table.caption,
+            "header": [str(column) for column in table.columns],
+            "align": [{"l": "left", "c": "center", "r": "right"}[a] for a in table.alignment],
+            "rows": [[cell or NO_VALUE for cell in row] for row in table.text_rows()],
+            "notes": list(table.notes),
+        }
+        for stem, table in paper_tables.items()
+    ]
+
+
+def template_environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        autoescape=True,  # job files and configs are user text: never raw HTML
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_html(
+    *,
+    title: str,
+    meta: dict,
+    summary: pd.DataFrame,
+    table: dict,
+    figures: list[dict],
+    raw: pd.DataFrame,
+    scale_out: list[dict] | None = None,
+    hosts: dict | None = None,
+    paper_tables: dict | None = None,
+    host_figures: list[dict] | None = None,
+    environment: list[tuple[str, str]] | None = None,
+    extra_sections: list[dict] | None = None,
+) -> str:
+    job_files = meta.get("job_files") or {}
+    context = {
+        "title": title,
+        "table": table,
+        "footnote": COV_FOOTNOTE,
+        "errors": int(summary["errors"].fillna(0).sum()) if "errors" in summary else 0,
+        "figures": figures,
+        "scale_out": scale_out or [],
+        "methodology": methodology(meta, summary, raw),
+        "per_run": per_run_table(raw),
+        "per_run_note": PER_RUN_NOTE,
+        "paper_tables": _paper_table_context(
+            {k: v for k, v in (paper_tables or {}).items() if k != PER_HOST_TABLE}
+        ),
+        "per_host": _paper_table_context(
+            {k: v for k, v in (paper_tables or {}).items() if k == PER_HOST_TABLE}
+        ),
+        "host_figures": host_figures or [],
+        "environment": environment or [],
+        "extra_sections": extra_sections or [],
+        "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
+        "config_yaml": meta.get("config_yaml") or "",
+        "hosts": hosts,
+    }
+    return template_environment().get_template(TEMPLATE_NAME).render(context)
+
+
+# ---------------------------------------------------------------------------------------
+# Network check report
+
+NETWORK_COLUMNS = (
+    "phase",
+    "host",
+    "send_bytes_s",
+    "receive_bytes_s",
+    "bw_bytes_s",
+    "median_bytes_s",
+    "fraction_of_median",
+    "flagged",
+)
+PHASE_TITLES = {"single": "each client alone", "all": "all clients at once"}
+BITS_PER_BYTE = 8
+
+
+def build_network_report(parquet_path, out_dir, *, min_fraction: float) -> dict[str, Path]:
+    """The network check's report: index.html, network.csv, network.png/.svg in ``out_dir``.
+
+    Reads the rows of experiment 'network' (storbench.run.netcheck): per phase ('single': each
+    client alone, 'all': all at once) each client's bandwidth (receive, else send), the
+    median of the clients, and the clients netcheck.slow_clients flags below
+    ``min_fraction`` x the median.
+    """
+    from storbench.run import netcheck  # lazy: the run-path module pulls in the SSH stack
+
+    out_dir = Path(out_dir)
+    raw = _read_results(parquet_path)
+    rows = stats.latest_attempts(raw[raw["experiment"] == netcheck.EXPERIMENT])
+    table = network_table(rows, min_fraction)
+    written: dict[str, Path] = {}
+    png, svg, caption = make_network_figure(table, min_fraction)
+    written[f"{NETWORK_FIGURE}.png"] = _write(out_dir / f"{NETWORK_FIGURE}.png", png)
+    written[f"{NETWORK_FIGURE}.svg"] = _write(out_dir / f"{NETWORK_FIGURE}.svg", svg)
+    written["network.csv"] = _write(out_dir / "network.csv", frame_csv(table).encode())
+    flagged = [
+        {
+            "host": row["host"],
+            "phase": row["phase"],
+            "bw_bytes_s": row["bw_bytes_s"],
+            "median": row["median_bytes_s"],
+            "fraction": row["fraction_of_median"],
+        }
+        for _, row in table[table["flagged"]].iterrows()
+    ]
+    context = {
+        "title": "Network check",
+        "verdict": netcheck.describe_slow_clients(flagged, min_fraction),
+        "flagged": bool(flagged),
+        "table": network_display(table),
+        "figure": {"name": NETWORK_FIGURE, "caption": caption, "png_base64": as_base64(png)},
+        "methodology": _network_methodology(rows, min_fraction),
+    }
+    html = template_environment().get_template(NETWORK_TEMPLATE_NAME).render(context)
+    written["index.html"] = _write(out_dir / "index.html", html.encode())
+    return written
+
+
+def network_table(rows: pd.DataFrame, min_fraction: float) -> pd.DataFrame:
+    """Per phase and client: send, receive, the compared bandwidth, median, fraction, flag.
+
+    The phase's aggregate (host 'all') follows its clients, without median or flag.
+    """
+    from storbench.run import netcheck
+
+    means = rows.groupby(["run_id", "host", "op"], sort=False, dropna=False)["bw_bytes_s"].mean()
+    records = [
+        {"run_id": run_id, "host": host, "op": op, "bw_bytes_s": None if is_missing(bw) else bw}
+        for (run_id, host, op), bw in means.items()
+    ]
+    slow = {(item["phase"], item["host"]) for item in netcheck.slow_clients(records, min_fraction)}
+    phases = [p for p in netcheck.PHASES if p in set(rows["run_id"])]
+    phases += sorted(set(rows["run_id"]) - set(phases))
+    out = []
+    for phase in phases:
+        hosts = sorted({h for (r, h, _) in means.index if r == phase}, key=scaling.natural_key)
+        clients = [h for h in hosts if h != results.ALL_HOSTS]
+        values = {host: _network_values(means, phase, host) for host in hosts}
+        compared = [values[h]["bw_bytes_s"] for h in clients]
+        compared = [value for value in compared if not is_missing(value)]
+        median = float(np.median(compared)) if compared else math.nan
+        for host in [*clients, *([results.ALL_HOSTS] if results.ALL_HOSTS in hosts else [])]:
+            client = host != results.ALL_HOSTS
+            bw = values[host]["bw_bytes_s"]
+            out.append(
+                {
+                    "phase": phase,
+                    "host": host,
+                    **values[host],
+                    "median_bytes_s": median if client else math.nan,
+                    "fraction_of_median": bw / median if client and median else math.nan,
+                    "flagged": (phase, host) in slow,
+                }
+            )
+    table = pd.DataFrame.from_records(out, columns=list(NETWORK_COLUMNS))
+    return table.astype({c: float for c in NETWORK_COLUMNS[2:7]} | {"flagged": bool})
+
+
+def _network_values(means: pd.Series, phase: str, host: str) -> dict:
+    send = _mean_of(means, phase, host, "send")
+    receive = _mean_of(means, phase, host, "receive")
+    return {
+        "send_bytes_s": send,
+        "receive_bytes_s": receive,
+        "bw_bytes_s": receive if not is_missing(receive) else send,  # netcheck's rule
+    }
+
+
+def _mean_of(means: pd.Series, phase: str, host: str, op: str) -> float:
+    value = means.get((phase, host, op))
+    return math.nan if value is None or is_missing(value) else float(value)
+
+
+def _gbits(value):
+    return None if is_missing(value) else float(value) * BITS_PER_BYTE / 1e9
+
+
+def network_display(table: pd.DataFrame) -> dict:
+    # op send: the client sends to the server; receive: iperf3 --reverse.
+    header = ["Phase", "Client", "Client → server Gbit/s", "Server → client Gbit/s"]
+    header += ["vs median", "Slow"]
+    rows = []
+    for _, row in table.iterrows():
+        fraction = row["fraction_of_median"]
+        rows.append(
+            {
+                "cells": [
+                    PHASE_TITLES.get(row["phase"], str(row["phase"])),
+                    "all (sum)" if row["host"] == results.ALL_HOSTS else str(row["host"]),
+                    format_number(_gbits(row["send_bytes_s"]), 2),
+                    format_number(_gbits(row["receive_bytes_s"]), 2),
+                    format_percent(None if is_missing(fraction) else fraction - 1, signed=True),
+                    FLAG_MARK if row["flagged"] else "",
+                ],
+                "flagged": bool(row["flagged"]),
+            }
+        )
+    return {"header": header, "rows": rows}
+
+
+def make_network_figure(table: pd.DataFrame, min_fraction: float) -> tuple[bytes, bytes, str]:
+    with matplotlib.rc_context(RC):
+        fig, caption = network_figure(table, min_fraction)
+        try:
+            png, svg = render_figure(fig)
+        finally:
+            plt.close(fig)
+    return png, svg, caption
+
+
+def network_figure(table: pd.DataFrame, min_fraction: float):
+    """Per phase, one bar per client (Gbit/s), the median and the flag threshold."""
+    clients = table[(table["host"] != results.ALL_HOSTS) & table["bw_bytes_s"].notna()]
+    if clients.empty:
+        return _empty_figure("no network data"), "Network check: no data."
+    phases = list(dict.fromkeys(clients["phase"]))
+    fig, axes = _grid(len(phases), 2.6)
+    for ax, phase in zip(axes, phases, strict=True):
+        rows = clients[clients["phase"] == phase]
+        flagged = rows["flagged"].tolist()
+        ax.bar(
+            range(len(rows)),
+            rows["bw_bytes_s"] * BITS_PER_BYTE / 1e9,
+            0.7,
+            color=[COLORS[3] if flag else COLORS[0] for flag in flagged],
+            hatch=[HATCHES[1] if flag else "" for flag in flagged],
+            edgecolor="black",
+            linewidth=0.5,
+        )
+        median = rows["median_bytes_s"].iloc[0] * BITS_PER_BYTE / 1e9
+        ax.axhline(median, color="grey", linewidth=1, label="median")
+        threshold = min_fraction * median
+        ax.axhline(threshold, color=COLORS[3], linewidth=1, linestyle="--", label="flag threshold")
+        for x, (flag, value) in enumerate(zip(flagged, rows["bw_bytes_s"], strict=True)):
+            if flag:
+                ax.annotate("slow", (x, value * BITS_PER_BYTE / 1e9), ha="center", va="bottom")
+        names = [str(h) for h in rows["host"]]
+        slanted = len(names) > 4
+        ax.set_xticks(
+            range(len(rows)),
+            names,
+            rotation=45 if slanted else 0,
+            ha="right" if slanted else "center",
+        )
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+        ax.set_ylim(bottom=0)
+        ax.set_title(PHASE_TITLES.get(phase, str(phase)))
+        ax.set_ylabel("bandwidth (Gbit/s)")
+    figure_legend(fig, axes)
+    caption = (
+        "iperf3 bandwidth of each client host (Gbit/s; receive side). Solid line: median of "
+        f"the clients; dashed: {min_fraction:.0%} of the median, below which a client is "
+        "flagged (hatched, 'slow')."
+    )
+    return fig, caption
+
+
+def _parenthesized(text) -> str | None:
+    return f"({text})" if text else None
+
+
+def _network_methodology(rows: pd.DataFrame, min_fraction: float) -> list[tuple[str, str]]:
+    params = {}
+    for text in rows["params_json"].dropna().unique() if "params_json" in rows else []:
+        params.update(json.loads(text))
+    clients = sorted({h for h in rows["host"] if h != results.ALL_HOSTS}, key=scaling.natural_key)
+    items = [
+        ("Tool", _recorded_versions(rows) or "iperf3"),
+        ("Server", _join_nonempty(params.get("server"), _parenthesized(params.get("address")))),
+        ("Clients", _list_text(clients)),
+        ("Duration", f"{params['duration_s']} s" if params.get("duration_s") else None),
+        ("Parallel streams", params.get("parallel")),
+        ("Phases", "each client alone, one after the other (single); all clients at once (all)"),
+        ("Flag", f"a client below {min_fraction:.0%} of the median of its phase"),
+    ]
+    return [(label, str(text)) for label, text in items if text not in (None, "", [], {})]

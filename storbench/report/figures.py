@@ -1,0 +1,237 @@
+"""The experiment report's further figures: latency vs IOPS, per-interval series, per-host bars.
+
+Each builder returns (matplotlib figure, caption) like those in
+``storbench.report.experiment`` and uses
+its style (``report.RC``, colours, fixed sizes), so ``report.render_figure`` makes
+deterministic PNG and SVG bytes of it.
+
+- ``latency_vs_iops``: mean and p99 latency against achieved IOPS, one line per block size
+  whose points are the queue depths in order (a panel per access pattern and operation);
+  p99 comes from the merged histograms of the iterations (``stats.summarize``).
+- ``timeseries``: IOPS per interval against time since the workload started, summed over
+  hosts, jobs and operations, one panel per run and one line per iteration.
+- ``per_host``: mean bandwidth of each client host per run, with the sd across iterations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from storbench.analysis import fault_analysis, scaling
+from storbench.core.results import ALL_HOSTS
+from storbench.report import experiment as base
+
+LATENCY_VS_IOPS_FIGURE = "latency_vs_iops"
+TIMESERIES_FIGURE = "timeseries"
+PER_HOST_FIGURE = "per_host"
+FIGURES = (LATENCY_VS_IOPS_FIGURE, TIMESERIES_FIGURE, PER_HOST_FIGURE)
+MAX_TIMESERIES_PANELS = 36  # beyond this a panel is too small to read; the caption says so
+PANEL_COLUMNS = 4
+
+
+def make_figure(
+    name: str, summary: pd.DataFrame, raw: pd.DataFrame, timeseries: pd.DataFrame | None
+) -> tuple[bytes, bytes, str]:
+    """(PNG bytes, SVG bytes, caption) of one of FIGURES."""
+    builders = {
+        LATENCY_VS_IOPS_FIGURE: lambda: latency_vs_iops_figure(summary),
+        TIMESERIES_FIGURE: lambda: timeseries_figure(timeseries),
+        PER_HOST_FIGURE: lambda: per_host_figure(raw),
+    }
+    return base.figure_files(builders[name])
+
+
+# ---------------------------------------------------------------------------------------
+# Latency vs IOPS over queue depth
+
+
+def latency_vs_iops_figure(summary: pd.DataFrame):
+    data = summary.dropna(subset=["iops_mean", "iodepth"])
+    data = data[data["iops_mean"] > 0]
+    if data.empty:
+        return base._empty_figure("no IOPS data"), "Latency vs IOPS: no data."
+    data = data.assign(
+        pattern=[_pattern_label(row) for _, row in data.iterrows()],
+        size=data["bs"].map(base._bs_label),
+    )
+    sizes = list(dict.fromkeys(data.sort_values("bs")["size"]))
+    patterns = list(dict.fromkeys(data["pattern"]))
+    fig, axes = base._grid(len(patterns), 2.6)
+    for ax, pattern in zip(axes, patterns, strict=True):
+        panel = data[data["pattern"] == pattern]
+        for index, size in enumerate(sizes):
+            _latency_line(ax, panel[panel["size"] == size].sort_values("iodepth"), size, index)
+        ax.set_title(pattern)
+        ax.set_xlabel("IOPS")
+        ax.set_ylabel("latency (µs)")
+        ax.set_yscale("log")
+        ax.set_xlim(left=0)
+    base.figure_legend(fig, axes)
+    caption = (
+        "Latency against achieved IOPS as the queue depth grows (labels at the points: "
+        "iodepth), one line per block size and a panel per access pattern. Solid: mean "
+        "latency weighted by I/O count; dashed: p99 from the merged histograms of all "
+        f"iterations ({base._basis_text(summary)}; µs, log scale). X: mean IOPS over "
+        "iterations."
+    )
+    return fig, caption
+
+
+def _pattern_label(row) -> str:
+    """The access pattern, plus the operation for a mixed workload (its reads and writes)."""
+    label = base._rw_label(row)
+    return f"{label} {row['op']}" if row["rw"] in base.MIXED_RW else label
+
+
+def _latency_line(ax, rows: pd.DataFrame, size: str, index: int) -> None:
+    if rows.empty:
+        return
+    color = base.COLORS[index % len(base.COLORS)]
+    iops = rows["iops_mean"].astype(float)
+    mean_us = rows["lat_mean_ns"].astype(float) / base.NS_PER_US
+    p99_us = rows["p99_ns"].astype(float) / base.NS_PER_US
+    marker = base.MARKERS[index % len(base.MARKERS)]
+    ax.plot(iops, mean_us, color=color, marker=marker, markersize=3, linewidth=1, label=size)
+    if p99_us.notna().any():
+        ax.plot(
+            iops,
+            p99_us,
+            color=color,
+            marker=marker,
+            markersize=3,
+            linewidth=1,
+            linestyle="--",
+            label=f"{size} p99",
+        )
+    for x, y, depth in zip(iops, mean_us, rows["iodepth"], strict=True):
+        if not math.isnan(y):
+            ax.annotate(
+                base._int_label(depth),
+                (x, y),
+                textcoords="offset points",
+                xytext=(2, 3),
+                fontsize=5,
+                color=color,
+            )
+
+
+# ---------------------------------------------------------------------------------------
+# Per-interval time series
+
+
+def interval_series(timeseries: pd.DataFrame) -> pd.DataFrame:
+    """IOPS and bandwidth per (run_id, iteration, interval) summed over hosts, jobs and ops.
+
+    Each run and iteration is summed by ``fault_analysis.aggregate_series``, which puts
+    hosts whose intervals end at slightly different times on one grid.
+    """
+    frames = []
+    for (run_id, iteration), rows in timeseries.groupby(["run_id", "iteration"], sort=True):
+        series = fault_analysis.aggregate_series(rows.dropna(subset=["t_s"]))
+        if series["iops"]:
+            times, iops = zip(*series["iops"], strict=True)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "run_id": run_id,
+                        "iteration": iteration,
+                        "t_s": times,
+                        "iops": iops,
+                        "bw_bytes_s": [v for _, v in series["bw"]],
+                    }
+                )
+            )
+    if not frames:
+        return pd.DataFrame(columns=["run_id", "iteration", "t_s", "iops", "bw_bytes_s"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def timeseries_figure(timeseries: pd.DataFrame | None):
+    series = interval_series(timeseries) if timeseries is not None else None
+    if series is None or series.empty:
+        message = "no per-interval data (set status_interval in the job, e.g. 1s)"
+        return base._empty_figure(message), f"Per-interval series: {message}."
+    runs = list(dict.fromkeys(series["run_id"]))
+    shown = runs[:MAX_TIMESERIES_PANELS]
+    ncols = min(len(shown), PANEL_COLUMNS)
+    nrows = math.ceil(len(shown) / ncols)
+    fig, axes = base.new_figure(nrows, ncols, height_in=1.5 * nrows + 0.6)
+    for ax in axes[len(shown) :]:
+        ax.set_axis_off()
+    iterations = sorted(series["iteration"].unique())
+    for ax, run_id in zip(axes, shown, strict=False):
+        run = series[series["run_id"] == run_id]
+        for index, iteration in enumerate(iterations):
+            points = run[run["iteration"] == iteration]
+            if not points.empty:
+                ax.plot(
+                    points["t_s"],
+                    points["iops"],
+                    color=base.COLORS[index % len(base.COLORS)],
+                    linewidth=0.8,
+                    marker=".",
+                    markersize=2,
+                    label=f"iteration {iteration}",
+                )
+        ax.set_title(str(run_id), fontsize=6)
+        ax.set_ylim(bottom=0)
+        ax.tick_params(labelsize=5)
+    for ax in axes[(nrows - 1) * ncols : len(shown)]:
+        ax.set_xlabel("time (s)")
+    for ax in axes[: len(shown) : ncols]:
+        ax.set_ylabel("IOPS")
+    base.figure_legend(fig, axes[: len(shown)])
+    left_out = len(runs) - len(shown)
+    caption = (
+        "IOPS per reporting interval against the time since the workload started (end of "
+        "each interval), summed over hosts, jobs and operations; one panel per run, one line "
+        "per iteration."
+        + (
+            f" The first {len(shown)} of {len(runs)} runs; all are in timeseries.parquet."
+            if left_out
+            else ""
+        )
+    )
+    return fig, caption
+
+
+# ---------------------------------------------------------------------------------------
+# Per-host bars
+
+
+def host_means(raw: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd over iterations of each client host's bandwidth per run (summed over ops)."""
+    rows = raw[raw["host"] != ALL_HOSTS]
+    if rows.empty:
+        return pd.DataFrame(columns=["run_id", "host", "bw_mean", "bw_sd", "n"])
+    per_iteration = rows.groupby(["run_id", "host", "iteration"], sort=False)["bw_bytes_s"].sum()
+    grouped = per_iteration.groupby(level=["run_id", "host"], sort=False)
+    frame = grouped.agg(bw_mean="mean", bw_sd="std", n="count").reset_index()
+    return frame
+
+
+def per_host_figure(raw: pd.DataFrame):
+    frame = host_means(raw)
+    if frame.empty:
+        return base._empty_figure("no per-host rows"), "Per-host bandwidth: no data."
+    hosts = sorted(frame["host"].unique(), key=scaling.natural_key)
+    runs = list(dict.fromkeys(frame["run_id"]))
+    unit, scale = base.binary_bandwidth_unit(frame["bw_mean"].max())
+    width_in = min(max(base.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
+    fig, (ax,) = base.new_figure(height_in=3.2)
+    fig.set_figwidth(width_in)
+    for index, host in enumerate(hosts):
+        rows = frame[frame["host"] == host].set_index("run_id").reindex(runs)
+        means, sds = rows["bw_mean"] / scale, rows["bw_sd"].fillna(0) / scale
+        base.series_bars(ax, index, len(hosts), range(len(runs)), means, sds, host)
+    base.category_axis(ax, runs, rotation=45, ha="right")
+    ax.set_ylabel(f"bandwidth per host ({unit})")
+    base.figure_legend(fig, [ax])
+    caption = (
+        f"Bandwidth of each client host per run ({unit}, summed over the host's jobs and "
+        "operations): bars are the mean over iterations, error bars the sample sd. Hosts "
+        "far below their peers in the same run point at a client or path problem."
+    )
+    return fig, caption

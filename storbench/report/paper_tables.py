@@ -1,0 +1,302 @@
+"""The report's paper tables, each exported as CSV, Markdown, LaTeX and HTML (report.tables).
+
+``report_tables(raw, summary)`` returns {stem: Table}:
+
+- ``bandwidth``: tool × access pattern × op × hosts in the run, GB/s and GiB/s with the 95 %
+  Student-t CI of the mean;
+- ``latency``: mean latency (weighted by I/O count) and p50 … p99.99 from merged histograms;
+- ``prep_state``: IOPS and mean latency per workload × preparation state (only when the rows
+  record a state);
+- ``per_host``: IOPS and throughput of every client host (node) against host 'all' (system).
+
+Numbers are text with a fixed number of decimals per column (three significant digits for the
+column's smallest value), so CSV, Markdown, LaTeX and HTML show the same digits; a missing
+value is an empty cell.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from storbench.analysis import scaling, stats
+from storbench.core.results import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.units import size_label
+from storbench.report import tables
+
+GB = 1e9
+GIB = 1024**3
+NS_PER_US = 1000.0
+SIGNIFICANT_DIGITS = 3
+MAX_DECIMALS = 6
+TABLE_DIR = "tables"
+STEMS = ("bandwidth", "latency", "prep_state", "per_host")
+SEQUENTIAL = {"read", "write", "rw", "readwrite", "trim", "trimwrite"}
+RANDOM = {"randread", "randwrite", "randrw", "randtrim"}
+SYSTEM = "system"
+NODE = "node"
+CI_NOTE = (
+    "CI: two-sided 95 % Student t confidence interval of the mean over the n iterations "
+    "(mean ± t(0.975, n − 1) · sd / √n); empty for n = 1."
+)
+MISSING_NOTE = "An empty cell: value not available."
+
+
+def access_pattern(rw) -> str | None:
+    """'sequential' for read/write/rw, 'random' for randread/randwrite/randrw, else None."""
+    if rw in SEQUENTIAL:
+        return "sequential"
+    if rw in RANDOM:
+        return "random"
+    return None
+
+
+def report_tables(raw: pd.DataFrame, summary: pd.DataFrame) -> dict[str, tables.Table]:
+    """{stem: Table} of STEMS; 'prep_state' only when some row records a preparation state."""
+    built = {
+        "bandwidth": bandwidth_table(summary),
+        "latency": latency_table(summary),
+        "prep_state": prep_state_table(summary),
+        "per_host": per_host_table(raw, summary),
+    }
+    return {stem: table for stem, table in built.items() if table is not None}
+
+
+def write_tables(built: dict[str, tables.Table], out_dir: Path) -> dict[str, Path]:
+    """Write every table into out_dir/tables as csv, md, tex and html; {'tables/x.csv': path}.
+
+    Files of a table not built this time (a state table from an earlier build) are removed.
+    """
+    table_dir = Path(out_dir) / TABLE_DIR
+    table_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for stem in STEMS:
+        if stem not in built:
+            for suffix in tables.SUFFIXES:
+                (table_dir / f"{stem}.{suffix}").unlink(missing_ok=True)
+            continue
+        for name, path in tables.write_all(built[stem], table_dir, stem).items():
+            written[f"{TABLE_DIR}/{name}"] = path
+    return written
+
+
+# ---------------------------------------------------------------------------------------
+# Formatting
+
+
+def column_decimals(values, significant: int = SIGNIFICANT_DIGITS) -> int:
+    """Decimals that give the smallest non-zero |value| ``significant`` significant digits."""
+    present = [abs(float(v)) for v in values if not _missing(v) and float(v) != 0]
+    if not present:
+        return 0
+    exponent = math.floor(math.log10(min(present)))
+    return max(0, min(MAX_DECIMALS, significant - 1 - exponent))
+
+
+def fixed(value, decimals: int) -> str | None:
+    """'1234.57' (decimals=2, no thousands separator: CSV and LaTeX read it); missing -> None."""
+    return None if _missing(value) else f"{float(value):.{decimals}f}"
+
+
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def _scaled(value, unit: float):
+    return None if _missing(value) else float(value) / unit
+
+
+def _int_text(value) -> str | None:
+    return None if _missing(value) else str(int(value))
+
+
+def _bs_text(value) -> str | None:
+    return None if _missing(value) else size_label(int(value))
+
+
+def _rw_text(row) -> str:
+    if not _missing(row.get("rwmixread")) and row["rw"] in {"rw", "readwrite", "randrw"}:
+        return f"{row['rw']} ({int(row['rwmixread'])} % read)"
+    return str(row["rw"])
+
+
+def _metric_columns(frame: pd.DataFrame, column: str, unit: float, label: str) -> dict:
+    """{header: [text per row]} for the mean and CI of ``column`` scaled by ``unit``."""
+    means = [_scaled(v, unit) for v in frame[f"{column}_mean"]]
+    decimals = column_decimals(means)
+    return {
+        label: [fixed(v, decimals) for v in means],
+        f"{label} CI low": [fixed(_scaled(v, unit), decimals) for v in frame[f"{column}_ci_low"]],
+        f"{label} CI high": [fixed(_scaled(v, unit), decimals) for v in frame[f"{column}_ci_high"]],
+    }
+
+
+def _table(columns: dict[str, list], text_columns: int, **kwargs) -> tables.Table:
+    """A Table from {header: cells}; the first ``text_columns`` columns left-aligned."""
+    headers = list(columns)
+    rows = [list(cells) for cells in zip(*columns.values(), strict=True)] if columns else []
+    align = "l" * text_columns + "r" * (len(headers) - text_columns)
+    return tables.Table(columns=headers, rows=rows, align=align, **kwargs)
+
+
+def _workload(frame: pd.DataFrame) -> dict[str, list]:
+    return {
+        "Run": [str(v) for v in frame["run_id"]],
+        "rw": [_rw_text(row) for _, row in frame.iterrows()],
+        "bs": [_bs_text(v) for v in frame["bs"]],
+        "iodepth": [_int_text(v) for v in frame["iodepth"]],
+        "numjobs": [_int_text(v) for v in frame["numjobs"]],
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Tables
+
+
+def bandwidth_table(summary: pd.DataFrame) -> tables.Table:
+    """Per cell, ordered by tool, pattern, op and hosts in the run: GB/s and GiB/s, mean and CI."""
+    frame = summary.assign(
+        pattern=[access_pattern(rw) for rw in summary["rw"]],
+        _hosts=summary["hosts_in_run"].astype("Float64"),
+    )
+    frame = frame.sort_values(
+        ["tool", "pattern", "op", "_hosts"], kind="stable", na_position="last"
+    )
+    columns = {
+        "Tool": [str(v) for v in frame["tool"]],
+        "Pattern": [v or "" for v in frame["pattern"]],
+        "op": [str(v) for v in frame["op"]],
+        "Hosts": [_int_text(v) for v in frame["hosts_in_run"]],
+        **_workload(frame),
+        "n": [_int_text(v) for v in frame["n"]],
+        **_metric_columns(frame, "bw_bytes_s", GB, "GB/s"),
+        **_metric_columns(frame, "bw_bytes_s", GIB, "GiB/s"),
+    }
+    return _table(
+        columns,
+        9,
+        caption="Bandwidth by tool, access pattern, operation and hosts in the run "
+        "(aggregate over the hosts; 1 GB = 10^9 bytes, 1 GiB = 2^30 bytes).",
+        label="tab:bandwidth",
+        notes=(f"Mean over n iterations. {CI_NOTE}", MISSING_NOTE),
+    )
+
+
+LATENCY_HEADERS = [f"p{p:g} µs" for p in PERCENTILES]
+
+
+def latency_table(summary: pd.DataFrame) -> tables.Table:
+    """Per cell: mean latency weighted by I/O count and percentiles of the merged histograms."""
+    values = {
+        "Mean µs": [_scaled(v, NS_PER_US) for v in summary["lat_mean_ns"]],
+        **{
+            header: [_scaled(v, NS_PER_US) for v in summary[column]]
+            for header, column in zip(LATENCY_HEADERS, PERCENTILE_COLUMNS, strict=True)
+        },
+    }
+    decimals = column_decimals([v for column in values.values() for v in column])
+    columns = {
+        **_workload(summary),
+        "op": [str(v) for v in summary["op"]],
+        "n": [_int_text(v) for v in summary["n"]],
+        **{header: [fixed(v, decimals) for v in cells] for header, cells in values.items()},
+    }
+    basis = ", ".join(sorted({str(b) for b in summary["lat_basis"].dropna()})) or "unknown"
+    return _table(
+        columns,
+        6,
+        caption=f"Latency per run and operation (µs; latency basis: {basis}).",
+        label="tab:latency",
+        notes=(
+            "Mean weighted by the I/O count of each iteration. Percentiles are never averaged: "
+            "the histograms of all hosts and iterations are merged by summing bin counts and a "
+            "percentile is the first bin whose cumulative count reaches it.",
+            MISSING_NOTE,
+        ),
+    )
+
+
+def prep_state_table(summary: pd.DataFrame) -> tables.Table | None:
+    """IOPS (mean and CI) and mean latency per workload × preparation state; None without any."""
+    if "prep_state" not in summary or not summary["prep_state"].notna().any():
+        return None
+    frame = summary.sort_values(
+        ["rw", "bs", "iodepth", "numjobs", "op", "prep_state"], kind="stable", na_position="last"
+    )
+    iops = [_scaled(v, 1.0) for v in frame["iops_mean"]]
+    decimals = column_decimals(iops)
+    latency = [_scaled(v, NS_PER_US) for v in frame["lat_mean_ns"]]
+    lat_decimals = column_decimals(latency)
+    columns = {
+        **_workload(frame),
+        "op": [str(v) for v in frame["op"]],
+        "State": [v if isinstance(v, str) else "" for v in frame["prep_state"]],
+        "n": [_int_text(v) for v in frame["n"]],
+        "IOPS": [fixed(v, decimals) for v in iops],
+        "IOPS CI low": [fixed(v, decimals) for v in frame["iops_ci_low"]],
+        "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
+        "Mean lat µs": [fixed(v, lat_decimals) for v in latency],
+    }
+    return _table(
+        columns,
+        7,
+        caption="IOPS and mean latency of each workload by preparation state of the target.",
+        label="tab:prep-state",
+        notes=(
+            f"Mean over n iterations; latency weighted by I/O count. {CI_NOTE}",
+            "An empty state: the run recorded no preparation state.",
+        ),
+    )
+
+
+PER_HOST_COLUMNS = ("scope", "host")
+
+
+def per_host_summary(raw: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """stats.summarize per client host (scope 'node') and for host 'all' (scope 'system').
+
+    Each cell's node rows (hosts in natural order) come right before its system row, cells in
+    the order of ``summary``.
+    """
+    hosts = sorted({str(h) for h in raw["host"].dropna()} - {ALL_HOSTS}, key=scaling.natural_key)
+    parts = [stats.summarize(raw, host=h).assign(scope=NODE, host=h) for h in hosts]
+    parts.append(summary.assign(scope=SYSTEM, host=ALL_HOSTS))
+    frame = pd.concat([p for p in parts if not p.empty] or parts[-1:], ignore_index=True)
+    keys = list(stats.CELL_KEYS)
+    order = {tuple(row): i for i, row in enumerate(summary[keys].itertuples(index=False))}
+    position = [order.get(tuple(row), len(order)) for row in frame[keys].itertuples(index=False)]
+    frame = frame.assign(
+        _cell=position,
+        _system=frame["scope"] == SYSTEM,
+        _host=[hosts.index(h) if h in hosts else -1 for h in frame["host"]],
+    )
+    frame = frame.sort_values(["_cell", "_system", "_host"], kind="stable")
+    return frame.drop(columns=["_cell", "_system", "_host"]).reset_index(drop=True)
+
+
+def per_host_table(raw: pd.DataFrame, summary: pd.DataFrame) -> tables.Table:
+    """IOPS and GB/s (mean and CI) of every client host and of the system (host 'all')."""
+    frame = per_host_summary(raw, summary)
+    iops = list(frame["iops_mean"])
+    decimals = column_decimals(iops)
+    columns = {
+        **_workload(frame),
+        "op": [str(v) for v in frame["op"]],
+        "Scope": list(frame["scope"]),
+        "Host": list(frame["host"]),
+        "n": [_int_text(v) for v in frame["n"]],
+        "IOPS": [fixed(v, decimals) for v in iops],
+        "IOPS CI low": [fixed(v, decimals) for v in frame["iops_ci_low"]],
+        "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
+        **_metric_columns(frame, "bw_bytes_s", GB, "GB/s"),
+    }
+    return _table(
+        columns,
+        8,
+        caption="Per-node and per-system IOPS and throughput: each client host alone "
+        "(node) and the aggregate of all hosts of the run (system, host 'all').",
+        label="tab:per-host",
+        notes=(f"Mean over n iterations. {CI_NOTE}", MISSING_NOTE),
+    )

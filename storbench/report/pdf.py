@@ -1,0 +1,166 @@
+"""Print an offline HTML report to PDF, or screenshot it, with headless Chromium.
+
+The browser runs with a throwaway profile and every host name and IP address mapped to
+"not found", so a report that references anything outside its own file cannot reach the
+network. The output is published atomically: a failed print leaves no file under the name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from storbench.core.atomic import atomic_output
+
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
+PDF_MAGIC = b"%PDF-"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+STDERR_TAIL_LINES = 15
+
+
+class PdfError(RuntimeError):
+    """Chromium is missing, failed, timed out or wrote no usable output."""
+
+
+def find_browser() -> str | None:
+    """The first of chromium, chromium-browser, google-chrome found on PATH, else None."""
+    for name in BROWSER_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def headless_flags(profile_dir: str | os.PathLike) -> list[str]:
+    """Flags for a headless, offline Chromium with its profile in ``profile_dir``."""
+    return [
+        "--headless",
+        "--no-sandbox",  # CI runs as root, where Chromium refuses to start with its sandbox
+        "--disable-gpu",
+        f"--user-data-dir={profile_dir}",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--disable-component-update",
+        "--disable-background-networking",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--disable-domain-reliability",
+        "--dns-prefetch-disable",
+        "--no-proxy-server",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # host names and IP literals alike: offline
+        "--hide-scrollbars",
+        "--mute-audio",
+    ]
+
+
+def html_to_pdf(
+    html_path: str | os.PathLike,
+    pdf_path: str | os.PathLike,
+    *,
+    timeout_s: float = 120,
+    browser: str | None = None,
+) -> Path:
+    """Print the HTML file to ``pdf_path``: Chromium's default US Letter pages, no header/footer."""
+    html_path = _existing_html(html_path)
+    browser = _browser_or_error(browser, f"print {html_path} to PDF")
+    with tempfile.TemporaryDirectory(prefix="storbench-chromium-") as work:
+        rendered = Path(work) / "out.pdf"
+        extra = ["--no-pdf-header-footer", f"--print-to-pdf={rendered}"]
+        _run_browser(browser, work, extra, html_path, pdf_path, timeout_s)
+        return _publish(rendered, pdf_path, PDF_MAGIC, browser, html_path)
+
+
+def screenshot(
+    html_path: str | os.PathLike,
+    png_path: str | os.PathLike,
+    width: int = 1280,
+    height: int = 2000,
+    *,
+    timeout_s: float = 120,
+    browser: str | None = None,
+) -> Path:
+    """Write a ``width`` x ``height`` PNG of the top of the rendered HTML file."""
+    html_path = _existing_html(html_path)
+    browser = _browser_or_error(browser, f"take a screenshot of {html_path}")
+    with tempfile.TemporaryDirectory(prefix="storbench-chromium-") as work:
+        rendered = Path(work) / "out.png"
+        extra = [f"--window-size={width},{height}", f"--screenshot={rendered}"]
+        _run_browser(browser, work, extra, html_path, png_path, timeout_s)
+        return _publish(rendered, png_path, PNG_MAGIC, browser, html_path)
+
+
+def _existing_html(html_path: str | os.PathLike) -> Path:
+    html_path = Path(html_path).resolve()
+    if not html_path.is_file():
+        raise PdfError(f"HTML file {html_path} does not exist")
+    return html_path
+
+
+def _browser_or_error(browser: str | None, action: str) -> str:
+    found = browser or find_browser()
+    if found is None:
+        raise PdfError(
+            f"cannot {action}: no browser on PATH (looked for {', '.join(BROWSER_NAMES)}); "
+            "install Debian's chromium package"
+        )
+    if shutil.which(found) is None:
+        raise PdfError(f"cannot {action}: browser {found} is not an executable")
+    return found
+
+
+def _run_browser(
+    browser: str, work: str, extra: list[str], html_path: Path, out_path, timeout_s: float
+) -> None:
+    command = [browser, *headless_flags(Path(work) / "profile"), *extra, html_path.as_uri()]
+    # Own session: on a timeout the renderer and zygote children die with the browser.
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        _, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate()
+        raise PdfError(
+            f"{browser} did not render {html_path} to {out_path} within {timeout_s:g} s"
+            f"{_stderr_tail(stderr)}"
+        ) from None
+    if process.returncode != 0:
+        raise PdfError(
+            f"{browser} failed to render {html_path} to {out_path} "
+            f"(exit status {process.returncode}){_stderr_tail(stderr)}"
+        )
+
+
+def _publish(rendered: Path, out_path, magic: bytes, browser: str, html_path: Path) -> Path:
+    out_path = Path(out_path)
+    if not rendered.is_file() or _head(rendered, len(magic)) != magic:
+        kind = "PDF" if magic == PDF_MAGIC else "PNG"
+        raise PdfError(f"{browser} exited without writing a {kind} of {html_path} to {out_path}")
+    with atomic_output(out_path) as tmp:
+        shutil.copyfile(rendered, tmp)
+    return out_path
+
+
+def _head(path: Path, size: int) -> bytes:
+    with path.open("rb") as file:
+        return file.read(size)
+
+
+def _stderr_tail(stderr: str) -> str:
+    # Headless Chromium without a session bus logs dbus errors that bury the real one.
+    lines = [line for line in stderr.splitlines() if line.strip() and "dbus" not in line]
+    if not lines:
+        return ""
+    return "; stderr tail:\n" + "\n".join(lines[-STDERR_TAIL_LINES:])

@@ -1,0 +1,1 @@
+"""Steps that touch hosts: render, the run engine, preflight, telemetry, preparation, faults."""

@@ -1,0 +1,582 @@
+"""Run preparation stages (datasets, purge, overwrite chunks, SNIA rounds, flush) and keep state.
+
+Each stage renders one fio job per host from ``templates/fio/prepare.fio.j2``, runs it with the
+runner (raw output kept per attempt, nothing published on failure) and publishes a small JSON
+marker. After a recipe's stages, ``finish`` writes a state token on every host (in the target
+directory, or the host's workdir for a device); before a run, ``run_state`` reads the tokens
+back: a missing or different dataset token re-prepares the dataset on that host, a missing
+recipe token stops the run. Stays light: no pandas here, this is the benchmark path.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import shlex
+import threading
+import time
+from pathlib import Path
+
+from storbench.core import atomic, paths
+from storbench.hosts.transport import HostSpec, open_transport
+from storbench.run.runner import RunError, run_iteration
+
+TEMPLATE = paths.TEMPLATES_DIR / "fio" / "prepare.fio.j2"
+TOKEN_READ_TIMEOUT_S = 30.0
+FLUSH_COMMAND_TIMEOUT_S = 300.0
+
+
+class PrepareError(RuntimeError):
+    pass
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def _host_spec(host: dict) -> HostSpec:
+    return HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
+
+
+# --- job files ----------------------------------------------------------------------------------
+
+
+def render(purpose: str, host: str, global_options: dict, sections: list[dict]) -> str:
+    from storbench.plan.runs import normalized_options
+    from storbench.run.render import job_template
+
+    return job_template(TEMPLATE).render(
+        purpose=purpose,
+        host=host,
+        global_options=normalized_options(global_options),
+        sections=[{**s, "options": normalized_options(s["options"])} for s in sections],
+    )
+
+
+def region_options(recipe: dict, host_index: int, host: str) -> tuple[dict, int]:
+    """(fio options naming the host's region, the region's first byte)."""
+    from storbench.tools.fio import FioAdapter
+
+    target = recipe["target"]
+    if target["type"] == "block":
+        return {"filename": target["path"]}, host_index * recipe["slice_bytes"]
+    from storbench.plan.preparation import REGION_FILE
+
+    directory = FioAdapter().target_directory(target, host)
+    return {"directory": directory, "filename": REGION_FILE}, 0
+
+
+def pass_sections(spec: dict, host_index: int, host: str) -> tuple[dict, list[dict]]:
+    """One chunk of an overwrite pass: a slice of the pass (sequential) or random writes."""
+    recipe, p = spec["recipe"], spec["pass"]
+    region, start = region_options(recipe, host_index, host)
+    done = (p["chunk"] - 1) * p["chunk_bytes"]
+    size = min(p["chunk_bytes"], p["pass_bytes"] - done)
+    options = {"bs": p["bs"], "end_fsync": 1}
+    if p["pattern"] == "sequential":
+        options.update(rw="write", offset=start + done, size=size)
+    else:  # random writes anywhere in the slice; each chunk a fresh seed
+        options.update(
+            rw="randwrite", offset=start, size=recipe["slice_bytes"], io_size=size, randrepeat=0
+        )
+    if p["compressibility"] is not None:
+        options.update(buffer_compress_percentage=p["compressibility"], refill_buffers=1)
+    global_options = {**recipe["job"], **region, "group_reporting": 1}
+    return global_options, [{"name": spec["stage"], "options": options}]
+
+
+def round_sections(spec: dict, host_index: int, host: str) -> tuple[dict, list[dict]]:
+    """Every element of the round workload in turn, each its own group."""
+    recipe = spec["recipe"]
+    region, start = region_options(recipe, host_index, host)
+    global_options = {
+        **recipe["job"],
+        **region,
+        "offset": start,
+        "size": recipe["slice_bytes"],
+        "group_reporting": 1,
+        "time_based": 1,
+    }
+    sections = [
+        {"name": element, "options": params} for element, params in recipe["rounds"]["elements"]
+    ]
+    return global_options, sections
+
+
+def dataset_sections(spec: dict, host: str) -> tuple[dict, list[dict]]:
+    from storbench.tools.fio import FioAdapter
+
+    directory = FioAdapter().target_directory(spec["target"], host)
+    options = {"filename_format": f"{spec['name']}.$jobnum.$filenum", **spec["job"]}
+    if spec["method"] == "layout":
+        options["create_only"] = 1
+    else:
+        options = {"rw": "write", "bs": "1m", "end_fsync": 1, **options}
+    return {"directory": directory, "group_reporting": 1}, [
+        {"name": spec["name"], "options": options}
+    ]
+
+
+# --- running a prepared job on the hosts ---------------------------------------------------------
+
+
+def _run_jobs(
+    kind_dir: Path,
+    name: str,
+    spec_like: dict,
+    hosts: list[dict],
+    sections_of,
+    *,
+    timeout_s: float,
+    params: dict,
+) -> tuple[dict, Path]:
+    """Render each host's job, run them all at once, return (manifest, raw folder)."""
+    jobs_dir = kind_dir / "jobs" / name
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    host_jobs = {}
+    for index, host in enumerate(hosts):
+        global_options, sections = sections_of(index, host["name"])
+        path = jobs_dir / f"{host['name']}.fio"
+        atomic.write_text(
+            path, render(f"{spec_like['name']} {name}", host["name"], global_options, sections)
+        )
+        host_jobs[host["name"]] = str(path)
+    run_spec = {
+        "experiment": f"targets-{spec_like['target']['name']}-{spec_like['name']}",
+        "run_id": name,
+        "tool": "fio",
+        "target": spec_like["target"],
+        "params": params,
+        "hosts": hosts,
+        "timeout_s": timeout_s,
+        "execution": "standalone",
+        "step": None,
+    }
+    manifest_path = kind_dir / "raw" / name / "run.json"
+    manifest = run_iteration(run_spec, 1, host_jobs, str(manifest_path))
+    return manifest, manifest_path.parent / manifest["raw_dir"]
+
+
+def _parse(manifest: dict, raw_dir: Path) -> list[dict]:
+    from storbench.tools import get_tool
+
+    base = {"experiment": manifest["experiment"], "run_id": manifest["run_id"], "iteration": 1}
+    return get_tool("fio").parse(manifest, raw_dir, base)
+
+
+def element_metrics(rows: list[dict]) -> dict[str, dict]:
+    """Per fio section ('all' rows, read and write together): IOPS, bandwidth, bytes, latency."""
+    metrics: dict[str, dict] = {}
+    for row in rows:
+        if row["host"] != "all":
+            continue
+        entry = metrics.setdefault(
+            row["job"], {"iops": 0.0, "bw_bytes_s": 0.0, "bytes": 0, "ios": 0, "lat_sum": 0.0}
+        )
+        entry["iops"] += row.get("iops") or 0.0
+        entry["bw_bytes_s"] += row.get("bw_bytes_s") or 0.0
+        entry["bytes"] += row.get("bytes") or 0
+        entry["ios"] += row.get("ios") or 0
+        entry["lat_sum"] += (row.get("lat_mean_ns") or 0.0) * (row.get("ios") or 0)
+    for entry in metrics.values():
+        lat_sum = entry.pop("lat_sum")
+        entry["lat_mean_ns"] = lat_sum / entry["ios"] if entry["ios"] else None
+    return metrics
+
+
+def _chunk_timeout(spec: dict, bytes_per_host: int) -> float:
+    configured = spec["recipe"].get("timeout_s")
+    if configured:
+        return configured
+    return 24 * 3600.0 + bytes_per_host / (1 << 20)  # a day, plus a second per MiB beyond it
+
+
+# --- stages ------------------------------------------------------------------------------------
+
+
+def run_stage(spec: dict, marker_path: str) -> dict:
+    """Run one stage of a recipe and publish its marker (rounds after steady state: skipped)."""
+    recipe = spec["recipe"]
+    started, clock = _now(), time.monotonic()
+    marker = {
+        "target": recipe["target"]["name"],
+        "recipe": recipe["name"],
+        "stage": spec["stage"],
+        "kind": spec["kind"],
+        "index": spec["index"],
+        "skipped": False,
+    }
+    recipe_dir = Path(recipe["dir"])
+    if spec["kind"] == "purge":
+        marker["purge"] = _purge(recipe, spec["command"], recipe_dir / "raw" / "purge")
+    elif spec["kind"] == "pass":
+        marker.update(_pass(spec, recipe_dir))
+    elif spec["kind"] == "round":
+        marker.update(_round(spec, recipe_dir, Path(marker_path).parent))
+    marker.update(started=started, finished=_now(), duration_s=round(time.monotonic() - clock, 3))
+    atomic.write_json(marker_path, marker)
+    return marker
+
+
+def _pass(spec: dict, recipe_dir: Path) -> dict:
+    from storbench.analysis import writecliff
+    from storbench.tools import get_tool
+
+    recipe = spec["recipe"]
+    params = {"status_interval": f"{int(recipe['interval_s'])}s"}
+    manifest, raw_dir = _run_jobs(
+        recipe_dir,
+        spec["stage"],
+        recipe,
+        recipe["hosts"],
+        lambda index, host: pass_sections(spec, index, host),
+        timeout_s=_chunk_timeout(spec, spec["pass"]["chunk_bytes"]),
+        params=params,
+    )
+    rows = _parse(manifest, raw_dir)
+    base = {
+        "experiment": manifest["experiment"],
+        "run_id": manifest["run_id"],
+        "iteration": 1,
+        "attempt": manifest["attempt"],
+        "tool": "fio",
+    }
+    series = writecliff.aggregate(
+        get_tool("fio").parse_timeseries(manifest, raw_dir, base), "write"
+    )
+    metrics = element_metrics(rows).get(spec["stage"], {})
+    return {
+        "pass": {**spec["pass"], "bytes": metrics.get("bytes", 0)},
+        "elements": {"write": metrics},
+        "series": [
+            {"t_s": i.t_s, "interval_s": i.interval_s, "bytes": i.bytes, "bw_bytes_s": i.bw_bytes_s}
+            for i in series
+        ],
+        "raw": str(Path("raw") / spec["stage"] / "run.json"),
+        "attempt": manifest["attempt"],
+    }
+
+
+def _round(spec: dict, recipe_dir: Path, stages_dir: Path) -> dict:
+    from storbench.analysis import steadystate
+
+    recipe = spec["recipe"]
+    rounds = recipe["rounds"]
+    number = spec["round"]
+    earlier = [_read_round(stages_dir, spec["stage"], n) for n in range(1, number)]
+    if earlier and (earlier[-1].get("skipped") or earlier[-1]["steady_state"]["achieved"]):
+        return {"round": number, "skipped": True, "steady_state": earlier[-1]["steady_state"]}
+    runtime = sum(
+        _seconds(params.get("runtime")) + _seconds(params.get("ramp_time"))
+        for _, params in rounds["elements"]
+    )
+    manifest, raw_dir = _run_jobs(
+        recipe_dir,
+        spec["stage"],
+        recipe,
+        recipe["hosts"],
+        lambda index, host: round_sections(spec, index, host),
+        timeout_s=recipe.get("timeout_s") or 2 * runtime + 120,
+        params={},
+    )
+    elements = element_metrics(_parse(manifest, raw_dir))
+    history = [m["elements"] for m in earlier] + [elements]
+    values = {
+        f"{t['element']}.{t['metric']}": [
+            h.get(t["element"], {}).get(t["metric"]) or 0.0 for h in history
+        ]
+        for t in rounds["track"]
+    }
+    verdict = steadystate.evaluate(
+        values,
+        window=rounds["window"],
+        max_rounds=rounds["max_rounds"],
+        range_limit=rounds["range_limit"],
+        slope_limit=rounds["slope_limit"],
+    )
+    return {
+        "round": number,
+        "elements": elements,
+        "steady_state": verdict.to_dict(),
+        "raw": str(Path("raw") / spec["stage"] / "run.json"),
+        "attempt": manifest["attempt"],
+    }
+
+
+def _read_round(stages_dir: Path, current: str, number: int) -> dict:
+    width = len(current.split("-", 1)[1])
+    path = stages_dir / f"round-{number:0{width}d}.json"
+    try:
+        return json.loads(path.read_text())
+    except OSError:
+        raise PrepareError(
+            f"round {number} has no marker ({path}); run the rounds in order"
+        ) from None
+
+
+def _seconds(value) -> float:
+    from storbench.core.units import parse_duration
+
+    return parse_duration(value) if value is not None else 0.0
+
+
+def _purge(recipe: dict, command: str, raw_dir: Path) -> dict:
+    """The purge command on every host at once; any failure fails the stage."""
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    codes = _on_hosts(
+        recipe["hosts"],
+        lambda host: _command(host, command, raw_dir, "purge", recipe.get("timeout_s") or 3600.0),
+    )
+    failed = {name: code for name, code in codes.items() if code != 0}
+    if failed:
+        detail = ", ".join(f"{name} exited {code}" for name, code in sorted(failed.items()))
+        raise PrepareError(f"purge command failed: {detail}; output in {raw_dir}")
+    return {"command": command, "hosts": sorted(codes)}
+
+
+def _command(host: dict, command: str, raw_dir: Path, label: str, timeout_s: float) -> int:
+    name = host["name"]
+    marker = f"storbench-{label}-{name}-{time.time_ns()}"
+    with open_transport(_host_spec(host)) as transport:
+        return transport.run(
+            ["sh", "-c", command, marker],  # the marker ($0) identifies the process for a kill
+            timeout_s=timeout_s,
+            stdout_path=raw_dir / f"{name}.{label}.stdout",
+            stderr_path=raw_dir / f"{name}.{label}.stderr",
+            marker=marker,
+        )
+
+
+def _on_hosts(hosts: list[dict], action) -> dict:
+    from storbench.hosts.services import on_every_host
+
+    try:
+        return on_every_host(hosts, action, "preparation")
+    except Exception as error:
+        raise PrepareError(str(error)) from None
+
+
+# --- the prepared state ----------------------------------------------------------------------
+
+
+def finish(recipe: dict, stage_paths: list[str], output: str) -> dict:
+    """The recipe's summary (verdict, passes with their write cliffs); its tokens on the hosts."""
+    from storbench.analysis import writecliff
+
+    stages = [json.loads(Path(path).read_text()) for path in stage_paths]
+    stages.sort(key=lambda stage: stage["index"])
+    rounds = [s for s in stages if s["kind"] == "round" and not s.get("skipped")]
+    passes = []
+    for stage in (s for s in stages if s["kind"] == "pass"):
+        p = stage["pass"]
+        if not passes or passes[-1]["name"] != p["name"]:
+            passes.append(
+                {
+                    key: p[key]
+                    for key in ("name", "number", "repeats", "chunks", "fraction", "bs", "pattern")
+                }
+                | {"bytes_written": 0, "duration_s": 0.0, "series": []}
+            )
+        passes[-1]["bytes_written"] += p["bytes"]
+        passes[-1]["duration_s"] += stage["duration_s"]
+        passes[-1]["series"].append([writecliff.Interval(**i) for i in stage["series"]])
+    cliff_options = {
+        "fraction": recipe["cliff"].get("fraction", 0.5),
+        "sustain": recipe["cliff"].get("sustain", 3),
+        "plateau_s": recipe["cliff"].get("plateau_s"),
+    }
+    for summary in passes:
+        series = writecliff.concatenate(summary.pop("series"))
+        cliff = writecliff.detect(series, **cliff_options) if series else None
+        summary["cliff"] = cliff.to_dict() if cliff else None
+    prepared = {
+        "target": recipe["target"]["name"],
+        "recipe": recipe["name"],
+        "capacity_bytes": recipe["capacity"],
+        "slice_bytes": recipe["slice_bytes"],
+        "hosts": [h["name"] for h in recipe["hosts"]],
+        "steady_state": rounds[-1]["steady_state"] if rounds else None,
+        "passes": passes,
+        "recipe_spec": recipe["recipe_spec"],
+        "sha256": recipe["sha256"],
+        "finished": _now(),
+    }
+    write_tokens(recipe, {"steady_state": (prepared["steady_state"] or {}).get("status")})
+    atomic.write_json(output, prepared)
+    return prepared
+
+
+def flush(recipe: dict, output: str) -> dict:
+    """Wait for the write cache: a fixed wait, or the command polled until it reports done."""
+    spec = recipe["flush"]
+    started, clock = _now(), time.monotonic()
+    result = {
+        "kind": "flush",
+        "stage": "flush",
+        "target": recipe["target"]["name"],
+        "recipe": recipe["name"],
+        "flush": {"method": spec["method"]},
+    }
+    if spec["method"] == "wait":
+        time.sleep(spec["wait_s"])
+        result["flush"]["waited_s"] = spec["wait_s"]
+    else:
+        result["flush"].update(_poll_flush(recipe, spec, Path(recipe["dir"]) / "raw" / "flush"))
+    result.update(started=started, finished=_now(), duration_s=round(time.monotonic() - clock, 3))
+    atomic.write_json(output, result)
+    return result
+
+
+def _poll_flush(recipe: dict, spec: dict, raw_dir: Path) -> dict:
+    host = next(h for h in recipe["hosts"] if h["name"] == spec["host"])
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + spec["timeout_s"]
+    polls = 0
+    while True:
+        polls += 1
+        remaining = max(1.0, deadline - time.monotonic())
+        code = _command(
+            host, spec["command"], raw_dir, "flush", min(FLUSH_COMMAND_TIMEOUT_S, remaining)
+        )
+        output = (raw_dir / f"{host['name']}.flush.stdout").read_text(errors="replace")
+        if code == 0 and (spec.get("done") is None or re.search(spec["done"], output)):
+            return {
+                "command": spec["command"],
+                "polls": polls,
+                "waited_s": round(spec["timeout_s"] - (deadline - time.monotonic()), 3),
+            }
+        if time.monotonic() + spec["poll_s"] > deadline:
+            raise PrepareError(
+                f"cache flush on {host['name']} not done after {spec['timeout_s']:g}s "
+                f"({polls} polls of {spec['command']!r}); last exit {code}, output: "
+                f"{output.strip()[-200:]!r}"
+            )
+        time.sleep(spec["poll_s"])
+
+
+# --- state tokens ----------------------------------------------------------------------------
+
+
+def write_tokens(spec: dict, extra: dict | None = None) -> None:
+    """A small JSON file per host recording what was prepared there (kind, name, spec digest)."""
+    token = {
+        "kind": spec["kind"],
+        "name": spec["name"],
+        "target": spec["target"]["name"],
+        "sha256": spec["sha256"],
+        "prepared_at": _now(),
+        **(extra or {}),
+    }
+    text = json.dumps(token, sort_keys=True) + "\n"
+
+    def write(host: dict) -> None:
+        path = spec["tokens"][host["name"]]
+        with open_transport(_host_spec(host)) as transport:
+            transport.mkdirs(path.rsplit("/", 1)[0])
+            transport.put_text(text, path)
+
+    _on_hosts(spec["hosts"], write)
+
+
+def read_tokens(host: dict, paths: list[str | None]) -> list[dict | None]:
+    """The tokens at paths on a host (None where missing or unreadable), over one connection."""
+    tokens: list[dict | None] = []
+    with open_transport(_host_spec(host)) as transport:
+        for path in paths:
+            if path is None:
+                tokens.append(None)
+                continue
+            code, out, _ = transport.shell(
+                f"cat -- {shlex.quote(path)}", timeout_s=TOKEN_READ_TIMEOUT_S
+            )
+            try:
+                tokens.append(json.loads(out) if code == 0 else None)
+            except ValueError:
+                tokens.append(None)
+    return tokens
+
+
+def prepare_dataset(spec: dict, marker_path: str | None, hosts: list[dict] | None = None) -> dict:
+    """Lay out (or write) the dataset's files on the hosts, then their tokens and the marker."""
+    hosts = hosts or spec["hosts"]
+    started, clock = _now(), time.monotonic()
+    manifest, raw_dir = _run_jobs(
+        Path(spec["raw_dir"]),
+        "prepare",
+        spec,
+        hosts,
+        lambda index, host: dataset_sections(spec, host),
+        timeout_s=spec["timeout_s"],
+        params={},
+    )
+    metrics = element_metrics(_parse(manifest, raw_dir)).get(spec["name"], {})
+    write_tokens({**spec, "hosts": hosts})
+    marker = {
+        "target": spec["target"]["name"],
+        "dataset": spec["name"],
+        "method": spec["method"],
+        "hosts": [h["name"] for h in hosts],
+        "sha256": spec["sha256"],
+        "bytes_written": metrics.get("bytes", 0),
+        "attempt": manifest["attempt"],
+        "started": started,
+        "finished": _now(),
+        "duration_s": round(time.monotonic() - clock, 3),
+    }
+    if marker_path:
+        atomic.write_json(marker_path, marker)
+    return marker
+
+
+def run_state(preparation: dict, run_hosts: list[dict]) -> dict:
+    """Before a run: every host's tokens match (a dataset is re-prepared where its token is off).
+
+    Returns the run's ``prep_state`` label (with the steady-state verdict, when the recipe has
+    rounds) and the hosts whose dataset was prepared again.
+    """
+    checks: dict[str, dict] = {}
+    lock = threading.Lock()
+
+    def check(host: dict) -> None:
+        specs = preparation["specs"]
+        tokens = read_tokens(host, [spec["tokens"].get(host["name"]) for spec in specs])
+        found = {
+            spec["kind"]: token is not None and token.get("sha256") == spec["sha256"]
+            for spec, token in zip(specs, tokens, strict=True)
+        }
+        with lock:
+            checks[host["name"]] = found
+
+    _on_hosts(run_hosts, check)
+    reprepared = []
+    for spec in preparation["specs"]:
+        stale = [h for h in run_hosts if not checks[h["name"]][spec["kind"]]]
+        if not stale:
+            continue
+        names = ", ".join(h["name"] for h in stale)
+        if spec["kind"] == "dataset":
+            print(
+                f"storbench: dataset {spec['name']} token missing or different on {names};"
+                " preparing it again"
+            )
+            prepare_dataset(spec, None, stale)
+            reprepared += [h["name"] for h in stale]
+        else:
+            raise RunError(
+                f"target {spec['target']['name']} is not in the state {spec['name']!r} on "
+                f"{names}: its state token ({spec['tokens'][stale[0]['name']]}) is missing or "
+                f"from a different recipe. Precondition again: remove {spec['dir']} and run "
+                "snakemake again"
+            )
+    return {"prep_state": _label(preparation), "reprepared": reprepared}
+
+
+def _label(preparation: dict) -> str | None:
+    label = preparation.get("state")
+    prepared = preparation.get("prepared")
+    if label and prepared and Path(prepared).is_file():
+        verdict = json.loads(Path(prepared).read_text()).get("steady_state")
+        if verdict:
+            label += ", steady state" if verdict["achieved"] else ", steady state not achieved"
+    return label

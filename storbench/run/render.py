@@ -1,0 +1,67 @@
+"""Render one run's job file from a Jinja template (StrictUndefined), or copy a ready job file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storbench.core import atomic, paths
+from storbench.tools import get_tool
+
+TEMPLATES_DIR = paths.TEMPLATES_DIR
+
+
+class RenderError(ValueError):
+    pass
+
+
+def render_job(spec: dict) -> str:
+    if spec.get("job_file"):
+        return Path(spec["job_file"]).read_text()
+    import jinja2
+
+    tool = get_tool(spec["tool"])
+    template_path = (
+        Path(spec["template"]) if spec.get("template") else TEMPLATES_DIR / tool.default_template
+    )
+    try:
+        template = job_template(template_path)
+        return template.render(**tool.template_context(spec))
+    except jinja2.UndefinedError as error:
+        raise RenderError(f"template {template_path}: {error.message}") from error
+    except jinja2.TemplateSyntaxError as error:
+        raise RenderError(f"template {template_path}:{error.lineno}: {error.message}") from error
+
+
+def job_template(path: Path):
+    """A job-file template: unknown variables are errors, text is not HTML-escaped."""
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # job files are not HTML
+    )
+    return environment.get_template(path.name)
+
+
+def with_host_facts(spec: dict, facts: dict) -> dict:
+    """The spec with every host-fact expression in its options computed for its host."""
+    from storbench.core import hostfacts
+
+    names = hostfacts.expression_names(
+        facts, hosts_in_run=len(spec["hosts"]), host_index=spec["host_index"]
+    )
+    try:
+        params = hostfacts.resolve(spec["params"], names)
+    except hostfacts.HostFactError as error:
+        raise RenderError(f"host {spec['host']}: {error}") from None
+    return {**spec, "params": params}
+
+
+def write_job(spec: dict, output: str, facts_path: str | None = None) -> None:
+    if facts_path:
+        import json
+
+        spec = with_host_facts(spec, json.loads(Path(facts_path).read_text()))
+    atomic.write_text(output, render_job(spec))

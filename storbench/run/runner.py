@@ -1,0 +1,474 @@
+"""Run one iteration of one run on every host of its group, and keep the raw output.
+
+Raw files go to ``<raw>/<run_id>/it<k>/a<attempt>/`` (a new attempt folder each time, so a
+rerun never overwrites earlier raw output); the manifest ``it<k>/run.json`` is published
+last and only when every host succeeded. A failed attempt keeps its files and a
+``failed.txt`` saying why. Imports stay light: this is the benchmark path.
+
+A run stops its tools when the program that started it (Snakemake) dies, even by SIGKILL:
+a watch thread sees it gone and interrupts the run like a SIGTERM would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import os
+import re
+import shlex
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storbench.core import atomic
+from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
+from storbench.hosts.transport import HostError, HostSpec, open_transport, raise_interrupt
+from storbench.run import faults
+from storbench.tools import get_tool
+from storbench.tools.base import SECRET_PLACEHOLDERS
+
+STDERR_TAIL_LINES = 20
+FAULTS_RECORD = "faults.json"  # the fault commands as they ran, beside the raw output
+FAILED_NOTE = "failed.txt"
+CONTROLLER_POLL_S = 0.5
+SHELL_NAMES = frozenset({"sh", "bash", "dash", "zsh", "ksh"})  # wrappers such as `bash -c cmd`
+_ATTEMPT = re.compile(r"^a(\d+)$")
+
+
+class RunError(RuntimeError):
+    pass
+
+
+@dataclass
+class HostResult:
+    name: str
+    command: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    tool_version: str | None = None
+    error: str | None = None
+    cleanup_error: str | None = None  # leftovers of a failed tool that could not be killed
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path]:
+    iteration_dir.mkdir(parents=True, exist_ok=True)
+    used = [int(m.group(1)) for p in iteration_dir.iterdir() if (m := _ATTEMPT.match(p.name))]
+    attempt = max(used, default=0) + 1
+    path = iteration_dir / f"a{attempt}"
+    path.mkdir()
+    return attempt, path
+
+
+def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    if not path.exists():
+        return ""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class HostPaths:
+    """Where a host's job file and tool output live on that host."""
+
+    workdir: str
+    job_path: str
+    output_path: str
+
+
+def host_paths(
+    spec: HostSpec, tool, local_dir: Path, run_path: str, *, private: bool = False
+) -> HostPaths:
+    """Local runs work in the raw folder itself, unless private files (keys) are involved."""
+    if spec.transport == "local" and not private:
+        workdir = str(local_dir.resolve())
+    else:
+        workdir = f"{spec.workdir.rstrip('/')}/{run_path}"
+    return HostPaths(
+        workdir=workdir,
+        job_path=f"{workdir}/job{tool.job_suffix}",
+        output_path=f"{workdir}/{tool.output_name(spec.name)}",
+    )
+
+
+def stale_attempts_marker(workdir: str) -> str:
+    """Text in the command line of every attempt's tool of this iteration ('.../it1/a')."""
+    return workdir[: workdir.rindex("/a") + 2]
+
+
+def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, local_dir: Path,
+                 result: HostResult, credentials: Credentials | None, attempt: int):  # fmt: skip
+    tool = get_tool(spec["tool"])
+    name = host.name
+    try:
+        with open_transport(host) as transport:
+            transport.check()
+            if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
+                transport.kill_matching(stale_attempts_marker(paths.workdir))
+            transport.mkdirs(paths.workdir)
+            for target_directory in tool.target_directories(spec["target"], name):
+                transport.mkdirs(target_directory)
+            transport.put_text(job_text, paths.job_path)
+            if tool.output_is_folder:
+                transport.mkdirs(paths.output_path)
+            result.tool_version = _tool_version(transport, tool, local_dir, name)
+            private_files: list[str] = []
+            try:
+                argv = _command_with_secrets(
+                    transport, tool, paths, job_text, credentials, private_files, spec["params"]
+                )
+                result.command = tool.run_command(
+                    paths.job_path, paths.output_path, name, spec["params"]
+                )
+                result.start_time = _now()
+                result.exit_code = transport.run(
+                    argv,
+                    timeout_s=spec["timeout_s"],
+                    stdout_path=local_dir / f"{name}.stdout",
+                    stderr_path=local_dir / f"{name}.stderr",
+                    marker=paths.job_path,  # unique to this attempt on this host
+                )
+            finally:
+                transport.remove(private_files)
+            result.end_time = _now()
+            if result.exit_code == 0:
+                _fetch_output(transport, tool, paths, local_dir / tool.output_name(name))
+            else:
+                _kill_leftovers(transport, paths.job_path, result)
+    except HostError as error:
+        result.error = "\n".join([str(error), *getattr(error, "__notes__", ())])
+    except Exception as error:  # reported per host; the iteration fails as a whole below
+        result.error = f"host {name}: {type(error).__name__}: {error}"
+
+
+def _command_with_secrets(
+    transport,
+    tool,
+    paths: HostPaths,
+    job_text: str,
+    credentials,
+    private_files: list[str],
+    params: dict,
+) -> list[str]:
+    """The argv to start; keys go into 0600 files whose names extend the job path (the marker)."""
+    if credentials is None:
+        return tool.run_command(paths.job_path, paths.output_path, transport.spec.name, params)
+    job_path = paths.job_path
+    if any(placeholder in job_text for placeholder in SECRET_PLACEHOLDERS.values()):
+        job_path = f"{paths.job_path}.private"
+        filled = job_text
+        for field, placeholder in SECRET_PLACEHOLDERS.items():
+            filled = filled.replace(placeholder, tool.job_file_secret(credentials.field(field)))
+        private_files.append(job_path)
+        transport.put_private_text(filled, job_path)
+    argv = tool.run_command(job_path, paths.output_path, transport.spec.name, params)
+    if not tool.secret_env:
+        return argv
+    env_file = f"{paths.job_path}.env"
+    lines = [f"{var}={shlex.quote(credentials.field(key))}" for var, key in tool.secret_env.items()]
+    private_files.append(env_file)
+    transport.put_private_text("\n".join(lines) + "\n", env_file)
+    # the keys reach the tool's environment, never its command line
+    return ["sh", "-c", 'set -a; . "$1"; set +a; shift; exec "$@"', "env-file", env_file, *argv]
+
+
+def _kill_leftovers(transport, marker: str, result: HostResult) -> None:
+    """A tool that crashed can leave children running (fio's job processes); stop them."""
+    try:
+        transport.kill_matching(marker)
+    except HostError as error:
+        result.cleanup_error = f"could not stop what is left of the tool: {error}"
+
+
+def _fetch_output(transport, tool, paths: HostPaths, local_path: Path) -> None:
+    if tool.output_is_folder:
+        transport.fetch_tree(paths.output_path, local_path)
+    else:
+        transport.fetch(paths.output_path, local_path)
+
+
+def _tool_version(transport, tool, local_dir: Path, name: str) -> str:
+    out = local_dir / f"{name}.version"
+    err = local_dir / f"{name}.version.stderr"
+    code = transport.run(
+        tool.version_command(),
+        timeout_s=60,
+        stdout_path=out,
+        stderr_path=err,
+        marker=" ".join(tool.version_command()),
+    )
+    if code != 0:
+        raise HostError(transport.spec.name, tool.unusable(code, _tail(err)))
+    return out.read_text(errors="replace").strip()
+
+
+def _kill_everywhere(hosts: list[HostSpec], paths: list[HostPaths]) -> None:
+    for host, host_paths_ in zip(hosts, paths, strict=True):
+        try:
+            with open_transport(host) as transport:
+                transport.kill_matching(host_paths_.job_path)
+        except Exception:  # best effort while interrupted; the next run starts a new attempt
+            pass
+
+
+def exit_reason(code: int) -> str:
+    """How a tool ended, from its exit code ('timed out', 'killed by SIGKILL', 'exited 1')."""
+    if code == 124:  # coreutils timeout
+        return "timed out"
+    if code < 0:  # local: the tool died of a signal
+        return f"killed by {_signal_name(-code)}"
+    if 128 < code <= 128 + 64:  # remote: the shell's status of a tool that died of a signal
+        return f"exited {code} (as a tool killed by {_signal_name(code - 128)} does)"
+    return f"exited {code}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _failure_message(spec: dict, results: list[HostResult], local_dir: Path) -> str:
+    lines = [f"{spec['experiment']}/{spec['run_id']}: {spec['tool']} failed"]
+    for result in results:
+        if result.error:
+            lines.append(result.error)
+        elif result.exit_code != 0:
+            reason = exit_reason(result.exit_code)
+            lines.append(f"host {result.name}: {spec['tool']} {reason}; stderr tail:")
+            tail = _tail(local_dir / f"{result.name}.stderr") or _tail(
+                local_dir / f"{result.name}.stdout"
+            )
+            lines.extend(f"    {line}" for line in (tail or "(empty)").splitlines())
+        if result.cleanup_error:
+            lines.append(f"host {result.name}: {result.cleanup_error}")
+    lines.append(f"raw output kept in {local_dir}")
+    return "\n".join(lines)
+
+
+def run_iteration(
+    spec: dict,
+    iteration: int,
+    job_file: str | dict[str, str],
+    manifest_path: str,
+) -> dict:
+    """Run, wait for every host, then publish the manifest; raise RunError on any failure.
+
+    job_file: one job file for every host, or {host: job file} for per-host job files.
+    """
+    host_jobs = job_file if isinstance(job_file, dict) else None
+    job_texts = {
+        host["name"]: Path(host_jobs[host["name"]] if host_jobs else job_file).read_text()
+        for host in spec["hosts"]
+    }
+    iteration_dir = Path(manifest_path).parent
+    attempt, local_dir = next_attempt_dir(iteration_dir)
+    watch = ControllerWatch()
+    previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
+    try:
+        watch.start()
+        if spec.get("execution") == "service":
+            from storbench.run.service_run import run_service_iteration
+
+            placement = run_service_iteration(spec, local_dir, host_jobs or {})
+        else:
+            placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts)
+    except BaseException as error:
+        _note_failure(local_dir, error)
+        raise
+    finally:
+        watch.stop()
+        signal.signal(signal.SIGTERM, previous_term)
+    if host_jobs:
+        for host in placement["hosts"]:
+            host["job_file"] = os.path.relpath(host_jobs[host["name"]], iteration_dir)
+            host["job_file_sha256"] = _sha256(job_texts[host["name"]])
+    first_job = host_jobs[spec["hosts"][0]["name"]] if host_jobs else job_file
+    manifest = {
+        "experiment": spec["experiment"],
+        "run_id": spec["run_id"],
+        "iteration": iteration,
+        "attempt": attempt,
+        "tool": spec["tool"],
+        "raw_dir": f"a{attempt}",
+        "job_file": os.path.relpath(first_job, iteration_dir),
+        "job_file_sha256": _sha256("".join(job_texts[h] for h in sorted(job_texts))),
+        "params": spec["params"],
+        "target": spec["target"],
+        "step": spec.get("step"),
+        **({"prep_state": spec["prep_state"]} if spec.get("prep_state") else {}),
+        **({"reprepared": spec["reprepared"]} if spec.get("reprepared") else {}),
+        **placement,
+    }
+    atomic.write_json(manifest_path, manifest)
+    return manifest
+
+
+def _note_failure(local_dir: Path, error: BaseException) -> None:
+    """FAILED_NOTE in the attempt folder says why it has no manifest (a rerun rewrites the log)."""
+    reason = str(error) or type(error).__name__
+    if isinstance(error, KeyboardInterrupt):
+        reason = f"interrupted ({reason})"
+    with contextlib.suppress(OSError):
+        atomic.write_text(local_dir / FAILED_NOTE, f"{_now()} {reason}\n")
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _run_standalone(
+    spec: dict, iteration: int, attempt: int, local_dir: Path, job_texts: dict[str, str]
+) -> dict:
+    """{'hosts': what ran on each host, 'faults': the fault commands as they ran (if any)}."""
+    tool = get_tool(spec["tool"])
+    credentials = _credentials(spec)
+    run_path = f"{spec['experiment']}/{spec['run_id']}/it{iteration}/a{attempt}"
+    hosts = [
+        HostSpec.from_dict({k: v for k, v in h.items() if k != "group"}) for h in spec["hosts"]
+    ]
+    private = credentials is not None
+    paths = [host_paths(host, tool, local_dir, run_path, private=private) for host in hosts]
+    results = [HostResult(name=host.name) for host in hosts]
+    threads = [
+        threading.Thread(
+            target=_run_on_host,
+            args=(spec, host, host_paths_, job_texts[host.name], local_dir, result, credentials),
+            kwargs={"attempt": attempt},
+            name=f"run-{host.name}",
+            daemon=True,
+        )
+        for host, host_paths_, result in zip(hosts, paths, results, strict=True)
+    ]
+    schedule = None
+    try:
+        for thread in threads:
+            thread.start()
+        schedule = faults.schedule_for_run(spec, hosts, paths, results, threads)
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.2)
+    except KeyboardInterrupt:
+        _kill_everywhere(hosts, paths)
+        if schedule is not None:  # a paused or cut-off device is restored even now
+            atomic.write_json(local_dir / FAULTS_RECORD, schedule.finish(interrupted=True))
+        raise
+    placement: dict = {}
+    if schedule is not None:
+        placement["faults"] = schedule.finish()
+        atomic.write_json(local_dir / FAULTS_RECORD, placement["faults"])
+    if any(r.error or r.exit_code != 0 for r in results):
+        message = _failure_message(spec, results, local_dir)
+        raise RunError(scrub(message, credentials.values()) if credentials else message)
+    placement["hosts"] = [
+        {
+            "name": r.name,
+            "command": r.command,
+            "exit_code": r.exit_code,
+            "start_time": r.start_time,
+            "end_time": r.end_time,
+            "tool_version": r.tool_version,
+            "output": tool.output_name(r.name),
+            "stdout": f"{r.name}.stdout",
+            "stderr": f"{r.name}.stderr",
+        }
+        for r in results
+    ]
+    return placement
+
+
+def _credentials(spec: dict) -> Credentials | None:
+    target = spec["target"]
+    if target.get("type") != "s3":
+        return None
+    try:
+        return target_credentials(target["name"], target)
+    except SecretError as error:
+        raise RunError(str(error)) from None
+
+
+# -- the controller watch ------------------------------------------------------------------
+
+
+_START_TICKS = 22 - 2  # index of stat field 22 (starttime) in _stat_fields
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    name: str
+    start_ticks: str  # /proc stat field 22: tells a reused pid from the original
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from field 2 on: [name, state, ppid, ...]; None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    return [name, *text[text.rindex(")") + 2 :].split()]
+
+
+def controller_chain(pid: int | None = None) -> list[Process]:
+    """The parent of pid (default: this process), up through shell wrappers to the first
+    other program: Snakemake's `bash -c 'storbench run ...'` gives [bash, snakemake]."""
+    chain = []
+    pid = os.getppid() if pid is None else _parent(pid)
+    while pid and pid > 1 and (fields := _stat_fields(pid)) is not None:
+        chain.append(Process(pid, fields[0], fields[_START_TICKS]))
+        if fields[0] not in SHELL_NAMES:
+            break
+        pid = int(fields[2])
+    return chain
+
+
+def _parent(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[2]) if fields else 0
+
+
+def is_alive(process: Process) -> bool:
+    fields = _stat_fields(process.pid)
+    if fields is None or fields[1] in ("Z", "X"):  # gone, or a zombie nobody reaped yet
+        return False
+    return fields[_START_TICKS] == process.start_ticks
+
+
+class ControllerWatch:
+    """A thread that SIGTERMs this process (see hosts.raise_interrupt) when a process of
+    controller_chain() is gone: a SIGKILLed Snakemake must not leave its tools running."""
+
+    def __init__(self, poll_s: float = CONTROLLER_POLL_S):
+        self._chain = controller_chain()
+        self._poll_s = poll_s
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="controller-watch", daemon=True)
+
+    def start(self) -> None:
+        if self._chain:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self._poll_s):
+            gone = next((p for p in self._chain if not is_alive(p)), None)
+            if gone is not None:
+                print(
+                    f"storbench: {gone.name} (pid {gone.pid}), which started this run, has exited;"
+                    " stopping the tool on every host",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os.kill(os.getpid(), signal.SIGTERM)
+                return

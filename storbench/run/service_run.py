@@ -1,0 +1,158 @@
+"""One iteration in service mode: one controller (here) drives the services on every host.
+
+The services were started once for the campaign (``storbench services start``); each
+iteration checks they answer, prepares the hosts (target directory, tool version), runs
+the tool's client locally with each host's own job file, and reads back every host's
+actual start time. On Ctrl-C or SIGTERM the client and every service of the campaign
+are stopped, so no tool process is left on any host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from pathlib import Path
+
+from storbench.hosts import services
+from storbench.hosts.transport import HostError, HostSpec, open_transport
+from storbench.tools import get_tool
+
+CONTROLLER = "controller"
+
+
+def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]) -> dict:
+    """Run the controller; return the manifest part {controller, hosts} (raises on failure)."""
+    from storbench.run.runner import RunError, _now, _tail, exit_reason
+
+    tool = get_tool(spec["tool"])
+    port = spec["service"]["port"]
+    hosts = spec["hosts"]
+    missing = [h["name"] for h in hosts if h["name"] not in job_files]
+    if missing:
+        raise RunError(f"no job file for host(s) {', '.join(missing)}")
+    services.ensure_services(hosts, spec["tool"], port)
+    prepared = _prepare_hosts(spec, tool, hosts, port, local_dir)
+    endpoints = [services.endpoint(host, port) for host in hosts]
+    output_path = (local_dir / f"{CONTROLLER}.json").resolve()  # absolute: a unique marker
+    argv = tool.controller_command(
+        [str(Path(job_files[h["name"]]).resolve()) for h in hosts], str(output_path), endpoints
+    )
+    controller = HostSpec(name="controller", transport="local")
+    start = _now()
+    try:
+        with open_transport(controller) as transport:
+            exit_code = transport.run(
+                argv,
+                timeout_s=spec["timeout_s"],
+                stdout_path=local_dir / f"{CONTROLLER}.stdout",
+                stderr_path=local_dir / f"{CONTROLLER}.stderr",
+                marker=f"--output={output_path}",
+            )
+    except KeyboardInterrupt:
+        _stop_campaign_services(spec)
+        raise
+    end = _now()
+    if exit_code != 0:
+        reason = exit_reason(exit_code)
+        tail = _tail(local_dir / f"{CONTROLLER}.stderr") or _tail(
+            local_dir / f"{CONTROLLER}.stdout"
+        )
+        raise RunError(
+            f"{spec['experiment']}/{spec['run_id']}: {spec['tool']} client {reason}; "
+            f"stderr tail:\n    "
+            + "\n    ".join((tail or "(empty)").splitlines())
+            + f"\nraw output kept in {local_dir}"
+        )
+    stamps = _start_stamps(spec, tool, hosts, port)
+    return {
+        "execution": "service",
+        "controller": {
+            "command": argv,
+            "exit_code": exit_code,
+            "start_time": start,
+            "end_time": end,
+            "output": output_path.name,
+            "stdout": f"{CONTROLLER}.stdout",
+            "stderr": f"{CONTROLLER}.stderr",
+        },
+        "hosts": [
+            {
+                "name": host["name"],
+                "endpoint": endpoint,
+                "job_file": job_files[host["name"]],
+                "command": argv,
+                "exit_code": exit_code,
+                # the host's own start (its job's exec_prerun), else when the client started
+                "start_time": stamps.get(host["name"]) or start,
+                "start_time_source": "host" if host["name"] in stamps else "controller",
+                "end_time": end,
+                "tool_version": prepared[host["name"]],
+                "output": output_path.name,
+            }
+            for host, endpoint in zip(hosts, endpoints, strict=True)
+        ],
+    }
+
+
+def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Path) -> dict:
+    """Target directories made, old start stamps removed, tool version read: per host, at once."""
+    from storbench.run.runner import _tool_version
+
+    def prepare(host: dict) -> str:
+        host_spec = services.host_spec(host)
+        with open_transport(host_spec) as transport:
+            for directory in tool.target_directories(spec["target"], host_spec.name):
+                transport.mkdirs(directory)
+            transport.remove(_stamp_paths(host_spec, spec, tool, port))
+            return _tool_version(transport, tool, local_dir, host_spec.name)
+
+    return services.on_every_host(hosts, prepare, "preparing the hosts")
+
+
+def _stamp_paths(host_spec: HostSpec, spec: dict, tool, port: int) -> list[str]:
+    folder = services.service_dir(host_spec, spec["tool"], port)
+    return [f"{folder}/{name}" for name in tool.start_stamp_names(spec)]
+
+
+def _start_stamps(spec: dict, tool, hosts: list[dict], port: int) -> dict[str, str]:
+    """ISO start time per host from the stamp its job left; hosts without one are absent."""
+
+    def read(host: dict) -> str | None:
+        host_spec = services.host_spec(host)
+        paths = " ".join(_quote(p) for p in _stamp_paths(host_spec, spec, tool, port))
+        try:
+            with open_transport(host_spec) as transport:
+                _, out, _ = transport.shell(f"cat {paths} 2>/dev/null", timeout_s=30)
+        except HostError:  # the run succeeded; its start then falls back to the controller's
+            return None
+        return _earliest(out)
+
+    stamps = services.on_every_host(hosts, read, "reading start stamps")
+    return {name: stamp for name, stamp in stamps.items() if stamp}
+
+
+def _earliest(text: str) -> str | None:
+    """numjobs clones each stamp; the host started when its first clone did."""
+    seconds = []
+    for line in text.split():
+        try:
+            seconds.append(float(line))
+        except ValueError:
+            continue
+    if not seconds:
+        return None
+    moment = datetime.datetime.fromtimestamp(min(seconds), datetime.UTC)
+    return moment.isoformat(timespec="milliseconds")
+
+
+def _quote(path: str) -> str:
+    import shlex
+
+    return shlex.quote(path)
+
+
+def _stop_campaign_services(spec: dict) -> None:
+    service = spec["service"]
+    # best effort while interrupted; `snakemake cleanup` stops the rest
+    with contextlib.suppress(Exception):
+        services.stop_services(service["hosts"], service["tool"], service["port"])

@@ -1,0 +1,210 @@
+"""`snakemake plan`: per run and host, the exact command lines and job files, touching nothing.
+
+Job files are rendered in memory the way the render rules would. Host-fact expressions
+are resolved from ``results/telemetry/<host>.json`` when a campaign already captured it;
+otherwise the job shows the expression and says it is resolved at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from storbench.config.campaign import Campaign
+from storbench.hosts.transport import HostSpec
+from storbench.plan import runs as plan
+from storbench.run import render
+from storbench.tools import get_tool
+
+TELEMETRY_DIR = Path("results/telemetry")
+
+
+def describe_campaign(campaign: Campaign, experiments: list[str] | None = None) -> str:
+    names = experiments or list(campaign.experiments)
+    lines: list[str] = []
+    for dataset in sorted({campaign.experiments[n].dataset for n in names} - {None}):
+        lines += describe_dataset(campaign.datasets[dataset])
+    for recipe in sorted({campaign.experiments[n].precondition for n in names} - {None}):
+        lines += describe_recipe(campaign.recipes[recipe])
+    for name in names:
+        lines += describe_experiment(campaign, name)
+    return "\n".join(lines) + "\n"
+
+
+def describe_dataset(dataset) -> list[str]:
+    from storbench.plan import preparation as prepare_plan
+    from storbench.run import prepare
+
+    spec = prepare_plan.dataset_spec(dataset)
+    host = dataset.hosts[0]["name"]
+    lines = [
+        f"== dataset {dataset.name} on target {dataset.target_name} ({dataset.method}), "
+        f"hosts {', '.join(h['name'] for h in dataset.hosts)}",
+        f"   state token on each host: {spec['tokens'][host]}",
+    ]
+    text = prepare.render("dataset", host, *prepare.dataset_sections(spec, host))
+    return lines + _job_listing({host: text}, ".fio")
+
+
+def describe_recipe(recipe) -> list[str]:
+    """Every stage in order, the commands it runs on the hosts, and sample job files."""
+    from storbench.plan import preparation as prepare_plan
+    from storbench.run import prepare
+
+    stages = recipe.stages()
+    host = recipe.hosts[0]["name"]
+    lines = [
+        f"== preconditioning {recipe.name} on target {recipe.target_name}: capacity "
+        f"{recipe.capacity} bytes, {recipe.slice_bytes} per host, "
+        f"hosts {', '.join(h['name'] for h in recipe.hosts)}",
+        f"   stages in order ({len(stages)}): {', '.join(s.stage_id for s in stages)}",
+    ]
+    if recipe.purge:
+        lines.append(f"   purge command on every host: {recipe.purge}")
+    if recipe.flush:
+        flush = recipe.flush
+        if flush["method"] == "wait":
+            lines.append(f"   flush: wait {flush['wait_s']:g}s")
+        else:
+            every = f"every {flush['poll_s']:g}s"
+            lines.append(f"   flush: on {flush['host']} poll {flush['command']!r} {every}")
+    shown = set()
+    for stage in stages:
+        key = (stage.kind, stage.pass_.name if stage.pass_ else None)
+        if stage.kind == "purge" or key in shown:
+            continue
+        shown.add(key)
+        spec = prepare_plan.stage_spec(recipe, stage)
+        sections = prepare.pass_sections if stage.kind == "pass" else prepare.round_sections
+        text = prepare.render(stage.stage_id, host, *sections(spec, 0, host))
+        lines.append(f"   -- first {stage.kind} stage {stage.stage_id}:")
+        lines += _job_listing({host: text}, ".fio")
+    return lines
+
+
+def describe_experiment(campaign: Campaign, name: str) -> list[str]:
+    experiment = campaign.experiments[name]
+    tool = get_tool(experiment.tool)
+    runs = plan.experiment_runs(campaign, name)
+    lines = [
+        f"== experiment {name}: {experiment.tool}, {experiment.execution}, "
+        f"{len(runs)} run(s) x {experiment.iterations} iteration(s), "
+        f"target {experiment.target_name}",
+    ]
+    if experiment.execution == "service":
+        service = plan.service_spec(campaign, experiment.tool)
+        lines.append(f"   services (started once per campaign, port {service['port']}):")
+        for host in service["hosts"]:
+            address = HostSpec.from_dict(_host_fields(host)).address
+            argv = tool.service_start_command(address, service["port"])
+            lines.append(f"     {host['name']}: {shlex.join(argv)}")
+    if experiment.search:
+        lines += _describe_search(experiment)
+    if experiment.faults:
+        lines += _describe_faults(experiment)
+    if experiment.soak:
+        soak = experiment.soak
+        lines.append(
+            f"   soak: {soak['duration_s']:g} s in {soak['chunks']} chunk(s) of "
+            f"{soak['chunk_s']:g} s (the iterations; an interrupted soak repeats one chunk)"
+        )
+    for run in runs:
+        lines += _describe_run(campaign, name, run, tool)
+    return lines
+
+
+def _describe_faults(experiment) -> list[str]:
+    """Every fault command, before anything runs: they change the system under test."""
+    lines = ["   FAULT COMMANDS (allow_faults: true), in every iteration of every run:"]
+    for event in experiment.faults:
+        lines.append(
+            f"     at {event['at']} on {event['host']}: {event['command']}  [{event['name']}]"
+        )
+        recover = event.get("recover")
+        if recover:
+            lines.append(
+                f"     at {recover['at']} on {event['host']}: {recover['command']}"
+                f"  [{event['name']} recovery]"
+            )
+    return lines
+
+
+def _describe_search(experiment) -> list[str]:
+    """A search's runs are decided as it goes: show its bounds instead of a run list."""
+    from storbench.analysis import slo_search
+    from storbench.plan import search
+
+    settings = experiment.search
+    objective = settings["objective"]
+    ladder = ", ".join(map(str, slo_search.qd_ladder(settings["max_iodepth"])))
+    return [
+        f"   latency-SLO search: highest IOPS with {objective['latency']} <= "
+        f"{search.limit_label(objective['limit_ns'])}, tolerance {objective['tolerance']:.0%}",
+        f"   closed loop: iodepth {ladder}; open loop: at most {settings['max_probes']} rates "
+        f"(rate_iops, rate_process={settings['arrivals']}); {settings['iterations']} "
+        "confirmation run(s)",
+        f"   at most {settings['probes']} probe jobs (p01..p{settings['probes']:02d}), each "
+        f"with the job options {experiment.job}",
+    ]
+
+
+def _describe_run(campaign: Campaign, name: str, run: plan.Run, tool) -> list[str]:
+    experiment = campaign.experiments[name]
+    hosts = plan.run_hosts(campaign, name, run)
+    step = f" (step {run.step})" if run.step else ""
+    lines = [f"-- run {run.run_id}{step} on {', '.join(h['name'] for h in hosts)}"]
+    run_path = f"{name}/{run.run_id}/it<k>/a<n>"
+    jobs = _job_texts(campaign, name, run, hosts)
+    if experiment.execution == "service":
+        port = tool.default_port
+        endpoints = [f"{HostSpec.from_dict(_host_fields(h)).address}:{port}" for h in hosts]
+        job_paths = [
+            f"results/{name}/jobs/{run.run_id}/{h['name']}{tool.job_suffix}" for h in hosts
+        ]
+        output = f"results/{name}/raw/{run.run_id}/it<k>/a<n>/controller.json"
+        argv = tool.controller_command(job_paths, output, endpoints)
+        lines.append(f"   controller: {shlex.join(argv)}")
+    else:
+        for host in hosts:
+            spec = HostSpec.from_dict(_host_fields(host))
+            workdir = f"{spec.workdir.rstrip('/')}/{run_path}"
+            argv = tool.run_command(
+                f"{workdir}/job{tool.job_suffix}",
+                f"{workdir}/{tool.output_name(spec.name)}",
+                spec.name,
+                run.params,
+            )
+            lines.append(f"   {spec.name}: {shlex.join(argv)}")
+    lines += _job_listing(jobs, tool.job_suffix)
+    return lines
+
+
+def _job_texts(campaign: Campaign, name: str, run: plan.Run, hosts: list[dict]) -> dict:
+    """{host name or None: job text}; None when every host gets the same file."""
+    experiment = campaign.experiments[name]
+    if not plan.per_host_jobs(experiment):
+        return {None: render.render_job(plan.render_spec(campaign, name, run))}
+    texts = {}
+    for host in hosts:
+        spec = plan.render_spec(campaign, name, run, host=host["name"])
+        facts_file = TELEMETRY_DIR / f"{host['name']}.json"
+        if facts_file.exists():
+            spec = render.with_host_facts(spec, json.loads(facts_file.read_text()))
+        texts[host["name"]] = render.render_job(spec)
+    return texts
+
+
+def _job_listing(jobs: dict, suffix: str) -> list[str]:
+    lines = []
+    for host, text in jobs.items():
+        title = f"job file{suffix}" if host is None else f"job file of {host}"
+        lines.append(f"   {title}:")
+        lines += [f"     | {line}" for line in text.rstrip("\n").splitlines()]
+        if "{" in text and host is not None:
+            lines.append("     (host-fact expressions are resolved from its telemetry at run time)")
+    return lines
+
+
+def _host_fields(host: dict) -> dict:
+    return {key: value for key, value in host.items() if key != "group"}
