@@ -1,0 +1,153 @@
+"""The package is layered by pipeline stage: a module imports only its own layer or lower ones,
+and no import (top-level or inside a function) closes a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "storbench"
+
+# Lowest first: a layer may import itself and the layers before it, never one after it.
+LAYERS = ("core", "tools", "hosts", "config", "plan", "run", "analysis", "report", "cli")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ("cli", "__main__"):
+        return "cli"
+    return parts[1]
+
+
+def package_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported_modules(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every storbench module a file imports, wherever the import statement stands."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from storbench.run import runner` imports the module, not just the package
+            names = [
+                f"{node.module}.{alias.name}"
+                if f"{node.module}.{alias.name}" in modules
+                else node.module
+                for alias in node.names
+            ]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name.startswith("storbench") and name != "storbench":
+                found.add(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = package_modules()
+    return {
+        name: imported_modules(path, modules) - {name} - _parents(name)
+        for name, path in modules.items()
+    }
+
+
+def _parents(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    rank = {layer: index for index, layer in enumerate(LAYERS)}
+    return sorted(
+        f"{module} ({layer_of(module)}) imports {target} ({layer_of(target)})"
+        for module, targets in graph.items()
+        for target in targets
+        if rank[layer_of(target)] > rank[layer_of(module)]
+    )
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_module_belongs_to_a_layer():
+    unknown = [m for m in package_modules() if layer_of(m) not in LAYERS]
+    assert unknown == []
+
+
+def test_no_layer_imports_a_higher_one():
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"b"}, "b": set()}, []),
+    ],
+)
+def test_cycle_finder(graph, expected):
+    assert cycles(graph) == expected
+
+
+def test_upward_finder_names_both_layers():
+    graph = {"storbench.core.units": {"storbench.run.runner"}, "storbench.run.runner": set()}
+    assert upward_imports(graph) == [
+        "storbench.core.units (core) imports storbench.run.runner (run)"
+    ]
+
+
+def test_function_level_imports_are_found(tmp_path):
+    source = tmp_path / "storbench" / "core" / "late.py"
+    source.parent.mkdir(parents=True)
+    source.write_text("def f():\n    from storbench.run import runner\n    return runner\n")
+    modules = {"storbench.run.runner": Path("x"), "storbench.core.late": source}
+    assert imported_modules(source, modules) == {"storbench.run.runner"}
