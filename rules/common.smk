@@ -7,8 +7,9 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from storbench.config import campaign as storbench_config
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from storbench.plan import preparation as prepare_plan
+from storbench.config import search as search_config
 from storbench.plan import search
 from storbench.tools import get_tool
 
@@ -32,7 +33,7 @@ os.environ["PATH"] = os.pathsep.join(
 )
 EXPERIMENTS = list(CAMPAIGN.experiments)
 RUNS = {
-    name: {run.run_id: run for run in plan.experiment_runs(CAMPAIGN, name)}
+    name: {run.run_id: run for run in CAMPAIGN.experiment_runs(name)}
     for name in EXPERIMENTS
 }
 USED_TARGETS = sorted(
@@ -615,7 +616,7 @@ def search_spec_json(wildcards):
 def search_probe_markers(wildcards):
     return [
         search.probe_marker(wildcards.experiment, probe)
-        for probe in search.probe_ids(search_settings(wildcards))
+        for probe in search_config.probe_ids(search_settings(wildcards))
     ]
 
 

@@ -14,11 +14,10 @@ from pathlib import Path
 
 def _check(args) -> int:
     from storbench.config import campaign as config
-    from storbench.plan import runs as plan
 
     campaign = config.load_campaign_file(args.config)
     for name, experiment in campaign.experiments.items():
-        runs = plan.experiment_runs(campaign, name)
+        runs = campaign.experiment_runs(name)
         hosts = [h["name"] for h in campaign.hosts_of(name)]
         print(
             f"{name}: {experiment.tool} on {len(hosts)} host(s) [{', '.join(hosts)}] "
@@ -39,7 +38,7 @@ def _render(args) -> int:
 
 
 def _run(args) -> int:
-    from storbench.run import runner
+    from storbench.run import engine as runner
 
     spec = args.spec
     job = args.job[0]
@@ -273,6 +272,7 @@ def _prepare(args) -> int:
         return 0
     import signal
 
+    from storbench.analysis import preparation
     from storbench.hosts.transport import raise_interrupt
     from storbench.run import prepare
 
@@ -282,9 +282,9 @@ def _prepare(args) -> int:
     if args.action == "dataset":
         result = prepare.prepare_dataset(spec, args.output)
     elif args.action == "stage":
-        result = prepare.run_stage(spec, args.output)
+        result = preparation.run_stage(spec, args.output)
     elif args.action == "finish":
-        result = prepare.finish(spec, args.stages, args.output)
+        result = preparation.finish(spec, args.stages, args.output)
     else:
         result = prepare.flush(spec, args.output)
     print(json.dumps({k: v for k, v in result.items() if k != "series"}, sort_keys=True)[:2000])
@@ -301,7 +301,7 @@ def _search(args) -> int:
         )
         print("\n".join(str(path) for path in written.values()))
         return 0
-    from storbench.plan import search
+    from storbench.analysis import search
 
     spec = args.spec
     if args.action == "probe":
@@ -581,13 +581,13 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.hosts.transport import HostError
     from storbench.plan.search import SearchError
     from storbench.report.pdf import PdfError
+    from storbench.run.engine import RunError
     from storbench.run.netcheck import NetcheckError
     from storbench.run.preflight import PreflightError
     from storbench.run.prepare import PrepareError
     from storbench.run.render import RenderError
-    from storbench.run.runner import RunError
-    from storbench.run.telemetry import TelemetryError
     from storbench.run.s3 import S3Error
+    from storbench.run.telemetry import TelemetryError
     from storbench.tools.base import ToolOutputError
 
     return (

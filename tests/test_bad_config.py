@@ -20,7 +20,7 @@ import yaml
 
 from storbench import cli
 from storbench.config import campaign as config
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from tests.test_workflow import REPO, SNAKEMAKE
 
 CORPUS = sorted((Path(__file__).parent / "bad_inputs").glob("*.yaml"))
@@ -396,7 +396,7 @@ def run_by_hand(raw: dict, workdir: Path) -> Path:
     """Render, run and parse the only run with the CLI steps the rules call; its raw folder."""
     campaign = config.load_campaign(raw)
     ((name, _),) = campaign.experiments.items()
-    (run,) = plan.experiment_runs(campaign, name)
+    (run,) = campaign.experiment_runs(name)
     folder = workdir / "results" / name
     job = folder / "jobs" / f"{run.run_id}.fio"
     manifest = folder / "raw" / run.run_id / "it1" / "run.json"
@@ -467,7 +467,7 @@ def test_shell_syntax_in_the_ssh_user_runs_nothing(ssh_lab, tmp_path):
     hosts["client1"]["user"] = f"root{canaries(canary_dir, 'user')}"
     raw = hostile_campaign(canary_dir, tmp_path / "target", hosts, "client1")
     campaign = config.load_campaign(raw)
-    (run,) = plan.experiment_runs(campaign, "hostile")
+    (run,) = campaign.experiment_runs("hostile")
     manifest, job = workdir / "run.json", workdir / "job.fio"
     job.write_text("[never-run]\nrw=read\n")
     result = subprocess.run(

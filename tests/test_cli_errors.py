@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from storbench.config import campaign as config
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from tests.test_workflow import tiny_config
 
 
@@ -24,7 +24,7 @@ def storbench(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 def tiny_run_spec(target: Path) -> str:
     campaign = config.load_campaign(tiny_config(target, rw=("read",)))
-    (run,) = plan.experiment_runs(campaign, "tiny")
+    (run,) = campaign.experiment_runs("tiny")
     return plan.to_json(plan.run_spec(campaign, "tiny", run))
 
 

@@ -15,7 +15,7 @@ import yaml
 from storbench.config import campaign as config
 from storbench.core import results
 from storbench.core.schema_names import ALL_HOSTS
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolOutputError
@@ -436,7 +436,7 @@ def test_shipped_example_renders():
         Path(__file__).resolve().parents[1] / "config/examples/gosbench-s3.yaml"
     )
     for name in campaign.experiments:
-        for run in plan.experiment_runs(campaign, name):
+        for run in campaign.experiment_runs(name):
             test = yaml.safe_load(render_job(plan.render_spec(campaign, name, run)))["tests"][0]
             assert test["name"] == run.run_id and test["bucket_prefix"].startswith("storbench-")
 

@@ -16,7 +16,7 @@ import yaml
 
 from storbench import cli
 from storbench.config import campaign as config
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from storbench.run.render import render_job
 from storbench.tools import get_tool, known_tools
 from storbench.tools.base import ARGS_FILE_LOOP, SECRET_PLACEHOLDERS, job_file_text
@@ -64,7 +64,7 @@ def problems_of(raw: dict) -> list[str]:
 def rendered(raw: dict) -> list[str]:
     """The job file of the experiment's only run, as lines."""
     loaded = config.load_campaign(raw)
-    (run,) = plan.experiment_runs(loaded, "e")
+    (run,) = loaded.experiment_runs("e")
     return render_job(plan.render_spec(loaded, "e", run)).splitlines()
 
 

@@ -139,9 +139,9 @@ def test_cycle_finder(graph, expected):
 
 
 def test_upward_finder_names_both_layers():
-    graph = {"storbench.core.units": {"storbench.run.runner"}, "storbench.run.runner": set()}
+    graph = {"storbench.core.units": {"storbench.run.engine"}, "storbench.run.engine": set()}
     assert upward_imports(graph) == [
-        "storbench.core.units (core) imports storbench.run.runner (run)"
+        "storbench.core.units (core) imports storbench.run.engine (run)"
     ]
 
 
@@ -149,5 +149,5 @@ def test_function_level_imports_are_found(tmp_path):
     source = tmp_path / "storbench" / "core" / "late.py"
     source.parent.mkdir(parents=True)
     source.write_text("def f():\n    from storbench.run import runner\n    return runner\n")
-    modules = {"storbench.run.runner": Path("x"), "storbench.core.late": source}
-    assert imported_modules(source, modules) == {"storbench.run.runner"}
+    modules = {"storbench.run.engine": Path("x"), "storbench.core.late": source}
+    assert imported_modules(source, modules) == {"storbench.run.engine"}

@@ -4,13 +4,15 @@ import copy
 
 import pytest
 
+from storbench.config import sweep
 from storbench.config.campaign import ConfigError, load_campaign
-from storbench.plan import runs as plan
+from storbench.core.options import normalized_options
+from storbench.plan import specs as plan
 from tests.test_config import VALID
 
 
 def test_cross_product_in_sweep_order():
-    points = plan.sweep_points({"rw": ["read", "write"], "bs": ["4k", "1m"]})
+    points = sweep.sweep_points({"rw": ["read", "write"], "bs": ["4k", "1m"]})
     assert points == [
         {"rw": "read", "bs": "4k"},
         {"rw": "read", "bs": "1m"},
@@ -20,7 +22,7 @@ def test_cross_product_in_sweep_order():
 
 
 def test_zip_pairs_elementwise_and_crosses_the_rest():
-    points = plan.sweep_points(
+    points = sweep.sweep_points(
         {"zip": {"bs": ["4k", "1m"], "iodepth": [32, 4]}, "rw": ["read", "write"]}
     )
     assert points == [
@@ -32,7 +34,7 @@ def test_zip_pairs_elementwise_and_crosses_the_rest():
 
 
 def test_empty_sweep_is_one_point():
-    assert plan.sweep_points({}) == [{}]
+    assert sweep.sweep_points({}) == [{}]
 
 
 @pytest.mark.parametrize(
@@ -51,13 +53,13 @@ def test_empty_sweep_is_one_point():
     ],
 )
 def test_run_ids_are_readable_and_safe(params, point, expected):
-    assert plan.run_id(params, point) == expected
+    assert sweep.run_id(params, point) == expected
 
 
 def test_demo_expands_to_sixteen_distinct_runs():
     raw = copy.deepcopy(VALID)
     raw["experiments"]["demo"]["sweep"]["rw"] = ["read", "write", "randread", "randwrite"]
-    runs = plan.experiment_runs(load_campaign(raw), "demo")
+    runs = load_campaign(raw).experiment_runs("demo")
     ids = [r.run_id for r in runs]
     assert len(ids) == len(set(ids)) == 16
     assert ids[0] == "read_bs4k_qd1_nj1" and ids[-1] == "randwrite_bs1m_qd16_nj1"
@@ -82,7 +84,7 @@ def test_timeout_defaults_from_runtime():
 
 
 def test_normalized_options_are_unambiguous_for_fio():
-    options = plan.normalized_options(
+    options = normalized_options(
         {"size": "256MiB", "bs": "4k", "runtime": 1.5, "direct": True}
     )
     assert options == {"size": "256m", "bs": "4k", "runtime": "1500ms", "direct": 1}

@@ -262,14 +262,14 @@ def test_the_recipe_digest_follows_the_recipe_and_the_capacity():
     [("85%", 0.85), (0.85, 0.85), ("0.85", 0.85), ("1%", 0.01), ("100%", 1.0)],
 )
 def test_percentages(text, fraction):
-    assert prepare_plan.parse_percent(text) == pytest.approx(fraction)
+    assert units.parse_percent(text) == pytest.approx(fraction)
 
 
 @pytest.mark.parametrize("ambiguous", [1, 85, "100"])
 def test_a_bare_number_of_one_or_more_is_ambiguous(ambiguous):
     # is 1 a whole pass or 1 %? The plan's '1 % aging' written as 1 would fill everything
     with pytest.raises(units.UnitError, match="ambiguous; write a percentage"):
-        prepare_plan.parse_percent(ambiguous)
+        units.parse_percent(ambiguous)
 
 
 # --- experiments on prepared targets ----------------------------------------------------------

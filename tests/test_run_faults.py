@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storbench.hosts.transport import HostSpec, open_transport
-from storbench.run import runner
+from storbench.run import engine as runner
 from storbench.tools.base import ToolAdapter
 from tests.sshd import SSHD, SshLab, SshServer, _wait_for_banner
 from tests.test_interrupt import processes_matching, start_snakemake, stop_if_running, wait_for

@@ -10,15 +10,15 @@ def test_run_step_for_a_local_host_imports_nothing_heavy():
     probe = (
         "import sys\n"
         "from storbench import cli\n"
-        "from storbench.run import runner\n"
+        "from storbench.run import engine\n"
         "from storbench.tools import get_tool\n"
         "get_tool('fio').command('/x/job.fio', '/x/out.json', 'localhost')\n"
         "from storbench.run import preflight\n"
         "from storbench.tools import known_tools\n"
         "adapters = [get_tool(name) for name in known_tools()]\n"
         "cli.build_parser()\n"
-        "from storbench.plan import search\n"
-        "from storbench.analysis import slo_search\n"
+        "from storbench.config import search\n"
+        "from storbench.plan import slo_search\n"
         "search.probe_budget(64, 12, 3)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
     )

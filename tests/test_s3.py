@@ -9,7 +9,9 @@ import boto3
 import pytest
 
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
-from storbench.run import runner, s3
+from storbench.plan.specs import bucket_name
+from storbench.run import engine as runner
+from storbench.run import s3
 from storbench.tools.base import ToolAdapter
 from tests.test_workflow import planned_jobs, snakemake
 
@@ -43,8 +45,8 @@ def bucket_names(minio) -> set[str]:
 
 
 def test_bucket_names_follow_s3_rules():
-    assert s3.bucket_name(s3_target(), "warp_GET.4k") == "storbench-warp-get.4k"
-    assert len(s3.bucket_name(s3_target(), "x" * 100)) == 63
+    assert bucket_name(s3_target(), "warp_GET.4k") == "storbench-warp-get.4k"
+    assert len(bucket_name(s3_target(), "x" * 100)) == 63
 
 
 def test_credentials_from_environment_name_the_missing_variable():

@@ -14,10 +14,11 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from storbench.analysis import slo_search
+from storbench.analysis import search as search_probe
 from storbench.config import campaign as config
+from storbench.config import search as search_settings
 from storbench.core.results import ALL_HOSTS
-from storbench.plan import search
+from storbench.plan import search, slo_search
 from tests.test_workflow import snakemake
 
 THINK_TIME_US = 1000
@@ -71,7 +72,7 @@ def test_settings_and_probe_budget(tmp_path):
     }
     # ladder 1, 2, 4 + 8 bisection probes + 4 rounds of 2 confirmations
     assert settings["probes"] == 3 + 8 + 8
-    assert search.probe_ids(settings)[-1] == "p19"
+    assert search_settings.probe_ids(settings)[-1] == "p19"
 
 
 @pytest.mark.parametrize(
@@ -165,7 +166,7 @@ def test_measured_probe_merges_histograms_and_weights_the_mean():
          "hist_ns": [2000, 9000], "hist_count": [190, 10]},
     ]  # fmt: skip
     run = {"run_id": "rate400", "params": {"iodepth": 3}, "offered_iops": 400.0}
-    probe = search.measured_probe("open", run, rows)
+    probe = search_probe.measured_probe("open", run, rows)
     assert probe.achieved_iops == 400.0
     assert probe.offered_iops == 400.0 and probe.iodepth is None
     # merged: 1000 x 500, 2000 x 290, 9000 x 10 of 800 I/Os
@@ -174,7 +175,7 @@ def test_measured_probe_merges_histograms_and_weights_the_mean():
     assert probe.latency_ns["p99.9"] == 9000
     assert probe.latency_ns["mean"] == (1000 * 600 + 5000 * 200) / 800
     assert probe.duration_s == 2.0
-    assert search.measured_probe("open", run, rows, poisson=False).duration_s is None
+    assert search_probe.measured_probe("open", run, rows, poisson=False).duration_s is None
 
 
 def test_poisson_allowance_in_meets():

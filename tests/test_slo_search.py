@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from storbench.analysis.slo_search import (
+from storbench.plan.slo_search import (
     Decision,
     Objective,
     Probe,

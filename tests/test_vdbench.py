@@ -18,7 +18,7 @@ import pytest
 from storbench.config import campaign as config
 from storbench.core import results
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from storbench.run.render import render_job
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
@@ -402,7 +402,7 @@ def campaign(target: dict, experiments: dict) -> config.Campaign:
 def rendered(loaded: config.Campaign, name: str) -> list[str]:
     return [
         render_job(plan.render_spec(loaded, name, run))
-        for run in plan.experiment_runs(loaded, name)
+        for run in loaded.experiment_runs(name)
     ]
 
 
@@ -491,7 +491,7 @@ def test_afa_example_renders_the_precondition_and_four_baseline_files():
         "path": "/dev/mapper/afa_lun0",
     }
     assert rendered(loaded, "afa_precondition") == [AFA_PRECONDITION]
-    runs = plan.experiment_runs(loaded, "afa_baseline")
+    runs = loaded.experiment_runs("afa_baseline")
     assert [run.run_id for run in runs] == list(AFA_BASELINE)
     assert rendered(loaded, "afa_baseline") == [
         AFA_BASELINE_TEMPLATE.format(run_id=run_id, threads=t, xfersize=x, rdpct=r, seekpct=s)

@@ -14,7 +14,7 @@ import pytest
 from storbench.config import campaign as config
 from storbench.core import results
 from storbench.core.schema_names import ALL_HOSTS
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
@@ -470,7 +470,7 @@ def test_shipped_example_renders():
         Path(__file__).resolve().parents[1] / "config/examples/warp-s3.yaml"
     )
     for name in campaign.experiments:
-        for run in plan.experiment_runs(campaign, name):
+        for run in campaign.experiment_runs(name):
             lines = render_job(plan.render_spec(campaign, name, run)).splitlines()
             assert lines[2] in ("get", "put", "mixed") and lines[-1] == "--no-color"
             assert f"--bucket=storbench-{name.replace('_', '-')}" in lines

@@ -6,25 +6,27 @@ size: '4kk'``) before any job starts; nothing is written.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
-from functools import cache, cached_property
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import yaml
 
+from storbench.config import runs as config_runs
+from storbench.config.sweep import PlanError
+from storbench.config.values import positive_duration
 from storbench.core import paths, units
+from storbench.core.model import DEFAULT_REPORT_NAME, Campaign, Experiment
+from storbench.core.options import DURATION_OPTIONS, PERCENT_SIZE_OPTIONS, SIZE_OPTIONS
 
 SCHEMA_PATH = paths.SCHEMA_PATH
 MAX_HOSTS_PER_GROUP = 4096
 MAX_RUN_ID_CHARS = 200  # a run id names folders and files; a file name holds 255 bytes
 # YAML aliases can nest a few lines into billions of values (a "billion laughs" file)
 MAX_CONFIG_VALUES = 100_000
-
-SIZE_OPTIONS = frozenset({"bs", "blocksize", "size", "filesize", "io_size", "offset"})
-DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay", "status_interval"})
-PERCENT_SIZE_OPTIONS = frozenset({"size", "io_size", "offset"})
 
 
 class ConfigError(ValueError):
@@ -35,74 +37,6 @@ class ConfigError(ValueError):
         self.source = source
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"invalid {source}:\n{lines}")
-
-
-@dataclass(frozen=True)
-class Experiment:
-    name: str
-    tool: str
-    host_groups: tuple[str, ...]
-    target_name: str
-    target: dict
-    iterations: int
-    job: dict
-    sweep: dict
-    template: str | None
-    job_file: str | None
-    timeout: float | None
-    schedule: str | None = None  # schedule file whose workloads are the runs
-    target_set: tuple[str, ...] = ()  # several targets: runs on each alone and on all at once
-    execution: str = "standalone"  # or "service": tool services driven by one controller
-    steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
-    rwmixreadhost: int | None = None  # percent of a run's hosts that read
-    slow_host_percent: float = 10.0
-    max_start_skew_s: float = 1.0
-    dataset: str | None = None  # a prepared dataset the runs use
-    precondition: str | None = None  # a preconditioning recipe run on the target first
-    flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush
-    prep_state: str | None = None  # label of the preparation state, e.g. 'afa, after flush'
-    search: dict | None = None  # latency-SLO search settings (storbench.plan.search.settings)
-    faults: tuple = ()  # fault events run during the workload (storbench.run.faults)
-    fault_analysis: dict | None = None  # dip and recovery settings (storbench.config.fault_config)
-    soak: dict | None = None  # chunks of a soak run (storbench.config.fault_config.soak_plan)
-
-    @cached_property
-    def uses_host_facts(self) -> bool:
-        """Whether any job or swept value is computed per host from its telemetry (asked once
-        per job while Snakemake plans, so kept)."""
-        from storbench.core import hostfacts
-
-        values = list(self.job.values())
-        for option, swept in self.sweep.items():
-            lists = swept.values() if option == "zip" else [swept]
-            values += [value for values_ in lists for value in values_]
-        return any(hostfacts.has_expression(value) for value in values)
-
-
-@dataclass(frozen=True)
-class Campaign:
-    raw: dict
-    host_groups: dict  # group name -> list of host spec dicts
-    experiments: dict  # name -> Experiment
-    datasets: dict = field(default_factory=dict)  # name -> prepare_plan.Dataset
-    recipes: dict = field(default_factory=dict)  # name -> prepare_plan.Recipe
-
-    def hosts_of(self, experiment: str) -> list[dict]:
-        hosts: list[dict] = []
-        for group in self.experiments[experiment].host_groups:
-            hosts.extend(self.host_groups[group])
-        return hosts
-
-    @property
-    def default_experiments(self) -> list[str]:
-        return list(self.raw.get("run") or self.experiments)
-
-    @property
-    def report_settings(self) -> dict:
-        """The campaign report's folder name and title, and whether reports get a PDF."""
-        settings = {"name": DEFAULT_REPORT_NAME, "pdf": True, **(self.raw.get("report") or {})}
-        settings.setdefault("title", f"storbench campaign report: {settings['name']}")
-        return settings
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -163,7 +97,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     host_groups = {
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
-    from storbench.plan import preparation as prepare_plan
+    from storbench.config import preparation as prepare_plan
 
     datasets, recipes = prepare_plan.load(raw, host_groups, problems)
     experiments = {
@@ -200,14 +134,14 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         datasets=datasets,
         recipes=recipes,
     )
-    from storbench.plan import runs as plan  # plan imports config; late import breaks the cycle
-
+    planned = {}
     for name in experiments:
         try:
-            runs = plan.experiment_runs(campaign, name)
-        except plan.PlanError as error:
+            runs = config_runs.experiment_runs(campaign, name)
+        except PlanError as error:
             problems.append(f"experiments.{name}.sweep: {error}")
             continue
+        planned[name] = tuple(runs)
         long_ids = [run.run_id for run in runs if len(run.run_id) > MAX_RUN_ID_CHARS]
         if long_ids:
             problems.append(
@@ -217,10 +151,9 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             )
     if problems:
         raise ConfigError(problems, source)
-    return campaign
+    return dataclasses.replace(campaign, runs=planned)
 
 
-DEFAULT_REPORT_NAME = "campaign"
 RESERVED_REPORT_FOLDERS = frozenset({"compare", "targets", "network"})
 
 
@@ -348,19 +281,6 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     return specs
 
 
-def positive_duration(key: str, value, problems: list[str]) -> float | None:
-    """Seconds of a duration that must be more than zero; None with a problem otherwise."""
-    try:
-        seconds = units.parse_duration(value)
-    except units.UnitError as error:
-        problems.append(f"{key}: {error}")
-        return None
-    if seconds <= 0:
-        problems.append(f"{key}: must be more than 0s, got {value!r}")
-        return None
-    return seconds
-
-
 HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # <host>.json is a file name
 _NODE_RANGE = re.compile(r"\[([^\[\]]*)\]")
 _RANGE_PART = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
@@ -430,7 +350,7 @@ def _experiment(
     recipes: dict,
     host_groups: dict,
 ) -> Experiment | None:
-    from storbench.plan import preparation as prepare_plan
+    from storbench.config import preparation as prepare_plan
     from storbench.tools import known_tools
 
     key = f"experiments.{name}"
@@ -497,7 +417,7 @@ def _experiment(
     _check_host_expressions(key, spec, job, sweep, problems)
     search_settings = None
     if "search" in spec:
-        from storbench.plan import search
+        from storbench.config import search
 
         search_settings = search.settings(key, spec, problems)
     from storbench.config import fault_config

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
-from storbench.config.campaign import positive_duration
+from storbench.config.values import positive_duration
 from storbench.core import units
-from storbench.run.faults import CONTROLLER
+from storbench.core.schema_names import CONTROLLER
 
 DEFAULT_STATUS_INTERVAL = "1s"
 # One-sided by default: a rate-limited fio catches up after a stall, which is not a dip.
@@ -72,7 +72,6 @@ def _checked_offset(where: str, value, runtime: float | None, problems: list[str
 
 def fault_settings(key: str, spec: dict, job: dict, problems: list[str]) -> dict:
     """fault_analysis settings in seconds and fractions, for the report."""
-    from storbench.plan.preparation import parse_percent
 
     given = spec.get("fault_analysis") or {}
     settings = {
@@ -85,7 +84,7 @@ def fault_settings(key: str, spec: dict, job: dict, problems: list[str]) -> dict
         )
     if "band" in given:
         try:
-            settings["band"] = parse_percent(given["band"])
+            settings["band"] = units.parse_percent(given["band"])
         except units.UnitError as error:
             problems.append(f"{key}.fault_analysis.band: {error}")
     settings["hold_intervals"] = int(given.get("hold", settings["hold_intervals"]))
@@ -98,7 +97,6 @@ def soak_plan(key: str, spec: dict, job: dict, problems: list[str]) -> dict | No
     soak = spec.get("soak")
     if not soak:
         return None
-    from storbench.plan.preparation import parse_percent
 
     if "iterations" in spec:
         problems.append(f"{key}.iterations: a soak's chunks are its iterations; leave it out")
@@ -116,7 +114,7 @@ def soak_plan(key: str, spec: dict, job: dict, problems: list[str]) -> dict | No
     drift = SOAK_DEFAULTS["drift"]
     if "drift" in soak:
         try:
-            drift = parse_percent(soak["drift"])
+            drift = units.parse_percent(soak["drift"])
         except units.UnitError as error:
             problems.append(f"{key}.soak.drift: {error}")
     return {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 ALL_HOSTS = "all"
+CONTROLLER = "controller"  # the machine running Snakemake, as a fault host and in service mode
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
 

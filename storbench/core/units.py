@@ -98,3 +98,17 @@ def fio_duration(value) -> str:
     if seconds == int(seconds):
         return f"{int(seconds)}s"
     return f"{round(seconds * 1000)}ms"
+
+
+def parse_percent(value) -> float:
+    """'85%' -> 0.85; a bare number is a fraction below 1 (0.85), never a percentage."""
+    text = str(value).strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UnitError(f"not a percentage: {value!r} (e.g. 85%)") from None
+    if not text.endswith("%") and number >= 1:
+        raise UnitError(f"{value!r} is ambiguous; write a percentage such as 85% or 100%")
+    if not 0 < number <= 1:
+        raise UnitError(f"{value!r} is not between 0 and 100 %")
+    return number

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from storbench.core import units
+from storbench.core.schema_names import CONTROLLER
 
-CONTROLLER = "controller"
 DEFAULT_TIMEOUT_S = 60.0
 OUTPUT_TAIL_CHARS = 2000
 START_POLL_S = 0.05

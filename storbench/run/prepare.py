@@ -20,7 +20,7 @@ from pathlib import Path
 
 from storbench.core import atomic, paths
 from storbench.hosts.transport import HostSpec, open_transport
-from storbench.run.runner import RunError, run_iteration
+from storbench.run.engine import RunError, run_iteration
 
 TEMPLATE = paths.TEMPLATES_DIR / "fio" / "prepare.fio.j2"
 TOKEN_READ_TIMEOUT_S = 30.0
@@ -31,7 +31,7 @@ class PrepareError(RuntimeError):
     pass
 
 
-def _now() -> str:
+def now_text() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
@@ -43,7 +43,7 @@ def _host_spec(host: dict) -> HostSpec:
 
 
 def render(purpose: str, host: str, global_options: dict, sections: list[dict]) -> str:
-    from storbench.plan.runs import normalized_options
+    from storbench.core.options import normalized_options
     from storbench.run.render import job_template
 
     return job_template(TEMPLATE).render(
@@ -61,7 +61,7 @@ def region_options(recipe: dict, host_index: int, host: str) -> tuple[dict, int]
     target = recipe["target"]
     if target["type"] == "block":
         return {"filename": target["path"]}, host_index * recipe["slice_bytes"]
-    from storbench.plan.preparation import REGION_FILE
+    from storbench.config.preparation import REGION_FILE
 
     directory = FioAdapter().target_directory(target, host)
     return {"directory": directory, "filename": REGION_FILE}, 0
@@ -121,7 +121,7 @@ def dataset_sections(spec: dict, host: str) -> tuple[dict, list[dict]]:
 # --- running a prepared job on the hosts ---------------------------------------------------------
 
 
-def _run_jobs(
+def run_jobs(
     kind_dir: Path,
     name: str,
     spec_like: dict,
@@ -158,7 +158,7 @@ def _run_jobs(
     return manifest, manifest_path.parent / manifest["raw_dir"]
 
 
-def _parse(manifest: dict, raw_dir: Path) -> list[dict]:
+def parse_rows(manifest: dict, raw_dir: Path) -> list[dict]:
     from storbench.tools import get_tool
 
     base = {"experiment": manifest["experiment"], "run_id": manifest["run_id"], "iteration": 1}
@@ -185,7 +185,7 @@ def element_metrics(rows: list[dict]) -> dict[str, dict]:
     return metrics
 
 
-def _chunk_timeout(spec: dict, bytes_per_host: int) -> float:
+def chunk_timeout(spec: dict, bytes_per_host: int) -> float:
     configured = spec["recipe"].get("timeout_s")
     if configured:
         return configured
@@ -195,133 +195,13 @@ def _chunk_timeout(spec: dict, bytes_per_host: int) -> float:
 # --- stages ------------------------------------------------------------------------------------
 
 
-def run_stage(spec: dict, marker_path: str) -> dict:
-    """Run one stage of a recipe and publish its marker (rounds after steady state: skipped)."""
-    recipe = spec["recipe"]
-    started, clock = _now(), time.monotonic()
-    marker = {
-        "target": recipe["target"]["name"],
-        "recipe": recipe["name"],
-        "stage": spec["stage"],
-        "kind": spec["kind"],
-        "index": spec["index"],
-        "skipped": False,
-    }
-    recipe_dir = Path(recipe["dir"])
-    if spec["kind"] == "purge":
-        marker["purge"] = _purge(recipe, spec["command"], recipe_dir / "raw" / "purge")
-    elif spec["kind"] == "pass":
-        marker.update(_pass(spec, recipe_dir))
-    elif spec["kind"] == "round":
-        marker.update(_round(spec, recipe_dir, Path(marker_path).parent))
-    marker.update(started=started, finished=_now(), duration_s=round(time.monotonic() - clock, 3))
-    atomic.write_json(marker_path, marker)
-    return marker
-
-
-def _pass(spec: dict, recipe_dir: Path) -> dict:
-    from storbench.analysis import writecliff
-    from storbench.tools import get_tool
-
-    recipe = spec["recipe"]
-    params = {"status_interval": f"{int(recipe['interval_s'])}s"}
-    manifest, raw_dir = _run_jobs(
-        recipe_dir,
-        spec["stage"],
-        recipe,
-        recipe["hosts"],
-        lambda index, host: pass_sections(spec, index, host),
-        timeout_s=_chunk_timeout(spec, spec["pass"]["chunk_bytes"]),
-        params=params,
-    )
-    rows = _parse(manifest, raw_dir)
-    base = {
-        "experiment": manifest["experiment"],
-        "run_id": manifest["run_id"],
-        "iteration": 1,
-        "attempt": manifest["attempt"],
-        "tool": "fio",
-    }
-    series = writecliff.aggregate(
-        get_tool("fio").parse_timeseries(manifest, raw_dir, base), "write"
-    )
-    metrics = element_metrics(rows).get(spec["stage"], {})
-    return {
-        "pass": {**spec["pass"], "bytes": metrics.get("bytes", 0)},
-        "elements": {"write": metrics},
-        "series": [
-            {"t_s": i.t_s, "interval_s": i.interval_s, "bytes": i.bytes, "bw_bytes_s": i.bw_bytes_s}
-            for i in series
-        ],
-        "raw": str(Path("raw") / spec["stage"] / "run.json"),
-        "attempt": manifest["attempt"],
-    }
-
-
-def _round(spec: dict, recipe_dir: Path, stages_dir: Path) -> dict:
-    from storbench.analysis import steadystate
-
-    recipe = spec["recipe"]
-    rounds = recipe["rounds"]
-    number = spec["round"]
-    earlier = [_read_round(stages_dir, spec["stage"], n) for n in range(1, number)]
-    if earlier and (earlier[-1].get("skipped") or earlier[-1]["steady_state"]["achieved"]):
-        return {"round": number, "skipped": True, "steady_state": earlier[-1]["steady_state"]}
-    runtime = sum(
-        _seconds(params.get("runtime")) + _seconds(params.get("ramp_time"))
-        for _, params in rounds["elements"]
-    )
-    manifest, raw_dir = _run_jobs(
-        recipe_dir,
-        spec["stage"],
-        recipe,
-        recipe["hosts"],
-        lambda index, host: round_sections(spec, index, host),
-        timeout_s=recipe.get("timeout_s") or 2 * runtime + 120,
-        params={},
-    )
-    elements = element_metrics(_parse(manifest, raw_dir))
-    history = [m["elements"] for m in earlier] + [elements]
-    values = {
-        f"{t['element']}.{t['metric']}": [
-            h.get(t["element"], {}).get(t["metric"]) or 0.0 for h in history
-        ]
-        for t in rounds["track"]
-    }
-    verdict = steadystate.evaluate(
-        values,
-        window=rounds["window"],
-        max_rounds=rounds["max_rounds"],
-        range_limit=rounds["range_limit"],
-        slope_limit=rounds["slope_limit"],
-    )
-    return {
-        "round": number,
-        "elements": elements,
-        "steady_state": verdict.to_dict(),
-        "raw": str(Path("raw") / spec["stage"] / "run.json"),
-        "attempt": manifest["attempt"],
-    }
-
-
-def _read_round(stages_dir: Path, current: str, number: int) -> dict:
-    width = len(current.split("-", 1)[1])
-    path = stages_dir / f"round-{number:0{width}d}.json"
-    try:
-        return json.loads(path.read_text())
-    except OSError:
-        raise PrepareError(
-            f"round {number} has no marker ({path}); run the rounds in order"
-        ) from None
-
-
-def _seconds(value) -> float:
+def seconds_of(value) -> float:
     from storbench.core.units import parse_duration
 
     return parse_duration(value) if value is not None else 0.0
 
 
-def _purge(recipe: dict, command: str, raw_dir: Path) -> dict:
+def purge(recipe: dict, command: str, raw_dir: Path) -> dict:
     """The purge command on every host at once; any failure fails the stage."""
     raw_dir.mkdir(parents=True, exist_ok=True)
     codes = _on_hosts(
@@ -360,57 +240,10 @@ def _on_hosts(hosts: list[dict], action) -> dict:
 # --- the prepared state ----------------------------------------------------------------------
 
 
-def finish(recipe: dict, stage_paths: list[str], output: str) -> dict:
-    """The recipe's summary (verdict, passes with their write cliffs); its tokens on the hosts."""
-    from storbench.analysis import writecliff
-
-    stages = [json.loads(Path(path).read_text()) for path in stage_paths]
-    stages.sort(key=lambda stage: stage["index"])
-    rounds = [s for s in stages if s["kind"] == "round" and not s.get("skipped")]
-    passes = []
-    for stage in (s for s in stages if s["kind"] == "pass"):
-        p = stage["pass"]
-        if not passes or passes[-1]["name"] != p["name"]:
-            passes.append(
-                {
-                    key: p[key]
-                    for key in ("name", "number", "repeats", "chunks", "fraction", "bs", "pattern")
-                }
-                | {"bytes_written": 0, "duration_s": 0.0, "series": []}
-            )
-        passes[-1]["bytes_written"] += p["bytes"]
-        passes[-1]["duration_s"] += stage["duration_s"]
-        passes[-1]["series"].append([writecliff.Interval(**i) for i in stage["series"]])
-    cliff_options = {
-        "fraction": recipe["cliff"].get("fraction", 0.5),
-        "sustain": recipe["cliff"].get("sustain", 3),
-        "plateau_s": recipe["cliff"].get("plateau_s"),
-    }
-    for summary in passes:
-        series = writecliff.concatenate(summary.pop("series"))
-        cliff = writecliff.detect(series, **cliff_options) if series else None
-        summary["cliff"] = cliff.to_dict() if cliff else None
-    prepared = {
-        "target": recipe["target"]["name"],
-        "recipe": recipe["name"],
-        "capacity_bytes": recipe["capacity"],
-        "slice_bytes": recipe["slice_bytes"],
-        "hosts": [h["name"] for h in recipe["hosts"]],
-        "steady_state": rounds[-1]["steady_state"] if rounds else None,
-        "passes": passes,
-        "recipe_spec": recipe["recipe_spec"],
-        "sha256": recipe["sha256"],
-        "finished": _now(),
-    }
-    write_tokens(recipe, {"steady_state": (prepared["steady_state"] or {}).get("status")})
-    atomic.write_json(output, prepared)
-    return prepared
-
-
 def flush(recipe: dict, output: str) -> dict:
     """Wait for the write cache: a fixed wait, or the command polled until it reports done."""
     spec = recipe["flush"]
-    started, clock = _now(), time.monotonic()
+    started, clock = now_text(), time.monotonic()
     result = {
         "kind": "flush",
         "stage": "flush",
@@ -423,7 +256,7 @@ def flush(recipe: dict, output: str) -> dict:
         result["flush"]["waited_s"] = spec["wait_s"]
     else:
         result["flush"].update(_poll_flush(recipe, spec, Path(recipe["dir"]) / "raw" / "flush"))
-    result.update(started=started, finished=_now(), duration_s=round(time.monotonic() - clock, 3))
+    result.update(started=started, finished=now_text(), duration_s=elapsed_s(clock))
     atomic.write_json(output, result)
     return result
 
@@ -465,7 +298,7 @@ def write_tokens(spec: dict, extra: dict | None = None) -> None:
         "name": spec["name"],
         "target": spec["target"]["name"],
         "sha256": spec["sha256"],
-        "prepared_at": _now(),
+        "prepared_at": now_text(),
         **(extra or {}),
     }
     text = json.dumps(token, sort_keys=True) + "\n"
@@ -500,8 +333,8 @@ def read_tokens(host: dict, paths: list[str | None]) -> list[dict | None]:
 def prepare_dataset(spec: dict, marker_path: str | None, hosts: list[dict] | None = None) -> dict:
     """Lay out (or write) the dataset's files on the hosts, then their tokens and the marker."""
     hosts = hosts or spec["hosts"]
-    started, clock = _now(), time.monotonic()
-    manifest, raw_dir = _run_jobs(
+    started, clock = now_text(), time.monotonic()
+    manifest, raw_dir = run_jobs(
         Path(spec["raw_dir"]),
         "prepare",
         spec,
@@ -510,7 +343,7 @@ def prepare_dataset(spec: dict, marker_path: str | None, hosts: list[dict] | Non
         timeout_s=spec["timeout_s"],
         params={},
     )
-    metrics = element_metrics(_parse(manifest, raw_dir)).get(spec["name"], {})
+    metrics = element_metrics(parse_rows(manifest, raw_dir)).get(spec["name"], {})
     write_tokens({**spec, "hosts": hosts})
     marker = {
         "target": spec["target"]["name"],
@@ -521,7 +354,7 @@ def prepare_dataset(spec: dict, marker_path: str | None, hosts: list[dict] | Non
         "bytes_written": metrics.get("bytes", 0),
         "attempt": manifest["attempt"],
         "started": started,
-        "finished": _now(),
+        "finished": now_text(),
         "duration_s": round(time.monotonic() - clock, 3),
     }
     if marker_path:
@@ -580,3 +413,8 @@ def _label(preparation: dict) -> str | None:
         if verdict:
             label += ", steady state" if verdict["achieved"] else ", steady state not achieved"
     return label
+
+
+def elapsed_s(clock: float) -> float:
+    """Seconds since a time.monotonic() reading, to the millisecond."""
+    return round(time.monotonic() - clock, 3)

@@ -6,12 +6,9 @@ from pathlib import Path
 
 from storbench.core import atomic, paths
 from storbench.tools import get_tool
+from storbench.tools.base import RenderError
 
 TEMPLATES_DIR = paths.TEMPLATES_DIR
-
-
-class RenderError(ValueError):
-    pass
 
 
 def render_job(spec: dict) -> str:

@@ -6,24 +6,14 @@ boto3 is imported only inside the functions that talk to the endpoint.
 from __future__ import annotations
 
 import datetime
-import re
 from pathlib import Path
 
 from storbench.core import atomic
 from storbench.core.secrets import Credentials, scrub, target_credentials
 
-MAX_BUCKET_NAME = 63
-_NOT_IN_BUCKET_NAME = re.compile(r"[^a-z0-9.-]+")
-
 
 class S3Error(RuntimeError):
     pass
-
-
-def bucket_name(target: dict, experiment: str) -> str:
-    """<bucket_prefix>-<experiment>, folded into S3's bucket-name rules."""
-    suffix = _NOT_IN_BUCKET_NAME.sub("-", experiment.lower()).strip("-.") or "run"
-    return f"{target['bucket_prefix']}-{suffix}"[:MAX_BUCKET_NAME].rstrip("-.")
 
 
 def client(target: dict, credentials: Credentials):

@@ -11,9 +11,9 @@ import json
 import shlex
 from pathlib import Path
 
-from storbench.config.campaign import Campaign
+from storbench.core.model import Campaign, Run
 from storbench.hosts.transport import HostSpec
-from storbench.plan import runs as plan
+from storbench.plan import specs as plan
 from storbench.run import render
 from storbench.tools import get_tool
 
@@ -86,7 +86,7 @@ def describe_recipe(recipe) -> list[str]:
 def describe_experiment(campaign: Campaign, name: str) -> list[str]:
     experiment = campaign.experiments[name]
     tool = get_tool(experiment.tool)
-    runs = plan.experiment_runs(campaign, name)
+    runs = campaign.experiment_runs(name)
     lines = [
         f"== experiment {name}: {experiment.tool}, {experiment.execution}, "
         f"{len(runs)} run(s) x {experiment.iterations} iteration(s), "
@@ -132,8 +132,8 @@ def _describe_faults(experiment) -> list[str]:
 
 def _describe_search(experiment) -> list[str]:
     """A search's runs are decided as it goes: show its bounds instead of a run list."""
-    from storbench.analysis import slo_search
-    from storbench.plan import search
+    from storbench.config import search
+    from storbench.plan import slo_search
 
     settings = experiment.search
     objective = settings["objective"]
@@ -149,7 +149,7 @@ def _describe_search(experiment) -> list[str]:
     ]
 
 
-def _describe_run(campaign: Campaign, name: str, run: plan.Run, tool) -> list[str]:
+def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
     experiment = campaign.experiments[name]
     hosts = plan.run_hosts(campaign, name, run)
     step = f" (step {run.step})" if run.step else ""
@@ -180,7 +180,7 @@ def _describe_run(campaign: Campaign, name: str, run: plan.Run, tool) -> list[st
     return lines
 
 
-def _job_texts(campaign: Campaign, name: str, run: plan.Run, hosts: list[dict]) -> dict:
+def _job_texts(campaign: Campaign, name: str, run: Run, hosts: list[dict]) -> dict:
     """{host name or None: job text}; None when every host gets the same file."""
     experiment = campaign.experiments[name]
     if not plan.per_host_jobs(experiment):

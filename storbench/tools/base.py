@@ -70,6 +70,10 @@ def timeseries_columns() -> frozenset[str]:
     return frozenset(TIMESERIES_COLUMNS)
 
 
+class RenderError(ValueError):
+    """A job file cannot be made: the message names the template, host or option."""
+
+
 class ToolOutputError(ValueError):
     """A file is not this tool's output, or is empty or truncated; the message names the file."""
 

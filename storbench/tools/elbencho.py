@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storbench.tools.base import ToolAdapter
+from storbench.tools.base import RenderError, ToolAdapter
 
 RESULT_FOLDER_SUFFIX = "-elbencho"
 PATH_LINE = "#storbench-path="
@@ -136,7 +136,6 @@ class ElbenchoAdapter(ToolAdapter):
     # --- render -----------------------------------------------------------------------------
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.run.render import RenderError
 
         try:
             options = job_options(spec["params"], spec["target"], spec["run_id"])
@@ -253,7 +252,7 @@ def benchmark_path(target: dict) -> str:
 def job_options(params: dict, target: dict, run_id: str) -> dict:
     """elbencho long options (config file lines) for one run, in a fixed readable order."""
     from storbench.core import units
-    from storbench.plan.runs import normalized_options
+    from storbench.core.options import normalized_options
 
     _check_option_names(params)
     normalized = normalized_options(params)

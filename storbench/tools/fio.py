@@ -26,7 +26,7 @@ class FioAdapter(ToolAdapter):
     default_port = 8765  # fio's own default server port
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.plan.runs import normalized_options
+        from storbench.core.options import normalized_options
 
         target = spec["target"]
         host = spec.get("host")

@@ -38,7 +38,7 @@ import re
 from pathlib import Path
 
 from storbench.core.schema_names import ALL_HOSTS
-from storbench.tools.base import SECRET_PLACEHOLDERS, ToolAdapter, ToolOutputError
+from storbench.tools.base import SECRET_PLACEHOLDERS, RenderError, ToolAdapter, ToolOutputError
 
 WORKER = "gosbench-worker"
 SERVER_LOG = "server.console.txt"  # written by the command's script, like worker.console.txt
@@ -245,7 +245,6 @@ def _server_argv(job_path: str, output_path: str, port: str, *, workers: int, wo
 
 
 def _render_error(message: str) -> Exception:
-    from storbench.run.render import RenderError  # lazy: render imports the tool registry
 
     return RenderError(f"gosbench: {message}")
 

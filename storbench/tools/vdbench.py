@@ -150,7 +150,7 @@ class VdbenchAdapter(ToolAdapter):
     # --- render ---------------------------------------------------------------------------
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.plan.runs import normalized_options
+        from storbench.core.options import normalized_options
 
         return {
             "experiment": spec["experiment"],

@@ -46,7 +46,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from storbench.core.schema_names import ALL_HOSTS, normalize_op
-from storbench.tools.base import ARGS_FILE_LOOP, ToolAdapter, ToolOutputError
+from storbench.tools.base import ARGS_FILE_LOOP, RenderError, ToolAdapter, ToolOutputError
 
 BENCHMARKS = ("get", "put", "mixed", "delete", "list", "stat")
 _BENCHMARK_OF_RW = {
@@ -183,7 +183,6 @@ ADAPTER = WarpAdapter()
 
 
 def _render_error(message: str) -> Exception:
-    from storbench.run.render import RenderError  # lazy: render imports the tool registry
 
     return RenderError(f"warp: {message}")
 

@@ -74,10 +74,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from storbench.core.units import parse_duration
+from storbench.config.search import Objective, finite_number, qd_ladder
 
-LATENCY_KEYS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99")
-METRICS = ("iops",)
 CLOSED, OPEN, CONFIRM, DONE = "closed", "open", "confirm", "done"
 PHASES = (CLOSED, OPEN, CONFIRM)
 FOUND, NOT_MET, RUNNING = "found", "not met", "running"
@@ -87,52 +85,6 @@ CEILING = 1.05  # first upper bound, as a multiple of the closed-loop peak
 FLOOR = 0.01  # lowest open-loop rate tried, as a fraction of the closed-loop peak
 POISSON_SIGMAS = 2.0  # allowance for the randomness of Poisson arrivals, in standard deviations
 _SAME_RATE = 0.1  # rates closer than this fraction of the tolerance are one rate
-
-
-@dataclass(frozen=True, kw_only=True)
-class Objective:
-    """The latency limit the answer must meet; raises ValueError naming a bad field."""
-
-    limit_ns: float
-    latency: str = "p99"
-    metric: str = "iops"
-    tolerance: float = 0.02
-    min_achieved: float = 0.99
-
-    def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise ValueError(f"Objective.metric: {self.metric!r} is not one of {METRICS}")
-        if self.latency not in LATENCY_KEYS:
-            raise ValueError(
-                f"Objective.latency: {self.latency!r} is not one of {', '.join(LATENCY_KEYS)}"
-            )
-        if not _finite_number(self.limit_ns) or self.limit_ns <= 0:
-            raise ValueError(
-                f"Objective.limit_ns: must be a positive number, not {self.limit_ns!r}"
-            )
-        if not _finite_number(self.tolerance) or not 0 < self.tolerance <= 0.5:
-            raise ValueError(f"Objective.tolerance: must be in (0, 0.5], not {self.tolerance!r}")
-        if not _finite_number(self.min_achieved) or not 0 < self.min_achieved <= 1:
-            raise ValueError(
-                f"Objective.min_achieved: must be in (0, 1], not {self.min_achieved!r}"
-            )
-
-    @classmethod
-    def from_config(cls, spec: Mapping) -> Objective:
-        """``{metric: iops, latency: p99, limit: 2ms, tolerance: 2%}`` (limit is a duration)."""
-        if "limit" not in spec:
-            raise ValueError("Objective.limit: missing (e.g. limit: 2ms)")
-        try:
-            limit_ns = round(parse_duration(spec["limit"]) * 1e9, 3)
-        except ValueError as error:
-            raise ValueError(f"Objective.limit: {error}") from None
-        return cls(
-            limit_ns=limit_ns,
-            latency=str(spec.get("latency", "p99")),
-            metric=str(spec.get("metric", "iops")),
-            tolerance=_fraction(spec.get("tolerance", 0.02), "tolerance"),
-            min_achieved=_fraction(spec.get("min_achieved", 0.99), "min_achieved"),
-        )
 
 
 @dataclass(frozen=True)
@@ -154,12 +106,12 @@ class Probe:
                 f"Probe.iodepth: a closed-loop probe needs one >= 1, not {self.iodepth!r}"
             )
         if self.phase != CLOSED and not (
-            _finite_number(self.offered_iops) and self.offered_iops > 0
+            finite_number(self.offered_iops) and self.offered_iops > 0
         ):
             raise ValueError(
                 f"Probe.offered_iops: an open-loop probe needs one > 0, not {self.offered_iops!r}"
             )
-        if not _finite_number(self.achieved_iops) or self.achieved_iops < 0:
+        if not finite_number(self.achieved_iops) or self.achieved_iops < 0:
             raise ValueError(f"Probe.achieved_iops: must be >= 0, not {self.achieved_iops!r}")
 
     @classmethod
@@ -190,19 +142,6 @@ class Decision:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def qd_ladder(max_qd: int) -> list[int]:
-    """1, 2, 4 ... up to max_qd, and max_qd itself even when it is not a power of two."""
-    if not isinstance(max_qd, int) or isinstance(max_qd, bool) or max_qd < 1:
-        raise ValueError(f"max_qd: must be an integer >= 1, not {max_qd!r}")
-    ladder = []
-    depth = 1
-    while depth < max_qd:
-        ladder.append(depth)
-        depth *= 2
-    ladder.append(max_qd)
-    return ladder
 
 
 def latency_of(probe: Probe, objective: Objective) -> float:
@@ -325,11 +264,11 @@ def iodepth_for_rate(
     rate_iops_per_job: float, latency_ns: float, headroom: float = 2.0, cap: int = 1024
 ) -> int:
     """Little's law: ceil(rate x latency x headroom) IOs in flight, between 1 and cap."""
-    if not _finite_number(rate_iops_per_job) or rate_iops_per_job < 0:
+    if not finite_number(rate_iops_per_job) or rate_iops_per_job < 0:
         raise ValueError(f"rate_iops_per_job: must be >= 0, not {rate_iops_per_job!r}")
-    if not _finite_number(latency_ns) or latency_ns < 0:
+    if not finite_number(latency_ns) or latency_ns < 0:
         raise ValueError(f"latency_ns: must be >= 0, not {latency_ns!r}")
-    if not _finite_number(headroom) or headroom <= 0:
+    if not finite_number(headroom) or headroom <= 0:
         raise ValueError(f"headroom: must be > 0, not {headroom!r}")
     if not isinstance(cap, int) or cap < 1:
         raise ValueError(f"cap: must be an integer >= 1, not {cap!r}")
@@ -341,7 +280,7 @@ def iodepth_for_rate(
 
 def split_rate(total_iops: float, hosts: int, numjobs: int) -> float:
     """The per-job rate (fio's rate_iops is per job) for an aggregate offered rate."""
-    if not _finite_number(total_iops) or total_iops < 0:
+    if not finite_number(total_iops) or total_iops < 0:
         raise ValueError(f"total_iops: must be >= 0, not {total_iops!r}")
     for name, value in (("hosts", hosts), ("numjobs", numjobs)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -367,7 +306,7 @@ def _search(
     rate_step: float = 0.0,
 ) -> _State:
     ladder = qd_ladder(max_qd)
-    if not _finite_number(rate_step) or rate_step < 0:
+    if not finite_number(rate_step) or rate_step < 0:
         raise ValueError(f"rate_step: must be >= 0, not {rate_step!r}")
     for name, value in (("max_probes", max_probes), ("iterations", iterations)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -477,17 +416,3 @@ def _next_depth(ladder: list[int], by_depth: dict[int, Probe], objective: Object
     return None
 
 
-def _finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _fraction(value, name: str) -> float:
-    """0.02 or '2%' -> 0.02."""
-    if isinstance(value, str) and value.strip().endswith("%"):
-        try:
-            return float(value.strip()[:-1]) / 100
-        except ValueError:
-            raise ValueError(f"Objective.{name}: not a percentage: {value!r}") from None
-    if not _finite_number(value):
-        raise ValueError(f"Objective.{name}: not a number: {value!r}")
-    return float(value)

@@ -13,17 +13,15 @@ import contextlib
 import datetime
 from pathlib import Path
 
+from storbench.core.schema_names import CONTROLLER
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, HostSpec, open_transport
+from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.tools import get_tool
-
-CONTROLLER = "controller"
 
 
 def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]) -> dict:
     """Run the controller; return the manifest part {controller, hosts} (raises on failure)."""
-    from storbench.run.runner import RunError, _now, _tail, exit_reason
-
     tool = get_tool(spec["tool"])
     port = spec["service"]["port"]
     hosts = spec["hosts"]
@@ -38,7 +36,7 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
         [str(Path(job_files[h["name"]]).resolve()) for h in hosts], str(output_path), endpoints
     )
     controller = HostSpec(name="controller", transport="local")
-    start = _now()
+    start = now()
     try:
         with open_transport(controller) as transport:
             exit_code = transport.run(
@@ -51,10 +49,10 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
     except KeyboardInterrupt:
         _stop_campaign_services(spec)
         raise
-    end = _now()
+    end = now()
     if exit_code != 0:
         reason = exit_reason(exit_code)
-        tail = _tail(local_dir / f"{CONTROLLER}.stderr") or _tail(
+        tail = output_tail(local_dir / f"{CONTROLLER}.stderr") or output_tail(
             local_dir / f"{CONTROLLER}.stdout"
         )
         raise RunError(
@@ -96,15 +94,13 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
 
 def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Path) -> dict:
     """Target directories made, old start stamps removed, tool version read: per host, at once."""
-    from storbench.run.runner import _tool_version
-
     def prepare(host: dict) -> str:
         host_spec = services.host_spec(host)
         with open_transport(host_spec) as transport:
             for directory in tool.target_directories(spec["target"], host_spec.name):
                 transport.mkdirs(directory)
             transport.remove(_stamp_paths(host_spec, spec, tool, port))
-            return _tool_version(transport, tool, local_dir, host_spec.name)
+            return tool_version(transport, tool, local_dir, host_spec.name)
 
     return services.on_every_host(hosts, prepare, "preparing the hosts")
 

@@ -12,7 +12,6 @@ a watch thread sees it gone and interrupts the run like a SIGTERM would.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import hashlib
 import os
 import re
@@ -27,19 +26,16 @@ from storbench.core import atomic
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.hosts.transport import HostError, HostSpec, open_transport, raise_interrupt
 from storbench.run import faults
+from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
+from storbench.run.service import run_service_iteration
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS
 
-STDERR_TAIL_LINES = 20
 FAULTS_RECORD = "faults.json"  # the fault commands as they ran, beside the raw output
 FAILED_NOTE = "failed.txt"
 CONTROLLER_POLL_S = 0.5
 SHELL_NAMES = frozenset({"sh", "bash", "dash", "zsh", "ksh"})  # wrappers such as `bash -c cmd`
 _ATTEMPT = re.compile(r"^a(\d+)$")
-
-
-class RunError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -54,10 +50,6 @@ class HostResult:
     cleanup_error: str | None = None  # leftovers of a failed tool that could not be killed
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-
-
 def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path]:
     iteration_dir.mkdir(parents=True, exist_ok=True)
     used = [int(m.group(1)) for p in iteration_dir.iterdir() if (m := _ATTEMPT.match(p.name))]
@@ -65,13 +57,6 @@ def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path]:
     path = iteration_dir / f"a{attempt}"
     path.mkdir()
     return attempt, path
-
-
-def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
-    if not path.exists():
-        return ""
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 @dataclass(frozen=True)
@@ -118,7 +103,7 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
             transport.put_text(job_text, paths.job_path)
             if tool.output_is_folder:
                 transport.mkdirs(paths.output_path)
-            result.tool_version = _tool_version(transport, tool, local_dir, name)
+            result.tool_version = tool_version(transport, tool, local_dir, name)
             private_files: list[str] = []
             try:
                 argv = _command_with_secrets(
@@ -127,7 +112,7 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
                 result.command = tool.run_command(
                     paths.job_path, paths.output_path, name, spec["params"]
                 )
-                result.start_time = _now()
+                result.start_time = now()
                 result.exit_code = transport.run(
                     argv,
                     timeout_s=spec["timeout_s"],
@@ -137,7 +122,7 @@ def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, lo
                 )
             finally:
                 transport.remove(private_files)
-            result.end_time = _now()
+            result.end_time = now()
             if result.exit_code == 0:
                 _fetch_output(transport, tool, paths, local_dir / tool.output_name(name))
             else:
@@ -194,21 +179,6 @@ def _fetch_output(transport, tool, paths: HostPaths, local_path: Path) -> None:
         transport.fetch(paths.output_path, local_path)
 
 
-def _tool_version(transport, tool, local_dir: Path, name: str) -> str:
-    out = local_dir / f"{name}.version"
-    err = local_dir / f"{name}.version.stderr"
-    code = transport.run(
-        tool.version_command(),
-        timeout_s=60,
-        stdout_path=out,
-        stderr_path=err,
-        marker=" ".join(tool.version_command()),
-    )
-    if code != 0:
-        raise HostError(transport.spec.name, tool.unusable(code, _tail(err)))
-    return out.read_text(errors="replace").strip()
-
-
 def _kill_everywhere(hosts: list[HostSpec], paths: list[HostPaths]) -> None:
     for host, host_paths_ in zip(hosts, paths, strict=True):
         try:
@@ -216,24 +186,6 @@ def _kill_everywhere(hosts: list[HostSpec], paths: list[HostPaths]) -> None:
                 transport.kill_matching(host_paths_.job_path)
         except Exception:  # best effort while interrupted; the next run starts a new attempt
             pass
-
-
-def exit_reason(code: int) -> str:
-    """How a tool ended, from its exit code ('timed out', 'killed by SIGKILL', 'exited 1')."""
-    if code == 124:  # coreutils timeout
-        return "timed out"
-    if code < 0:  # local: the tool died of a signal
-        return f"killed by {_signal_name(-code)}"
-    if 128 < code <= 128 + 64:  # remote: the shell's status of a tool that died of a signal
-        return f"exited {code} (as a tool killed by {_signal_name(code - 128)} does)"
-    return f"exited {code}"
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _failure_message(spec: dict, results: list[HostResult], local_dir: Path) -> str:
@@ -244,7 +196,7 @@ def _failure_message(spec: dict, results: list[HostResult], local_dir: Path) -> 
         elif result.exit_code != 0:
             reason = exit_reason(result.exit_code)
             lines.append(f"host {result.name}: {spec['tool']} {reason}; stderr tail:")
-            tail = _tail(local_dir / f"{result.name}.stderr") or _tail(
+            tail = output_tail(local_dir / f"{result.name}.stderr") or output_tail(
                 local_dir / f"{result.name}.stdout"
             )
             lines.extend(f"    {line}" for line in (tail or "(empty)").splitlines())
@@ -276,8 +228,6 @@ def run_iteration(
     try:
         watch.start()
         if spec.get("execution") == "service":
-            from storbench.run.service_run import run_service_iteration
-
             placement = run_service_iteration(spec, local_dir, host_jobs or {})
         else:
             placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts)
@@ -318,7 +268,7 @@ def _note_failure(local_dir: Path, error: BaseException) -> None:
     if isinstance(error, KeyboardInterrupt):
         reason = f"interrupted ({reason})"
     with contextlib.suppress(OSError):
-        atomic.write_text(local_dir / FAILED_NOTE, f"{_now()} {reason}\n")
+        atomic.write_text(local_dir / FAILED_NOTE, f"{now()} {reason}\n")
 
 
 def _sha256(text: str) -> str:

@@ -10,160 +10,15 @@ become '-'. An experiment without any of these options has the single run id ``r
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
-from dataclasses import dataclass
 
-from storbench.config.campaign import DURATION_OPTIONS, SIZE_OPTIONS, Campaign
+from storbench.config.runs import client_steps, host_roles
+from storbench.config.sweep import PlanError
 from storbench.core import units
+from storbench.core.model import Campaign, Run
 
-RUN_ID_PARTS = (
-    ("rw", ""),
-    ("bs", "bs"),
-    ("iodepth", "qd"),
-    ("numjobs", "nj"),
-    ("rwmixread", "mix"),
-)
 DEFAULT_ITERATION_TIMEOUT_S = 3600.0
-_UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
-
-
-class PlanError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class Run:
-    run_id: str
-    params: dict  # job options with this sweep point applied, in config order
-    point: dict  # only the swept options
-    hosts: tuple[str, ...] = ()  # the hosts this run uses; empty: every host of the experiment
-    step: str | None = None  # client step label: 'h4' (incremental), 'host-<name>' (constant)
-    targets: tuple[str, ...] = ()  # a target set's members this run uses; empty: the target
-
-
-def target_choices(target_set: tuple[str, ...]) -> list[tuple[str | None, tuple[str, ...]]]:
-    """(label, targets): each target of a set alone, then all of them at once."""
-    if not target_set:
-        return [(None, ())]
-    alone = [(f"t-{_UNSAFE.sub('-', name)}", (name,)) for name in target_set]
-    return [*alone, ("t-all", tuple(target_set))]
-
-
-def client_steps(steps: dict | None, hosts: list[str]) -> list[tuple[str | None, tuple[str, ...]]]:
-    """(label, hosts) per client step; incremental steps always end with every host."""
-    if not steps:
-        return [(None, tuple(hosts))]
-    size = steps["size"]
-    if steps["mode"] == "incremental":
-        counts = list(range(size, len(hosts) + 1, size))
-        if counts[-1] != len(hosts):
-            counts.append(len(hosts))
-        return [(f"h{n}", tuple(hosts[:n])) for n in counts]
-    groups = [tuple(hosts[i : i + size]) for i in range(0, len(hosts), size)]
-    if size == 1:
-        return [(f"host-{_UNSAFE.sub('-', group[0])}", group) for group in groups]
-    return [(f"g{index}", group) for index, group in enumerate(groups, start=1)]
-
-
-def host_roles(hosts: list[str], rwmixreadhost: int | None) -> dict[str, str]:
-    """'read' or 'write' per host: the first rwmixreadhost percent of the hosts read."""
-    if rwmixreadhost is None:
-        return {}
-    readers = round(len(hosts) * rwmixreadhost / 100)
-    return {host: ("read" if i < readers else "write") for i, host in enumerate(hosts)}
-
-
-def sweep_points(sweep: dict) -> list[dict]:
-    """Cross product of the lists; lists under ``zip`` are paired element-wise first."""
-    zipped = sweep.get("zip") or {}
-    lengths = {key: len(values) for key, values in zipped.items()}
-    if len(set(lengths.values())) > 1:
-        detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
-        raise PlanError(f"zip lists must have equal lengths ({detail})")
-    axes: list[list[dict]] = []
-    if zipped:
-        keys = list(zipped)
-        rows = zip(*zipped.values(), strict=True)
-        axes.append([dict(zip(keys, values, strict=True)) for values in rows])
-    for key, values in sweep.items():
-        if key != "zip":
-            axes.append([{key: value} for value in values])
-    points = []
-    for combination in itertools.product(*axes):
-        point: dict = {}
-        for part in combination:
-            point.update(part)
-        points.append(point)
-    return points
-
-
-def _label(option: str, value) -> str:
-    from storbench.core import hostfacts
-
-    if hostfacts.has_expression(value):
-        return "host"  # computed per host from its facts: 'njhost'
-    if option in SIZE_OPTIONS and "-" not in str(value) and "," not in str(value):
-        try:
-            return units.size_label(value)
-        except units.UnitError:
-            pass
-    return _UNSAFE.sub("-", str(value))
-
-
-def run_id(params: dict, point: dict) -> str:
-    parts = []
-    named = {option for option, _ in RUN_ID_PARTS}
-    for option, prefix in RUN_ID_PARTS:
-        if option in params:
-            parts.append(prefix + _label(option, params[option]))
-    for option, value in point.items():
-        if option not in named:
-            parts.append(f"{option}-{_label(option, value)}")
-    return "_".join(parts) or "run"
-
-
-def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
-    """The planned runs; a search experiment has none: its probes are decided as it goes."""
-    experiment = campaign.experiments[name]
-    if experiment.search:
-        return []
-    hosts = [host["name"] for host in campaign.hosts_of(name)]
-    steps = client_steps(experiment.steps, hosts)
-    runs: list[Run] = []
-    seen: dict[str, dict] = {}
-    for base_id, params, point in _workloads(experiment):
-        if base_id in seen:
-            raise PlanError(f"sweep points {seen[base_id]} and {point} both get run id {base_id!r}")
-        seen[base_id] = point
-        for target_label, targets in target_choices(experiment.target_set):
-            for step, step_hosts in steps:
-                labels = [base_id, target_label, step]
-                runs.append(
-                    Run(
-                        run_id="_".join(label for label in labels if label),
-                        params=params,
-                        point=point,
-                        hosts=step_hosts,
-                        step=step,
-                        targets=targets,
-                    )
-                )
-    return runs
-
-
-def _workloads(experiment):
-    """(run id, params, point) of each workload: a schedule file's lines, or the sweep."""
-    if experiment.schedule:
-        from storbench.config.schedule import schedule_runs
-
-        for name, line_params in schedule_runs(experiment.schedule):
-            yield name, {**experiment.job, **line_params}, line_params
-        return
-    for point in sweep_points(experiment.sweep):
-        params = {**experiment.job, **point}
-        yield run_id(params, point), params, point
 
 
 def run_hosts(campaign: Campaign, name: str, run: Run) -> list[dict]:
@@ -202,27 +57,6 @@ def iteration_timeout(params: dict, configured: float | None) -> float:
     return 2 * planned + 120.0
 
 
-def normalized_options(params: dict) -> dict:
-    """Option values as the tool reads them unambiguously (sizes binary, durations with units)."""
-    options = {}
-    for option, value in params.items():
-        text = str(value)
-        if (
-            option in SIZE_OPTIONS
-            and not text.endswith("%")
-            and "-" not in text
-            and "," not in text
-        ):
-            options[option] = units.fio_size(value)
-        elif option in DURATION_OPTIONS:
-            options[option] = units.fio_duration(value)
-        elif isinstance(value, bool):
-            options[option] = int(value)
-        else:
-            options[option] = value
-    return options
-
-
 def _run_identity(campaign: Campaign, name: str, run: Run) -> dict:
     """What every step's spec says about the run: which, with what tool, on which target."""
     experiment = campaign.experiments[name]
@@ -240,7 +74,6 @@ def experiment_target(campaign: Campaign, name: str) -> dict:
     experiment = campaign.experiments[name]
     target = {"name": experiment.target_name, **experiment.target}
     if target["type"] == "s3":
-        from storbench.run.s3 import bucket_name
 
         target["bucket"] = bucket_name(target, name)
     return target
@@ -433,3 +266,15 @@ def preflight_spec(campaign: Campaign, name: str) -> dict:
 
 def to_json(spec: dict) -> str:
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+MAX_BUCKET_NAME = 63
+
+
+_NOT_IN_BUCKET_NAME = re.compile(r"[^a-z0-9.-]+")
+
+
+def bucket_name(target: dict, experiment: str) -> str:
+    """<bucket_prefix>-<experiment>, folded into S3's bucket-name rules."""
+    suffix = _NOT_IN_BUCKET_NAME.sub("-", experiment.lower()).strip("-.") or "run"
+    return f"{target['bucket_prefix']}-{suffix}"[:MAX_BUCKET_NAME].rstrip("-.")

@@ -1,0 +1,193 @@
+"""A preconditioning stage as one step: its I/O through ``run.prepare``, then what it measured.
+
+A pass records its per-interval write series (for the write cliff); a round records its
+elements' metrics and the SNIA steady-state verdict over the rounds so far, which decides
+whether the next round runs; ``finish`` sums the passes and finds their write cliffs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from storbench.analysis import steadystate, writecliff
+from storbench.core import atomic
+from storbench.run.prepare import (
+    PrepareError,
+    chunk_timeout,
+    elapsed_s,
+    element_metrics,
+    now_text,
+    parse_rows,
+    pass_sections,
+    purge,
+    round_sections,
+    run_jobs,
+    seconds_of,
+    write_tokens,
+)
+from storbench.tools import get_tool
+
+
+def run_stage(spec: dict, marker_path: str) -> dict:
+    """Run one stage of a recipe and publish its marker (rounds after steady state: skipped)."""
+    recipe = spec["recipe"]
+    started, clock = now_text(), time.monotonic()
+    marker = {
+        "target": recipe["target"]["name"],
+        "recipe": recipe["name"],
+        "stage": spec["stage"],
+        "kind": spec["kind"],
+        "index": spec["index"],
+        "skipped": False,
+    }
+    recipe_dir = Path(recipe["dir"])
+    if spec["kind"] == "purge":
+        marker["purge"] = purge(recipe, spec["command"], recipe_dir / "raw" / "purge")
+    elif spec["kind"] == "pass":
+        marker.update(_pass(spec, recipe_dir))
+    elif spec["kind"] == "round":
+        marker.update(_round(spec, recipe_dir, Path(marker_path).parent))
+    marker.update(started=started, finished=now_text(), duration_s=elapsed_s(clock))
+    atomic.write_json(marker_path, marker)
+    return marker
+
+
+def _pass(spec: dict, recipe_dir: Path) -> dict:
+
+    recipe = spec["recipe"]
+    params = {"status_interval": f"{int(recipe['interval_s'])}s"}
+    manifest, raw_dir = run_jobs(
+        recipe_dir,
+        spec["stage"],
+        recipe,
+        recipe["hosts"],
+        lambda index, host: pass_sections(spec, index, host),
+        timeout_s=chunk_timeout(spec, spec["pass"]["chunk_bytes"]),
+        params=params,
+    )
+    rows = parse_rows(manifest, raw_dir)
+    base = {
+        "experiment": manifest["experiment"],
+        "run_id": manifest["run_id"],
+        "iteration": 1,
+        "attempt": manifest["attempt"],
+        "tool": "fio",
+    }
+    series = writecliff.aggregate(
+        get_tool("fio").parse_timeseries(manifest, raw_dir, base), "write"
+    )
+    metrics = element_metrics(rows).get(spec["stage"], {})
+    return {
+        "pass": {**spec["pass"], "bytes": metrics.get("bytes", 0)},
+        "elements": {"write": metrics},
+        "series": [
+            {"t_s": i.t_s, "interval_s": i.interval_s, "bytes": i.bytes, "bw_bytes_s": i.bw_bytes_s}
+            for i in series
+        ],
+        "raw": str(Path("raw") / spec["stage"] / "run.json"),
+        "attempt": manifest["attempt"],
+    }
+
+
+def _round(spec: dict, recipe_dir: Path, stages_dir: Path) -> dict:
+
+    recipe = spec["recipe"]
+    rounds = recipe["rounds"]
+    number = spec["round"]
+    earlier = [_read_round(stages_dir, spec["stage"], n) for n in range(1, number)]
+    if earlier and (earlier[-1].get("skipped") or earlier[-1]["steady_state"]["achieved"]):
+        return {"round": number, "skipped": True, "steady_state": earlier[-1]["steady_state"]}
+    runtime = sum(
+        seconds_of(params.get("runtime")) + seconds_of(params.get("ramp_time"))
+        for _, params in rounds["elements"]
+    )
+    manifest, raw_dir = run_jobs(
+        recipe_dir,
+        spec["stage"],
+        recipe,
+        recipe["hosts"],
+        lambda index, host: round_sections(spec, index, host),
+        timeout_s=recipe.get("timeout_s") or 2 * runtime + 120,
+        params={},
+    )
+    elements = element_metrics(parse_rows(manifest, raw_dir))
+    history = [m["elements"] for m in earlier] + [elements]
+    values = {
+        f"{t['element']}.{t['metric']}": [
+            h.get(t["element"], {}).get(t["metric"]) or 0.0 for h in history
+        ]
+        for t in rounds["track"]
+    }
+    verdict = steadystate.evaluate(
+        values,
+        window=rounds["window"],
+        max_rounds=rounds["max_rounds"],
+        range_limit=rounds["range_limit"],
+        slope_limit=rounds["slope_limit"],
+    )
+    return {
+        "round": number,
+        "elements": elements,
+        "steady_state": verdict.to_dict(),
+        "raw": str(Path("raw") / spec["stage"] / "run.json"),
+        "attempt": manifest["attempt"],
+    }
+
+
+def _read_round(stages_dir: Path, current: str, number: int) -> dict:
+    width = len(current.split("-", 1)[1])
+    path = stages_dir / f"round-{number:0{width}d}.json"
+    try:
+        return json.loads(path.read_text())
+    except OSError:
+        raise PrepareError(
+            f"round {number} has no marker ({path}); run the rounds in order"
+        ) from None
+
+
+def finish(recipe: dict, stage_paths: list[str], output: str) -> dict:
+    """The recipe's summary (verdict, passes with their write cliffs); its tokens on the hosts."""
+
+    stages = [json.loads(Path(path).read_text()) for path in stage_paths]
+    stages.sort(key=lambda stage: stage["index"])
+    rounds = [s for s in stages if s["kind"] == "round" and not s.get("skipped")]
+    passes = []
+    for stage in (s for s in stages if s["kind"] == "pass"):
+        p = stage["pass"]
+        if not passes or passes[-1]["name"] != p["name"]:
+            passes.append(
+                {
+                    key: p[key]
+                    for key in ("name", "number", "repeats", "chunks", "fraction", "bs", "pattern")
+                }
+                | {"bytes_written": 0, "duration_s": 0.0, "series": []}
+            )
+        passes[-1]["bytes_written"] += p["bytes"]
+        passes[-1]["duration_s"] += stage["duration_s"]
+        passes[-1]["series"].append([writecliff.Interval(**i) for i in stage["series"]])
+    cliff_options = {
+        "fraction": recipe["cliff"].get("fraction", 0.5),
+        "sustain": recipe["cliff"].get("sustain", 3),
+        "plateau_s": recipe["cliff"].get("plateau_s"),
+    }
+    for summary in passes:
+        series = writecliff.concatenate(summary.pop("series"))
+        cliff = writecliff.detect(series, **cliff_options) if series else None
+        summary["cliff"] = cliff.to_dict() if cliff else None
+    prepared = {
+        "target": recipe["target"]["name"],
+        "recipe": recipe["name"],
+        "capacity_bytes": recipe["capacity"],
+        "slice_bytes": recipe["slice_bytes"],
+        "hosts": [h["name"] for h in recipe["hosts"]],
+        "steady_state": rounds[-1]["steady_state"] if rounds else None,
+        "passes": passes,
+        "recipe_spec": recipe["recipe_spec"],
+        "sha256": recipe["sha256"],
+        "finished": now_text(),
+    }
+    write_tokens(recipe, {"steady_state": (prepared["steady_state"] or {}).get("status")})
+    atomic.write_json(output, prepared)
+    return prepared

@@ -1,0 +1,169 @@
+"""One probe job of a latency-SLO search (render, run and parse through the run engine), and
+the search's result once its probes are done."""
+
+from __future__ import annotations
+
+from storbench.config.search import limit_label, probe_budget
+from storbench.core import atomic
+from storbench.core.schema_names import ALL_HOSTS, PERCENTILES
+from storbench.plan import slo_search
+from storbench.plan.search import (
+    SearchError,
+    decide,
+    history_of,
+    objective_of,
+    probe_number,
+    probe_run,
+    read_markers,
+    search_options,
+)
+
+
+def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> dict:
+    """One probe job: decide from the earlier markers, run (or not), publish the marker."""
+    number = probe_number(probe)
+    markers = read_markers(history_paths)
+    earlier = [marker["probe"] for marker in markers]
+    expected = [f"p{n:02d}" for n in range(1, number)]
+    if earlier != expected:
+        raise SearchError(
+            f"{spec['experiment']}/{probe}: needs the markers of {', '.join(expected) or 'none'}"
+            f", got {', '.join(earlier) or 'none'}"
+        )
+    decision = decide(spec, markers)
+    marker = {"probe": probe, "action": decision.action, "reason": decision.reason}
+    if decision.action != slo_search.DONE:
+        run = probe_run(spec, decision, markers)
+        manifest_path = _run(spec, run)
+        parsed, rows = _parse(manifest_path, spec["experiment"], run)
+        marker.update(
+            run_id=run["run_id"],
+            iteration=run["iteration"],
+            iodepth=run["params"]["iodepth"],
+            manifest=manifest_path,
+            parsed=parsed,
+        )
+        poisson = run["params"].get("rate_process") == "poisson"
+        marker["measured"] = measured_probe(
+            decision.action, run, _all_hosts_rows(rows), poisson=poisson
+        ).to_dict()
+    atomic.write_json(output, marker)
+    return marker
+
+
+def _run(spec: dict, run: dict) -> str:
+    from storbench.run import engine as runner
+    from storbench.run import render
+
+    experiment = spec["experiment"]
+    run_spec = {**spec, "run_id": run["run_id"], "params": run["params"]}
+    job_path = f"results/{experiment}/jobs/{run['run_id']}.fio"
+    render_spec = {
+        **run_spec,
+        "hosts": [host["name"] for host in spec["hosts"]],
+        "point": {"iodepth": run["params"]["iodepth"]},
+    }
+    atomic.write_text(job_path, render.render_job(render_spec))
+    if spec.get("preparation"):  # the target must still be in the state the run is tagged with
+        from storbench.run import prepare
+
+        run_spec.update(prepare.run_state(spec["preparation"], spec["hosts"]))
+    manifest_path = f"results/{experiment}/raw/{run['run_id']}/it{run['iteration']}/run.json"
+    runner.run_iteration(run_spec, run["iteration"], job_path, manifest_path)
+    return manifest_path
+
+
+def _parse(manifest_path: str, experiment: str, run: dict) -> tuple[str, list[dict]]:
+    """The run's result Parquet (written as the parse rule would) and its rows."""
+    from storbench.analysis import ingest
+
+    parsed = f"results/{experiment}/parsed/{run['run_id']}/it{run['iteration']}.parquet"
+    timeseries = parsed.replace(".parquet", ingest.TIMESERIES_SUFFIX)
+    return parsed, ingest.parse_iteration(manifest_path, parsed, timeseries)
+
+
+def _all_hosts_rows(rows: list[dict]) -> list[dict]:
+    return [row for row in rows if row["host"] == ALL_HOSTS and (row.get("ios") or 0) > 0]
+
+
+def measured_probe(
+    phase: str, run: dict, rows: list[dict], *, poisson: bool = True
+) -> slo_search.Probe:
+    """The probe as the search sees it: IOPS summed over ops, latency from merged bins.
+
+    With Poisson arrivals the probe carries its duration, which gives its achieved rate the
+    allowance for the randomness of the arrival count (``slo_search.meets``)."""
+    from storbench.core import histogram
+
+    if not rows:
+        raise SearchError(f"{run['run_id']}: the run completed no I/O")
+    if not all(row["hist_ns"] for row in rows):
+        raise SearchError(f"{run['run_id']}: fio gave no latency histogram (json+ output)")
+    values, counts = histogram.merge((row["hist_ns"], row["hist_count"]) for row in rows)
+    percentiles = histogram.percentiles(values, counts, PERCENTILES)
+    ios = sum(row["ios"] for row in rows)
+    latency = {f"p{p:g}": value for p, value in zip(PERCENTILES, percentiles, strict=True)}
+    latency["mean"] = sum(row["lat_mean_ns"] * row["ios"] for row in rows) / ios
+    durations = [row["duration_s"] for row in rows if row.get("duration_s")]
+    return slo_search.Probe(
+        phase=phase,
+        iodepth=run["params"]["iodepth"] if phase == slo_search.CLOSED else None,
+        offered_iops=run["offered_iops"],
+        achieved_iops=float(sum(row["iops"] for row in rows)),
+        latency_ns=latency,
+        duration_s=max(durations) if durations and poisson else None,
+    )
+
+
+def search_result(spec: dict, markers: list[dict]) -> dict:
+    """The search's answer from all its markers, with the probes in order."""
+    search = spec["search"]
+    objective = objective_of(spec)
+    history = history_of(markers)
+    answer = slo_search.result(history, objective, **search_options(spec))
+    if answer["status"] == slo_search.RUNNING:
+        answer["status"] = "unfinished"
+        answer["reason"] = (
+            f"unfinished after {len(markers)} probes; next would be: {answer['reason']}"
+        )
+    ran = [m for m in markers if m["action"] != "done"]
+    probes = [
+        {
+            "probe": m["probe"],
+            "phase": m["action"],
+            "run_id": m["run_id"],
+            "iteration": m["iteration"],
+            "iodepth": m["iodepth"],
+            "offered_iops": m["measured"]["offered_iops"],
+            "achieved_iops": m["measured"]["achieved_iops"],
+            "latency_ns": m["measured"]["latency_ns"],
+            "meets": slo_search.meets(slo_search.Probe.from_dict(m["measured"]), objective),
+            "reason": m["reason"],
+        }
+        for m in ran
+    ]
+    return {
+        "experiment": spec["experiment"],
+        "objective": search["objective"],
+        "limit": limit_label(objective.limit_ns),
+        "settings": {
+            **{k: search.get(k) for k in ("max_iodepth", "max_probes", "iterations", "arrivals")},
+            "probes": probe_budget(
+                search["max_iodepth"], search["max_probes"], search["iterations"]
+            ),
+        },
+        "answer": answer,
+        "probes": probes,
+        "parsed": [m["parsed"] for m in ran],
+    }
+
+
+def gather(spec: dict, marker_paths: list[str], output: str, summary: str, timeseries: str):
+    """search.json, and the probes' result rows in summary.parquet and timeseries.parquet."""
+    from storbench.analysis import ingest
+
+    result = search_result(spec, read_markers(marker_paths))
+    series = [p.replace(".parquet", ingest.TIMESERIES_SUFFIX) for p in result["parsed"]]
+    ingest.gather(result["parsed"] + series, summary, timeseries)
+    atomic.write_json(output, result)
+    return result

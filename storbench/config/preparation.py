@@ -1,0 +1,551 @@
+"""Datasets and preconditioning recipes: validation, the stages they expand into, their specs.
+
+A dataset is a set of files laid out once per (target, dataset) and reused by every experiment
+that names it. A recipe is an ordered chain of stages on a target's *region* (the block device,
+or one file ``storbench-region`` in each host's directory):
+
+- ``purge``: a command on every host;
+- overwrite passes ``p<n>-<name>-r<repeat>[-c<chunk>]``: a fraction of the capacity, split into
+  chunks of at most ``chunk`` bytes per host so a day-long pass resumes at its chunk;
+- SNIA rounds ``round-01`` … ``round-25``: the round workload until steady state (a round
+  after steady state is skipped without I/O);
+- then ``prepared`` (verdict, write cliffs, state tokens) and an optional cache ``flush``.
+
+The capacity is split evenly across the recipe's hosts: host i writes bytes
+[i*slice, (i+1)*slice) of a block device, or a region file of ``slice`` bytes in its own
+directory. Every stage is its own Snakemake job with an atomic marker under
+``results/targets/<target>/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from storbench.config.sweep import PlanError, run_id, sweep_points
+from storbench.core import units
+
+REGION_FILE = "storbench-region"
+STATE_DIR = ".storbench"
+ALIGN = 1 << 20  # slices and chunks are whole MiB, so every common block size divides them
+DEFAULT_CHUNK_TIMEOUT_S = 24 * 3600.0
+LAYOUT_OPTIONS = ("size", "filesize", "nrfiles", "filename_format")
+PASS_FORBIDDEN = ("numjobs", "rw", "bs", "size", "io_size", "offset", "filename", "runtime")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    target_name: str
+    target: dict
+    hosts: tuple[dict, ...]
+    method: str  # 'layout' (fio create_only) or 'write'
+    job: dict
+    timeout_s: float
+
+    @property
+    def sha256(self) -> str:
+        return _digest({"target": self.target, "method": self.method, "job": self.job})
+
+    def layout_options(self) -> dict:
+        """What an experiment on the dataset needs to find its files."""
+        options = {k: v for k, v in self.job.items() if k in LAYOUT_OPTIONS or k == "numjobs"}
+        options.setdefault("filename_format", f"{self.name}.$jobnum.$filenum")
+        return options
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    number: int
+    fraction: float
+    bs: int
+    pattern: str
+    repeat: int
+    compressibility: int | None
+
+
+@dataclass(frozen=True)
+class Rounds:
+    job: dict
+    sweep: dict
+    track: tuple[dict, ...]
+    window: int
+    max_rounds: int
+    range_limit: float
+    slope_limit: float
+
+    def elements(self) -> list[tuple[str, dict]]:
+        """(element id, fio options) per sweep point, in sweep order."""
+        points = sweep_points(self.sweep) if self.sweep else [{}]
+        elements = []
+        for point in points:
+            params = {**self.job, **point}
+            elements.append((run_id(params, point), params))
+        return elements
+
+
+@dataclass(frozen=True)
+class Stage:
+    stage_id: str
+    kind: str  # 'purge' | 'pass' | 'round'
+    index: int
+    pass_: Pass | None = None
+    repeat: int = 1
+    chunk: int = 1
+    chunks: int = 1
+    round: int = 0
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    target_name: str
+    target: dict
+    hosts: tuple[dict, ...]
+    capacity: int
+    job: dict
+    purge: str | None
+    passes: tuple[Pass, ...]
+    chunk: int | None
+    interval_s: float
+    cliff: dict
+    rounds: Rounds | None
+    flush: dict | None
+    timeout_s: float | None
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def sha256(self) -> str:
+        return _digest({"recipe": self.raw, "capacity": self.capacity, "target": self.target})
+
+    @property
+    def slice_bytes(self) -> int:
+        """Bytes of the region each host preconditions."""
+        return self.capacity // len(self.hosts) // ALIGN * ALIGN
+
+    def pass_bytes(self, pass_: Pass) -> int:
+        return int(self.slice_bytes * pass_.fraction) // pass_.bs * pass_.bs
+
+    def chunk_count(self, pass_: Pass) -> int:
+        size = self.chunk_bytes(pass_)
+        return max(1, -(-self.pass_bytes(pass_) // size))
+
+    def chunk_bytes(self, pass_: Pass) -> int:
+        if not self.chunk:
+            return max(self.pass_bytes(pass_), pass_.bs)
+        return max(pass_.bs, self.chunk // pass_.bs * pass_.bs)
+
+    def stages(self) -> list[Stage]:
+        stages: list[Stage] = []
+        if self.purge:
+            stages.append(Stage("purge", "purge", 0))
+        for pass_ in self.passes:
+            chunks = self.chunk_count(pass_)
+            for repeat in range(1, pass_.repeat + 1):
+                for chunk in range(1, chunks + 1):
+                    stage_id = f"p{pass_.number}-{pass_.name}-r{repeat}"
+                    if chunks > 1:
+                        stage_id += f"-c{chunk}"
+                    stages.append(Stage(stage_id, "pass", 0, pass_, repeat, chunk, chunks))
+        if self.rounds:
+            width = max(2, len(str(self.rounds.max_rounds)))
+            for number in range(1, self.rounds.max_rounds + 1):
+                stages.append(Stage(f"round-{number:0{width}d}", "round", 0, round=number))
+        return [
+            Stage(s.stage_id, s.kind, i, s.pass_, s.repeat, s.chunk, s.chunks, s.round)
+            for i, s in enumerate(stages, start=1)
+        ]
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# --- loading (called from config.load_campaign) -----------------------------------------------
+
+
+def load(raw: dict, host_groups: dict, problems: list[str]) -> tuple[dict, dict]:
+    """(datasets, recipes) by name; problems get one '<key>: <problem>' line each."""
+    datasets = {
+        name: dataset
+        for name, spec in (raw.get("datasets") or {}).items()
+        if (dataset := _dataset(name, spec, raw, host_groups, problems)) is not None
+    }
+    recipes = {
+        name: recipe
+        for name, spec in (raw.get("preconditioning") or {}).items()
+        if (recipe := _recipe(name, spec, raw, host_groups, problems)) is not None
+    }
+    return datasets, recipes
+
+
+def _users(raw: dict, key: str, name: str) -> list[str]:
+    return [e for e, spec in raw["experiments"].items() if spec.get(key) == name]
+
+
+def _hosts(key: str, spec: dict, users: list[str], raw: dict, host_groups: dict, problems):
+    """Explicit host groups, else every host of the experiments naming it, in config order."""
+    groups = spec.get("hosts")
+    if groups is None:
+        groups = []
+        for experiment in users:
+            hosts = raw["experiments"][experiment]["hosts"]
+            groups += [hosts] if isinstance(hosts, str) else list(hosts)
+    elif isinstance(groups, str):
+        groups = [groups]
+    hosts: dict[str, dict] = {}
+    unknown = [group for group in groups if group not in host_groups]
+    problems += [f"{key}.hosts: unknown host group {group!r}" for group in unknown]
+    for group in groups:
+        hosts.update((host["name"], host) for host in host_groups.get(group, []))
+    if not hosts and not unknown:
+        problems.append(f"{key}: no experiment names it and it has no 'hosts'")
+    return tuple(hosts.values())
+
+
+def _target(key: str, spec: dict, raw: dict, problems: list[str]) -> dict | None:
+    name = spec["target"]
+    if name not in raw["targets"]:
+        problems.append(
+            f"{key}.target: unknown target {name!r} (defined: {', '.join(raw['targets'])})"
+        )
+        return None
+    return {"name": name, **raw["targets"][name]}
+
+
+def _dataset(name, spec, raw, host_groups, problems) -> Dataset | None:
+    key = f"datasets.{name}"
+    before = len(problems)
+    target = _target(key, spec, raw, problems)
+    if target is not None and target["type"] != "directory":
+        problems.append(
+            f"{key}.target: a dataset lays out files in a directory target, "
+            f"{spec['target']!r} is {target['type']}"
+        )
+    hosts = _hosts(key, spec, _users(raw, "dataset", name), raw, host_groups, problems)
+    job = dict(spec["job"])
+    if "size" not in job and "filesize" not in job:
+        problems.append(f"{key}.job: needs size (per job) or filesize")
+    for option in ("rw", "runtime", "time_based", "filename", "directory"):
+        if option in job:
+            problems.append(f"{key}.job.{option}: storbench sets it for a dataset")
+    _check_sizes(f"{key}.job", job, problems)
+    timeout = _duration(f"{key}.timeout", spec.get("timeout"), problems)
+    if timeout is None:
+        timeout = DEFAULT_CHUNK_TIMEOUT_S
+    if len(problems) > before:
+        return None
+    return Dataset(name, spec["target"], target, hosts, spec.get("method", "layout"), job, timeout)
+
+
+def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
+    key = f"preconditioning.{name}"
+    before = len(problems)
+    target = _target(key, spec, raw, problems)
+    hosts = _hosts(key, spec, _users(raw, "precondition", name), raw, host_groups, problems)
+    if target is not None and target["type"] == "s3":
+        problems.append(f"{key}.target: preconditioning writes a device or files, not S3")
+    if (
+        target is not None
+        and target["type"] == "directory"
+        and not target.get("per_host_subdir", True)
+        and len(hosts) > 1
+    ):
+        problems.append(
+            f"{key}.target: hosts sharing one directory (per_host_subdir: false) "
+            "would write the same region file; keep per-host subdirectories"
+        )
+    capacity = _size(
+        f"{key}.capacity",
+        spec.get("capacity", (target or {}).get("capacity")),
+        problems,
+        missing="needs a capacity (here or on the target)",
+    )
+    job = dict(spec.get("job") or {})
+    for option in PASS_FORBIDDEN:
+        if option in job:
+            problems.append(f"{key}.job.{option}: set per pass or in rounds.job, not for all")
+    passes = []
+    if "wipc" in spec:
+        wipc = spec["wipc"]
+        bs = _size(f"{key}.wipc.bs", wipc.get("bs", "128k"), problems)
+        passes.append(Pass("wipc", 1, 1.0, bs or 131072, "sequential", wipc.get("repeat", 2), None))
+    for index, item in enumerate(spec.get("passes") or []):
+        where = f"{key}.passes[{index}]"
+        try:
+            fraction = units.parse_percent(item["fraction"])
+        except units.UnitError as error:
+            problems.append(f"{where}.fraction: {error}")
+            continue
+        bs = _size(f"{where}.bs", item["bs"], problems)
+        if bs:
+            passes.append(
+                Pass(
+                    item["name"],
+                    len(passes) + 1,
+                    fraction,
+                    bs,
+                    item.get("pattern", "sequential"),
+                    item.get("repeat", 1),
+                    item.get("compressibility"),
+                )
+            )
+    names = [p.name for p in passes]
+    for duplicate in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{key}.passes: pass name {duplicate!r} is used twice")
+    chunk = _size(f"{key}.chunk", spec["chunk"], problems) if "chunk" in spec else None
+    if chunk is not None and chunk < ALIGN:
+        problems.append(f"{key}.chunk: at least 1MiB")
+    interval = _duration(f"{key}.interval", spec.get("interval", 1), problems)
+    if interval is not None and (interval < 1 or interval != int(interval)):
+        problems.append(f"{key}.interval: fio reports whole seconds, at least 1s")
+    cliff = dict(spec.get("cliff") or {})
+    if "plateau" in cliff:
+        cliff["plateau_s"] = _duration(f"{key}.cliff.plateau", cliff.pop("plateau"), problems)
+    rounds = _rounds(f"{key}.rounds", spec["rounds"], problems) if "rounds" in spec else None
+    flush = _flush(f"{key}.flush", spec["flush"], hosts, problems) if "flush" in spec else None
+    if not passes and rounds is None and "purge" not in spec:
+        problems.append(f"{key}: nothing to do (give passes, wipc, rounds or purge)")
+    if capacity and hosts and capacity // len(hosts) < ALIGN:
+        problems.append(f"{key}.capacity: at least 1MiB per host ({len(hosts)} hosts)")
+    for pass_ in passes:
+        if (
+            capacity
+            and hosts
+            and (capacity // len(hosts) // ALIGN * ALIGN) * pass_.fraction < pass_.bs
+        ):
+            problems.append(f"{key}.passes: pass {pass_.name!r} is smaller than one block")
+    timeout = _duration(f"{key}.timeout", spec["timeout"], problems) if "timeout" in spec else None
+    if len(problems) > before:
+        return None
+    return Recipe(
+        name=name,
+        target_name=spec["target"],
+        target=target,
+        hosts=hosts,
+        capacity=capacity,
+        job=job,
+        purge=spec.get("purge"),
+        passes=tuple(passes),
+        chunk=chunk,
+        interval_s=interval,
+        cliff=cliff,
+        rounds=rounds,
+        flush=flush,
+        timeout_s=timeout,
+        raw=spec,
+    )
+
+
+def _rounds(key: str, spec: dict, problems: list[str]) -> Rounds | None:
+
+    job = dict(spec["job"])
+    if "runtime" not in job:
+        problems.append(f"{key}.job.runtime: a round element runs for a fixed time (e.g. 60s)")
+    for option in ("filename", "directory", "size", "offset"):
+        if option in job:
+            problems.append(f"{key}.job.{option}: a round works on the recipe's region")
+    try:
+        range_limit = units.parse_percent(spec.get("range", "20%"))
+        slope_limit = units.parse_percent(spec.get("slope", "10%"))
+    except units.UnitError as error:
+        problems.append(f"{key}: {error}")
+        return None
+    sweep = dict(spec.get("sweep") or {})
+    try:
+        points = sweep_points(sweep) if sweep else [{}]
+    except PlanError as error:
+        problems.append(f"{key}.sweep: {error}")
+        return None
+    elements = [run_id({**job, **point}, point) for point in points]
+    track = tuple(
+        {"element": t["element"], "metric": t.get("metric", "iops")}
+        for t in spec.get("track") or [{"element": elements[0]}]
+    )
+    for index, item in enumerate(track):
+        if item["element"] not in elements:
+            problems.append(
+                f"{key}.track[{index}].element: no element {item['element']!r} "
+                f"(elements: {', '.join(elements)})"
+            )
+    window = spec.get("window", 5)
+    max_rounds = spec.get("max_rounds", 25)
+    if max_rounds < window:
+        problems.append(f"{key}.max_rounds: {max_rounds} is fewer than the window ({window})")
+    return Rounds(job, sweep, track, window, max_rounds, range_limit, slope_limit)
+
+
+def _flush(key: str, spec: dict, hosts, problems: list[str]) -> dict:
+    flush = {"method": "wait" if "wait" in spec else "command"}
+    if "wait" in spec:
+        flush["wait_s"] = _duration(f"{key}.wait", spec["wait"], problems)
+        return flush
+    names = [host["name"] for host in hosts]
+    host = spec.get("host", names[0] if names else None)
+    if host not in names:
+        problems.append(
+            f"{key}.host: {host!r} is not one of the recipe's hosts ({', '.join(names)})"
+        )
+    if "done" in spec:
+        import re
+
+        try:
+            re.compile(spec["done"])
+        except re.error as error:
+            problems.append(f"{key}.done: not a regular expression: {error}")
+    flush.update(
+        command=spec["command"],
+        host=host,
+        done=spec.get("done"),
+        poll_s=_duration(f"{key}.poll", spec.get("poll", "10s"), problems),
+        timeout_s=_duration(f"{key}.timeout", spec.get("timeout", "1h"), problems),
+    )
+    return flush
+
+
+def _size(key: str, value, problems: list[str], missing: str = "is required") -> int | None:
+    if value is None:
+        problems.append(f"{key}: {missing}")
+        return None
+    try:
+        return units.parse_size(value)
+    except units.UnitError as error:
+        problems.append(f"{key}: {error}")
+        return None
+
+
+def _duration(key: str, value, problems: list[str]) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = units.parse_duration(value)
+    except units.UnitError as error:
+        problems.append(f"{key}: {error}")
+        return None
+    if seconds <= 0 and not key.endswith(".interval"):
+        problems.append(f"{key}: must be more than 0s")
+    return seconds
+
+
+def _check_sizes(key: str, job: dict, problems: list[str]) -> None:
+    for option in ("size", "filesize", "bs"):
+        if option in job and not str(job[option]).endswith("%"):
+            _size(f"{key}.{option}", job[option], problems)
+
+
+# --- experiments on prepared targets -----------------------------------------------------------
+
+
+def experiment_job(
+    name: str,
+    spec: dict,
+    job: dict,
+    datasets: dict,
+    recipes: dict,
+    target_name: str,
+    problems: list[str],
+) -> dict:
+    """The experiment's job options with the dataset's layout or the recipe's region applied."""
+    key = f"experiments.{name}"
+    if "dataset" in spec:
+        dataset = _named(
+            f"{key}.dataset", "dataset", datasets, spec["dataset"], target_name, problems
+        )
+        if dataset is None:
+            return job
+        layout = dataset.layout_options()
+        for where, option, value in _option_values(spec, job):
+            if option in layout and option in LAYOUT_OPTIONS:
+                _check_same(f"{key}.{where}", option, value, layout[option], dataset.name, problems)
+        _check_numjobs(key, spec, job, layout, dataset.name, problems)
+        job = {**layout, **job}
+    if "precondition" in spec:
+        recipe = _named(
+            f"{key}.precondition", "recipe", recipes, spec["precondition"], target_name, problems
+        )
+        if recipe is None:
+            return job
+        if spec.get("flush") and recipe.flush is None:
+            problems.append(f"{key}.flush: recipe {recipe.name!r} has no flush")
+        if recipe.target["type"] == "directory" and "dataset" not in spec:
+            job = {"filename": REGION_FILE, "size": recipe.slice_bytes, **job}
+    elif "flush" in spec:
+        problems.append(f"{key}.flush: only with a precondition recipe")
+    return job
+
+
+def _named(where: str, kind: str, table: dict, name: str, target_name: str, problems: list[str]):
+    """The dataset or recipe an experiment names; it must be on the experiment's target."""
+    item = table.get(name)
+    if item is None:
+        problems.append(f"{where}: unknown {kind} {name!r}")
+    elif item.target_name != target_name:
+        problems.append(
+            f"{where}: {kind} {name!r} is for target {item.target_name!r}, "
+            f"the experiment runs on {target_name!r}"
+        )
+    return item
+
+
+def _option_values(spec: dict, job: dict):
+    """(key path, option, value) of every job option and every swept value (zip included)."""
+    for option, value in job.items():
+        yield f"job.{option}", option, value
+    sweep = spec.get("sweep") or {}
+    for option, values in sweep.items():
+        lists = values.items() if option == "zip" else [(option, values)]
+        prefix = "sweep.zip" if option == "zip" else "sweep"
+        for name, listed in lists:
+            for index, value in enumerate(listed):
+                yield f"{prefix}.{name}[{index}]", name, value
+
+
+def _check_same(where: str, option: str, value, prepared, dataset: str, problems) -> None:
+    if not _same_value(option, value, prepared):
+        problems.append(
+            f"{where}: {value!r} differs from dataset {dataset!r} ({prepared!r}); leave it out"
+        )
+
+
+def _same_value(option: str, value, prepared) -> bool:
+    if option in ("size", "filesize"):
+        try:
+            return units.parse_size(value) == units.parse_size(prepared)
+        except units.UnitError:
+            pass
+    return str(value) == str(prepared)
+
+
+def _check_numjobs(key, spec, job, layout, dataset_name, problems) -> None:
+    prepared = int(layout.get("numjobs", 1))
+    wanted = [value for _, option, value in _option_values(spec, job) if option == "numjobs"]
+    for value in wanted:
+        if str(value).isdigit() and int(value) > prepared:
+            problems.append(
+                f"{key}: numjobs {value} needs files that dataset {dataset_name!r} "
+                f"lays out for {prepared} job(s); raise its numjobs"
+            )
+
+
+def flush_phase(experiment_spec: dict, recipe: Recipe | None) -> str | None:
+    """'before' or 'after' the recipe's flush, or None when there is no flush."""
+    if recipe is None or recipe.flush is None:
+        return None
+    return experiment_spec.get("flush", "after")
+
+
+def state_label(experiment_spec: dict, recipe: Recipe | None) -> str | None:
+    parts = []
+    if "dataset" in experiment_spec:
+        parts.append(f"dataset {experiment_spec['dataset']}")
+    if recipe is not None:
+        phase = flush_phase(experiment_spec, recipe)
+        parts.append(recipe.name + (f", {phase} flush" if phase else ""))
+    return "; ".join(parts) or None
+
+
+# --- paths and specs ----------------------------------------------------------------------------
+
+

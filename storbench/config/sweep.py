@@ -1,0 +1,73 @@
+"""Sweeps: the cross product (and zip) of swept options, and the run id each point gets."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from storbench.core import units
+from storbench.core.options import SIZE_OPTIONS
+
+RUN_ID_PARTS = (
+    ("rw", ""),
+    ("bs", "bs"),
+    ("iodepth", "qd"),
+    ("numjobs", "nj"),
+    ("rwmixread", "mix"),
+)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
+
+
+class PlanError(ValueError):
+    pass
+
+
+def sweep_points(sweep: dict) -> list[dict]:
+    """Cross product of the lists; lists under ``zip`` are paired element-wise first."""
+    zipped = sweep.get("zip") or {}
+    lengths = {key: len(values) for key, values in zipped.items()}
+    if len(set(lengths.values())) > 1:
+        detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
+        raise PlanError(f"zip lists must have equal lengths ({detail})")
+    axes: list[list[dict]] = []
+    if zipped:
+        keys = list(zipped)
+        rows = zip(*zipped.values(), strict=True)
+        axes.append([dict(zip(keys, values, strict=True)) for values in rows])
+    for key, values in sweep.items():
+        if key != "zip":
+            axes.append([{key: value} for value in values])
+    points = []
+    for combination in itertools.product(*axes):
+        point: dict = {}
+        for part in combination:
+            point.update(part)
+        points.append(point)
+    return points
+
+
+def _label(option: str, value) -> str:
+    from storbench.core import hostfacts
+
+    if hostfacts.has_expression(value):
+        return "host"  # computed per host from its facts: 'njhost'
+    if option in SIZE_OPTIONS and "-" not in str(value) and "," not in str(value):
+        try:
+            return units.size_label(value)
+        except units.UnitError:
+            pass
+    return _UNSAFE.sub("-", str(value))
+
+
+def run_id(params: dict, point: dict) -> str:
+    parts = []
+    named = {option for option, _ in RUN_ID_PARTS}
+    for option, prefix in RUN_ID_PARTS:
+        if option in params:
+            parts.append(prefix + _label(option, params[option]))
+    for option, value in point.items():
+        if option not in named:
+            parts.append(f"{option}-{_label(option, value)}")
+    return "_".join(parts) or "run"

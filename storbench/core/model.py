@@ -1,0 +1,92 @@
+"""The typed model a validated config becomes: Campaign, Experiment, Run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    tool: str
+    host_groups: tuple[str, ...]
+    target_name: str
+    target: dict
+    iterations: int
+    job: dict
+    sweep: dict
+    template: str | None
+    job_file: str | None
+    timeout: float | None
+    schedule: str | None = None  # schedule file whose workloads are the runs
+    target_set: tuple[str, ...] = ()  # several targets: runs on each alone and on all at once
+    execution: str = "standalone"  # or "service": tool services driven by one controller
+    steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
+    rwmixreadhost: int | None = None  # percent of a run's hosts that read
+    slow_host_percent: float = 10.0
+    max_start_skew_s: float = 1.0
+    dataset: str | None = None  # a prepared dataset the runs use
+    precondition: str | None = None  # a preconditioning recipe run on the target first
+    flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush
+    prep_state: str | None = None  # label of the preparation state, e.g. 'afa, after flush'
+    search: dict | None = None  # latency-SLO search settings (storbench.plan.search.settings)
+    faults: tuple = ()  # fault events run during the workload (storbench.run.faults)
+    fault_analysis: dict | None = None  # dip and recovery settings (storbench.config.fault_config)
+    soak: dict | None = None  # chunks of a soak run (storbench.config.fault_config.soak_plan)
+
+    @cached_property
+    def uses_host_facts(self) -> bool:
+        """Whether any job or swept value is computed per host from its telemetry (asked once
+        per job while Snakemake plans, so kept)."""
+        from storbench.core import hostfacts
+
+        values = list(self.job.values())
+        for option, swept in self.sweep.items():
+            lists = swept.values() if option == "zip" else [swept]
+            values += [value for values_ in lists for value in values_]
+        return any(hostfacts.has_expression(value) for value in values)
+
+
+@dataclass(frozen=True)
+class Campaign:
+    raw: dict
+    host_groups: dict  # group name -> list of host spec dicts
+    experiments: dict  # name -> Experiment
+    datasets: dict = field(default_factory=dict)  # name -> config.preparation.Dataset
+    recipes: dict = field(default_factory=dict)  # name -> config.preparation.Recipe
+    runs: dict = field(default_factory=dict)  # experiment name -> tuple[Run, ...], in plan order
+
+    def experiment_runs(self, name: str) -> list[Run]:
+        """The planned runs; a search experiment has none: its probes are decided as it goes."""
+        return list(self.runs[name])
+
+    def hosts_of(self, experiment: str) -> list[dict]:
+        hosts: list[dict] = []
+        for group in self.experiments[experiment].host_groups:
+            hosts.extend(self.host_groups[group])
+        return hosts
+
+    @property
+    def default_experiments(self) -> list[str]:
+        return list(self.raw.get("run") or self.experiments)
+
+    @property
+    def report_settings(self) -> dict:
+        """The campaign report's folder name and title, and whether reports get a PDF."""
+        settings = {"name": DEFAULT_REPORT_NAME, "pdf": True, **(self.raw.get("report") or {})}
+        settings.setdefault("title", f"storbench campaign report: {settings['name']}")
+        return settings
+
+
+DEFAULT_REPORT_NAME = "campaign"
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    params: dict  # job options with this sweep point applied, in config order
+    point: dict  # only the swept options
+    hosts: tuple[str, ...] = ()  # the hosts this run uses; empty: every host of the experiment
+    step: str | None = None  # client step label: 'h4' (incremental), 'host-<name>' (constant)
+    targets: tuple[str, ...] = ()  # a target set's members this run uses; empty: the target

@@ -1,0 +1,31 @@
+"""Job options every tool reads the same way: which are sizes and durations, and their
+unambiguous spelling in a job file."""
+
+from __future__ import annotations
+
+from storbench.core import units
+
+SIZE_OPTIONS = frozenset({"bs", "blocksize", "size", "filesize", "io_size", "offset"})
+DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay", "status_interval"})
+PERCENT_SIZE_OPTIONS = frozenset({"size", "io_size", "offset"})
+
+
+def normalized_options(params: dict) -> dict:
+    """Option values as the tool reads them unambiguously (sizes binary, durations with units)."""
+    options = {}
+    for option, value in params.items():
+        text = str(value)
+        if (
+            option in SIZE_OPTIONS
+            and not text.endswith("%")
+            and "-" not in text
+            and "," not in text
+        ):
+            options[option] = units.fio_size(value)
+        elif option in DURATION_OPTIONS:
+            options[option] = units.fio_duration(value)
+        elif isinstance(value, bool):
+            options[option] = int(value)
+        else:
+            options[option] = value
+    return options

@@ -1,0 +1,59 @@
+"""What every run path shares about one attempt: its errors, times, tails and tool version."""
+
+from __future__ import annotations
+
+import datetime
+import signal
+from pathlib import Path
+
+from storbench.hosts.transport import HostError
+
+STDERR_TAIL_LINES = 20
+
+
+class RunError(RuntimeError):
+    pass
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def output_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    if not path.exists():
+        return ""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def tool_version(transport, tool, local_dir: Path, name: str) -> str:
+    out = local_dir / f"{name}.version"
+    err = local_dir / f"{name}.version.stderr"
+    code = transport.run(
+        tool.version_command(),
+        timeout_s=60,
+        stdout_path=out,
+        stderr_path=err,
+        marker=" ".join(tool.version_command()),
+    )
+    if code != 0:
+        raise HostError(transport.spec.name, tool.unusable(code, output_tail(err)))
+    return out.read_text(errors="replace").strip()
+
+
+def exit_reason(code: int) -> str:
+    """How a tool ended, from its exit code ('timed out', 'killed by SIGKILL', 'exited 1')."""
+    if code == 124:  # coreutils timeout
+        return "timed out"
+    if code < 0:  # local: the tool died of a signal
+        return f"killed by {signal_name(-code)}"
+    if 128 < code <= 128 + 64:  # remote: the shell's status of a tool that died of a signal
+        return f"exited {code} (as a tool killed by {signal_name(code - 128)} does)"
+    return f"exited {code}"
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
