@@ -109,6 +109,7 @@ def test_schema_rejects_an_unknown_latency(tmp_path):
 
 def spec_for(hosts: int, numjobs: int) -> dict:
     return {
+        "tool": "fio",
         "params": {"rw": "randread", "numjobs": numjobs, "runtime": "2s"},
         "hosts": [{"name": f"h{i}"} for i in range(hosts)],
         "search": {

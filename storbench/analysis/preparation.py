@@ -27,7 +27,7 @@ from storbench.run.prepare import (
     seconds_of,
     write_tokens,
 )
-from storbench.tools import get_tool
+from storbench.tools import preparation_tool
 
 
 def run_stage(spec: dict, marker_path: str) -> dict:
@@ -73,10 +73,10 @@ def _pass(spec: dict, recipe_dir: Path) -> dict:
         "run_id": manifest["run_id"],
         "iteration": 1,
         "attempt": manifest["attempt"],
-        "tool": "fio",
+        "tool": preparation_tool().name,
     }
     series = writecliff.aggregate(
-        get_tool("fio").parse_timeseries(manifest, raw_dir, base), "write"
+        preparation_tool().parse_timeseries(manifest, raw_dir, base), "write"
     )
     metrics = element_metrics(rows).get(spec["stage"], {})
     return {

@@ -17,6 +17,7 @@ from storbench.plan.search import (
     read_markers,
     search_options,
 )
+from storbench.tools import get_tool
 
 
 def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> dict:
@@ -43,7 +44,8 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
             manifest=manifest_path,
             parsed=parsed,
         )
-        poisson = run["params"].get("rate_process") == "poisson"
+        open_loop = decision.action != slo_search.CLOSED
+        poisson = open_loop and spec["search"].get("arrivals", "poisson") == "poisson"
         marker["measured"] = measured_probe(
             decision.action, run, _all_hosts_rows(rows), poisson=poisson
         ).to_dict()
@@ -57,7 +59,7 @@ def _run(spec: dict, run: dict) -> str:
 
     experiment = spec["experiment"]
     run_spec = {**spec, "run_id": run["run_id"], "params": run["params"]}
-    job_path = f"results/{experiment}/jobs/{run['run_id']}.fio"
+    job_path = f"results/{experiment}/jobs/{run['run_id']}{get_tool(spec['tool']).job_suffix}"
     render_spec = {
         **run_spec,
         "hosts": [host["name"] for host in spec["hosts"]],

@@ -430,7 +430,7 @@ def _experiment(
         job = {**job, "runtime": units.fio_duration(soak["chunk_s"])}
         iterations = soak["chunks"]
     if soak or spec.get("faults"):
-        job = fault_config.with_interval_series(spec["tool"], job)
+        job = _tool(spec).with_interval_series(job)
     target = dict(raw["targets"].get(target_names[0]) or {})
     steps = None
     if "steps" in spec:
@@ -467,40 +467,59 @@ def _experiment(
     )
 
 
+def _tool(spec: dict):
+    """The adapter of an experiment's tool (known: unknown tools are reported first)."""
+    from storbench.tools import get_tool
+
+    return get_tool(spec["tool"])
+
+
+def _known_tools() -> list[str]:
+    from storbench.tools import known_tools
+
+    return known_tools()
+
+
+def _tools_by_name(name: str):
+    from storbench.tools import get_tool
+
+    return get_tool(name).capabilities
+
+
+def _tools_with(capability: str) -> str:
+    from storbench.tools import get_tool, known_tools
+
+    names = [n for n in known_tools() if getattr(get_tool(n).capabilities, capability)]
+    return ", ".join(names) or "none"
+
+
 def _check_prepared_tool(key: str, spec: dict, target_names: list[str], problems: list[str]):
-    """Datasets and recipes are fio layouts on one target; the runs must find them there."""
-    if spec["tool"] != "fio":
-        problems.append(f"{key}: datasets and preconditioning are used by fio experiments")
+    """Datasets and recipes are laid out on one target; the runs must find them there."""
+    if spec["tool"] in _known_tools() and not _tool(spec).capabilities.prepared_runs:
+        problems.append(
+            f"{key}: datasets and preconditioning are used by "
+            f"{_tools_with('prepared_runs')} experiments"
+        )
     if len(target_names) > 1:
         problems.append(f"{key}.target: a prepared experiment runs on one target, not a set")
     if "job_file" in spec:
         problems.append(f"{key}.job_file: a prepared experiment renders its job; use a template")
 
 
-SERVICE_RUNNER_TOOLS = ("fio",)  # tools whose controller the runner drives
-READ_PATTERNS = {"read": "read", "write": "read", "randread": "randread", "randwrite": "randread"}
-WRITE_PATTERNS = {
-    "read": "write",
-    "write": "write",
-    "randread": "randwrite",
-    "randwrite": "randwrite",
-}
-
-
 def _check_execution(key: str, spec: dict, problems: list[str]) -> None:
-    from storbench.tools import get_tool, known_tools
-
-    if spec.get("execution") != "service" or spec["tool"] not in known_tools():
+    if spec.get("execution") != "service" or spec["tool"] not in _known_tools():
         return
-    if spec["tool"] not in SERVICE_RUNNER_TOOLS:
+    tool = _tool(spec)
+    if "service" not in tool.capabilities.execution:
         supported = (
             "has no service mode"
-            if not get_tool(spec["tool"]).has_services
+            if not tool.has_services
             else ("service mode is not wired into the runner yet")
         )
+        services = [n for n in _known_tools() if "service" in _tools_by_name(n).execution]
         problems.append(
             f"{key}.execution: {spec['tool']} {supported} (service mode: "
-            f"{', '.join(SERVICE_RUNNER_TOOLS)}); use standalone"
+            f"{', '.join(services)}); use standalone"
         )
     if "job_file" in spec:
         problems.append(f"{key}.execution: service mode renders per-host job files; use a template")
@@ -508,18 +527,15 @@ def _check_execution(key: str, spec: dict, problems: list[str]) -> None:
 
 def _check_host_split(key: str, spec: dict, job: dict, sweep: dict, problems: list[str]) -> None:
     """A host-level split turns each host's pattern into its read or write counterpart."""
-    if spec.get("rwmixreadhost") is None:
+    if spec.get("rwmixreadhost") is None or spec["tool"] not in _known_tools():
         return
+    tool = _tool(spec)
     patterns = [job["rw"]] if "rw" in job else []
     patterns += list(sweep.get("rw", [])) + list((sweep.get("zip") or {}).get("rw", []))
-    if not patterns:
-        problems.append(f"{key}.rwmixreadhost: needs a job or sweep 'rw' to split")
-    for pattern in patterns:
-        if pattern not in READ_PATTERNS:
-            problems.append(
-                f"{key}.rwmixreadhost: rw {pattern!r} has no read/write counterpart "
-                f"(use one of {', '.join(READ_PATTERNS)})"
-            )
+    option_sets = [{**job, "rw": pattern} for pattern in patterns] or [job]
+    for options in option_sets:
+        if problem := tool.role_problem(options):
+            problems.append(f"{key}.rwmixreadhost: {problem}")
     if "job_file" in spec:
         problems.append(f"{key}.rwmixreadhost: a ready job_file cannot be split; use a template")
 
@@ -558,8 +574,11 @@ def _check_target_set(key: str, spec: dict, names: list[str], raw: dict, problem
             f"{key}.target: a target set needs targets of one kind, directory or block "
             f"(got {', '.join(sorted(types))})"
         )
-    if spec["tool"] != "fio":
-        problems.append(f"{key}.target: target sets are run with fio (one job section each)")
+    if spec["tool"] in _known_tools() and not _tool(spec).capabilities.target_sets:
+        problems.append(
+            f"{key}.target: target sets are run with {_tools_with('target_sets')} "
+            "(one job section each)"
+        )
     if "job_file" in spec:
         problems.append(f"{key}.target: a target set renders its job files; use a template")
 
@@ -569,8 +588,13 @@ def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> N
 
     if sweep or "job_file" in spec:
         problems.append(f"{key}.schedule: the schedule's lines are the runs; drop sweep/job_file")
-    if spec["tool"] != "fio":
-        problems.append(f"{key}.schedule: schedule lines are fio options; the tool must be fio")
+    if spec["tool"] not in _known_tools():
+        return
+    if not _tool(spec).capabilities.schedules:
+        problems.append(
+            f"{key}.schedule: schedule lines are job options of a tool that reads schedules "
+            f"({_tools_with('schedules')}), not {spec['tool']}"
+        )
     try:
         entries = schedule.parse_schedule(Path(spec["schedule"]).read_text(), spec["schedule"])
     except OSError as error:
@@ -582,7 +606,7 @@ def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> N
     for entry in entries:
         for option, value in entry.params.items():
             where = f"{key}.schedule[{spec['schedule']}:{entry.line}].{option}"
-            _check_option_value(where, option, value, problems, tool="fio")
+            _check_option_value(where, option, value, problems, tool=spec["tool"])
 
 
 def _check_network(network: dict, host_groups: dict, problems: list[str]) -> None:
@@ -687,7 +711,7 @@ def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) 
 def _check_target_type(key: str, tool: str, target_type: str, problems: list[str]) -> None:
     from storbench.tools import get_tool
 
-    supported = get_tool(tool).target_types
+    supported = get_tool(tool).capabilities.target_types
     if target_type not in supported:
         problems.append(
             f"{key}.target: {tool} cannot benchmark a {target_type} target "
@@ -778,9 +802,9 @@ def _is_free_text(path: tuple) -> bool:
 
 
 def _job_file_problems(raw: dict) -> list[str]:
-    """Target paths as each tool using them reads them, and the fio options of datasets and
-    preconditioning recipes."""
-    from storbench.tools import get_tool
+    """Target paths as each tool using them reads them, and the job options of datasets and
+    preconditioning recipes as the preparation tool reads them."""
+    from storbench.tools import get_tool, preparation_tool
     from storbench.tools.base import job_file_text
 
     problems = []
@@ -791,17 +815,17 @@ def _job_file_problems(raw: dict) -> list[str]:
         for tool in tools:
             if problem := get_tool(tool).target_path_problem(path):
                 problems.append(f"targets.{name}.path: {problem}")
-    fio = get_tool("fio")
-    for key, option, value in _prepared_fio_values(raw):
-        if problem := fio.job_value_problem(option, job_file_text(value)):
+    preparer = preparation_tool()
+    for key, option, value in _prepared_values(raw):
+        if problem := preparer.job_value_problem(option, job_file_text(value)):
             problems.append(f"{key}: {problem}")
     return problems
 
 
 def _target_tools(raw: dict) -> dict[str, list[str]]:
     """Each target's name -> the tools that write its path into job files (datasets and
-    preconditioning recipes are fio jobs)."""
-    from storbench.tools import known_tools
+    preconditioning recipes are the preparation tool's jobs)."""
+    from storbench.tools import known_tools, preparation_tool
 
     uses: dict[str, set] = {}
     for spec in raw["experiments"].values():
@@ -811,12 +835,12 @@ def _target_tools(raw: dict) -> dict[str, list[str]]:
                 uses.setdefault(name, set()).add(spec["tool"])
     for section in ("datasets", "preconditioning"):
         for spec in (raw.get(section) or {}).values():
-            uses.setdefault(spec["target"], set()).add("fio")
+            uses.setdefault(spec["target"], set()).add(preparation_tool().name)
     return {name: sorted(uses[name]) for name in sorted(uses) if name in raw["targets"]}
 
 
-def _prepared_fio_values(raw: dict):
-    """(key path, option, value) of every fio option in datasets and preconditioning recipes."""
+def _prepared_values(raw: dict):
+    """(key path, option, value) of every job option in datasets and preconditioning recipes."""
     jobs = [(f"datasets.{n}.job", s.get("job")) for n, s in (raw.get("datasets") or {}).items()]
     for name, recipe in (raw.get("preconditioning") or {}).items():
         rounds = recipe.get("rounds") or {}

@@ -15,7 +15,6 @@ from storbench.config.values import positive_duration
 from storbench.core import units
 from storbench.core.schema_names import CONTROLLER
 
-DEFAULT_STATUS_INTERVAL = "1s"
 # One-sided by default: a rate-limited fio catches up after a stall, which is not a dip.
 FAULT_ANALYSIS_DEFAULTS = {
     "baseline_s": 10.0,
@@ -125,13 +124,6 @@ def soak_plan(key: str, spec: dict, job: dict, problems: list[str]) -> dict | No
         "k": float(soak.get("k", SOAK_DEFAULTS["k"])),
         "drift": drift,
     }
-
-
-def with_interval_series(tool: str, job: dict) -> dict:
-    """fio jobs report every second unless they say otherwise (the series is the evidence)."""
-    if tool == "fio" and "status_interval" not in job:
-        return {**job, "status_interval": DEFAULT_STATUS_INTERVAL}
-    return job
 
 
 def _seconds(value) -> float | None:

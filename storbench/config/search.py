@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from storbench.core.units import parse_duration
+from storbench.tools import get_tool, known_tools
 
 DEFAULT_MAX_IODEPTH = 64
 DEFAULT_MAX_PROBES = 12
 # The search sets these itself for every probe.
-SEARCH_OPTIONS = ("iodepth", "rate_iops", "rate", "rate_min", "rate_process", "rate_cycle")
 
 
 def settings(key: str, spec: dict, problems: list[str]) -> dict | None:
@@ -39,21 +39,19 @@ def settings(key: str, spec: dict, problems: list[str]) -> dict | None:
     ):
         if option in spec:
             problems.append(f"{key}.{option}: not allowed with search ({reason})")
-    if spec["tool"] != "fio":
-        problems.append(f"{key}.search: only fio is supported (rate_iops), not {spec['tool']!r}")
+    tool = get_tool(spec["tool"]) if spec["tool"] in known_tools() else None
+    if tool is None or "iops" not in tool.capabilities.search_metrics:
+        searchable = [n for n in known_tools() if get_tool(n).capabilities.search_metrics]
+        problems.append(
+            f"{key}.search: {spec['tool']!r} cannot hold an offered rate "
+            f"(search tools: {', '.join(searchable)})"
+        )
     if not isinstance(spec["target"], str) and len(spec["target"]) > 1:
         problems.append(f"{key}.target: a search runs on one target, not a target set")
     if spec.get("execution", "standalone") != "standalone":
         problems.append(f"{key}.execution: a search runs standalone")
-    job = spec.get("job") or {}
-    for option in SEARCH_OPTIONS:
-        if option in job:
-            problems.append(f"{key}.job.{option}: set by the search for each probe; remove it")
-    if "runtime" not in job:
-        problems.append(f"{key}.job.runtime: a search needs a runtime for each probe (e.g. 10s)")
-    numjobs = job.get("numjobs", 1)
-    if not isinstance(numjobs, int) or isinstance(numjobs, bool) or numjobs < 1:
-        problems.append(f"{key}.job.numjobs: a search needs a whole number >= 1, not {numjobs!r}")
+    if tool is not None:
+        problems += [f"{key}.job.{p}" for p in tool.search_job_problems(spec.get("job") or {})]
     objective = _objective(key, search, problems)
     if objective is None or len(problems) > before:
         return None

@@ -4,7 +4,7 @@ hosts, and each preparation step's spec."""
 from __future__ import annotations
 
 from storbench.config.preparation import STATE_DIR, Dataset, Recipe, Stage
-from storbench.tools.fio import FioAdapter
+from storbench.tools import preparation_tool
 
 
 def dataset_marker(dataset: Dataset) -> str:
@@ -33,7 +33,7 @@ def report_dir(recipe: Recipe) -> str:
 
 def token_path(target: dict, host: dict, kind: str, name: str) -> str:
     """Where a host keeps the state token: in the target directory, or its workdir for a device."""
-    directory = FioAdapter().target_directory(target, host["name"])
+    directory = preparation_tool().target_directory(target, host["name"])
     if directory is None:
         workdir = host.get("workdir", "/tmp/storbench").rstrip("/")
         directory = f"{workdir}/state/{target['name']}"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from storbench.config.search import Objective
 from storbench.plan import slo_search
+from storbench.tools import get_tool
 
 _PROBE_ID = re.compile(r"^p(\d+)$")
 
@@ -42,9 +43,9 @@ def probe_number(probe: str) -> int:
 
 
 def search_options(spec: dict) -> dict:
-    """next_probe's settings: fio's rate_iops is whole per job, so rates step by jobs."""
+    """next_probe's settings: a rate is whole per worker, so rates step by workers."""
     search = spec["search"]
-    jobs = len(spec["hosts"]) * int(spec["params"].get("numjobs", 1))
+    jobs = len(spec["hosts"]) * get_tool(spec["tool"]).jobs_per_host(spec["params"])
     return {
         "max_qd": search["max_iodepth"],
         "max_probes": search["max_probes"],
@@ -58,20 +59,21 @@ def decide(spec: dict, markers: list[dict]) -> slo_search.Decision:
 
 
 def probe_run(spec: dict, decision: slo_search.Decision, markers: list[dict]) -> dict:
-    """Run id, iteration, fio options and the offered aggregate rate of a decision."""
+    """Run id, iteration, job options and the offered aggregate rate of a decision."""
+    tool = get_tool(spec["tool"])
     job = spec["params"]
     hosts = len(spec["hosts"])
-    numjobs = int(job.get("numjobs", 1))
+    numjobs = tool.jobs_per_host(job)
     if decision.action == slo_search.CLOSED:
         run_id = f"qd{decision.iodepth}"
-        params = {**job, "iodepth": decision.iodepth}
+        params = tool.probe_options(job, decision.iodepth, None, None)
         offered = None
     else:
         per_job = max(1, round(slo_search.split_rate(decision.offered_iops, hosts, numjobs)))
         offered = float(per_job * hosts * numjobs)
         depth = slo_search.iodepth_for_rate(per_job, objective_of(spec).limit_ns)
         arrivals = spec["search"].get("arrivals", "poisson")
-        params = {**job, "iodepth": depth, "rate_iops": per_job, "rate_process": arrivals}
+        params = tool.probe_options(job, depth, per_job, arrivals)
         run_id = f"rate{int(offered)}"
         if decision.action == slo_search.CONFIRM:
             run_id += "-confirm"

@@ -17,6 +17,7 @@ from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import units
 from storbench.core.model import Campaign, Run
+from storbench.tools import get_tool
 
 DEFAULT_ITERATION_TIMEOUT_S = 3600.0
 
@@ -105,19 +106,16 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
         if host not in hosts:
             raise PlanError(f"run {run.run_id} of {name} does not use host {host!r}")
         role = host_roles(hosts, experiment.rwmixreadhost).get(host)
-        spec["params"] = role_params(run.params, role)
+        spec["params"] = role_params(experiment.tool, run.params, role)
         spec.update(host=host, host_index=hosts.index(host), role=role)
     return spec
 
 
-def role_params(params: dict, role: str | None) -> dict:
+def role_params(tool: str, params: dict, role: str | None) -> dict:
     """The job options of a host with a read or write role (host-level read/write split)."""
     if role is None:
         return params
-    from storbench.config.campaign import READ_PATTERNS, WRITE_PATTERNS
-
-    patterns = READ_PATTERNS if role == "read" else WRITE_PATTERNS
-    return {**params, "rw": patterns[params["rw"]]}
+    return get_tool(tool).role_options(params, role)
 
 
 def run_spec(campaign: Campaign, name: str, run: Run) -> dict:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from storbench.analysis import stats
 from storbench.core import histogram
 from storbench.core.results import ALL_HOSTS
-from storbench.plan import slo_search, stats
+from storbench.plan import slo_search
 from storbench.report.experiment import (
     COLORS,
     NO_VALUE,

@@ -21,8 +21,8 @@ from pathlib import Path
 from storbench.core import atomic, paths
 from storbench.hosts.transport import HostSpec, open_transport
 from storbench.run.engine import RunError, run_iteration
+from storbench.tools import preparation_tool
 
-TEMPLATE = paths.TEMPLATES_DIR / "fio" / "prepare.fio.j2"
 TOKEN_READ_TIMEOUT_S = 30.0
 FLUSH_COMMAND_TIMEOUT_S = 300.0
 
@@ -46,7 +46,8 @@ def render(purpose: str, host: str, global_options: dict, sections: list[dict]) 
     from storbench.core.options import normalized_options
     from storbench.run.render import job_template
 
-    return job_template(TEMPLATE).render(
+    template = paths.TEMPLATES_DIR / preparation_tool().preparation_template
+    return job_template(template).render(
         purpose=purpose,
         host=host,
         global_options=normalized_options(global_options),
@@ -56,14 +57,12 @@ def render(purpose: str, host: str, global_options: dict, sections: list[dict]) 
 
 def region_options(recipe: dict, host_index: int, host: str) -> tuple[dict, int]:
     """(fio options naming the host's region, the region's first byte)."""
-    from storbench.tools.fio import FioAdapter
-
     target = recipe["target"]
     if target["type"] == "block":
         return {"filename": target["path"]}, host_index * recipe["slice_bytes"]
     from storbench.config.preparation import REGION_FILE
 
-    directory = FioAdapter().target_directory(target, host)
+    directory = preparation_tool().target_directory(target, host)
     return {"directory": directory, "filename": REGION_FILE}, 0
 
 
@@ -105,9 +104,8 @@ def round_sections(spec: dict, host_index: int, host: str) -> tuple[dict, list[d
 
 
 def dataset_sections(spec: dict, host: str) -> tuple[dict, list[dict]]:
-    from storbench.tools.fio import FioAdapter
 
-    directory = FioAdapter().target_directory(spec["target"], host)
+    directory = preparation_tool().target_directory(spec["target"], host)
     options = {"filename_format": f"{spec['name']}.$jobnum.$filenum", **spec["job"]}
     if spec["method"] == "layout":
         options["create_only"] = 1
@@ -137,7 +135,7 @@ def run_jobs(
     host_jobs = {}
     for index, host in enumerate(hosts):
         global_options, sections = sections_of(index, host["name"])
-        path = jobs_dir / f"{host['name']}.fio"
+        path = jobs_dir / f"{host['name']}{preparation_tool().job_suffix}"
         atomic.write_text(
             path, render(f"{spec_like['name']} {name}", host["name"], global_options, sections)
         )
@@ -145,7 +143,7 @@ def run_jobs(
     run_spec = {
         "experiment": f"targets-{spec_like['target']['name']}-{spec_like['name']}",
         "run_id": name,
-        "tool": "fio",
+        "tool": preparation_tool().name,
         "target": spec_like["target"],
         "params": params,
         "hosts": hosts,
@@ -159,10 +157,8 @@ def run_jobs(
 
 
 def parse_rows(manifest: dict, raw_dir: Path) -> list[dict]:
-    from storbench.tools import get_tool
-
     base = {"experiment": manifest["experiment"], "run_id": manifest["run_id"], "iteration": 1}
-    return get_tool("fio").parse(manifest, raw_dir, base)
+    return preparation_tool().parse(manifest, raw_dir, base)
 
 
 def element_metrics(rows: list[dict]) -> dict[str, dict]:

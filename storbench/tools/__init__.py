@@ -23,6 +23,13 @@ def known_tools() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def preparation_tool() -> ToolAdapter:
+    """The tool that lays out datasets and runs preconditioning recipes."""
+    return next(
+        get_tool(name) for name in known_tools() if get_tool(name).capabilities.preparation
+    )
+
+
 def get_tool(name: str) -> ToolAdapter:
     if name not in _REGISTRY:
         raise KeyError(f"unknown tool {name!r} (known: {', '.join(known_tools())})")

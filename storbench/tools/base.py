@@ -12,6 +12,7 @@ in bytes, times in ns or s as the column names say. Time-series rows use
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 # Job files of S3 tools that need keys in the file itself carry these placeholders; the runner
@@ -70,6 +71,24 @@ def timeseries_columns() -> frozenset[str]:
     return frozenset(TIMESERIES_COLUMNS)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a tool can do in a campaign; config, plan and run ask these, never a tool's name."""
+
+    target_types: tuple[str, ...] = ("directory",)  # target types it can benchmark
+    execution: tuple[str, ...] = ("standalone",)  # "service": the run engine drives its services
+    target_sets: bool = False  # several targets in one run (one job section each)
+    host_split: bool = False  # rwmixreadhost: each host reads or writes (role_options)
+    schedules: bool = False  # a schedule file: one workload of the tool's options per line
+    prepared_runs: bool = False  # runs on datasets and preconditioned targets
+    preparation: bool = False  # lays out datasets and runs preconditioning recipes
+    search_metrics: tuple[str, ...] = ()  # latency-SLO search: metrics it can hold a rate of
+    faults: bool = True  # fault commands may run during its workload
+    interval_series: bool = False  # per-interval rows (parse_timeseries)
+    start_stamps: bool = False  # each host's actual start in service mode (start_stamp_names)
+    import_formats: tuple[str, ...] = ()  # outputs `storbench import` reads (import_outputs)
+
+
 class RenderError(ValueError):
     """A job file cannot be made: the message names the template, host or option."""
 
@@ -83,9 +102,19 @@ class ToolAdapter:
     job_suffix: str = ".job"
     default_template: str = ""  # relative to the workflow's templates/ folder
     install_hint: str = ""  # how to install the tool, shown when a host lacks it
-    target_types: tuple[str, ...] = ("directory",)  # target types the tool can benchmark
     secret_env: dict[str, str] = {}  # env variable the tool reads -> "access_key" / "secret_key"
     output_is_folder: bool = False  # output_name() is a folder the runner creates and fetches
+    capabilities: Capabilities = Capabilities()
+    preparation_template: str = ""  # the job template of preparation stages (preparation tools)
+
+    @property
+    def target_types(self) -> tuple[str, ...]:
+        return self.capabilities.target_types
+
+    @property
+    def has_services(self) -> bool:
+        """The tool has a service (server) mode; the engine drives it when execution says so."""
+        return bool(self.default_port)
 
     # --- render ---------------------------------------------------------------------------
 
@@ -131,6 +160,38 @@ class ToolAdapter:
         hint = f"; install it: {self.install_hint}" if self.install_hint else ""
         return f"{self.name} {state}{hint} ('{command}' exited {exit_code}: {detail})"
 
+    def with_interval_series(self, job: dict) -> dict:
+        """The job options that make the tool report per interval (fault and soak runs)."""
+        return job
+
+    def role_options(self, params: dict, role: str) -> dict:
+        """A host's options in a host-level read/write split (capabilities.host_split)."""
+        raise NotImplementedError(f"{self.name} has no host-level read/write split")
+
+    def role_problem(self, params: dict) -> str | None:
+        """Why these options cannot be split into a read and a write role, or None."""
+        return f"{self.name} has no host-level read/write split"
+
+    # --- latency-SLO search (capabilities.search_metrics) ---------------------------------
+
+    def search_job_problems(self, job: dict) -> list[str]:
+        """'<option>: <problem>' for job options a search cannot run (it sets some itself)."""
+        return []
+
+    def jobs_per_host(self, params: dict) -> int:
+        """How many workers share a host's offered rate (rates step by hosts x this)."""
+        return 1
+
+    def probe_options(
+        self, params: dict, iodepth: int, rate_per_job: int | None, arrivals: str | None
+    ) -> dict:
+        """A probe's options: closed loop at iodepth, or open loop at rate_per_job per worker."""
+        raise NotImplementedError(f"{self.name} has no latency-SLO search")
+
+    def start_stamp_names(self, spec: dict) -> list[str]:
+        """Files in the service's folder that hold each host's actual start (start_stamps)."""
+        return []
+
     def offered_iops(self, params: dict, hosts: int) -> float | None:
         """The aggregate I/O rate a run offers (open loop), or None for a closed-loop run."""
         return None
@@ -150,7 +211,6 @@ class ToolAdapter:
 
     # --- multi-host service mode (tools that have one) ------------------------------------
 
-    has_services: bool = False
     default_port: int = 0
 
     def service_start_command(self, host: str, port: int) -> list[str]:

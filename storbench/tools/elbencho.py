@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storbench.tools.base import RenderError, ToolAdapter
+from storbench.tools.base import Capabilities, RenderError, ToolAdapter
 
 RESULT_FOLDER_SUFFIX = "-elbencho"
 PATH_LINE = "#storbench-path="
@@ -127,10 +127,13 @@ class ElbenchoAdapter(ToolAdapter):
         "install a release package (.deb/.rpm, static binary) or build from source: "
         "https://github.com/breuner/elbencho"
     )
-    target_types = ("directory", "block", "s3")
+    capabilities = Capabilities(
+        target_types=("directory", "block", "s3"),
+        interval_series=True,
+        import_formats=("result folder (resfile, csvfile, live csv)",),
+    )
     secret_env = {"AWS_ACCESS_KEY_ID": "access_key", "AWS_SECRET_ACCESS_KEY": "secret_key"}
     output_is_folder = True
-    has_services = True
     default_port = 1611
 
     # --- render -----------------------------------------------------------------------------
@@ -239,7 +242,7 @@ def _output_arguments(output_path: str) -> list[str]:
 def benchmark_path(target: dict) -> str:
     """elbencho's path argument; '{host}' stands for the host's name."""
     kind = target["type"]
-    if kind not in ElbenchoAdapter.target_types:
+    if kind not in ElbenchoAdapter.capabilities.target_types:
         raise ValueError(f"elbencho cannot benchmark a target of type {kind!r}")
     path = target.get("bucket" if kind == "s3" else "path") or ""
     if not path or "\n" in path or "\r" in path:

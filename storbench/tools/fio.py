@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storbench.tools.base import ToolAdapter, whole_rate
+from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "STORBENCH_HOST"
 # fio reads these on its command line only, not in job files
@@ -16,13 +16,38 @@ COMMENT_CHARACTERS = (";", "#")
 _EXPANSION = re.compile(r"\$(\{|[A-Za-z_])")
 
 
+# A latency-SLO search sets these itself for every probe.
+SEARCH_OPTIONS = ("iodepth", "rate_iops", "rate", "rate_min", "rate_process", "rate_cycle")
+DEFAULT_STATUS_INTERVAL = "1s"  # fault and soak runs: one interval row per second
+# A host-level read/write split: each host's pattern becomes its read or write counterpart.
+READ_PATTERNS = {"read": "read", "write": "read", "randread": "randread", "randwrite": "randread"}
+WRITE_PATTERNS = {
+    "read": "write",
+    "write": "write",
+    "randread": "randwrite",
+    "randwrite": "randwrite",
+}
+
+
 class FioAdapter(ToolAdapter):
     name = "fio"
     job_suffix = ".fio"
     default_template = "fio/job.fio.j2"
     install_hint = "apt-get install fio (Debian/Ubuntu), dnf install fio (RHEL/Fedora)"
-    target_types = ("directory", "block")
-    has_services = True
+    capabilities = Capabilities(
+        target_types=("directory", "block"),
+        execution=("standalone", "service"),
+        target_sets=True,
+        host_split=True,
+        schedules=True,
+        prepared_runs=True,
+        preparation=True,
+        search_metrics=("iops",),
+        interval_series=True,
+        start_stamps=True,
+        import_formats=("json", "json+"),
+    )
+    preparation_template = "fio/prepare.fio.j2"
     default_port = 8765  # fio's own default server port
 
     def template_context(self, spec: dict) -> dict:
@@ -95,6 +120,49 @@ class FioAdapter(ToolAdapter):
             address, _, port = endpoint.rpartition(":")
             argv += [f"--client=ip:{address},{port}", host_job]
         return argv
+
+    def with_interval_series(self, job: dict) -> dict:
+        """fio jobs report every second unless they say otherwise (the series is the evidence)."""
+        if "status_interval" not in job:
+            return {**job, "status_interval": DEFAULT_STATUS_INTERVAL}
+        return job
+
+    def role_options(self, params: dict, role: str) -> dict:
+        patterns = READ_PATTERNS if role == "read" else WRITE_PATTERNS
+        return {**params, "rw": patterns[params["rw"]]}
+
+    def role_problem(self, params: dict) -> str | None:
+        if "rw" not in params:
+            return "needs a job or sweep 'rw' to split"
+        if params["rw"] not in READ_PATTERNS:
+            return (
+                f"rw {params['rw']!r} has no read/write counterpart "
+                f"(use one of {', '.join(READ_PATTERNS)})"
+            )
+        return None
+
+    def search_job_problems(self, job: dict) -> list[str]:
+        problems = [
+            f"{option}: set by the search for each probe; remove it"
+            for option in SEARCH_OPTIONS
+            if option in job
+        ]
+        if "runtime" not in job:
+            problems.append("runtime: a search needs a runtime for each probe (e.g. 10s)")
+        numjobs = job.get("numjobs", 1)
+        if not isinstance(numjobs, int) or isinstance(numjobs, bool) or numjobs < 1:
+            problems.append(f"numjobs: a search needs a whole number >= 1, not {numjobs!r}")
+        return problems
+
+    def jobs_per_host(self, params: dict) -> int:
+        return int(params.get("numjobs", 1))
+
+    def probe_options(
+        self, params: dict, iodepth: int, rate_per_job: int | None, arrivals: str | None
+    ) -> dict:
+        if rate_per_job is None:
+            return {**params, "iodepth": iodepth}
+        return {**params, "iodepth": iodepth, "rate_iops": rate_per_job, "rate_process": arrivals}
 
     def start_stamp_names(self, spec: dict) -> list[str]:
         """Files the job sections' exec_prerun leave in the service's folder (fio names them)."""

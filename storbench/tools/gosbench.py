@@ -38,7 +38,13 @@ import re
 from pathlib import Path
 
 from storbench.core.schema_names import ALL_HOSTS
-from storbench.tools.base import SECRET_PLACEHOLDERS, RenderError, ToolAdapter, ToolOutputError
+from storbench.tools.base import (
+    SECRET_PLACEHOLDERS,
+    Capabilities,
+    RenderError,
+    ToolAdapter,
+    ToolOutputError,
+)
 
 WORKER = "gosbench-worker"
 SERVER_LOG = "server.console.txt"  # written by the command's script, like worker.console.txt
@@ -139,9 +145,8 @@ class GosbenchAdapter(ToolAdapter):
         "and .../worker@latest build 'server' and 'worker': put them on PATH as "
         "gosbench-server and gosbench-worker)"
     )
-    target_types = ("s3",)
+    capabilities = Capabilities(target_types=("s3",), import_formats=("result folder",))
     output_is_folder = True
-    has_services = True
     default_port = 2000  # the server's port (gosbench's default); workers connect to it
 
     def template_context(self, spec: dict) -> dict:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.units import UnitError, parse_duration, parse_size
-from storbench.tools.base import ARGS_FILE_LOOP, ToolAdapter, ToolOutputError
+from storbench.tools.base import ARGS_FILE_LOOP, Capabilities, ToolAdapter, ToolOutputError
 from storbench.tools.base import timeseries_columns as _timeseries_columns
 
 DEFAULT_PORT = 5201
@@ -164,7 +164,10 @@ class Iperf3Adapter(ToolAdapter):
     job_suffix = ".iperf3"
     default_template = "iperf3/job.iperf3.j2"
     install_hint = "apt-get install iperf3"
-    target_types = ("directory", "block")  # not used; an s3 target would create a bucket
+    # targets are not used; an s3 target would create a bucket
+    capabilities = Capabilities(
+        target_types=("directory", "block"), interval_series=True, import_formats=("json",)
+    )
 
     def template_context(self, spec: dict) -> dict:
         return {

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from storbench.tools.base import ToolAdapter, whole_rate
+from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "$storbench_host"
 HOST_ARGUMENT = "storbench_host"
@@ -144,7 +144,11 @@ class VdbenchAdapter(ToolAdapter):
         "printf '#!/bin/sh\\nexec /opt/vdbench/vdbench \"$@\"\\n' > /usr/local/bin/vdbench "
         "&& chmod +x /usr/local/bin/vdbench"
     )
-    target_types = ("directory", "block")
+    capabilities = Capabilities(
+        target_types=("directory", "block"),
+        interval_series=True,
+        import_formats=("output folder", "flatfile.html"),
+    )
     output_is_folder = True
 
     # --- render ---------------------------------------------------------------------------

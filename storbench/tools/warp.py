@@ -46,7 +46,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from storbench.core.schema_names import ALL_HOSTS, normalize_op
-from storbench.tools.base import ARGS_FILE_LOOP, RenderError, ToolAdapter, ToolOutputError
+from storbench.tools.base import (
+    ARGS_FILE_LOOP,
+    Capabilities,
+    RenderError,
+    ToolAdapter,
+    ToolOutputError,
+)
 
 BENCHMARKS = ("get", "put", "mixed", "delete", "list", "stat")
 _BENCHMARK_OF_RW = {
@@ -116,10 +122,13 @@ class WarpAdapter(ToolAdapter):
     job_suffix = ".warp"
     default_template = "warp/job.warp.j2"
     install_hint = "https://github.com/minio/warp/releases (one static binary; put warp on PATH)"
-    target_types = ("s3",)
+    capabilities = Capabilities(
+        target_types=("s3",),
+        interval_series=True,
+        import_formats=("analysis json", "benchmark data (.csv.zst)"),
+    )
     secret_env = {"WARP_ACCESS_KEY": "access_key", "WARP_SECRET_KEY": "secret_key"}
     output_is_folder = True
-    has_services = True
     default_port = 7761  # warp client's own default (cli/clientmode.go)
 
     def template_context(self, spec: dict) -> dict:
