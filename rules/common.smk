@@ -11,6 +11,7 @@ from storbench.plan import specs as plan
 from storbench.plan import preparation as prepare_plan
 from storbench.config import search as search_config
 from storbench.plan import search
+from storbench.core import paths
 from storbench.tools import get_tool
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
@@ -154,9 +155,7 @@ def experiment_job_source(experiment_name):
         return experiment.job_file
     if experiment.template:
         return experiment.template
-    return workflow.source_path(
-        f"../templates/{get_tool(experiment.tool).default_template}"
-    )
+    return str(paths.TEMPLATES_DIR / get_tool(experiment.tool).default_template)
 
 
 def render_spec_json(wildcards):

@@ -31,11 +31,15 @@ def tiny_config(target_dir: Path, rw=("randread", "write")) -> dict:
     }
 
 
-def snakemake(workdir: Path, config: dict, *args, check=True) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, config: dict, *args, check=True, env: dict | None = None
+) -> subprocess.CompletedProcess:
     (workdir / "campaign.yaml").write_text(yaml.safe_dump(config))
     command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", "campaign.yaml"]
     command += ["--cores", "2", *args]
-    result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        command, cwd=workdir, capture_output=True, text=True, timeout=600, env=env
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result

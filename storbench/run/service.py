@@ -44,7 +44,7 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
                 timeout_s=spec["timeout_s"],
                 stdout_path=local_dir / f"{CONTROLLER}.stdout",
                 stderr_path=local_dir / f"{CONTROLLER}.stderr",
-                marker=f"--output={output_path}",
+                marker=str(output_path),  # absolute and unique: stops exactly this client
             )
     except KeyboardInterrupt:
         _stop_campaign_services(spec)
