@@ -1,11 +1,11 @@
 rule parse_iteration:
     input:
-        manifest="results/{experiment}/raw/{run_id}/it{iteration}/run.json",
+        manifest=paths.manifest(),
     output:
-        parsed="results/{experiment}/parsed/{run_id}/it{iteration}.parquet",
-        timeseries="results/{experiment}/parsed/{run_id}/it{iteration}.timeseries.parquet",
+        parsed=paths.parsed(),
+        timeseries=paths.parsed_timeseries(),
     log:
-        "results/{experiment}/logs/parse/{run_id}.it{iteration}.log",
+        paths.log("parse/{run_id}.it{iteration}.log"),
     conda:
         "../envs/storbench.yaml"
     shell:
@@ -18,10 +18,10 @@ rule gather_experiment:
         parsed=parsed_iterations,
         timeseries=parsed_timeseries,
     output:
-        summary="results/{experiment}/summary.parquet",
-        timeseries="results/{experiment}/timeseries.parquet",
+        summary=paths.summary(),
+        timeseries=paths.timeseries(),
     log:
-        "results/{experiment}/logs/gather.log",
+        paths.log("gather.log"),
     wildcard_constraints:
         experiment=GRID_PATTERN,
     conda:
@@ -36,9 +36,9 @@ rule gather_step:
     input:
         parsed=step_iterations,
     output:
-        step="results/{experiment}/steps/{step}.parquet",
+        step=paths.step_summary(),
     log:
-        "results/{experiment}/logs/gather_step.{step}.log",
+        paths.log("gather_step.{step}.log"),
     conda:
         "../envs/storbench.yaml"
     shell:

@@ -4,9 +4,9 @@
 
 rule prepare_dataset:
     output:
-        marker="results/targets/{target}/datasets/{dataset}.json",
+        marker=paths.dataset_marker(),
     log:
-        "results/targets/{target}/logs/dataset.{dataset}.log",
+        paths.target_log("dataset.{dataset}.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -23,9 +23,9 @@ rule precondition_stage:
     input:
         previous=previous_stage_marker,
     output:
-        marker="results/targets/{target}/precondition/{recipe}/stages/{stage}.json",
+        marker=paths.stage_marker(),
     log:
-        "results/targets/{target}/logs/precondition.{recipe}.{stage}.log",
+        paths.target_log("precondition.{recipe}.{stage}.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -42,9 +42,9 @@ rule precondition_prepared:
     input:
         stages=recipe_stage_markers,
     output:
-        marker="results/targets/{target}/precondition/{recipe}/prepared.json",
+        marker=paths.prepared_marker(),
     log:
-        "results/targets/{target}/logs/precondition.{recipe}.prepared.log",
+        paths.target_log("precondition.{recipe}.prepared.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -60,12 +60,12 @@ rule precondition_prepared:
 # Wait for the write cache to flush, after the runs that measure before the flush.
 rule precondition_flush:
     input:
-        prepared="results/targets/{target}/precondition/{recipe}/prepared.json",
+        prepared=paths.prepared_marker(),
         before_flush=before_flush_runs,
     output:
-        marker="results/targets/{target}/precondition/{recipe}/flushed.json",
+        marker=paths.flushed_marker(),
     log:
-        "results/targets/{target}/logs/precondition.{recipe}.flush.log",
+        paths.target_log("precondition.{recipe}.flush.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -80,23 +80,24 @@ rule precondition_flush:
 rule precondition_report:
     input:
         stages=recipe_stage_markers,
-        prepared="results/targets/{target}/precondition/{recipe}/prepared.json",
+        prepared=paths.prepared_marker(),
         flushed=recipe_flushed_marker,
     output:
         html=report(
-            "reports/targets/{target}/{recipe}/index.html",
+            f"{paths.recipe_report_dir()}/index.html",
             caption="../templates/report/captions/precondition.rst",
             category="preconditioning",
             subcategory="{target}",
             labels={"recipe": "{recipe}", "item": "report"},
         ),
     log:
-        "results/targets/{target}/logs/precondition.{recipe}.report.log",
+        paths.target_log("precondition.{recipe}.report.log"),
     conda:
         "../envs/storbench.yaml"
     params:
         flushed=flushed_flag,
+        out_dir=lambda wildcards: paths.recipe_report_dir(wildcards.target, wildcards.recipe),
     shell:
         "storbench prepare report --prepared {input.prepared:q} {params.flushed}"
-        " --out-dir reports/targets/{wildcards.target}/{wildcards.recipe} --stages {input.stages:q}"
+        " --out-dir {params.out_dir:q} --stages {input.stages:q}"
         " > {log:q} 2>&1"

@@ -3,9 +3,9 @@
 
 rule prepare_bucket:
     output:
-        marker="results/targets/{target}/buckets/{bucket}.json",
+        marker=paths.bucket_marker(),
     log:
-        "results/targets/{target}/logs/prepare_bucket.{bucket}.log",
+        paths.target_log("prepare_bucket.{bucket}.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -19,7 +19,7 @@ rule prepare_bucket:
 # `snakemake cleanup`: remove the buckets of every S3 experiment and their markers.
 rule cleanup:
     log:
-        "results/logs/cleanup.log",
+        paths.campaign_log("cleanup.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -34,9 +34,9 @@ rule telemetry:
     input:
         preflight=host_preflights,
     output:
-        facts="results/telemetry/{host}.json",
+        facts=paths.telemetry(),
     log:
-        "results/telemetry/logs/{host}.log",
+        paths.telemetry_log(),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -51,9 +51,9 @@ rule telemetry:
 # workflow and on Ctrl-C. temp(): a later campaign starts them again.
 rule start_services:
     output:
-        marker=temp("results/services/{tool}.json"),
+        marker=temp(paths.services_marker()),
     log:
-        "results/services/logs/{tool}.start.log",
+        paths.services_log(),
     localrule: True
     conda:
         "../envs/storbench.yaml"

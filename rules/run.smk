@@ -2,9 +2,9 @@ rule render_job:
     input:
         template=job_source,
     output:
-        job="results/{experiment}/jobs/{run_id}.{suffix}",
+        job=paths.job(),
     log:
-        "results/{experiment}/logs/render/{run_id}.{suffix}.log",
+        paths.log("render/{run_id}.{suffix}.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -20,9 +20,9 @@ rule render_host_job:
         template=job_source,
         facts=host_facts_file,
     output:
-        job="results/{experiment}/jobs/{run_id}/{host}.{suffix}",
+        job=paths.host_job(),
     log:
-        "results/{experiment}/logs/render/{run_id}/{host}.{suffix}.log",
+        paths.log("render/{run_id}/{host}.{suffix}.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -37,9 +37,9 @@ rule render_host_job:
 # Every host reachable, the tool installed, free space and clock offset, before any run.
 rule preflight:
     output:
-        report="results/{experiment}/preflight.json",
+        report=paths.preflight(),
     log:
-        "results/{experiment}/logs/preflight.log",
+        paths.log("preflight.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -57,11 +57,11 @@ rule run_iteration:
         services=services_marker,
         preparation=experiment_preparation,
         # ancient: a repeated preflight must not make finished runs look outdated
-        preflight=ancient("results/{experiment}/preflight.json"),
+        preflight=ancient(paths.preflight()),
     output:
-        manifest="results/{experiment}/raw/{run_id}/it{iteration}/run.json",
+        manifest=paths.manifest(),
     log:
-        "results/{experiment}/logs/run/{run_id}.it{iteration}.log",
+        paths.log("run/{run_id}.it{iteration}.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"

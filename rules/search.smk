@@ -6,12 +6,12 @@ rule search_probe:
     input:
         earlier=earlier_probe_markers,
         # ancient: a repeated preflight must not make finished probes look outdated
-        preflight=ancient("results/{experiment}/preflight.json"),
+        preflight=ancient(paths.preflight()),
         preparation=experiment_preparation,
     output:
-        marker="results/{experiment}/search/{probe}.json",
+        marker=paths.probe_marker(),
     log:
-        "results/{experiment}/logs/search/{probe}.log",
+        paths.log("search/{probe}.log"),
     wildcard_constraints:
         experiment=SEARCH_PATTERN,
     localrule: True
@@ -30,11 +30,11 @@ rule search_gather:
     input:
         markers=search_probe_markers,
     output:
-        result="results/{experiment}/search.json",
-        summary="results/{experiment}/summary.parquet",
-        timeseries="results/{experiment}/timeseries.parquet",
+        result=paths.search_result(),
+        summary=paths.summary(),
+        timeseries=paths.timeseries(),
     log:
-        "results/{experiment}/logs/search/gather.log",
+        paths.log("search/gather.log"),
     wildcard_constraints:
         experiment=SEARCH_PATTERN,
     conda:
@@ -49,35 +49,36 @@ rule search_gather:
 
 rule search_report:
     input:
-        result="results/{experiment}/search.json",
-        summary="results/{experiment}/summary.parquet",
+        result=paths.search_result(),
+        summary=paths.summary(),
     output:
         html=report(
-            "reports/{experiment}/index.html",
+            paths.report_file("index.html", "{experiment}"),
             caption="../templates/report/captions/search.rst",
             category="{experiment}",
             labels={"item": "report"},
         ),
         probes=report(
-            "reports/{experiment}/probes.csv",
+            paths.report_file("probes.csv", "{experiment}"),
             caption="../templates/report/captions/search_probes.rst",
             category="{experiment}",
             labels={"item": "probes"},
         ),
         figure=report(
-            "reports/{experiment}/search.png",
+            paths.report_file("search.png", "{experiment}"),
             caption="../templates/report/captions/search_figure.rst",
             category="{experiment}",
             labels={"item": "offered vs achieved"},
         ),
     log:
-        "results/{experiment}/logs/search/report.log",
+        paths.log("search/report.log"),
     wildcard_constraints:
         experiment=SEARCH_PATTERN,
     conda:
         "../envs/storbench.yaml"
     params:
         meta=report_meta_json,
+        out_dir=lambda wildcards: paths.report_dir(wildcards.experiment),
     shell:
         "storbench search report --result {input.result:q} --summary {input.summary:q}"
-        " --meta {params.meta:q} --out-dir reports/{wildcards.experiment} > {log:q} 2>&1"
+        " --meta {params.meta:q} --out-dir {params.out_dir:q} > {log:q} 2>&1"

@@ -149,22 +149,10 @@ def _prepare_bucket(args) -> int:
 
 
 def _cleanup(args) -> int:
-    from storbench.hosts import services
+    from storbench.run import cleanup
 
-    spec = args.spec
-    for service in spec.get("services", []):
-        services.stop_services(service["hosts"], service["tool"], service["port"])
-        hosts = ", ".join(h["name"] for h in service["hosts"])
-        print(f"{service['tool']} services stopped on {hosts}")
-    if spec.get("buckets"):
-        from storbench.run import s3
-
-        for entry in spec["buckets"]:
-            target = entry["target"]
-            removed = s3.cleanup_buckets(target["name"], target, entry["buckets"])
-            for bucket in entry["buckets"]:
-                Path(s3.marker_path(target["name"], bucket)).unlink(missing_ok=True)
-            print(f"target {target['name']}: removed buckets {', '.join(removed) or '(none)'}")
+    for line in cleanup.cleanup(args.spec):
+        print(line)
     return 0
 
 

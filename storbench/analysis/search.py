@@ -4,7 +4,7 @@ the search's result once its probes are done."""
 from __future__ import annotations
 
 from storbench.config.search import limit_label, probe_budget
-from storbench.core import atomic
+from storbench.core import atomic, paths
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILES
 from storbench.plan import slo_search
 from storbench.plan.search import (
@@ -59,7 +59,7 @@ def _run(spec: dict, run: dict) -> str:
 
     experiment = spec["experiment"]
     run_spec = {**spec, "run_id": run["run_id"], "params": run["params"]}
-    job_path = f"results/{experiment}/jobs/{run['run_id']}{get_tool(spec['tool']).job_suffix}"
+    job_path = paths.job(experiment, run["run_id"], get_tool(spec["tool"]).job_suffix)
     render_spec = {
         **run_spec,
         "hosts": [host["name"] for host in spec["hosts"]],
@@ -70,7 +70,7 @@ def _run(spec: dict, run: dict) -> str:
         from storbench.run import prepare
 
         run_spec.update(prepare.run_state(spec["preparation"], spec["hosts"]))
-    manifest_path = f"results/{experiment}/raw/{run['run_id']}/it{run['iteration']}/run.json"
+    manifest_path = paths.manifest(experiment, run["run_id"], run["iteration"])
     runner.run_iteration(run_spec, run["iteration"], job_path, manifest_path)
     return manifest_path
 
@@ -79,7 +79,7 @@ def _parse(manifest_path: str, experiment: str, run: dict) -> tuple[str, list[di
     """The run's result Parquet (written as the parse rule would) and its rows."""
     from storbench.analysis import ingest
 
-    parsed = f"results/{experiment}/parsed/{run['run_id']}/it{run['iteration']}.parquet"
+    parsed = paths.parsed(experiment, run["run_id"], run["iteration"])
     timeseries = parsed.replace(".parquet", ingest.TIMESERIES_SUFFIX)
     return parsed, ingest.parse_iteration(manifest_path, parsed, timeseries)
 

@@ -1,4 +1,10 @@
-"""Where things are: the project's own folders, and every results/ and reports/ path."""
+"""Where things are: the project's own folders, and every results/ and reports/ path.
+
+Each function gives one kind of path. Called without arguments it gives the Snakemake
+pattern with the wildcards (``manifest()`` is
+``results/{experiment}/raw/{run_id}/it{iteration}/run.json``), so the rules declare their
+outputs with the same function the Python steps use for one concrete path.
+"""
 
 from __future__ import annotations
 
@@ -8,3 +14,164 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 TEMPLATES_DIR = PROJECT_DIR / "templates"
 REPORT_TEMPLATES_DIR = TEMPLATES_DIR / "report"
 SCHEMA_PATH = PROJECT_DIR / "config" / "schema.yaml"
+
+RESULTS = "results"
+REPORTS = "reports"
+E, R, K = "{experiment}", "{run_id}", "{iteration}"
+
+
+# --- one experiment ----------------------------------------------------------------------------
+
+
+def experiment_dir(experiment: str = E) -> str:
+    return f"{RESULTS}/{experiment}"
+
+
+def log(name: str, experiment: str = E) -> str:
+    """A step's log: results/<experiment>/logs/<name>."""
+    return f"{experiment_dir(experiment)}/logs/{name}"
+
+
+def preflight(experiment: str = E) -> str:
+    return f"{experiment_dir(experiment)}/preflight.json"
+
+
+def job(experiment: str = E, run_id: str = R, suffix: str = ".{suffix}") -> str:
+    """A run's job file (suffix with its dot: '.fio')."""
+    return f"{experiment_dir(experiment)}/jobs/{run_id}{suffix}"
+
+
+def host_job(
+    experiment: str = E, run_id: str = R, host: str = "{host}", suffix: str = ".{suffix}"
+) -> str:
+    """One host's own job file (service mode, host split, host facts)."""
+    return f"{experiment_dir(experiment)}/jobs/{run_id}/{host}{suffix}"
+
+
+def iteration_dir(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
+    return f"{experiment_dir(experiment)}/raw/{run_id}/it{iteration}"
+
+
+def manifest(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
+    """Published last, when every host of the iteration succeeded."""
+    return f"{iteration_dir(experiment, run_id, iteration)}/run.json"
+
+
+def parsed(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
+    return f"{experiment_dir(experiment)}/parsed/{run_id}/it{iteration}.parquet"
+
+
+def parsed_timeseries(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
+    return f"{experiment_dir(experiment)}/parsed/{run_id}/it{iteration}.timeseries.parquet"
+
+
+def summary(experiment: str = E) -> str:
+    return f"{experiment_dir(experiment)}/summary.parquet"
+
+
+def timeseries(experiment: str = E) -> str:
+    return f"{experiment_dir(experiment)}/timeseries.parquet"
+
+
+def step_summary(experiment: str = E, step: str = "{step}") -> str:
+    return f"{experiment_dir(experiment)}/steps/{step}.parquet"
+
+
+def probe_marker(experiment: str = E, probe: str = "{probe}") -> str:
+    return f"{experiment_dir(experiment)}/search/{probe}.json"
+
+
+def search_result(experiment: str = E) -> str:
+    return f"{experiment_dir(experiment)}/search.json"
+
+
+# --- the campaign ------------------------------------------------------------------------------
+
+
+def telemetry(host: str = "{host}") -> str:
+    return f"{RESULTS}/telemetry/{host}.json"
+
+
+SERVICES_DIR = f"{RESULTS}/services"
+
+
+def services_marker(tool: str = "{tool}") -> str:
+    return f"{SERVICES_DIR}/{tool}.json"
+
+
+def campaign_log(name: str) -> str:
+    return f"{RESULTS}/logs/{name}"
+
+
+def telemetry_log(host: str = "{host}") -> str:
+    return f"{RESULTS}/telemetry/logs/{host}.log"
+
+
+def services_log(tool: str = "{tool}") -> str:
+    return f"{SERVICES_DIR}/logs/{tool}.start.log"
+
+
+NETWORK_DIR = f"{RESULTS}/network"
+
+
+# --- targets: buckets, datasets, preconditioning ----------------------------------------------
+
+
+def target_dir(target: str = "{target}") -> str:
+    return f"{RESULTS}/targets/{target}"
+
+
+def target_log(name: str, target: str = "{target}") -> str:
+    return f"{target_dir(target)}/logs/{name}"
+
+
+def bucket_marker(target: str = "{target}", bucket: str = "{bucket}") -> str:
+    return f"{target_dir(target)}/buckets/{bucket}.json"
+
+
+def dataset_marker(target: str = "{target}", dataset: str = "{dataset}") -> str:
+    return f"{target_dir(target)}/datasets/{dataset}.json"
+
+
+def dataset_raw_dir(target: str, dataset: str) -> str:
+    return f"{target_dir(target)}/datasets/{dataset}"
+
+
+def recipe_dir(target: str = "{target}", recipe: str = "{recipe}") -> str:
+    return f"{target_dir(target)}/precondition/{recipe}"
+
+
+def stage_marker(target: str = "{target}", recipe: str = "{recipe}", stage: str = "{stage}"):
+    return f"{recipe_dir(target, recipe)}/stages/{stage}.json"
+
+
+def prepared_marker(target: str = "{target}", recipe: str = "{recipe}") -> str:
+    return f"{recipe_dir(target, recipe)}/prepared.json"
+
+
+def flushed_marker(target: str = "{target}", recipe: str = "{recipe}") -> str:
+    return f"{recipe_dir(target, recipe)}/flushed.json"
+
+
+# --- reports -----------------------------------------------------------------------------------
+
+
+def report_dir(name: str = "{report}") -> str:
+    """An experiment's or the campaign's report folder (reports/<name>)."""
+    return f"{REPORTS}/{name}"
+
+
+def report_file(file: str, name: str = "{report}") -> str:
+    return f"{report_dir(name)}/{file}"
+
+
+def report_index(name: str = "{report}") -> str:
+    return f"{report_dir(name)}/index.html"
+
+
+def report_pdf(name: str = "{report}") -> str:
+    return f"{report_dir(name)}/report.pdf"
+
+
+def recipe_report_dir(target: str = "{target}", recipe: str = "{recipe}") -> str:
+    return f"{REPORTS}/targets/{target}/{recipe}"

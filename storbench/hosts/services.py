@@ -13,10 +13,11 @@ import socket
 import time
 from pathlib import Path
 
+from storbench.core import paths
 from storbench.hosts.transport import HostError, HostSpec, open_transport
 from storbench.tools import get_tool
 
-RUNNING_DIR = "results/services"  # <tool>.running: this working directory started services
+RUNNING_DIR = paths.SERVICES_DIR  # <tool>.running: this working directory started services
 READY_TIMEOUT_S = 20.0
 START_TIMEOUT_S = 60.0
 MAX_PARALLEL_HOSTS = 64

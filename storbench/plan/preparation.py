@@ -4,31 +4,32 @@ hosts, and each preparation step's spec."""
 from __future__ import annotations
 
 from storbench.config.preparation import STATE_DIR, Dataset, Recipe, Stage
+from storbench.core import paths
 from storbench.tools import preparation_tool
 
 
 def dataset_marker(dataset: Dataset) -> str:
-    return f"results/targets/{dataset.target_name}/datasets/{dataset.name}.json"
+    return paths.dataset_marker(dataset.target_name, dataset.name)
 
 
 def recipe_dir(recipe: Recipe) -> str:
-    return f"results/targets/{recipe.target_name}/precondition/{recipe.name}"
+    return paths.recipe_dir(recipe.target_name, recipe.name)
 
 
 def stage_marker(recipe: Recipe, stage_id: str) -> str:
-    return f"{recipe_dir(recipe)}/stages/{stage_id}.json"
+    return paths.stage_marker(recipe.target_name, recipe.name, stage_id)
 
 
 def prepared_marker(recipe: Recipe) -> str:
-    return f"{recipe_dir(recipe)}/prepared.json"
+    return paths.prepared_marker(recipe.target_name, recipe.name)
 
 
 def flushed_marker(recipe: Recipe) -> str:
-    return f"{recipe_dir(recipe)}/flushed.json"
+    return paths.flushed_marker(recipe.target_name, recipe.name)
 
 
 def report_dir(recipe: Recipe) -> str:
-    return f"reports/targets/{recipe.target_name}/{recipe.name}"
+    return paths.recipe_report_dir(recipe.target_name, recipe.name)
 
 
 def token_path(target: dict, host: dict, kind: str, name: str) -> str:
@@ -52,7 +53,7 @@ def dataset_spec(dataset: Dataset) -> dict:
         "job": dataset.job,
         "sha256": dataset.sha256,
         "timeout_s": dataset.timeout_s,
-        "raw_dir": f"results/targets/{dataset.target_name}/datasets/{dataset.name}",
+        "raw_dir": paths.dataset_raw_dir(dataset.target_name, dataset.name),
         "tokens": {
             h["name"]: token_path(dataset.target, h, "dataset", dataset.name) for h in dataset.hosts
         },

@@ -17,10 +17,6 @@ class SearchError(RuntimeError):
     pass
 
 
-def probe_marker(experiment: str, probe: str) -> str:
-    return f"results/{experiment}/search/{probe}.json"
-
-
 def objective_of(spec: dict) -> Objective:
     return Objective(**spec["search"]["objective"])
 

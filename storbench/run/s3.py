@@ -6,9 +6,8 @@ boto3 is imported only inside the functions that talk to the endpoint.
 from __future__ import annotations
 
 import datetime
-from pathlib import Path
 
-from storbench.core import atomic
+from storbench.core import atomic, paths
 from storbench.core.secrets import Credentials, scrub, target_credentials
 
 
@@ -105,4 +104,4 @@ class _errors:
 
 
 def marker_path(target_name: str, bucket: str) -> str:
-    return str(Path("results") / "targets" / target_name / "buckets" / f"{bucket}.json")
+    return paths.bucket_marker(target_name, bucket)

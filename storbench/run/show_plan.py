@@ -11,13 +11,12 @@ import json
 import shlex
 from pathlib import Path
 
+from storbench.core import paths
 from storbench.core.model import Campaign, Run
 from storbench.hosts.transport import HostSpec
 from storbench.plan import specs as plan
 from storbench.run import render
 from storbench.tools import get_tool
-
-TELEMETRY_DIR = Path("results/telemetry")
 
 
 def describe_campaign(campaign: Campaign, experiments: list[str] | None = None) -> str:
@@ -160,9 +159,9 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
         port = tool.default_port
         endpoints = [f"{HostSpec.from_dict(_host_fields(h)).address}:{port}" for h in hosts]
         job_paths = [
-            f"results/{name}/jobs/{run.run_id}/{h['name']}{tool.job_suffix}" for h in hosts
+            paths.host_job(name, run.run_id, h["name"], tool.job_suffix) for h in hosts
         ]
-        output = f"results/{name}/raw/{run.run_id}/it<k>/a<n>/controller.json"
+        output = f"{paths.iteration_dir(name, run.run_id, '<k>')}/a<n>/controller.json"
         argv = tool.controller_command(job_paths, output, endpoints)
         lines.append(f"   controller: {shlex.join(argv)}")
     else:
@@ -188,7 +187,7 @@ def _job_texts(campaign: Campaign, name: str, run: Run, hosts: list[dict]) -> di
     texts = {}
     for host in hosts:
         spec = plan.render_spec(campaign, name, run, host=host["name"])
-        facts_file = TELEMETRY_DIR / f"{host['name']}.json"
+        facts_file = Path(paths.telemetry(host["name"]))
         if facts_file.exists():
             spec = render.with_host_facts(spec, json.loads(facts_file.read_text()))
         texts[host["name"]] = render.render_job(spec)

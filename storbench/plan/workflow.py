@@ -1,0 +1,450 @@
+"""What the rules ask of a campaign: names for wildcards, each job's inputs, specs and metadata.
+
+``WorkflowPlan(campaign)`` answers every question the .smk input functions have, by
+experiment, run, host, target, recipe or probe name, so the rules only declare and this logic
+is unit-tested. Paths come from ``core.paths``; nothing here touches a host.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+
+from storbench.config import search as search_config
+from storbench.config.campaign import redacted, redacted_yaml
+from storbench.core import paths
+from storbench.core.model import Campaign, Run
+from storbench.plan import preparation as prepare_plan
+from storbench.plan import specs
+from storbench.tools import get_tool
+
+
+class WorkflowPlanError(ValueError):
+    """A target or wildcard names something the campaign does not have."""
+
+
+def lock_name(target: str) -> str:
+    """The scheduler resource that keeps one benchmark job at a time on a storage target."""
+    return "lock_" + re.sub(r"\W", "_", target)
+
+
+def names_pattern(names) -> str:
+    """A wildcard pattern of exactly these names; one that matches nothing when empty."""
+    return "|".join(re.escape(name) for name in names) or "(?!x)x"
+
+
+class WorkflowPlan:
+    def __init__(self, campaign: Campaign):
+        self.campaign = campaign
+        self.experiments = list(campaign.experiments)
+        self.runs: dict[str, dict[str, Run]] = {
+            name: {run.run_id: run for run in campaign.experiment_runs(name)}
+            for name in self.experiments
+        }
+        self.search_experiments = [n for n, e in campaign.experiments.items() if e.search]
+        self.service_tools = specs.service_tools(campaign)
+        self.report_settings = campaign.report_settings
+        self.campaign_report = self.report_settings["name"]
+
+    # --- names the wildcards may take ----------------------------------------------------------
+
+    @functools.cached_property
+    def used_targets(self) -> list[str]:
+        campaign = self.campaign
+        return sorted(
+            {t for e in campaign.experiments.values() for t in (e.target_set or (e.target_name,))}
+            | {d.target_name for d in campaign.datasets.values()}
+            | {r.target_name for r in campaign.recipes.values()}
+        )
+
+    @functools.cached_property
+    def host_names(self) -> list[str]:
+        return sorted({h["name"] for hosts in self.campaign.host_groups.values() for h in hosts})
+
+    @functools.cached_property
+    def job_suffixes(self) -> list[str]:
+        tools = {e.tool for e in self.campaign.experiments.values()}
+        return sorted({get_tool(tool).job_suffix.lstrip(".") for tool in tools})
+
+    @property
+    def grid_experiments(self) -> list[str]:
+        return [n for n in self.experiments if n not in self.search_experiments]
+
+    # --- runs and their files ------------------------------------------------------------------
+
+    def run(self, experiment: str, run_id: str) -> Run:
+        try:
+            return self.runs[experiment][run_id]
+        except KeyError:
+            raise WorkflowPlanError(f"experiment {experiment!r} has no run {run_id!r}") from None
+
+    def run_targets(self, experiment: str, run_id: str | None) -> tuple[str, ...]:
+        """Every storage target a run writes to (all members for a run on a whole target set)."""
+        run = self.runs[experiment].get(run_id) if run_id is not None else None
+        if run is not None and run.targets:
+            return run.targets
+        return (self.campaign.experiments[experiment].target_name,)
+
+    def missing_lock_caps(self, caps: dict) -> list[str]:
+        """Without a cap Snakemake ignores a resource, so run jobs on one target could overlap."""
+        return [lock_name(t) for t in self.used_targets if caps.get(lock_name(t)) != 1]
+
+    def suffix(self, experiment: str) -> str:
+        return get_tool(self.campaign.experiments[experiment].tool).job_suffix
+
+    def job_path(self, experiment: str, run_id: str) -> str:
+        return paths.job(experiment, run_id, self.suffix(experiment))
+
+    @functools.cache  # noqa: B019  (one plan per workflow; asked once per run while planning)
+    def uses_per_host_jobs(self, experiment: str) -> bool:
+        return specs.per_host_jobs(self.campaign.experiments[experiment])
+
+    def run_job_files(self, experiment: str, run_id: str) -> str | list[str]:
+        """The run's job file, or one per host (service mode, host split, host facts)."""
+        if not self.uses_per_host_jobs(experiment):
+            return self.job_path(experiment, run_id)
+        suffix = self.suffix(experiment)
+        return [
+            paths.host_job(experiment, run_id, host, suffix)
+            for host in self.run(experiment, run_id).hosts
+        ]
+
+    def experiment_job_files(self, experiment: str) -> list[str]:
+        files: list[str] = []
+        for run_id in self.runs[experiment]:
+            found = self.run_job_files(experiment, run_id)
+            files += [found] if isinstance(found, str) else found
+        return files
+
+    def host_facts_file(self, experiment: str, host: str) -> list[str] | str:
+        """A job with host-fact expressions is rendered from that host's telemetry."""
+        if specs.uses_host_facts(self.campaign.experiments[experiment]):
+            return paths.telemetry(host)
+        return []
+
+    def iterations(self, experiment: str) -> range:
+        return range(1, self.campaign.experiments[experiment].iterations + 1)
+
+    def manifests(self, experiment: str) -> list[str]:
+        return [
+            paths.manifest(experiment, run_id, k)
+            for run_id in self.runs[experiment]
+            for k in self.iterations(experiment)
+        ]
+
+    def parsed_iterations(self, experiment: str) -> list[str]:
+        return [
+            paths.parsed(experiment, run_id, k)
+            for run_id in self.runs[experiment]
+            for k in self.iterations(experiment)
+        ]
+
+    def parsed_timeseries(self, experiment: str) -> list[str]:
+        return [
+            paths.parsed_timeseries(experiment, run_id, k)
+            for run_id in self.runs[experiment]
+            for k in self.iterations(experiment)
+        ]
+
+    def step_iterations(self, experiment: str, step: str) -> list[str]:
+        found = [
+            paths.parsed(experiment, run_id, k)
+            for run_id, run in self.runs[experiment].items()
+            if run.step == step
+            for k in self.iterations(experiment)
+        ]
+        if not found:
+            raise WorkflowPlanError(f"experiment {experiment!r} has no client step {step!r}")
+        return found
+
+    def fault_manifests(self, experiment: str) -> list[str]:
+        """The manifests record when each fault command ran; only fault experiments need them."""
+        return self.manifests(experiment) if self.campaign.experiments[experiment].faults else []
+
+    # --- specs of the steps ----------------------------------------------------------------
+
+    def render_spec(self, experiment: str, run_id: str, host: str | None = None) -> str:
+        run = self.run(experiment, run_id)
+        return specs.to_json(specs.render_spec(self.campaign, experiment, run, host=host))
+
+    def run_spec(self, experiment: str, run_id: str) -> str:
+        run = self.run(experiment, run_id)
+        return specs.to_json(specs.run_spec(self.campaign, experiment, run))
+
+    def preflight_spec(self, experiment: str) -> str:
+        return specs.to_json(specs.preflight_spec(self.campaign, experiment))
+
+    def services_spec(self, tool: str) -> str:
+        return specs.to_json(specs.service_spec(self.campaign, tool))
+
+    def telemetry_spec(self, host: str) -> str:
+        return specs.to_json(specs.telemetry_spec(self.campaign, host))
+
+    def services_marker(self, experiment: str) -> list[str] | str:
+        """Service-mode runs need the campaign's services (started once, stopped at the end)."""
+        exp = self.campaign.experiments[experiment]
+        return paths.services_marker(exp.tool) if exp.execution == "service" else []
+
+    def host_preflights(self, host: str) -> list[str]:
+        """Preflight first: it names every bad host at once, telemetry would stop at the first."""
+        return [
+            paths.preflight(name)
+            for name in self.experiments
+            if any(h["name"] == host for h in self.campaign.hosts_of(name))
+        ]
+
+    def experiment_telemetry(self, experiment: str) -> list[str]:
+        return [paths.telemetry(h["name"]) for h in self.campaign.hosts_of(experiment)]
+
+    # --- S3 buckets and cleanup -------------------------------------------------------------
+
+    def bucket_marker(self, experiment: str) -> list[str] | str:
+        """S3 experiments need their bucket before the first run; other targets need nothing."""
+        target = specs.experiment_target(self.campaign, experiment)
+        if target["type"] != "s3":
+            return []
+        return paths.bucket_marker(target["name"], target["bucket"])
+
+    def s3_target(self, target: str) -> str:
+        return json.dumps({"name": target, **self.campaign.raw["targets"][target]}, sort_keys=True)
+
+    def cleanup_spec(self) -> str:
+        """Every tool service of the campaign, and every S3 target with its experiments' buckets."""
+        buckets: dict[str, dict] = {}
+        for name in self.experiments:
+            target = specs.experiment_target(self.campaign, name)
+            if target["type"] == "s3":
+                entry = buckets.setdefault(target["name"], {"target": target, "buckets": []})
+                entry["buckets"].append(target["bucket"])
+        services = [specs.service_spec(self.campaign, tool) for tool in self.service_tools]
+        return specs.to_json({"services": services, "buckets": list(buckets.values())})
+
+    def network_spec(self) -> str:
+        spec = specs.network_spec(self.campaign)
+        if spec is None:
+            raise WorkflowPlanError(
+                "the network check needs a 'network:' section (server, clients) in the config"
+            )
+        return specs.to_json(spec)
+
+    def network_min_fraction(self) -> float:
+        return (self.campaign.raw.get("network") or {}).get("min_fraction", 0.8)
+
+    # --- reports --------------------------------------------------------------------------------
+
+    def report_meta(self, experiment: str) -> str:
+        campaign, exp = self.campaign, self.campaign.experiments[experiment]
+        raw = campaign.raw
+        snapshot = {
+            **({"data_path": raw["data_path"]} if "data_path" in raw else {}),
+            "experiments": {experiment: raw["experiments"][experiment]},
+            "hosts": {g: raw["hosts"][g] for g in exp.host_groups},
+            "targets": {t: raw["targets"][t] for t in (exp.target_set or (exp.target_name,))},
+        }
+        meta = {
+            "title": f"storbench report: {experiment}",
+            "experiment": experiment,
+            "tool": exp.tool,
+            "hosts": [h["name"] for h in campaign.hosts_of(experiment)],
+            "target": {"name": exp.target_name, **exp.target},
+            "iterations": exp.iterations,
+            "job": exp.job,
+            "sweep": exp.sweep,
+            "run_ids": list(self.runs[experiment]),
+            "config_yaml": redacted_yaml(snapshot),
+            "execution": exp.execution,
+            "steps": specs.steps_meta(campaign, experiment),
+            "data_path": raw.get("data_path"),
+            "slow_host_percent": exp.slow_host_percent,
+            "max_start_skew_s": exp.max_start_skew_s,
+            "rwmixreadhost": exp.rwmixreadhost,
+            "target_set": list(exp.target_set),
+            "preparation": self.preparation_meta(experiment),
+            "fault_analysis": exp.fault_analysis,
+            "soak": exp.soak,
+        }
+        return json.dumps(meta, sort_keys=True)
+
+    def preparation_meta(self, experiment: str) -> dict | None:
+        exp = self.campaign.experiments[experiment]
+        if not (exp.dataset or exp.precondition):
+            return None
+        page = None
+        if exp.precondition:
+            recipe = self.campaign.recipes[exp.precondition]
+            page = f"../targets/{recipe.target_name}/{recipe.name}/index.html"
+        return {
+            "dataset": exp.dataset,
+            "precondition": exp.precondition,
+            "flush": exp.flush_phase,
+            "page": page,
+        }
+
+    def campaign_grid_summaries(self) -> list[str]:
+        return [
+            paths.summary(name)
+            for name in self.campaign.default_experiments
+            if name not in self.search_experiments
+        ]
+
+    def campaign_search_results(self) -> list[str]:
+        return [
+            paths.search_result(name)
+            for name in self.campaign.default_experiments
+            if name in self.search_experiments
+        ]
+
+    def campaign_experiment_reports(self) -> list[str]:
+        """The campaign report links them, so they are built first."""
+        return [paths.report_index(name) for name in self.campaign.default_experiments]
+
+    def campaign_telemetry(self) -> list[str]:
+        hosts = {
+            host["name"]
+            for name in self.campaign.default_experiments
+            for host in self.campaign.hosts_of(name)
+        }
+        return [paths.telemetry(host) for host in sorted(hosts)]
+
+    def campaign_meta(self) -> str:
+        campaign = self.campaign
+        experiments = {
+            name: {
+                "tool": campaign.experiments[name].tool,
+                "kind": "search" if name in self.search_experiments else "grid",
+                "description": campaign.raw["experiments"][name].get("description"),
+                "iterations": campaign.experiments[name].iterations,
+                "hosts": [h["name"] for h in campaign.hosts_of(name)],
+                "target": campaign.experiments[name].target_name,
+                "job": campaign.experiments[name].job,
+                "runs": len(self.runs[name]) or None,
+            }
+            for name in campaign.default_experiments
+        }
+        hosts = [
+            {"name": h["name"], "group": h["group"], "transport": h["transport"]}
+            for group in campaign.host_groups.values()
+            for h in group
+        ]
+        meta = {
+            "title": self.report_settings["title"],
+            "name": self.campaign_report,
+            "experiments": experiments,
+            "hosts": hosts,
+            "targets": redacted(campaign.raw["targets"]),
+            "config_yaml": redacted_yaml(campaign.raw),
+        }
+        return json.dumps(meta, sort_keys=True)
+
+    def final_reports(self) -> list[str]:
+        folders = [*self.campaign.default_experiments, self.campaign_report]
+        reports = [paths.report_index(name) for name in folders]
+        if self.report_settings["pdf"]:
+            reports += [paths.report_pdf(name) for name in folders]
+        recipes = {
+            self.campaign.experiments[name].precondition
+            for name in self.campaign.default_experiments
+        }
+        reports += [
+            f"{prepare_plan.report_dir(self.campaign.recipes[name])}/index.html"
+            for name in sorted(recipes - {None})
+        ]
+        return reports
+
+    # --- datasets and preconditioning --------------------------------------------------------
+
+    def recipe(self, recipe: str, target: str):
+        found = self.campaign.recipes[recipe]
+        if found.target_name != target:
+            raise WorkflowPlanError(
+                f"recipe {found.name!r} is for target {found.target_name!r}, not {target!r}"
+            )
+        return found
+
+    def dataset_spec(self, dataset: str, target: str) -> str:
+        found = self.campaign.datasets[dataset]
+        if found.target_name != target:
+            raise WorkflowPlanError(
+                f"dataset {found.name!r} is on target {found.target_name!r}, not {target!r}"
+            )
+        return specs.to_json(prepare_plan.dataset_spec(found))
+
+    def stage(self, recipe: str, target: str, stage: str):
+        for candidate in self.recipe(recipe, target).stages():
+            if candidate.stage_id == stage:
+                return candidate
+        raise WorkflowPlanError(f"recipe {recipe!r} has no stage {stage!r}")
+
+    def previous_stage_marker(self, recipe: str, target: str, stage: str) -> list[str] | str:
+        """Stages run in recipe order: each waits for the marker of the one before it."""
+        found = self.stage(recipe, target, stage)
+        if found.index == 1:
+            return []
+        previous = self.recipe(recipe, target).stages()[found.index - 2]
+        return prepare_plan.stage_marker(self.recipe(recipe, target), previous.stage_id)
+
+    def stage_spec(self, recipe: str, target: str, stage: str) -> str:
+        found = self.recipe(recipe, target)
+        return specs.to_json(prepare_plan.stage_spec(found, self.stage(recipe, target, stage)))
+
+    def recipe_spec(self, recipe: str, target: str) -> str:
+        return specs.to_json(prepare_plan.recipe_spec(self.recipe(recipe, target)))
+
+    def recipe_stage_markers(self, recipe: str, target: str) -> list[str]:
+        found = self.recipe(recipe, target)
+        return [prepare_plan.stage_marker(found, s.stage_id) for s in found.stages()]
+
+    def before_flush_runs(self, recipe: str) -> list[str]:
+        """The flush waits for every run that must see the data still in the write buffer."""
+        return [
+            manifest
+            for name, exp in self.campaign.experiments.items()
+            if exp.precondition == recipe and exp.flush_phase == "before"
+            for manifest in self.manifests(name)
+        ]
+
+    def recipe_flushed_marker(self, recipe: str, target: str) -> list[str] | str:
+        found = self.recipe(recipe, target)
+        return prepare_plan.flushed_marker(found) if found.flush else []
+
+    def preparation_markers(self, experiment: str) -> list[str]:
+        """A run waits for its dataset and its recipe (before or after the flush)."""
+        exp = self.campaign.experiments[experiment]
+        markers = []
+        if exp.dataset:
+            markers.append(prepare_plan.dataset_marker(self.campaign.datasets[exp.dataset]))
+        if exp.precondition:
+            recipe = self.campaign.recipes[exp.precondition]
+            if exp.flush_phase == "after":
+                markers.append(prepare_plan.flushed_marker(recipe))
+            else:
+                markers.append(prepare_plan.prepared_marker(recipe))
+        return markers
+
+    # --- latency-SLO search ----------------------------------------------------------------
+
+    def search_settings(self, experiment: str) -> dict:
+        settings = self.campaign.experiments[experiment].search
+        if not settings:
+            raise WorkflowPlanError(f"experiment {experiment!r} is not a search")
+        return settings
+
+    def search_spec(self, experiment: str) -> str:
+        return specs.to_json(specs.search_spec(self.campaign, experiment))
+
+    def probe_markers(self, experiment: str) -> list[str]:
+        return [
+            paths.probe_marker(experiment, probe)
+            for probe in search_config.probe_ids(self.search_settings(experiment))
+        ]
+
+    def earlier_probe_markers(self, experiment: str, probe: str) -> list[str]:
+        """A probe decides from every probe before it, so it waits for all of them."""
+        markers = self.probe_markers(experiment)
+        own = paths.probe_marker(experiment, probe)
+        if own not in markers:
+            raise WorkflowPlanError(
+                f"search {experiment!r} has probes p01..p{len(markers):02d}, not {probe!r}"
+            )
+        return markers[: markers.index(own)]

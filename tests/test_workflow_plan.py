@@ -1,0 +1,166 @@
+"""WorkflowPlan: what the rules' input functions get, by wildcard values, without Snakemake."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from storbench.config.campaign import load_campaign
+from storbench.core import paths
+from storbench.plan.workflow import WorkflowPlan, WorkflowPlanError, lock_name, names_pattern
+
+
+def campaign(tmp_path, **experiment_overrides):
+    raw = {
+        "hosts": {
+            "local": {"transport": "local"},
+            "pair": {"transport": "ssh", "nodes": "node[1-2]", "user": "root"},
+        },
+        "targets": {
+            "scratch": {"type": "directory", "path": str(tmp_path / "a")},
+            "other": {"type": "directory", "path": str(tmp_path / "b")},
+            "minio": {
+                "type": "s3",
+                "endpoint": "http://127.0.0.1:9000",
+                "bucket_prefix": "sb",
+                "credentials": {"access_key_env": "AK", "secret_key_env": "SK"},
+            },
+        },
+        "experiments": {
+            "grid": {
+                "tool": "fio",
+                "hosts": "local",
+                "target": "scratch",
+                "iterations": 2,
+                "job": {"size": "4MiB", "runtime": "1s"},
+                "sweep": {"rw": ["read", "write"]},
+                **experiment_overrides,
+            },
+            "sets": {
+                "tool": "fio",
+                "hosts": "pair",
+                "target": ["scratch", "other"],
+                "execution": "service",
+                "job": {"rw": "read", "size": "4MiB", "runtime": "1s"},
+            },
+            "objects": {"tool": "warp", "hosts": "local", "target": "minio", "job": {}},
+            "slo": {
+                "tool": "fio",
+                "hosts": "local",
+                "target": "scratch",
+                "job": {"rw": "randread", "runtime": "1s"},
+                "search": {"objective": {"limit": "2ms"}, "max_iodepth": 4, "max_probes": 2},
+            },
+        },
+    }
+    return WorkflowPlan(load_campaign(raw))
+
+
+def test_names_for_the_wildcards(tmp_path):
+    plan = campaign(tmp_path)
+    assert plan.used_targets == ["minio", "other", "scratch"]
+    assert plan.host_names == ["local", "node1", "node2"]
+    assert plan.job_suffixes == ["fio", "warp"]
+    assert plan.service_tools == ["fio"]
+    assert plan.search_experiments == ["slo"]
+    assert plan.grid_experiments == ["grid", "sets", "objects"]
+    assert names_pattern([]) == "(?!x)x"
+    assert lock_name("my-target.1") == "lock_my_target_1"
+
+
+def test_a_run_on_a_target_set_holds_every_members_lock(tmp_path):
+    plan = campaign(tmp_path)
+    assert plan.run_targets("sets", "read_t-all") == ("scratch", "other")
+    assert plan.run_targets("sets", "read_t-other") == ("other",)
+    assert plan.run_targets("grid", "read") == ("scratch",)
+    assert plan.run_targets("grid", None) == ("scratch",)
+    assert plan.missing_lock_caps({"lock_scratch": 1, "lock_other": 2}) == [
+        "lock_minio",
+        "lock_other",
+    ]
+
+
+def test_job_files_are_one_per_run_or_one_per_host(tmp_path):
+    plan = campaign(tmp_path)
+    assert plan.run_job_files("grid", "read") == "results/grid/jobs/read.fio"
+    assert plan.run_job_files("sets", "read_t-all") == [
+        "results/sets/jobs/read_t-all/node1.fio",
+        "results/sets/jobs/read_t-all/node2.fio",
+    ]
+    assert len(plan.experiment_job_files("sets")) == 3 * 2
+
+
+def test_iterations_give_manifests_and_parsed_files(tmp_path):
+    plan = campaign(tmp_path)
+    assert plan.parsed_iterations("grid") == [
+        "results/grid/parsed/read/it1.parquet",
+        "results/grid/parsed/read/it2.parquet",
+        "results/grid/parsed/write/it1.parquet",
+        "results/grid/parsed/write/it2.parquet",
+    ]
+    assert plan.parsed_timeseries("grid")[0] == "results/grid/parsed/read/it1.timeseries.parquet"
+    assert plan.fault_manifests("grid") == []
+    with pytest.raises(WorkflowPlanError, match="has no run 'nope'"):
+        plan.run("grid", "nope")
+    with pytest.raises(WorkflowPlanError, match="has no client step 'h2'"):
+        plan.step_iterations("grid", "h2")
+
+
+def test_service_runs_wait_for_the_services_and_s3_runs_for_their_bucket(tmp_path):
+    plan = campaign(tmp_path)
+    assert plan.services_marker("sets") == "results/services/fio.json"
+    assert plan.services_marker("grid") == []
+    assert plan.bucket_marker("objects") == "results/targets/minio/buckets/sb-objects.json"
+    assert plan.bucket_marker("grid") == []
+    cleanup = json.loads(plan.cleanup_spec())
+    assert [s["tool"] for s in cleanup["services"]] == ["fio"]
+    assert [h["name"] for h in cleanup["services"][0]["hosts"]] == ["node1", "node2"]
+    assert cleanup["buckets"][0]["buckets"] == ["sb-objects"]
+
+
+def test_report_meta_snapshots_only_the_experiments_own_config(tmp_path):
+    plan = campaign(tmp_path)
+    meta = json.loads(plan.report_meta("grid"))
+    assert meta["run_ids"] == ["read", "write"]
+    assert meta["hosts"] == ["local"]
+    assert "minio" not in meta["config_yaml"] and "scratch:" in meta["config_yaml"]
+    assert meta["preparation"] is None
+
+
+def test_campaign_meta_redacts_nothing_secret_and_lists_every_experiment(tmp_path):
+    plan = campaign(tmp_path)
+    meta = json.loads(plan.campaign_meta())
+    assert meta["experiments"]["slo"]["kind"] == "search"
+    assert meta["experiments"]["slo"]["runs"] is None
+    assert meta["experiments"]["grid"]["runs"] == 2
+    assert plan.campaign_search_results() == ["results/slo/search.json"]
+    assert "results/slo/summary.parquet" not in plan.campaign_grid_summaries()
+
+
+def test_final_reports_are_every_default_experiment_and_the_campaign(tmp_path):
+    plan = campaign(tmp_path)
+    reports = plan.final_reports()
+    assert paths.report_index("grid") in reports
+    assert paths.report_pdf("campaign") in reports
+    assert len(reports) == 2 * 5
+
+
+def test_probes_wait_for_every_earlier_probe(tmp_path):
+    plan = campaign(tmp_path)
+    markers = plan.probe_markers("slo")
+    assert markers[0] == "results/slo/search/p01.json"
+    assert plan.earlier_probe_markers("slo", "p03") == markers[:2]
+    with pytest.raises(WorkflowPlanError, match="not 'p99'"):
+        plan.earlier_probe_markers("slo", "p99")
+    with pytest.raises(WorkflowPlanError, match="is not a search"):
+        plan.search_settings("grid")
+
+
+def test_paths_give_patterns_without_arguments():
+    assert paths.manifest() == "results/{experiment}/raw/{run_id}/it{iteration}/run.json"
+    assert paths.manifest("e", "r", 3) == "results/e/raw/r/it3/run.json"
+    assert paths.host_job() == "results/{experiment}/jobs/{run_id}/{host}.{suffix}"
+    assert paths.stage_marker("t", "afa", "purge") == (
+        "results/targets/t/precondition/afa/stages/purge.json"
+    )
