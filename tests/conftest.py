@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storbench.hosts.transport import HostSpec
+from storbench.core.model import Host
 from tests.sshd import SshdUnavailable, SshLab
 
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
@@ -30,11 +30,11 @@ def ssh_lab(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def ssh_hosts(ssh_lab, tmp_path_factory) -> list[HostSpec]:
+def ssh_hosts(ssh_lab, tmp_path_factory) -> list[Host]:
     """HostSpecs (transport ssh, user root) for the lab's first two servers, in address order."""
     workdirs = tmp_path_factory.mktemp("ssh-workdirs")
     return [
-        HostSpec(
+        Host(
             name=server.address,
             transport="ssh",
             user="root",

@@ -15,15 +15,16 @@ import uuid
 
 import pytest
 
-from storbench.hosts.transport import HostError, HostSpec, open_transport, parse_jump
+from storbench.core.model import Host, parse_jump
+from storbench.hosts.transport import HostError, open_transport
 from tests.sshd import free_port, generate_key
 
 
 @pytest.fixture(params=["local", "ssh"])
-def host(request, tmp_path) -> HostSpec:
+def host(request, tmp_path) -> Host:
     """The same tests against the local transport and the first SSH host."""
     if request.param == "local":
-        return HostSpec(name="localhost", workdir=str(tmp_path / "workdir"))
+        return Host(name="localhost", workdir=str(tmp_path / "workdir"))
     return request.getfixturevalue("ssh_hosts")[0]
 
 
@@ -66,11 +67,11 @@ def run(transport, argv, tmp_path, *, timeout_s=30.0, marker=None, cwd=None):
     return rc, out.read_bytes(), err.read_bytes()
 
 
-def ssh_spec(ssh_hosts, **changes) -> HostSpec:
+def ssh_spec(ssh_hosts, **changes) -> Host:
     return dataclasses.replace(ssh_hosts[0], **changes)
 
 
-def connect_error(spec: HostSpec) -> str:
+def connect_error(spec: Host) -> str:
     with pytest.raises(HostError) as caught, open_transport(spec) as transport:
         transport.check()
     message = str(caught.value)
@@ -78,22 +79,22 @@ def connect_error(spec: HostSpec) -> str:
     return message
 
 
-# -- HostSpec ---------------------------------------------------------------------------
+# -- Host ---------------------------------------------------------------------------
 
 
 def test_hostspec_from_dict_ignores_none_and_round_trips():
-    spec = HostSpec.from_dict(
+    spec = Host.from_dict(
         {"name": "client01", "transport": "ssh", "user": None, "identity": "~/.ssh/id_x"}
     )
     assert spec.address == "client01"
     assert spec.user is None
     assert spec.identity == os.path.expanduser("~/.ssh/id_x")
-    assert HostSpec.from_dict(spec.to_dict()) == spec
+    assert Host.from_dict(spec.to_dict()) == spec
 
 
 def test_hostspec_from_dict_names_unknown_keys():
     with pytest.raises(ValueError, match="unknown host setting.*hostname.*prot"):
-        HostSpec.from_dict({"name": "a", "hostname": "b", "prot": 22})
+        Host.from_dict({"name": "a", "hostname": "b", "prot": 22})
 
 
 @pytest.mark.parametrize(
@@ -102,7 +103,7 @@ def test_hostspec_from_dict_names_unknown_keys():
 )
 def test_hostspec_rejects_bad_values(changes):
     with pytest.raises(ValueError):
-        HostSpec(name="h", **changes)
+        Host(name="h", **changes)
 
 
 def test_parse_jump():
@@ -118,8 +119,9 @@ def test_host_error_is_picklable():
 
 def test_local_transport_does_not_import_fabric():
     code = (
-        "import sys; from storbench.hosts.transport import HostSpec, open_transport\n"
-        "with open_transport(HostSpec('localhost')) as t: t.check(); t.mkdirs('/tmp')\n"
+        "import sys\nfrom storbench.core.model import Host\n"
+        "from storbench.hosts.transport import open_transport\n"
+        "with open_transport(Host('localhost')) as t: t.check(); t.mkdirs('/tmp')\n"
         "assert not {'fabric', 'paramiko', 'invoke'} & set(sys.modules), 'imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -218,11 +220,12 @@ def test_kill_matching(transport, tmp_path):
 def test_local_kill_matching_spares_the_caller():
     marker = unique("storbench-kill-test")
     caller = (
-        "import subprocess, sys; from storbench.hosts.transport import HostSpec, open_transport\n"
+        "import subprocess, sys\nfrom storbench.core.model import Host\n"
+        "from storbench.hosts.transport import open_transport\n"
         "sleeper = 'import time; print(flush=True); time.sleep(20)'\n"
         "victim = subprocess.Popen([sys.executable, '-c', sleeper, sys.argv[1]], stdout=-1)\n"
         "victim.stdout.readline()\n"  # it runs: its arguments are visible in /proc
-        "open_transport(HostSpec('localhost')).kill_matching(sys.argv[1])\n"
+        "open_transport(Host('localhost')).kill_matching(sys.argv[1])\n"
         "print(victim.wait())"
     )
     done = subprocess.run(

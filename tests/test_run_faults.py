@@ -23,7 +23,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from storbench.hosts.transport import HostSpec, open_transport
+from storbench.core.model import Host
+from storbench.hosts.transport import open_transport
 from storbench.run import engine as runner
 from storbench.tools.base import ToolAdapter
 from tests.sshd import SSHD, SshLab, SshServer, _wait_for_banner
@@ -455,8 +456,9 @@ def test_keys_never_appear_in_any_process_listing(tmp_path, monkeypatch, probe_h
 
 KILLABLE_CALLER = """
 import sys, threading
-from storbench.hosts.transport import HostSpec, open_transport
-spec = HostSpec.from_dict(__import__("json").loads(sys.argv[1]))
+from storbench.core.model import Host
+from storbench.hosts.transport import open_transport
+spec = Host.from_dict(__import__("json").loads(sys.argv[1]))
 argv = ["sleep", sys.argv[2]]
 
 def run():
@@ -472,9 +474,9 @@ worker.join()
 
 
 @pytest.fixture(params=["local", "ssh"])
-def any_host(request, tmp_path) -> HostSpec:
+def any_host(request, tmp_path) -> Host:
     if request.param == "local":
-        return HostSpec(name="localhost", workdir=str(tmp_path / "w"))
+        return Host(name="localhost", workdir=str(tmp_path / "w"))
     return request.getfixturevalue("ssh_hosts")[0]
 
 
@@ -499,4 +501,4 @@ def test_sigkilled_caller_leaves_no_tool_running(any_host, tmp_path):
         # local: the parent-death signal; ssh: the session guard, when sshd sees the connection end
         wait_for(lambda: not processes_matching(f"sleep {seconds}"), "the tool to stop")
     finally:
-        open_transport(HostSpec("localhost")).kill_matching(f"sleep {seconds}")  # if it failed
+        open_transport(Host("localhost")).kill_matching(f"sleep {seconds}")  # if it failed

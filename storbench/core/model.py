@@ -1,7 +1,10 @@
-"""The typed model a validated config becomes: Campaign, Experiment, Run."""
+"""The typed model a validated config becomes: Campaign, Experiment, Run, Host."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import posixpath
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -90,3 +93,74 @@ class Run:
     hosts: tuple[str, ...] = ()  # the hosts this run uses; empty: every host of the experiment
     step: str | None = None  # client step label: 'h4' (incremental), 'host-<name>' (constant)
     targets: tuple[str, ...] = ()  # a target set's members this run uses; empty: the target
+
+
+TRANSPORTS = ("local", "ssh")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # as configured: 'localhost', 'client01', '127.0.0.2'
+    transport: str = "local"  # 'local' | 'ssh'
+    address: str | None = None  # what to connect to; default: name
+    user: str | None = None
+    port: int = 22
+    identity: str | None = None  # private key path, ~ expanded
+    jump: str | None = None  # 'user@host:port' (user and port optional)
+    connect_timeout: float = 10.0
+    host_key_check: bool = True
+    known_hosts: str | None = None  # extra known_hosts file, ~ expanded
+    workdir: str = "/tmp/storbench"  # scratch dir on the host for job files and tool output
+    group: str | None = None  # the config's host group it came from
+
+    def __post_init__(self):
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError(f"host name must be a non-empty string, got {self.name!r}")
+        if self.transport not in TRANSPORTS:
+            raise ValueError(
+                f"host {self.name}: transport must be one of {', '.join(TRANSPORTS)},"
+                f" got {self.transport!r}"
+            )
+        if isinstance(self.port, bool) or not isinstance(self.port, int):
+            raise ValueError(f"host {self.name}: port must be an integer, got {self.port!r}")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"host {self.name}: port out of range: {self.port}")
+        if not self.connect_timeout > 0:
+            raise ValueError(f"host {self.name}: connect_timeout must be > 0")
+        if not posixpath.isabs(self.workdir):
+            raise ValueError(f"host {self.name}: workdir must be absolute, got {self.workdir!r}")
+        if self.jump is not None:
+            parse_jump(self.jump)
+        if self.address is None:
+            object.__setattr__(self, "address", self.name)
+        for key in ("identity", "known_hosts"):
+            value = getattr(self, key)
+            if value is not None:
+                object.__setattr__(self, key, os.path.expanduser(value))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Host:
+        """Build from a config mapping; None values mean 'default'."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown host setting(s): {', '.join(map(str, unknown))}")
+        values = {key: value for key, value in d.items() if value is not None}
+        if "name" not in values:
+            raise ValueError("host setting 'name' is required")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def parse_jump(jump: str) -> tuple[str | None, str, int]:
+    """'user@host:port' -> (user or None, host, port); IPv6 hosts need brackets."""
+    user, _, host_port = jump.rpartition("@")
+    host, colon, port = host_port.rpartition(":")
+    if not colon or host.endswith(":"):  # no port given (or a bare IPv6 address)
+        host, port = host_port, "22"
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"jump host must look like user@host:port, got {jump!r}")
+    return user or None, host, int(port)

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from storbench.core import paths
-from storbench.hosts.transport import HostError, HostSpec, open_transport
+from storbench.core.model import Host
+from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
 
 RUNNING_DIR = paths.SERVICES_DIR  # <tool>.running: this working directory started services
@@ -32,16 +33,16 @@ class ServiceError(RuntimeError):
         super().__init__(f"{action} failed on {len(problems)} host(s):\n{lines}")
 
 
-def host_spec(host: dict) -> HostSpec:
-    return HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
+def host_spec(host: dict) -> Host:
+    return Host.from_dict(host)
 
 
-def service_dir(spec: HostSpec, tool: str, port: int) -> str:
+def service_dir(spec: Host, tool: str, port: int) -> str:
     """Named after the host too: a workdir on a shared file system must not mix hosts' files."""
     return f"{spec.workdir.rstrip('/')}/services/{tool}-{spec.address}-{port}"
 
 
-def service_marker(spec: HostSpec, tool_name: str, port: int) -> str:
+def service_marker(spec: Host, tool_name: str, port: int) -> str:
     return " ".join(get_tool(tool_name).service_start_command(spec.address, port))
 
 
@@ -106,7 +107,7 @@ def _detached_script(folder: str, argv: list[str]) -> str:
     )
 
 
-def _wait_ready(spec: HostSpec, port: int, folder: str) -> None:
+def _wait_ready(spec: Host, port: int, folder: str) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if _accepts(spec.address, port, timeout_s=1):

@@ -18,7 +18,6 @@ threads gains nothing and mixes up interrupt handling.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import io
 import math
@@ -32,12 +31,11 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.core.atomic import atomic_output, write_text
+from storbench.core.model import Host, parse_jump
 
-TRANSPORTS = ("local", "ssh")
 KILL_AFTER_S = 30  # `timeout -k`: SIGKILL this long after the SIGTERM
 BACKSTOP_S = 30  # our own wait beyond timeout + KILL_AFTER_S, in case `timeout` itself hangs
 TERM_GRACE_S = 5.0  # kill_matching / local group kill: wait this long for SIGTERM to work
@@ -72,79 +70,12 @@ class HostError(RuntimeError):
         return (type(self), (self.host, self.reason))
 
 
-@dataclass(frozen=True)
-class HostSpec:
-    name: str  # as configured: 'localhost', 'client01', '127.0.0.2'
-    transport: str = "local"  # 'local' | 'ssh'
-    address: str | None = None  # what to connect to; default: name
-    user: str | None = None
-    port: int = 22
-    identity: str | None = None  # private key path, ~ expanded
-    jump: str | None = None  # 'user@host:port' (user and port optional)
-    connect_timeout: float = 10.0
-    host_key_check: bool = True
-    known_hosts: str | None = None  # extra known_hosts file, ~ expanded
-    workdir: str = "/tmp/storbench"  # scratch dir on the host for job files and tool output
-
-    def __post_init__(self):
-        if not self.name or not isinstance(self.name, str):
-            raise ValueError(f"host name must be a non-empty string, got {self.name!r}")
-        if self.transport not in TRANSPORTS:
-            raise ValueError(
-                f"host {self.name}: transport must be one of {', '.join(TRANSPORTS)},"
-                f" got {self.transport!r}"
-            )
-        if isinstance(self.port, bool) or not isinstance(self.port, int):
-            raise ValueError(f"host {self.name}: port must be an integer, got {self.port!r}")
-        if not 1 <= self.port <= 65535:
-            raise ValueError(f"host {self.name}: port out of range: {self.port}")
-        if not self.connect_timeout > 0:
-            raise ValueError(f"host {self.name}: connect_timeout must be > 0")
-        if not posixpath.isabs(self.workdir):
-            raise ValueError(f"host {self.name}: workdir must be absolute, got {self.workdir!r}")
-        if self.jump is not None:
-            parse_jump(self.jump)
-        if self.address is None:
-            object.__setattr__(self, "address", self.name)
-        for key in ("identity", "known_hosts"):
-            value = getattr(self, key)
-            if value is not None:
-                object.__setattr__(self, key, os.path.expanduser(value))
-
-    @classmethod
-    def from_dict(cls, d: dict) -> HostSpec:
-        """Build from a config mapping; None values mean 'default'."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown host setting(s): {', '.join(map(str, unknown))}")
-        values = {key: value for key, value in d.items() if value is not None}
-        if "name" not in values:
-            raise ValueError("host setting 'name' is required")
-        return cls(**values)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def parse_jump(jump: str) -> tuple[str | None, str, int]:
-    """'user@host:port' -> (user or None, host, port); IPv6 hosts need brackets."""
-    user, _, host_port = jump.rpartition("@")
-    host, colon, port = host_port.rpartition(":")
-    if not colon or host.endswith(":"):  # no port given (or a bare IPv6 address)
-        host, port = host_port, "22"
-    host = host.removeprefix("[").removesuffix("]")
-    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError(f"jump host must look like user@host:port, got {jump!r}")
-    return user or None, host, int(port)
-
-
 def raise_interrupt(signum, frame):
     """SIGTERM handler: unwind like Ctrl-C, so every host's tool is stopped on the way out."""
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def open_transport(spec: HostSpec) -> Transport:
+def open_transport(spec: Host) -> Transport:
     if spec.transport == "ssh":
         return SSHTransport(spec)
     return LocalTransport(spec)
@@ -153,7 +84,7 @@ def open_transport(spec: HostSpec) -> Transport:
 class Transport:
     """Commands and files on one host. A context manager: closes on exit."""
 
-    def __init__(self, spec: HostSpec):
+    def __init__(self, spec: Host):
         self.spec = spec
 
     def __enter__(self):
@@ -313,7 +244,7 @@ class LocalTransport(Transport):
 class SSHTransport(Transport):
     """A host reached over SSH (fabric Connection, paramiko channels underneath)."""
 
-    def __init__(self, spec: HostSpec):
+    def __init__(self, spec: Host):
         super().__init__(spec)
         self._conn = None
         self._gateway = None

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench.core import atomic
+from storbench.core.model import Host
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
-from storbench.hosts.transport import HostError, HostSpec, open_transport, raise_interrupt
+from storbench.hosts.transport import HostError, open_transport, raise_interrupt
 from storbench.run import faults
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.run.service import run_service_iteration
@@ -69,7 +70,7 @@ class HostPaths:
 
 
 def host_paths(
-    spec: HostSpec, tool, local_dir: Path, run_path: str, *, private: bool = False
+    spec: Host, tool, local_dir: Path, run_path: str, *, private: bool = False
 ) -> HostPaths:
     """Local runs work in the raw folder itself, unless private files (keys) are involved."""
     if spec.transport == "local" and not private:
@@ -88,7 +89,7 @@ def stale_attempts_marker(workdir: str) -> str:
     return workdir[: workdir.rindex("/a") + 2]
 
 
-def _run_on_host(spec: dict, host: HostSpec, paths: HostPaths, job_text: str, local_dir: Path,
+def _run_on_host(spec: dict, host: Host, paths: HostPaths, job_text: str, local_dir: Path,
                  result: HostResult, credentials: Credentials | None, attempt: int):  # fmt: skip
     tool = get_tool(spec["tool"])
     name = host.name
@@ -179,7 +180,7 @@ def _fetch_output(transport, tool, paths: HostPaths, local_path: Path) -> None:
         transport.fetch(paths.output_path, local_path)
 
 
-def _kill_everywhere(hosts: list[HostSpec], paths: list[HostPaths]) -> None:
+def _kill_everywhere(hosts: list[Host], paths: list[HostPaths]) -> None:
     for host, host_paths_ in zip(hosts, paths, strict=True):
         try:
             with open_transport(host) as transport:
@@ -283,7 +284,7 @@ def _run_standalone(
     credentials = _credentials(spec)
     run_path = f"{spec['experiment']}/{spec['run_id']}/it{iteration}/a{attempt}"
     hosts = [
-        HostSpec.from_dict({k: v for k, v in h.items() if k != "group"}) for h in spec["hosts"]
+        Host.from_dict(h) for h in spec["hosts"]
     ]
     private = credentials is not None
     paths = [host_paths(host, tool, local_dir, run_path, private=private) for host in hosts]

@@ -241,7 +241,7 @@ def _text(value) -> str:
 def schedule_for_run(spec: dict, hosts: list, paths: list, results: list, threads: list):
     """Start the run's fault schedule beside its host threads; None without faults.
 
-    ``hosts``/``paths``/``results``: the run's HostSpec, HostPaths and HostResult lists (in
+    ``hosts``/``paths``/``results``: the run's Host, HostPaths and HostResult lists (in
     the same order); the workload counts as started when every host has started its tool
     (or failed), and as done when every host thread has ended.
     """

@@ -2,7 +2,7 @@
 
 The server host runs one ``iperf3 --server`` per client on consecutive ports (``port`` ..
 ``port+N-1``; an iperf3 server serves one client at a time), bound to the server's address
-(its HostSpec ``address``, which is what the clients connect to). Each server runs under
+(its Host ``address``, which is what the clients connect to). Each server runs under
 ``timeout`` sized for the whole check, so a lost storbench cannot leave one running for long.
 
 Phase ``single``: each client alone, one after the other. Phase ``all``: every client at
@@ -33,14 +33,9 @@ import uuid
 from pathlib import Path
 
 from storbench.core.aggregate import aggregate_hosts
+from storbench.core.model import Host
 from storbench.core.schema_names import ALL_HOSTS
-from storbench.hosts.transport import (
-    KILL_AFTER_S,
-    HostError,
-    HostSpec,
-    open_transport,
-    raise_interrupt,
-)
+from storbench.hosts.transport import KILL_AFTER_S, HostError, open_transport, raise_interrupt
 from storbench.tools.base import ToolOutputError
 from storbench.tools.iperf3 import load_result, result_row
 
@@ -68,7 +63,7 @@ def run_network_check(spec: dict, out_dir) -> list[dict]:
     """Run both phases; return the result rows (per client, plus host='all' for phase all).
 
     spec: {"server": host dict, "clients": [host dicts], "port": int, "duration_s": number,
-    "parallel": int}; host dicts are config host dicts (HostSpec keys plus "group").
+    "parallel": int}; host dicts are config host dicts (Host keys plus "group").
     A "min_fraction" key is allowed (for :func:`slow_clients`) and not used here.
     """
     check = _Check(spec, Path(out_dir))
@@ -275,7 +270,7 @@ class _Check:
         errors: list[str | None] = [None] * len(self.clients)
         start_together = threading.Barrier(len(self.clients))
 
-        def run(index: int, client: HostSpec) -> None:
+        def run(index: int, client: Host) -> None:
             try:
                 with open_transport(client) as transport:
                     transport.check()
@@ -395,16 +390,16 @@ def client_command(address: str, port: int, duration: int, parallel: int, json_p
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _host_spec(host, key: str) -> HostSpec:
+def _host_spec(host, key: str) -> Host:
     if not isinstance(host, dict):
         raise ValueError(f"{key}: expected a host mapping, got {host!r}")
     try:
-        return HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
+        return Host.from_dict(host)
     except ValueError as error:
         raise ValueError(f"{key}: {error}") from error
 
 
-def _check_client_names(server: HostSpec, clients: list[HostSpec]) -> None:
+def _check_client_names(server: Host, clients: list[Host]) -> None:
     seen = set()
     for client in clients:
         if client.name == server.name:
@@ -460,7 +455,7 @@ def _pgrep_pattern(marker: str) -> str:
     return f"{escaped[:first]}[{escaped[first]}]{escaped[first + 1 :]}"
 
 
-def _kill_quietly(host: HostSpec, marker: str) -> None:
+def _kill_quietly(host: Host, marker: str) -> None:
     try:
         with open_transport(host) as transport:
             transport.kill_matching(marker)
@@ -468,7 +463,7 @@ def _kill_quietly(host: HostSpec, marker: str) -> None:
         pass
 
 
-def _describe_error(client: HostSpec, error: Exception) -> str:
+def _describe_error(client: Host, error: Exception) -> str:
     if isinstance(error, HostError):
         return str(error)
     return f"host {client.name}: {type(error).__name__}: {error}"

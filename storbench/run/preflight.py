@@ -11,7 +11,8 @@ import threading
 import time
 
 from storbench.core import atomic
-from storbench.hosts.transport import HostError, HostSpec, open_transport
+from storbench.core.model import Host
+from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
 
 CHECK_TIMEOUT_S = 60.0
@@ -22,7 +23,7 @@ class PreflightError(RuntimeError):
 
 
 def check_host(host: dict, tool, target: dict) -> dict:
-    spec = HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
+    spec = Host.from_dict(host)
     report: dict = {"name": spec.name}
     try:
         with open_transport(spec) as transport:

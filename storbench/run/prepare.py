@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from storbench.core import atomic, paths
-from storbench.hosts.transport import HostSpec, open_transport
+from storbench.core.model import Host
+from storbench.hosts.transport import open_transport
 from storbench.run.engine import RunError, run_iteration
 from storbench.tools import preparation_tool
 
@@ -35,8 +36,8 @@ def now_text() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
-def _host_spec(host: dict) -> HostSpec:
-    return HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
+def _host_spec(host: dict) -> Host:
+    return Host.from_dict(host)
 
 
 # --- job files ----------------------------------------------------------------------------------

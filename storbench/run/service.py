@@ -13,9 +13,10 @@ import contextlib
 import datetime
 from pathlib import Path
 
+from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
 from storbench.hosts import services
-from storbench.hosts.transport import HostError, HostSpec, open_transport
+from storbench.hosts.transport import HostError, open_transport
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.tools import get_tool
 
@@ -35,7 +36,7 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
     argv = tool.controller_command(
         [str(Path(job_files[h["name"]]).resolve()) for h in hosts], str(output_path), endpoints
     )
-    controller = HostSpec(name="controller", transport="local")
+    controller = Host(name="controller", transport="local")
     start = now()
     try:
         with open_transport(controller) as transport:
@@ -105,7 +106,7 @@ def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Pa
     return services.on_every_host(hosts, prepare, "preparing the hosts")
 
 
-def _stamp_paths(host_spec: HostSpec, spec: dict, tool, port: int) -> list[str]:
+def _stamp_paths(host_spec: Host, spec: dict, tool, port: int) -> list[str]:
     folder = services.service_dir(host_spec, spec["tool"], port)
     return [f"{folder}/{name}" for name in tool.start_stamp_names(spec)]
 

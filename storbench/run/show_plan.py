@@ -12,8 +12,7 @@ import shlex
 from pathlib import Path
 
 from storbench.core import paths
-from storbench.core.model import Campaign, Run
-from storbench.hosts.transport import HostSpec
+from storbench.core.model import Campaign, Host, Run
 from storbench.plan import specs as plan
 from storbench.run import render
 from storbench.tools import get_tool
@@ -95,7 +94,7 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
         service = plan.service_spec(campaign, experiment.tool)
         lines.append(f"   services (started once per campaign, port {service['port']}):")
         for host in service["hosts"]:
-            address = HostSpec.from_dict(_host_fields(host)).address
+            address = Host.from_dict(_host_fields(host)).address
             argv = tool.service_start_command(address, service["port"])
             lines.append(f"     {host['name']}: {shlex.join(argv)}")
     if experiment.search:
@@ -157,7 +156,7 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
     jobs = _job_texts(campaign, name, run, hosts)
     if experiment.execution == "service":
         port = tool.default_port
-        endpoints = [f"{HostSpec.from_dict(_host_fields(h)).address}:{port}" for h in hosts]
+        endpoints = [f"{Host.from_dict(_host_fields(h)).address}:{port}" for h in hosts]
         job_paths = [
             paths.host_job(name, run.run_id, h["name"], tool.job_suffix) for h in hosts
         ]
@@ -166,7 +165,7 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
         lines.append(f"   controller: {shlex.join(argv)}")
     else:
         for host in hosts:
-            spec = HostSpec.from_dict(_host_fields(host))
+            spec = Host.from_dict(_host_fields(host))
             workdir = f"{spec.workdir.rstrip('/')}/{run_path}"
             argv = tool.run_command(
                 f"{workdir}/job{tool.job_suffix}",

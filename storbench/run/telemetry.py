@@ -29,7 +29,8 @@ import uuid
 from pathlib import Path
 
 from storbench.core import atomic
-from storbench.hosts.transport import HostError, HostSpec, open_transport
+from storbench.core.model import Host
+from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
 
 COLLECT_TIMEOUT_S = 60.0
@@ -51,7 +52,7 @@ def collect_host(
     host: dict, *, target: dict | None, tools: list[str], timeout_s: float = COLLECT_TIMEOUT_S
 ) -> dict:
     """The facts of one configured host (one shell round trip); HostError naming it on failure."""
-    spec = HostSpec.from_dict({k: v for k, v in host.items() if k != "group"})
+    spec = Host.from_dict(host)
     adapters = [(name, get_tool(name)) for name in tools]
     target_path = _target_path(target)
     delimiter = f"@@storbench-{uuid.uuid4().hex}@@"
