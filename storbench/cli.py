@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from storbench.core.specs import RunSpec
+
 
 def _check(args) -> int:
     from storbench.config import campaign as config
@@ -40,14 +42,14 @@ def _render(args) -> int:
 def _run(args) -> int:
     from storbench.run import engine as runner
 
-    spec = args.spec
+    spec = RunSpec.from_dict(args.spec)
     job = args.job[0]
-    if spec.get("per_host_jobs"):  # jobs/<run_id>/<host><suffix>, one per host
+    if spec.per_host_jobs:  # jobs/<run_id>/<host><suffix>, one per host
         job = {Path(path).name.rsplit(".", 1)[0]: path for path in args.job}
-    if spec.get("preparation"):  # the target must still be in the state the run is tagged with
+    if spec.preparation:  # the target must still be in the state the run is tagged with
         from storbench.run import prepare
 
-        spec.update(prepare.run_state(spec["preparation"], spec["hosts"]))
+        spec = spec.with_state(prepare.run_state(spec.preparation, list(spec.hosts)))
     manifest = runner.run_iteration(spec, args.iteration, job, args.manifest)
     for host in manifest["hosts"]:
         print(

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storbench.core.model import Host
+from storbench.core.specs import RunSpec
 from storbench.hosts.transport import open_transport
 from storbench.run import engine as runner
 from storbench.tools.base import ToolAdapter
@@ -436,7 +437,7 @@ def test_keys_never_appear_in_any_process_listing(tmp_path, monkeypatch, probe_h
     manifest_path = tmp_path / "raw/it1/run.json"
 
     with ProcessWatcher((access, secret), marker=str(tmp_path / "w")) as watcher:
-        manifest = runner.run_iteration(spec, 1, str(job), str(manifest_path))
+        manifest = runner.run_iteration(RunSpec.from_dict(spec), 1, str(job), str(manifest_path))
 
     assert watcher.saw_tool  # the poll did look while the tool ran
     assert watcher.leaks == []

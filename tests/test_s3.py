@@ -9,6 +9,7 @@ import boto3
 import pytest
 
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
+from storbench.core.specs import RunSpec
 from storbench.plan.specs import bucket_name
 from storbench.run import engine as runner
 from storbench.run import s3
@@ -196,7 +197,7 @@ def test_keys_reach_the_tool_environment_and_filled_job_but_no_file_we_keep(tmp_
         "timeout_s": 30,
     }
     manifest_path = tmp_path / "raw/it1/run.json"
-    manifest = runner.run_iteration(spec, 1, str(job), str(manifest_path))
+    manifest = runner.run_iteration(RunSpec.from_dict(spec), 1, str(job), str(manifest_path))
     output = (manifest_path.parent / "a1" / "localhost.out").read_text()
     assert output == "AKPROBE|SKPROBE|key=SKPROBE\n"
     assert "SKPROBE" not in json.dumps(manifest)

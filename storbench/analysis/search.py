@@ -6,6 +6,7 @@ from __future__ import annotations
 from storbench.config.search import limit_label, probe_budget
 from storbench.core import atomic, paths
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILES
+from storbench.core.specs import RunSpec
 from storbench.plan import slo_search
 from storbench.plan.search import (
     SearchError,
@@ -18,6 +19,8 @@ from storbench.plan.search import (
     search_options,
 )
 from storbench.tools import get_tool
+
+SEARCH_ONLY_KEYS = ("search", "template", "job_file")  # the probe's, not the run engine's
 
 
 def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> dict:
@@ -58,18 +61,19 @@ def _run(spec: dict, run: dict) -> str:
     from storbench.run import render
 
     experiment = spec["experiment"]
-    run_spec = {**spec, "run_id": run["run_id"], "params": run["params"]}
+    probe = {**spec, "run_id": run["run_id"], "params": run["params"]}
     job_path = paths.job(experiment, run["run_id"], get_tool(spec["tool"]).job_suffix)
     render_spec = {
-        **run_spec,
+        **probe,
         "hosts": [host["name"] for host in spec["hosts"]],
         "point": {"iodepth": run["params"]["iodepth"]},
     }
     atomic.write_text(job_path, render.render_job(render_spec))
-    if spec.get("preparation"):  # the target must still be in the state the run is tagged with
+    run_spec = RunSpec.from_dict(probe, ignore=SEARCH_ONLY_KEYS)
+    if run_spec.preparation:  # the target must still be in the state the run is tagged with
         from storbench.run import prepare
 
-        run_spec.update(prepare.run_state(spec["preparation"], spec["hosts"]))
+        run_spec = run_spec.with_state(prepare.run_state(run_spec.preparation, spec["hosts"]))
     manifest_path = paths.manifest(experiment, run["run_id"], run["iteration"])
     runner.run_iteration(run_spec, run["iteration"], job_path, manifest_path)
     return manifest_path

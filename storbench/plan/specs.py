@@ -17,6 +17,7 @@ from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import units
 from storbench.core.model import Campaign, Run
+from storbench.core.specs import RunSpec
 from storbench.tools import get_tool
 
 DEFAULT_ITERATION_TIMEOUT_S = 3600.0
@@ -118,24 +119,25 @@ def role_params(tool: str, params: dict, role: str | None) -> dict:
     return get_tool(tool).role_options(params, role)
 
 
-def run_spec(campaign: Campaign, name: str, run: Run) -> dict:
+def run_spec(campaign: Campaign, name: str, run: Run) -> RunSpec:
     experiment = campaign.experiments[name]
-    spec = {
-        **_run_identity(campaign, name, run),
-        "hosts": run_hosts(campaign, name, run),
-        "timeout_s": iteration_timeout(run.params, experiment.timeout),
-        "execution": experiment.execution,
-        "step": run.step,
-        "per_host_jobs": per_host_jobs(experiment),
-    }
-    if experiment.execution == "service":
-        spec["service"] = service_spec(campaign, experiment.tool)
-    if experiment.faults:
-        spec["faults"] = list(experiment.faults)
-    preparation = preparation_spec(campaign, name)
-    if preparation:
-        spec["preparation"] = preparation
-    return spec
+    return RunSpec.from_dict(
+        {
+            **_run_identity(campaign, name, run),
+            "hosts": run_hosts(campaign, name, run),
+            "timeout_s": iteration_timeout(run.params, experiment.timeout),
+            "execution": experiment.execution,
+            "step": run.step,
+            "per_host_jobs": per_host_jobs(experiment),
+            "service": (
+                service_spec(campaign, experiment.tool)
+                if experiment.execution == "service"
+                else None
+            ),
+            "faults": experiment.faults,
+            "preparation": preparation_spec(campaign, name),
+        }
+    )
 
 
 def search_spec(campaign: Campaign, name: str) -> dict:
@@ -262,7 +264,9 @@ def preflight_spec(campaign: Campaign, name: str) -> dict:
     }
 
 
-def to_json(spec: dict) -> str:
+def to_json(spec: dict | RunSpec) -> str:
+    if isinstance(spec, RunSpec):
+        return spec.to_json()
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from storbench.core import atomic
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
+from storbench.core.specs import RunSpec
 from storbench.hosts.transport import HostError, open_transport, raise_interrupt
 from storbench.run import faults
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
@@ -89,9 +90,9 @@ def stale_attempts_marker(workdir: str) -> str:
     return workdir[: workdir.rindex("/a") + 2]
 
 
-def _run_on_host(spec: dict, host: Host, paths: HostPaths, job_text: str, local_dir: Path,
+def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, local_dir: Path,
                  result: HostResult, credentials: Credentials | None, attempt: int):  # fmt: skip
-    tool = get_tool(spec["tool"])
+    tool = get_tool(spec.tool)
     name = host.name
     try:
         with open_transport(host) as transport:
@@ -99,7 +100,7 @@ def _run_on_host(spec: dict, host: Host, paths: HostPaths, job_text: str, local_
             if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
                 transport.kill_matching(stale_attempts_marker(paths.workdir))
             transport.mkdirs(paths.workdir)
-            for target_directory in tool.target_directories(spec["target"], name):
+            for target_directory in tool.target_directories(spec.target, name):
                 transport.mkdirs(target_directory)
             transport.put_text(job_text, paths.job_path)
             if tool.output_is_folder:
@@ -108,15 +109,15 @@ def _run_on_host(spec: dict, host: Host, paths: HostPaths, job_text: str, local_
             private_files: list[str] = []
             try:
                 argv = _command_with_secrets(
-                    transport, tool, paths, job_text, credentials, private_files, spec["params"]
+                    transport, tool, paths, job_text, credentials, private_files, spec.params
                 )
                 result.command = tool.run_command(
-                    paths.job_path, paths.output_path, name, spec["params"]
+                    paths.job_path, paths.output_path, name, spec.params
                 )
                 result.start_time = now()
                 result.exit_code = transport.run(
                     argv,
-                    timeout_s=spec["timeout_s"],
+                    timeout_s=spec.timeout_s,
                     stdout_path=local_dir / f"{name}.stdout",
                     stderr_path=local_dir / f"{name}.stderr",
                     marker=paths.job_path,  # unique to this attempt on this host
@@ -189,14 +190,14 @@ def _kill_everywhere(hosts: list[Host], paths: list[HostPaths]) -> None:
             pass
 
 
-def _failure_message(spec: dict, results: list[HostResult], local_dir: Path) -> str:
-    lines = [f"{spec['experiment']}/{spec['run_id']}: {spec['tool']} failed"]
+def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) -> str:
+    lines = [f"{spec.experiment}/{spec.run_id}: {spec.tool} failed"]
     for result in results:
         if result.error:
             lines.append(result.error)
         elif result.exit_code != 0:
             reason = exit_reason(result.exit_code)
-            lines.append(f"host {result.name}: {spec['tool']} {reason}; stderr tail:")
+            lines.append(f"host {result.name}: {spec.tool} {reason}; stderr tail:")
             tail = output_tail(local_dir / f"{result.name}.stderr") or output_tail(
                 local_dir / f"{result.name}.stdout"
             )
@@ -208,7 +209,7 @@ def _failure_message(spec: dict, results: list[HostResult], local_dir: Path) -> 
 
 
 def run_iteration(
-    spec: dict,
+    spec: RunSpec,
     iteration: int,
     job_file: str | dict[str, str],
     manifest_path: str,
@@ -220,7 +221,7 @@ def run_iteration(
     host_jobs = job_file if isinstance(job_file, dict) else None
     job_texts = {
         host["name"]: Path(host_jobs[host["name"]] if host_jobs else job_file).read_text()
-        for host in spec["hosts"]
+        for host in spec.hosts
     }
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir = next_attempt_dir(iteration_dir)
@@ -228,7 +229,7 @@ def run_iteration(
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
     try:
         watch.start()
-        if spec.get("execution") == "service":
+        if spec.execution == "service":
             placement = run_service_iteration(spec, local_dir, host_jobs or {})
         else:
             placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts)
@@ -242,21 +243,21 @@ def run_iteration(
         for host in placement["hosts"]:
             host["job_file"] = os.path.relpath(host_jobs[host["name"]], iteration_dir)
             host["job_file_sha256"] = _sha256(job_texts[host["name"]])
-    first_job = host_jobs[spec["hosts"][0]["name"]] if host_jobs else job_file
+    first_job = host_jobs[spec.hosts[0]["name"]] if host_jobs else job_file
     manifest = {
-        "experiment": spec["experiment"],
-        "run_id": spec["run_id"],
+        "experiment": spec.experiment,
+        "run_id": spec.run_id,
         "iteration": iteration,
         "attempt": attempt,
-        "tool": spec["tool"],
+        "tool": spec.tool,
         "raw_dir": f"a{attempt}",
         "job_file": os.path.relpath(first_job, iteration_dir),
         "job_file_sha256": _sha256("".join(job_texts[h] for h in sorted(job_texts))),
-        "params": spec["params"],
-        "target": spec["target"],
-        "step": spec.get("step"),
-        **({"prep_state": spec["prep_state"]} if spec.get("prep_state") else {}),
-        **({"reprepared": spec["reprepared"]} if spec.get("reprepared") else {}),
+        "params": spec.params,
+        "target": spec.target,
+        "step": spec.step,
+        **({"prep_state": spec.prep_state} if spec.prep_state else {}),
+        **({"reprepared": spec.reprepared} if spec.reprepared else {}),
         **placement,
     }
     atomic.write_json(manifest_path, manifest)
@@ -277,14 +278,14 @@ def _sha256(text: str) -> str:
 
 
 def _run_standalone(
-    spec: dict, iteration: int, attempt: int, local_dir: Path, job_texts: dict[str, str]
+    spec: RunSpec, iteration: int, attempt: int, local_dir: Path, job_texts: dict[str, str]
 ) -> dict:
     """{'hosts': what ran on each host, 'faults': the fault commands as they ran (if any)}."""
-    tool = get_tool(spec["tool"])
+    tool = get_tool(spec.tool)
     credentials = _credentials(spec)
-    run_path = f"{spec['experiment']}/{spec['run_id']}/it{iteration}/a{attempt}"
+    run_path = f"{spec.experiment}/{spec.run_id}/it{iteration}/a{attempt}"
     hosts = [
-        Host.from_dict(h) for h in spec["hosts"]
+        Host.from_dict(h) for h in spec.hosts
     ]
     private = credentials is not None
     paths = [host_paths(host, tool, local_dir, run_path, private=private) for host in hosts]
@@ -336,8 +337,8 @@ def _run_standalone(
     return placement
 
 
-def _credentials(spec: dict) -> Credentials | None:
-    target = spec["target"]
+def _credentials(spec: RunSpec) -> Credentials | None:
+    target = spec.target
     if target.get("type") != "s3":
         return None
     try:

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 from storbench.core import units
 from storbench.core.schema_names import CONTROLLER
+from storbench.core.specs import RunSpec
 
 DEFAULT_TIMEOUT_S = 60.0
 OUTPUT_TAIL_CHARS = 2000
@@ -238,14 +239,14 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def schedule_for_run(spec: dict, hosts: list, paths: list, results: list, threads: list):
+def schedule_for_run(spec: RunSpec, hosts: list, paths: list, results: list, threads: list):
     """Start the run's fault schedule beside its host threads; None without faults.
 
     ``hosts``/``paths``/``results``: the run's Host, HostPaths and HostResult lists (in
     the same order); the workload counts as started when every host has started its tool
     (or failed), and as done when every host thread has ended.
     """
-    if not spec.get("faults"):
+    if not spec.faults:
         return None
     from storbench.hosts.transport import open_transport
 
@@ -256,7 +257,7 @@ def schedule_for_run(spec: dict, hosts: list, paths: list, results: list, thread
             return transport.shell(text, timeout_s=timeout_s)
 
     schedule = FaultSchedule(
-        planned=actions(spec["faults"]),
+        planned=actions(spec.faults),
         run_on_host=run_on_host,
         job_files={host.name: path.job_path for host, path in zip(hosts, paths, strict=True)},
         started=lambda: all(r.start_time or r.error for r in results),

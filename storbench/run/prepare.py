@@ -20,6 +20,7 @@ from pathlib import Path
 
 from storbench.core import atomic, paths
 from storbench.core.model import Host
+from storbench.core.specs import RunSpec
 from storbench.hosts.transport import open_transport
 from storbench.run.engine import RunError, run_iteration
 from storbench.tools import preparation_tool
@@ -141,17 +142,15 @@ def run_jobs(
             path, render(f"{spec_like['name']} {name}", host["name"], global_options, sections)
         )
         host_jobs[host["name"]] = str(path)
-    run_spec = {
-        "experiment": f"targets-{spec_like['target']['name']}-{spec_like['name']}",
-        "run_id": name,
-        "tool": preparation_tool().name,
-        "target": spec_like["target"],
-        "params": params,
-        "hosts": hosts,
-        "timeout_s": timeout_s,
-        "execution": "standalone",
-        "step": None,
-    }
+    run_spec = RunSpec(
+        experiment=f"targets-{spec_like['target']['name']}-{spec_like['name']}",
+        run_id=name,
+        tool=preparation_tool().name,
+        target=spec_like["target"],
+        params=params,
+        hosts=tuple(hosts),
+        timeout_s=timeout_s,
+    )
     manifest_path = kind_dir / "raw" / name / "run.json"
     manifest = run_iteration(run_spec, 1, host_jobs, str(manifest_path))
     return manifest, manifest_path.parent / manifest["raw_dir"]

@@ -15,21 +15,22 @@ from pathlib import Path
 
 from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
+from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, open_transport
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.tools import get_tool
 
 
-def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]) -> dict:
+def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, str]) -> dict:
     """Run the controller; return the manifest part {controller, hosts} (raises on failure)."""
-    tool = get_tool(spec["tool"])
-    port = spec["service"]["port"]
-    hosts = spec["hosts"]
+    tool = get_tool(spec.tool)
+    port = spec.service["port"]
+    hosts = spec.hosts
     missing = [h["name"] for h in hosts if h["name"] not in job_files]
     if missing:
         raise RunError(f"no job file for host(s) {', '.join(missing)}")
-    services.ensure_services(hosts, spec["tool"], port)
+    services.ensure_services(hosts, spec.tool, port)
     prepared = _prepare_hosts(spec, tool, hosts, port, local_dir)
     endpoints = [services.endpoint(host, port) for host in hosts]
     output_path = (local_dir / f"{CONTROLLER}.json").resolve()  # absolute: a unique marker
@@ -42,7 +43,7 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
         with open_transport(controller) as transport:
             exit_code = transport.run(
                 argv,
-                timeout_s=spec["timeout_s"],
+                timeout_s=spec.timeout_s,
                 stdout_path=local_dir / f"{CONTROLLER}.stdout",
                 stderr_path=local_dir / f"{CONTROLLER}.stderr",
                 marker=str(output_path),  # absolute and unique: stops exactly this client
@@ -57,7 +58,7 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
             local_dir / f"{CONTROLLER}.stdout"
         )
         raise RunError(
-            f"{spec['experiment']}/{spec['run_id']}: {spec['tool']} client {reason}; "
+            f"{spec.experiment}/{spec.run_id}: {spec.tool} client {reason}; "
             f"stderr tail:\n    "
             + "\n    ".join((tail or "(empty)").splitlines())
             + f"\nraw output kept in {local_dir}"
@@ -93,12 +94,12 @@ def run_service_iteration(spec: dict, local_dir: Path, job_files: dict[str, str]
     }
 
 
-def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Path) -> dict:
+def _prepare_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path) -> dict:
     """Target directories made, old start stamps removed, tool version read: per host, at once."""
     def prepare(host: dict) -> str:
         host_spec = services.host_spec(host)
         with open_transport(host_spec) as transport:
-            for directory in tool.target_directories(spec["target"], host_spec.name):
+            for directory in tool.target_directories(spec.target, host_spec.name):
                 transport.mkdirs(directory)
             transport.remove(_stamp_paths(host_spec, spec, tool, port))
             return tool_version(transport, tool, local_dir, host_spec.name)
@@ -106,12 +107,12 @@ def _prepare_hosts(spec: dict, tool, hosts: list[dict], port: int, local_dir: Pa
     return services.on_every_host(hosts, prepare, "preparing the hosts")
 
 
-def _stamp_paths(host_spec: Host, spec: dict, tool, port: int) -> list[str]:
-    folder = services.service_dir(host_spec, spec["tool"], port)
+def _stamp_paths(host_spec: Host, spec: RunSpec, tool, port: int) -> list[str]:
+    folder = services.service_dir(host_spec, spec.tool, port)
     return [f"{folder}/{name}" for name in tool.start_stamp_names(spec)]
 
 
-def _start_stamps(spec: dict, tool, hosts: list[dict], port: int) -> dict[str, str]:
+def _start_stamps(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[str, str]:
     """ISO start time per host from the stamp its job left; hosts without one are absent."""
 
     def read(host: dict) -> str | None:
@@ -148,8 +149,8 @@ def _quote(path: str) -> str:
     return shlex.quote(path)
 
 
-def _stop_campaign_services(spec: dict) -> None:
-    service = spec["service"]
+def _stop_campaign_services(spec: RunSpec) -> None:
+    service = spec.service
     # best effort while interrupted; `snakemake cleanup` stops the rest
     with contextlib.suppress(Exception):
         services.stop_services(service["hosts"], service["tool"], service["port"])
