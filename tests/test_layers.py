@@ -4,6 +4,7 @@ and no import (top-level or inside a function) closes a circle."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,21 @@ def test_function_level_imports_are_found(tmp_path):
     source.write_text("def f():\n    from storbench.run import runner\n    return runner\n")
     modules = {"storbench.run.engine": Path("x"), "storbench.core.late": source}
     assert imported_modules(source, modules) == {"storbench.run.engine"}
+
+
+def test_the_core_names_no_tool():
+    """A tool's capabilities live in its adapter: outside storbench/tools/ no module compares a
+    tool name or imports a tool's own module (the registry lookup get_tool is the way in)."""
+    from storbench.tools import known_tools
+
+    names = "|".join(known_tools())
+    named = re.compile(rf"""(==|!=|\bin)\s*\(?\s*["']({names})["']|["']({names})["']\s*(==|!=)""")
+    imports = re.compile(rf"storbench\.tools\.({names})\b|from storbench\.tools import ({names})\b")
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "tools":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if named.search(line) or imports.search(line):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}")
+    assert found == []
