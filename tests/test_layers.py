@@ -149,7 +149,7 @@ def test_upward_finder_names_both_layers():
 def test_function_level_imports_are_found(tmp_path):
     source = tmp_path / "storbench" / "core" / "late.py"
     source.parent.mkdir(parents=True)
-    source.write_text("def f():\n    from storbench.run import runner\n    return runner\n")
+    source.write_text("def f():\n    from storbench.run import engine\n    return engine\n")
     modules = {"storbench.run.engine": Path("x"), "storbench.core.late": source}
     assert imported_modules(source, modules) == {"storbench.run.engine"}
 
