@@ -1,5 +1,4 @@
-"""One probe job of a latency-SLO search (render, run and parse through the run engine), and
-the search's result once its probes are done."""
+"""One probe job of a latency-SLO search through the run engine, and the search's result."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Datasets and preconditioning recipes: validation, the stages they expand into, their specs.
+"""Datasets and preconditioning recipes: validation and the stages they expand into.
 
 A dataset is a set of files laid out once per (target, dataset) and reused by every experiment
 that names it. A recipe is an ordered chain of stages on a target's *region* (the block device,

@@ -1,4 +1,4 @@
-"""Latency-SLO search experiments: their settings, and one probe job of the search.
+"""Latency-SLO search settings: their checks, the objective, the ladder and the probe budget.
 
 A search experiment has a chain of probe jobs ``p01`` ... ``pNN`` (N = :func:`probe_budget`).
 Each probe job reads the markers of the probes before it, asks ``slo_search.next_probe``

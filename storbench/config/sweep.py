@@ -1,4 +1,12 @@
-"""Sweeps: the cross product (and zip) of swept options, and the run id each point gets."""
+"""Sweeps: the cross product (and zip) of swept options, and the run id each point gets.
+
+Run id format: the workload's ``rw``, then ``bs<size>``, ``qd<iodepth>``, ``nj<numjobs>``
+(each only when the option is set; ``host`` when its value is a host-fact expression, e.g.
+``njhost``), then every other swept option as ``<option>-<value>``
+in sweep order; e.g. ``randread_bs4k_qd16_nj1`` or ``randrw_bs4k_qd1_nj1_mix70``.
+Sizes are written short (4096 -> 4k); characters other than letters, digits, '.' and '-'
+become '-'. An experiment without any of these options has the single run id ``run``.
+"""
 
 from __future__ import annotations
 

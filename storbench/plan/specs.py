@@ -1,12 +1,5 @@
-"""Expand experiments into runs: sweep points, run ids, and the specs the rules pass on.
-
-Run id format: the workload's ``rw``, then ``bs<size>``, ``qd<iodepth>``, ``nj<numjobs>``
-(each only when the option is set; ``host`` when its value is a host-fact expression, e.g.
-``njhost``), then every other swept option as ``<option>-<value>``
-in sweep order; e.g. ``randread_bs4k_qd16_nj1`` or ``randrw_bs4k_qd1_nj1_mix70``.
-Sizes are written short (4096 -> 4k); characters other than letters, digits, '.' and '-'
-become '-'. An experiment without any of these options has the single run id ``run``.
-"""
+"""Each step's spec from the model: render, run, preflight, services, telemetry, search,
+network; JSON in the rules' ``params:``, so a changed spec reruns exactly its jobs."""
 
 from __future__ import annotations
 
