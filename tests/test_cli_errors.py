@@ -14,7 +14,7 @@ import pytest
 
 from storbench.config import campaign as config
 from storbench.plan import specs as plan
-from tests.test_workflow import tiny_config
+from tests.workflow.test_workflow import tiny_config
 
 
 def storbench(workdir: Path, *args: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,500 @@
+"""Bad configs: refused before any job with the key path named, or carried through verbatim.
+
+The corpus in tests/bad_inputs/ holds whole bad files (each says what the error must contain);
+the tables below mutate one valid config per case. Values that reach job files and command
+lines carry shell syntax aimed at canary files; real fio runs them (local and SSH transport,
+the CLI steps and Snakemake itself) and the canaries must not exist afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from storbench import cli
+from storbench.config import campaign as config
+from storbench.plan import specs as plan
+from tests.workflow.test_workflow import REPO, SNAKEMAKE
+
+CORPUS = sorted((Path(__file__).parents[1] / "bad_inputs").glob("*.yaml"))
+# corpus files also fed to Snakemake (each run costs a Snakemake start-up)
+SNAKEMAKE_CASES = ("tab-indentation.yaml", "alias-bomb.yaml", "host-group-upcall.yaml")
+WRITTEN_BYTES = 256 * 1024  # the job below writes its size once: 64 I/Os of 4 KiB
+VALID = {
+    "hosts": {
+        "localhost": {"transport": "local"},
+        "clients": {"nodes": "client[01-04]", "transport": "ssh", "user": "root"},
+    },
+    "targets": {"scratch": {"type": "directory", "path": "/var/tmp/storbench/scratch"}},
+    "experiments": {
+        "demo": {
+            "tool": "fio",
+            "hosts": "localhost",
+            "target": "scratch",
+            "job": {"size": "256KiB", "ioengine": "psync", "rw": "write", "bs": "4k"},
+            "sweep": {"iodepth": [1, 4]},
+        }
+    },
+}
+
+
+def expectations(path: Path, label: str) -> list[str]:
+    prefix = f"# {label}: "
+    lines = path.read_text().splitlines()
+    return [line.removeprefix(prefix) for line in lines if line.startswith(prefix)]
+
+
+def check(path: Path, capsys) -> tuple[int, str]:
+    code = cli.main(["check", "--config", str(path)])
+    return code, capsys.readouterr().err
+
+
+def problems_of(mutate) -> list[str]:
+    raw = copy.deepcopy(VALID)
+    mutate(raw)
+    with pytest.raises(config.ConfigError) as caught:
+        config.load_campaign(raw)
+    return caught.value.problems
+
+
+# --- the corpus: whole files ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_corpus_file_is_refused_naming_file_and_key(path, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # where a relative 'touch canary' would land
+    code, err = check(path, capsys)
+    assert code == 1 and "Traceback" not in err
+    assert f"invalid {path}:" in err
+    assert expectations(path, "expect"), f"{path.name} says nothing about its error"
+    for expected in expectations(path, "expect"):
+        assert expected in err, err
+    for canary in expectations(path, "canary"):
+        assert not (tmp_path / canary).exists(), f"{canary} was created: something ran"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "the file is empty"),
+        (b"\n   \n", "the file is empty"),
+        (b"hosts: {caf\xe9: {transport: local}}\n", "not UTF-8 text"),
+        (b"\xef\xbb\xbfhosts: [\n", "not valid YAML"),  # a BOM, then YAML that is cut short
+        (b"!!python/object/apply:os.system ['touch pwned']\n", "not valid YAML"),
+    ],
+    ids=["empty", "blank", "latin-1", "bom-truncated", "python-tag"],
+)
+def test_unreadable_file_is_refused_naming_it(content, expected, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "campaign.yaml"
+    path.write_bytes(content)
+    code, err = check(path, capsys)
+    assert code == 1 and f"invalid {path}:" in err and expected in err, err
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_missing_file_and_folder_are_named(tmp_path, capsys):
+    assert check(tmp_path / "nope.yaml", capsys) == (
+        1,
+        f"storbench: error: invalid {tmp_path / 'nope.yaml'}:\n"
+        "  - cannot read: No such file or directory\n",
+    )
+    code, err = check(tmp_path, capsys)
+    assert code == 1 and f"invalid {tmp_path}:" in err and "Is a directory" in err
+
+
+def test_merge_keys_may_override_without_being_duplicates(tmp_path):
+    path = tmp_path / "campaign.yaml"
+    path.write_text(
+        "hosts: {localhost: {transport: local}}\n"
+        "targets: {scratch: {type: directory, path: /var/tmp/x}}\n"
+        "x-job: &job {bs: 4k, rw: read}\n"
+        "experiments:\n"
+        "  demo: {tool: fio, hosts: localhost, target: scratch, job: {<<: *job, bs: 1m}}\n"
+    )
+    with pytest.raises(config.ConfigError, match="x-job: unknown key"):
+        config.load_campaign_file(path)  # the anchor's own key is not in the schema ...
+    raw = config.load_yaml(path)  # ... but the override of a merged key is no duplicate
+    assert raw["experiments"]["demo"]["job"] == {"bs": "1m", "rw": "read"}
+
+
+def test_check_exits_1_as_a_process(tmp_path):
+    path = CORPUS[0]
+    result = subprocess.run(
+        [sys.executable, "-m", "storbench", "check", "--config", str(path)],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"storbench: error: invalid {path}:")
+
+
+def snakemake_with(configfile: Path, workdir: Path) -> subprocess.CompletedProcess:
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", str(configfile)]
+    return subprocess.run(
+        [*command, "--cores", "1"], cwd=workdir, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("name", SNAKEMAKE_CASES)
+def test_snakemake_stops_before_any_job(name, tmp_path):
+    path = Path(__file__).parents[1] / "bad_inputs" / name
+    result = snakemake_with(path, tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    if name == "tab-indentation.yaml":  # Snakemake parses --configfile itself, without a line
+        assert "Config file is not valid JSON or YAML" in output
+    else:
+        assert all(expected in output for expected in expectations(path, "expect")), output
+    assert not (tmp_path / "results").exists() and not (tmp_path / "reports").exists()
+    assert all(not (tmp_path / canary).exists() for canary in expectations(path, "canary"))
+
+
+def test_snakemake_refuses_duplicate_keys(tmp_path):
+    path = Path(__file__).parents[1] / "bad_inputs" / "duplicate-experiment.yaml"
+    result = snakemake_with(path, tmp_path)
+    assert result.returncode != 0 and "found duplicate key 'demo'" in result.stdout + result.stderr
+
+
+# --- one schema violation of each class ------------------------------------------------------
+
+
+def experiment(raw) -> dict:
+    return raw["experiments"]["demo"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        # wrong type
+        (lambda c: c.update(hosts=["localhost"]), "hosts: ['localhost'] is not of type 'object'"),
+        (
+            lambda c: c["targets"]["scratch"].update(per_host_subdir="yes"),
+            "targets.scratch.per_host_subdir: 'yes' is not of type 'boolean'",
+        ),
+        (lambda c: c["hosts"]["clients"].update(port="22"), "hosts.clients.port: '22' is not of"),
+        (
+            lambda c: experiment(c)["sweep"].update(bs="4k"),
+            "experiments.demo.sweep.bs: '4k' is not of type 'array'",
+        ),
+        (lambda c: experiment(c)["job"].update(bs=[4, 8]), "experiments.demo.job.bs: [4, 8] is"),
+        (lambda c: experiment(c).update(iterations=True), "experiments.demo.iterations: True is"),
+        # unknown key
+        (lambda c: c["hosts"]["clients"].update(password="x"), "hosts.clients.password: unknown"),
+        (lambda c: c["targets"]["scratch"].update(size="1g"), "targets.scratch.size: unknown key"),
+        # missing required key
+        (lambda c: c.pop("targets"), "(top level): 'targets' is a required property"),
+        (lambda c: experiment(c).pop("tool"), "experiments.demo: 'tool' is a required property"),
+        (lambda c: c["hosts"]["clients"].pop("transport"), "hosts.clients: 'transport' is a"),
+        # enum
+        (lambda c: experiment(c).update(execution="parallel"), "experiments.demo.execution:"),
+        (lambda c: experiment(c).update(steps={"mode": "x"}), "experiments.demo.steps.mode: 'x'"),
+        (lambda c: c["targets"]["scratch"].update(type="nfs"), "targets.scratch.type: must be"),
+        # out of range
+        (lambda c: experiment(c).update(iterations=0), "experiments.demo.iterations: 0 is less"),
+        (lambda c: experiment(c).update(iterations=1001), "iterations: 1001 is greater than"),
+        (lambda c: experiment(c).update(rwmixreadhost=101), "rwmixreadhost: 101 is greater"),
+        (lambda c: experiment(c).update(slow_host_percent=0), "slow_host_percent: 0 is less"),
+        (lambda c: c["hosts"]["clients"].update(port=0), "hosts.clients.port: 0 is less than"),
+        # names
+        (lambda c: experiment(c)["job"].update({"Bad-Name": 1}), "experiments.demo.job: bad name"),
+        (lambda c: c["targets"].update({"a/b": {}}), "targets: bad name 'a/b' (letters, digits"),
+        (lambda c: c["hosts"].update({"-rf": {"transport": "local"}}), "hosts: bad name '-rf'"),
+        # lengths: names and run ids become file names (at most 255 bytes)
+        (
+            lambda c: c["experiments"].update({"e" * 101: experiment(c)}),
+            f"experiments: bad name {'e' * 40!r}... (101 characters; at most 100)",
+        ),
+        (
+            lambda c: experiment(c)["sweep"].update(description=["d" * 190]),
+            "experiments.demo.sweep: run id write_bs4k_qd1_description-ddd",
+        ),
+        (lambda c: c["hosts"]["clients"].update(nodes="h" * 201), "hosts.clients.nodes: bad host"),
+    ],
+)
+def test_each_schema_class_names_its_key(mutate, expected):
+    problems = problems_of(mutate)
+    assert any(expected in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("bs", "4kk", "not a size: '4kk'"),
+        ("bs", "-4k", "not a block size or range: '-4k'"),
+        ("bs", "4k-8k-16k", "not a block size or range: '4k-8k-16k'"),
+        ("bs", 0, "a block size must be more than 0: '0'"),
+        ("bs", "0-4k", "a block size must be more than 0: '0-4k'"),
+        ("size", "1.5", "size is not a whole number of bytes: '1.5'"),
+        ("size", "0x10", "not a size: '0x10'"),
+        ("size", "16E", "size is too large: '16E'"),
+        ("size", 2**63, "size is too large: '9223372036854775808'"),
+        ("size", True, "not a size: 'True'"),
+        ("runtime", "-1s", "not a duration: '-1s'"),
+        ("runtime", "1e400", "not a duration: '1e400'"),
+        ("runtime", float("inf"), "not a duration: inf"),
+        ("ramp_time", float("nan"), "not a duration: nan"),
+        ("runtime", "9" * 400 + "s", "duration is too long"),
+        ("status_interval", "1 fortnight", "not a duration: '1 fortnight'"),
+    ],
+)
+def test_bad_size_or_duration_names_the_option(option, value, expected):
+    problems = problems_of(lambda c: experiment(c)["job"].update({option: value}))
+    key = f"experiments.demo.job.{option}"
+    assert any(p.startswith(f"{key}: {expected}") for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("connect_timeout", "0s", "hosts.clients.connect_timeout: must be more than 0s, got '0s'"),
+        ("connect_timeout", "-1s", "hosts.clients.connect_timeout: not a duration: '-1s'"),
+        ("workdir", "relative/dir", "hosts.clients.workdir: 'relative/dir' does not match"),
+    ],
+)
+def test_bad_host_settings_name_the_key(key, value, expected):
+    problems = problems_of(lambda c: c["hosts"]["clients"].update({key: value}))
+    assert any(p.startswith(expected) for p in problems), problems
+
+
+# --- host ranges --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        ("node[5-3]", "malformed host range 'node[5-3]'"),
+        ("node[3-]", "malformed host range 'node[3-]'"),
+        ("node[]", "malformed host range 'node[]'"),
+        ("a&b", "'a&b' expands to no host"),
+        ("n[1-4097]", "'n[1-4097]' expands to 4097 hosts (more than MAX_HOSTS_PER_GROUP = 4096"),
+        ("n[1-100000]", "'n[1-100000]' expands to 100000 hosts"),
+        ("n[1-1000000000]", "'n[1-1000000000]' expands to 1000000000 hosts"),
+        ("n[1-3000],m[1-3000]", "'n[1-3000],m[1-3000]' expands to 6000 hosts"),
+        ("n[1-5000]!n[2-5000]", "'n[1-5000]!n[2-5000]' expands to up to 9999 hosts"),
+        ("n[1-9]-[1-999]", "'n[1-9]-[1-999]' expands to 8991 hosts"),
+        ("*", "bad host name '*'"),
+        ("@rack1", "bad host name '@rack1'"),
+    ],
+)
+def test_host_range_problems_name_the_group(nodes, expected):
+    problems = problems_of(lambda c: c["hosts"]["clients"].update(nodes=nodes))
+    assert any(p.startswith(f"hosts.clients.nodes: {expected}") for p in problems), problems
+
+
+def test_the_host_cap_itself_is_allowed():
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"]["nodes"] = "n[1-4096]"
+    names = [host["name"] for host in config.load_campaign(raw).host_groups["clients"]]
+    assert len(names) == config.MAX_HOSTS_PER_GROUP == 4096
+    assert names[0] == "n1" and names[-1] == "n4096"
+
+
+# --- values with shell or job-file syntax ---------------------------------------------------
+
+
+def canaries(folder: Path, tag: str) -> str:
+    """Shell syntax that creates <folder>/<tag>-* when run unquoted, in '...' or in "..."."""
+    touch = f"touch {folder}/{tag}"
+    return f"$({touch}-dollar) `{touch}-backtick` x'$({touch}-quote)'"
+
+
+@pytest.mark.parametrize("quoting", ["{}", "'{}'", '"{}"'], ids=["bare", "single", "double"])
+def test_canaries_are_live_in_a_naive_shell(quoting, tmp_path):
+    subprocess.run(["sh", "-c", "echo " + quoting.format(canaries(tmp_path, "c"))], check=True)
+    assert list(tmp_path.iterdir()), "the canary text would not show a shell running it"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda c, s: c["hosts"]["clients"].update(nodes=f"@'{s}'"), "hosts.clients.nodes: bad"),
+        (lambda c, s: c["hosts"]["clients"].update(nodes=s), "hosts.clients.nodes: bad host"),
+        (lambda c, s: c["hosts"]["clients"].update(user=f"root\n{s}"), "hosts.clients.user: con"),
+        (lambda c, s: c["hosts"]["clients"].update(jump=f"a\n{s}"), "hosts.clients.jump: contr"),
+        (lambda c, s: c["hosts"]["clients"].update(identity=f"\n{s}"), "hosts.clients.identity:"),
+        (lambda c, s: c["hosts"]["clients"].update(workdir=f"/w\n{s}"), "hosts.clients.workdir:"),
+        (lambda c, s: c["targets"]["scratch"].update(path=f"/x\n{s}"), "targets.scratch.path: c"),
+        (lambda c, s: c["targets"]["scratch"].update(path=f"/x;{s}"), "targets.scratch.path: fi"),
+        (lambda c, s: c["targets"]["scratch"].update(path=f"/x#{s}"), "targets.scratch.path: fi"),
+        (lambda c, s: c["targets"]["scratch"].update(path="/x:/y"), "targets.scratch.path: fio r"),
+        (lambda c, s: c["targets"]["scratch"].update(path="/x/$ncpus"), "targets.scratch.path: f"),
+        (lambda c, s: c["targets"]["scratch"].update(path="/x "), "targets.scratch.path: fio s"),
+        (lambda c, s: experiment(c)["job"].update(exec_prerun=f"x;{s}"), "job.exec_prerun: fio"),
+        (lambda c, s: experiment(c)["job"].update(filename=f"x\r{s}"), "job.filename: control"),
+        (lambda c, s: experiment(c)["sweep"].update(rw=[f"read#{s}"]), "sweep.rw[0]: fio cuts"),
+        (
+            lambda c, s: experiment(c)["sweep"].update(zip={"description": [f"a;{s}"]}),
+            "experiments.demo.sweep.zip.description[0]: fio cuts a job-file value at ';'",
+        ),
+        (
+            lambda c, s: c.update(datasets={"d": {"target": "scratch", "job": {"size": f"1;{s}"}}}),
+            "datasets.d.job.size: fio cuts a job-file value at ';'",
+        ),
+        (lambda c, s: experiment(c).update(template=f"/t\n{s}"), "experiments.demo.template: c"),
+        (lambda c, s: experiment(c).update(schedule=f"/s\n{s}"), "experiments.demo.schedule: c"),
+    ],
+)
+def test_shell_and_job_file_syntax_is_refused_by_key(mutate, expected, tmp_path):
+    problems = problems_of(lambda c: mutate(c, canaries(tmp_path, "pwned")))
+    assert any(expected in problem for problem in problems), problems
+    assert list(tmp_path.iterdir()) == []  # validating ran nothing
+
+
+def test_free_text_may_hold_newlines_and_shell_syntax(tmp_path):
+    raw = copy.deepcopy(VALID)
+    experiment(raw)["description"] = f"line one\nline two; {canaries(tmp_path, 'pwned')}"
+    assert config.load_campaign(raw).raw["experiments"]["demo"]["description"].count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- values that run: real fio through the CLI steps, over SSH, and under Snakemake ----------
+
+HOSTILE_TEXT = "'q' \"dq\" | & > < * ? ! \\ x <script>alert(1)</script>"
+
+
+def hostile_campaign(canary_dir: Path, target_dir: Path, hosts: dict, group: str) -> dict:
+    """A valid campaign whose target path, description and (swept) file name hold shell syntax."""
+    return {
+        "hosts": hosts,
+        "targets": {"scratch": {"type": "directory", "path": str(target_dir)}},
+        "experiments": {
+            "hostile": {
+                "tool": "fio",
+                "hosts": group,
+                "target": "scratch",
+                "iterations": 1,
+                "job": {
+                    **VALID["experiments"]["demo"]["job"],
+                    "description": f"{canaries(canary_dir, 'description')} {HOSTILE_TEXT}",
+                },
+                # a file name has no '/': its canary would land in the current folder
+                "sweep": {"filename": ["f $(touch pwned-filename) x'`touch pwned-filename`'"]},
+            }
+        },
+    }
+
+
+def hostile_target(tmp_path: Path, canary_dir: Path) -> Path:
+    return tmp_path / f"target dir {canaries(canary_dir, 'path')} 'q' \"dq\" | & > < * ? ! \\ x"
+
+
+def storbench(workdir: Path, *args: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "storbench", *args], cwd=workdir, capture_output=True, text=True
+    )
+    assert result.returncode == 0, f"storbench {args[0]} failed:\n{result.stderr[-3000:]}"
+
+
+def run_by_hand(raw: dict, workdir: Path) -> Path:
+    """Render, run and parse the only run with the CLI steps the rules call; its raw folder."""
+    campaign = config.load_campaign(raw)
+    ((name, _),) = campaign.experiments.items()
+    (run,) = campaign.experiment_runs(name)
+    folder = workdir / "results" / name
+    job = folder / "jobs" / f"{run.run_id}.fio"
+    manifest = folder / "raw" / run.run_id / "it1" / "run.json"
+    render_spec = plan.to_json(plan.render_spec(campaign, name, run))
+    storbench(workdir, "render", "--spec", render_spec, "--output", str(job))
+    run_spec = plan.to_json(plan.run_spec(campaign, name, run))
+    storbench(workdir, "run", "--spec", run_spec, "--iteration", "1", "--job", str(job),
+              "--manifest", str(manifest))  # fmt: skip
+    storbench(workdir, "parse", "--manifest", str(manifest), "--output", str(workdir / "it1.pq"))
+    assert run.run_id == "write_bs4k_filename-f---touch-pwned-filename--x--touch-pwned-filename--"
+    return manifest.parent / json.loads(manifest.read_text())["raw_dir"]
+
+
+def assert_ran_verbatim(raw: dict, raw_dir: Path, host: str, parquet: Path) -> None:
+    """fio read every value as written, wrote the file, and no canary exists."""
+    target = Path(raw["targets"]["scratch"]["path"])
+    experiment_ = raw["experiments"]["hostile"]
+    job = {**experiment_["job"], "filename": experiment_["sweep"]["filename"][0]}
+    options = json.loads((raw_dir / f"{host}.json").read_text())["global options"]
+    assert options["directory"] == f"{target}/{host}"
+    assert (options["description"], options["filename"]) == (job["description"], job["filename"])
+    assert (target / host / job["filename"]).stat().st_size == WRITTEN_BYTES
+    rows = [r for r in pq.read_table(parquet).to_pylist() if r["host"] == host]
+    assert [(r["op"], r["bytes"], r["ios"]) for r in rows] == [("write", WRITTEN_BYTES, 64)]
+    assert json.loads(rows[0]["params_json"]) == job
+
+
+def assert_no_canary(canary_dir: Path, tmp_path: Path) -> None:
+    assert list(canary_dir.iterdir()) == []
+    # the file name's canary is relative: the current folder of a shell, or an SSH login's home
+    assert not any(p.name == "pwned-filename" for p in tmp_path.rglob("*"))
+    assert not (Path.home() / "pwned-filename").exists()
+
+
+def test_shell_syntax_in_values_runs_nothing_on_the_local_transport(tmp_path):
+    canary_dir, workdir = tmp_path / "canaries", tmp_path / "work dir"
+    canary_dir.mkdir(), workdir.mkdir()
+    raw = hostile_campaign(
+        canary_dir, hostile_target(tmp_path, canary_dir), VALID["hosts"], "localhost"
+    )
+    raw_dir = run_by_hand(raw, workdir)
+    job_file = next((workdir / "results/hostile/jobs").iterdir()).read_text().splitlines()
+    target = raw["targets"]["scratch"]["path"]
+    assert f"directory={target}/${{STORBENCH_HOST}}" in job_file
+    assert f"description={raw['experiments']['hostile']['job']['description']}" in job_file
+    assert_ran_verbatim(raw, raw_dir, "localhost", workdir / "it1.pq")
+    assert_no_canary(canary_dir, tmp_path)
+
+
+def test_shell_syntax_in_values_runs_nothing_over_ssh(ssh_lab, tmp_path):
+    canary_dir, workdir = tmp_path / "canaries", tmp_path / "work"
+    canary_dir.mkdir(), workdir.mkdir()
+    remote_workdir = tmp_path / f"remote wd {canaries(canary_dir, 'workdir')} 'q' | &"
+    hosts = ssh_lab.host_groups(1, lambda _: remote_workdir)
+    raw = hostile_campaign(canary_dir, hostile_target(tmp_path, canary_dir), hosts, "client1")
+    raw_dir = run_by_hand(raw, workdir)
+    address = ssh_lab.servers[0].address
+    assert_ran_verbatim(raw, raw_dir, address, workdir / "it1.pq")
+    job_copy = remote_workdir / f"hostile/{raw_dir.parent.parent.name}/it1/a1/job.fio"
+    assert job_copy.read_text() == next((workdir / "results/hostile/jobs").iterdir()).read_text()
+    assert_no_canary(canary_dir, tmp_path)
+
+
+def test_shell_syntax_in_the_ssh_user_runs_nothing(ssh_lab, tmp_path):
+    canary_dir, workdir = tmp_path / "canaries", tmp_path / "work"
+    canary_dir.mkdir(), workdir.mkdir()
+    hosts = ssh_lab.host_groups(1, lambda _: tmp_path / "remote")
+    hosts["client1"]["user"] = f"root{canaries(canary_dir, 'user')}"
+    raw = hostile_campaign(canary_dir, tmp_path / "target", hosts, "client1")
+    campaign = config.load_campaign(raw)
+    (run,) = campaign.experiment_runs("hostile")
+    manifest, job = workdir / "run.json", workdir / "job.fio"
+    job.write_text("[never-run]\nrw=read\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "storbench", "run", "--spec",
+         plan.to_json(plan.run_spec(campaign, "hostile", run)), "--iteration", "1",
+         "--job", str(job), "--manifest", str(manifest)],
+        cwd=workdir, capture_output=True, text=True,
+    )  # fmt: skip
+    address = ssh_lab.servers[0].address
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"host {address}: ssh authentication failed for user root$(touch" in result.stderr
+    assert not manifest.exists()
+    assert_no_canary(canary_dir, tmp_path)
+
+
+def test_shell_syntax_and_spaces_run_nothing_under_snakemake(tmp_path):
+    canary_dir, workdir = tmp_path / "canaries", tmp_path / "work dir $(x) 'q'"
+    canary_dir.mkdir(), workdir.mkdir()
+    raw = hostile_campaign(
+        canary_dir, hostile_target(tmp_path, canary_dir), VALID["hosts"], "localhost"
+    )
+    (workdir / "campaign.yaml").write_text(yaml.safe_dump(raw))
+    result = snakemake_with(workdir / "campaign.yaml", workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (iteration,) = (workdir / "results/hostile/raw").glob("*/it1")
+    raw_dir = iteration / json.loads((iteration / "run.json").read_text())["raw_dir"]
+    assert_ran_verbatim(raw, raw_dir, "localhost", workdir / "results/hostile/summary.parquet")
+    html = (workdir / "reports/hostile/index.html").read_text()
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert_no_canary(canary_dir, tmp_path)

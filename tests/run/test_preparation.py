@@ -1,0 +1,173 @@
+"""Datasets and preconditioning through real Snakemake and real fio on a local directory."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.run.test_interrupt import processes_matching, stop_if_running, wait_for
+from tests.workflow.test_workflow import REPO, SNAKEMAKE, snakemake
+
+MIB = 1 << 20
+
+
+def dataset_config(target_dir: Path) -> dict:
+    run_job = {"runtime": "1s", "ioengine": "psync", "bs": "4k"}
+    return {
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"scratch": {"type": "directory", "path": str(target_dir)}},
+        "datasets": {
+            "files": {
+                "target": "scratch",
+                "method": "write",
+                "job": {"size": "8MiB", "nrfiles": 2, "numjobs": 2},
+            }
+        },
+        "experiments": {
+            "reader": {"tool": "fio", "hosts": "localhost", "target": "scratch",
+                       "dataset": "files", "job": {**run_job, "rw": "randread"}},
+            "writer": {"tool": "fio", "hosts": "localhost", "target": "scratch",
+                       "dataset": "files", "job": {**run_job, "rw": "randwrite", "numjobs": 1}},
+        },
+    }  # fmt: skip
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def attempts(raw_dir: Path) -> list[str]:
+    return sorted(p.name for p in raw_dir.iterdir() if p.name.startswith("a"))
+
+
+@pytest.fixture(scope="module")
+def dataset_campaign(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("dataset")
+    config = dataset_config(workdir / "target")
+    result = snakemake(workdir, config)
+    return workdir, config, result
+
+
+def test_a_dataset_used_by_two_experiments_is_prepared_once(dataset_campaign):
+    workdir, _, result = dataset_campaign
+    log = result.stdout + result.stderr
+    assert log.count("rule prepare_dataset:") == 1
+    marker = read_json(workdir / "results/targets/scratch/datasets/files.json")
+    assert marker["bytes_written"] == 2 * 8 * MIB  # two jobs of 8 MiB each, from fio's JSON
+    assert attempts(workdir / "results/targets/scratch/datasets/files/raw/prepare") == ["a1"]
+    for experiment, run_id in (("reader", "randread_bs4k_nj2"), ("writer", "randwrite_bs4k_nj1")):
+        manifest = read_json(workdir / f"results/{experiment}/raw/{run_id}/it1/run.json")
+        assert manifest["prep_state"] == "dataset files"
+        assert min(h["start_time"] for h in manifest["hosts"]) > marker["finished"]
+    # both experiments used the dataset's files: no other file was laid out
+    files = sorted(p.name for p in (workdir / "target/localhost").iterdir() if p.is_file())
+    assert files == ["files.0.0", "files.0.1", "files.1.0", "files.1.1"]
+    assert all((workdir / "target/localhost" / f).stat().st_size == 4 * MIB for f in files)
+
+
+def test_runs_are_tagged_with_the_preparation_state(dataset_campaign):
+    workdir, _, _ = dataset_campaign
+    rows = pq.read_table(workdir / "results/reader/summary.parquet").to_pylist()
+    assert {row["prep_state"] for row in rows} == {"dataset files"}
+    assert "| dataset files |" in (workdir / "reports/reader/summary.md").read_text()
+
+
+def test_a_deleted_state_token_prepares_the_dataset_again(dataset_campaign):
+    workdir, config, _ = dataset_campaign
+    token = workdir / "target/localhost/.storbench/dataset-files.json"
+    assert read_json(token)["sha256"]
+    token.unlink()
+    (workdir / "target/localhost/files.1.1").unlink()
+    manifest_path = "results/reader/raw/randread_bs4k_nj2/it1/run.json"
+    snakemake(workdir, config, "--force", manifest_path)
+    manifest = read_json(workdir / manifest_path)
+    assert manifest["reprepared"] == ["localhost"]
+    assert read_json(token)["kind"] == "dataset"
+    raw = workdir / "results/targets/scratch/datasets/files/raw/prepare"
+    assert attempts(raw) == ["a1", "a2"]  # the first preparation's raw output is kept
+    assert (workdir / "target/localhost/files.1.1").stat().st_size == 4 * MIB
+    log = (workdir / "results/reader/logs/run/randread_bs4k_nj2.it1.log").read_text()
+    assert "dataset files token missing or different on localhost" in log
+
+
+def chunked_config(target_dir: Path) -> dict:
+    """One pass of 24 MiB in 3 chunks of 8 MiB, each about 2 s at 4 MiB/s."""
+    return {
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"scratch": {"type": "directory", "path": str(target_dir),
+                                "capacity": "24MiB"}},
+        "preconditioning": {
+            "fill": {
+                "target": "scratch",
+                "job": {"ioengine": "psync", "rate": "4m"},
+                "passes": [{"name": "fill", "fraction": "100%", "bs": "128k"}],
+                "chunk": "8MiB",
+            }
+        },
+        "experiments": {
+            "after": {"tool": "fio", "hosts": "localhost", "target": "scratch",
+                      "precondition": "fill",
+                      "job": {"runtime": "1s", "ioengine": "psync", "rw": "randread", "bs": "4k"}},
+        },
+    }  # fmt: skip
+
+
+def start_campaign(workdir: Path, config: dict, target: str) -> subprocess.Popen:
+    (workdir / "campaign.yaml").write_text(yaml.safe_dump(config))
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", "campaign.yaml",
+               "-c2", target]  # fmt: skip
+    return subprocess.Popen(
+        command, cwd=workdir, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGINT])
+def test_an_interrupted_precondition_resumes_at_its_chunk(tmp_path, kill_signal):
+    config = chunked_config(tmp_path / "target")
+    recipe_dir = tmp_path / "results/targets/scratch/precondition/fill"
+    prepared = "results/targets/scratch/precondition/fill/prepared.json"
+    first = recipe_dir / "stages/p1-fill-r1-c1.json"
+    process = start_campaign(tmp_path, config, prepared)
+    try:
+        wait_for(first.exists, "the first chunk's marker")
+        wait_for(lambda: processes_matching("fio.*p1-fill-r1-c2"), "the second chunk's fio")
+        os.killpg(process.pid, kill_signal)  # the whole session: snakemake, storbench, fio
+        process.communicate(timeout=60)
+    finally:
+        stop_if_running(process)
+    assert not (recipe_dir / "stages/p1-fill-r1-c2.json").exists()
+    first_marker, first_mtime = first.read_text(), first.stat().st_mtime_ns
+    if kill_signal == signal.SIGKILL:  # Snakemake could not release its lock
+        snakemake(tmp_path, config, "--unlock")
+    result = snakemake(tmp_path, config, "--rerun-incomplete", prepared)
+    log = result.stdout + result.stderr
+    assert "stage=p1-fill-r1-c1" not in log  # the finished chunk did not run again
+    assert "stage=p1-fill-r1-c2" in log
+    assert first.read_text() == first_marker and first.stat().st_mtime_ns == first_mtime
+    assert attempts(recipe_dir / "raw/p1-fill-r1-c1") == ["a1"]
+    assert attempts(recipe_dir / "raw/p1-fill-r1-c2") == ["a1", "a2"]
+    summary = read_json(tmp_path / prepared)
+    assert summary["passes"][0]["bytes_written"] == 24 * MIB  # each byte once, from fio's JSON
+    assert (tmp_path / "target/localhost/storbench-region").stat().st_size == 24 * MIB
+    time.sleep(0.5)
+    assert not processes_matching(f"fio.*{tmp_path}")  # no fio left from the killed attempt
+
+
+def test_plan_shows_every_stage_and_the_purge_command_before_anything_runs(tmp_path):
+    from storbench.config import campaign as config
+    from storbench.run import show_plan
+
+    raw = chunked_config(tmp_path / "target")
+    raw["preconditioning"]["fill"]["purge"] = "blkdiscard /dev/does-not-matter"
+    text = show_plan.describe_campaign(config.load_campaign(raw))
+    assert "purge command on every host: blkdiscard /dev/does-not-matter" in text
+    assert "stages in order (4): purge, p1-fill-r1-c1, p1-fill-r1-c2, p1-fill-r1-c3" in text
+    assert "     | offset=0\n     | size=8m" in text  # the first chunk: the first 8 MiB
+    assert not (tmp_path / "target").exists()  # nothing touched

@@ -1,0 +1,89 @@
+"""S3 keys reach the tool and nothing else: not results, logs, reports, PDFs or Snakemake's files.
+
+A whole campaign runs under Snakemake against a real MinIO (bucket preparation, preflight,
+run, parse, gather, report, campaign report, PDFs). warp cannot be installed here, so a
+stand-in `warp` on PATH records the keys it was given (outside the workflow folder) and
+answers with warp 1.1.3's real analysis from ../shared/fixtures/warp.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.run.test_s3 import bucket_names, every_file_text, warp_campaign
+from tests.workflow.test_workflow import snakemake
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "warp"
+
+STAND_IN_WARP = """\
+#!/bin/sh
+case "$1" in
+  --version) echo "warp version 1.1.3 - 27b021d"; exit 0 ;;
+  analyze) cat {analysis}; exit 0 ;;
+esac
+printf '%s %s\\n' "$WARP_ACCESS_KEY" "$WARP_SECRET_KEY" >> {proof}
+echo "stand-in warp $*"
+echo "stand-in warp: a line on stderr" >&2
+for argument in "$@"; do
+  case $argument in --benchdata=*) : > "${{argument#--benchdata=}}.json.zst" ;; esac
+done
+"""
+
+
+@pytest.fixture
+def stand_in_warp(tmp_path, monkeypatch) -> Path:
+    """A `warp` on PATH; returns the file where it appends the keys it got, one run a line."""
+    bin_dir, proof = tmp_path / "bin", tmp_path / "proof.txt"
+    bin_dir.mkdir()
+    script = STAND_IN_WARP.format(analysis=FIXTURES / "analyze-put-full.json", proof=proof)
+    (bin_dir / "warp").write_text(script)
+    (bin_dir / "warp").chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return proof
+
+
+def secret_campaign(endpoint: str) -> dict:
+    """test_s3's warp campaign as a put of the fixture's shape, two iterations."""
+    raw = warp_campaign(endpoint)
+    raw["experiments"]["objects"].update(
+        iterations=2, job={"op": "put", "runtime": "10s", "numjobs": 4}, sweep={"bs": ["4k"]}
+    )
+    return raw
+
+
+def test_keys_reach_the_tool_but_no_result_log_report_or_pdf(minio, monkeypatch, tmp_path,
+                                                             stand_in_warp):  # fmt: skip
+    monkeypatch.setenv("SB_ACCESS", minio.access_key)
+    monkeypatch.setenv("SB_SECRET", minio.secret_key)
+    workdir = tmp_path / "campaign"
+    workdir.mkdir()
+    done = snakemake(workdir, secret_campaign(minio.endpoint), "--resources", "lock_minio=1")
+
+    # the tool got the keys, once per iteration, and did its work
+    proof_lines = stand_in_warp.read_text().splitlines()
+    assert proof_lines == [f"{minio.access_key} {minio.secret_key}"] * 2
+    assert "storbench-objects" in bucket_names(minio)
+    rows = pq.read_table(workdir / "results/objects/summary.parquet").to_pylist()
+    host_rows = [row for row in rows if row["host"] == "localhost"]
+    assert sorted(row["ios"] for row in host_rows) == [7936, 7936]  # analyze-put-full.json
+    pdfs = sorted(workdir.glob("reports/*/report.pdf"))
+    assert [pdf.parent.name for pdf in pdfs] == ["campaign", "objects"]
+
+    # and nothing storbench or Snakemake wrote holds either key
+    tool_stderr = sorted(workdir.glob("results/objects/raw/*/it*/a1/localhost.stderr"))
+    assert [path.read_text() for path in tool_stderr] == ["stand-in warp: a line on stderr\n"] * 2
+    assert len(list(workdir.glob("results/objects/logs/run/*.log"))) == 2
+    pdf_text = "".join(
+        subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True).stdout
+        for pdf in pdfs
+    )
+    assert "objects" in pdf_text
+    everything = every_file_text(workdir) + done.stdout + done.stderr + pdf_text
+    for key in (minio.access_key, minio.secret_key):
+        assert key not in everything

@@ -1,0 +1,71 @@
+"""Every shipped config validates and plans; the ready-job-file example really runs."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.workflow.test_workflow import REPO, SNAKEMAKE, planned_jobs, snakemake
+
+CONFIGS = sorted([REPO / "config/config.yaml", *(REPO / "config/examples").glob("*.yaml")])
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
+def test_config_validates_and_plans(config):
+    check = subprocess.run(
+        [sys.executable, "-m", "storbench", "check", "--config", str(config)],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr
+    dry = subprocess.run(
+        [SNAKEMAKE, "-n", "--forceall", "--configfile", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert dry.returncode == 0, dry.stdout[-2000:] + dry.stderr[-2000:]
+    jobs = planned_jobs(dry)
+    assert jobs.get("report_experiment", 0) + jobs.get("search_report", 0) >= 1
+    if config.parent.name == "examples":
+        assert documented_dry_run(config) == planned_jobs(dry)
+
+
+DRY_RUN_HEADER = "# Dry run (snakemake -n --forceall --configfile <this file>) plans these jobs:"
+
+
+def documented_dry_run(config: Path) -> dict:
+    """The job counts an example's closing comment promises."""
+    text = config.read_text()
+    assert DRY_RUN_HEADER in text, f"{config.name} lacks its dry-run comment"
+    counts = {}
+    for line in text[text.index(DRY_RUN_HEADER) :].splitlines()[1:]:
+        rule, count = line.lstrip("# ").split()
+        if rule != "total":
+            counts[rule] = int(count)
+    return counts
+
+
+def test_demo_plans_the_issue_sweep():
+    dry = subprocess.run([SNAKEMAKE, "-n", "--forceall"], cwd=REPO, capture_output=True, text=True)
+    assert planned_jobs(dry)["run_iteration"] == 4 * 2 * 2 * 3
+
+
+def test_ready_job_file_is_run_parsed_and_reported(tmp_path):
+    config = yaml.safe_load((REPO / "config/examples/own-job-file.yaml").read_text())
+    job_file = tmp_path / "own.fio"
+    job_file.write_text(
+        (REPO / "config/examples/own-job-file.fio")
+        .read_text()
+        .replace("/var/tmp/storbench/own", str(tmp_path / "target"))
+    )
+    config["experiments"]["own_job"]["job_file"] = str(job_file)
+    config["targets"]["local_scratch"]["path"] = str(tmp_path / "target")
+    config["experiments"]["own_job"]["iterations"] = 1
+    snakemake(tmp_path, config)
+    rows = pq.read_table(tmp_path / "results/own_job/summary.parquet").to_pylist()
+    jobs = {(r["job"], r["op"], r["bs"]) for r in rows if r["host"] == "all"}
+    assert jobs == {("seq-read-128k", "read", 131072), ("rand-write-4k", "write", 4096)}
+    assert Path(tmp_path / "reports/own_job/index.html").exists()

@@ -1,0 +1,200 @@
+"""The whole workflow through real Snakemake and real fio on a local directory."""
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def tiny_config(target_dir: Path, rw=("randread", "write")) -> dict:
+    return {
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"scratch": {"type": "directory", "path": str(target_dir)}},
+        "experiments": {
+            "tiny": {
+                "tool": "fio",
+                "hosts": "localhost",
+                "target": "scratch",
+                "iterations": 2,
+                "job": {"size": "4MiB", "runtime": "1s", "ioengine": "psync", "numjobs": 1},
+                "sweep": {"rw": list(rw), "bs": ["4k"]},
+            }
+        },
+    }
+
+
+def snakemake(
+    workdir: Path, config: dict, *args, check=True, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    (workdir / "campaign.yaml").write_text(yaml.safe_dump(config))
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", "campaign.yaml"]
+    command += ["--cores", "2", *args]
+    result = subprocess.run(
+        command, cwd=workdir, capture_output=True, text=True, timeout=600, env=env
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def planned_jobs(result: subprocess.CompletedProcess) -> dict:
+    """The 'Job stats' table of a dry run as {rule: count}."""
+    lines = (result.stdout + result.stderr).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:"))
+    counts = {}
+    for line in lines[start + 3 :]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="module")
+def finished_campaign(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("campaign")
+    config = tiny_config(workdir / "target")
+    dry = snakemake(workdir, config, "-n")
+    snakemake(workdir, config)
+    return workdir, config, dry
+
+
+def test_dry_run_lists_exactly_the_expected_jobs(finished_campaign):
+    _, _, dry = finished_campaign
+    assert planned_jobs(dry) == {
+        "all": 1,
+        "campaign_report": 1,
+        "gather_experiment": 1,
+        "parse_iteration": 4,
+        "preflight": 1,
+        "render_job": 2,
+        "report_experiment": 1,
+        "report_pdf": 2,  # the experiment's and the campaign's
+        "run_iteration": 4,
+        "telemetry": 1,
+    }
+
+
+def test_parquet_equals_the_raw_fio_json(finished_campaign):
+    workdir, _, _ = finished_campaign
+    table = pq.read_table(workdir / "results/tiny/summary.parquet").to_pylist()
+    checked = 0
+    for run_id, op in (("randread_bs4k_nj1", "read"), ("write_bs4k_nj1", "write")):
+        for iteration in (1, 2):
+            manifest = json.loads(
+                (workdir / f"results/tiny/raw/{run_id}/it{iteration}/run.json").read_text()
+            )
+            raw_dir = workdir / f"results/tiny/raw/{run_id}/it{iteration}" / manifest["raw_dir"]
+            job = json.loads((raw_dir / "localhost.json").read_text())["jobs"][0][op]
+            for host in ("localhost", "all"):
+                (row,) = [
+                    r
+                    for r in table
+                    if (r["run_id"], r["iteration"], r["host"], r["op"])
+                    == (run_id, iteration, host, op)
+                ]
+                assert row["bytes"] == job["io_bytes"] and row["ios"] == job["total_ios"]
+                assert row["iops"] == job["iops"] and row["bw_bytes_s"] == job["bw_bytes"]
+                assert row["lat_mean_ns"] == job["lat_ns"]["mean"]
+                assert row["p99_ns"] == job["lat_ns"]["percentile"]["99.000000"]
+                assert row["tool_version"] == "fio-3.33" or row["tool_version"].startswith("fio-")
+                checked += 1
+    assert checked == 8
+
+
+def test_report_table_equals_the_mean_of_the_raw_runs(finished_campaign):
+    workdir, _, _ = finished_campaign
+    with open(workdir / "reports/tiny/summary.csv") as handle:
+        rows = {(r["run_id"], r["op"]): r for r in csv.DictReader(handle)}
+    for run_id, op in (("randread_bs4k_nj1", "read"), ("write_bs4k_nj1", "write")):
+        raw_iops = []
+        for iteration in (1, 2):
+            it_dir = workdir / f"results/tiny/raw/{run_id}/it{iteration}"
+            raw_dir = it_dir / json.loads((it_dir / "run.json").read_text())["raw_dir"]
+            raw_iops.append(
+                json.loads((raw_dir / "localhost.json").read_text())["jobs"][0][op]["iops"]
+            )
+        assert int(rows[(run_id, op)]["n"]) == 2
+        assert float(rows[(run_id, op)]["iops_mean"]) == pytest.approx(sum(raw_iops) / 2, rel=1e-9)
+    html = (workdir / "reports/tiny/index.html").read_text()
+    assert "randread_bs4k_nj1" in html and "data:image/png;base64," in html
+
+
+def test_second_run_does_nothing(finished_campaign):
+    workdir, config, _ = finished_campaign
+    result = snakemake(workdir, config, "-n")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_changing_one_sweep_value_reruns_only_its_runs(finished_campaign):
+    workdir, config, _ = finished_campaign
+    changed = tiny_config(workdir / "target", rw=("randread", "read"))
+    jobs = planned_jobs(snakemake(workdir, changed, "-n"))
+    assert jobs["run_iteration"] == 2 and jobs["render_job"] == 1 and jobs["parse_iteration"] == 2
+    assert (workdir / "campaign.yaml").exists()
+    snakemake(workdir, config, "-n")  # leave the original config in place for other tests
+
+
+def test_one_report_target_builds_one_experiment(finished_campaign):
+    workdir, config, _ = finished_campaign
+    result = snakemake(workdir, config, "-n", "reports/tiny/index.html")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_bad_config_stops_before_any_job(tmp_path):
+    config = tiny_config(tmp_path / "target")
+    config["experiments"]["tiny"]["job"]["bs"] = "4kk"
+    config["experiments"]["tiny"]["hosts"] = "nosuch"
+    result = snakemake(tmp_path, config, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "experiments.tiny.job.bs: not a size: '4kk'" in output
+    assert "experiments.tiny.hosts: unknown host group 'nosuch'" in output
+    assert not (tmp_path / "results").exists()
+
+
+def test_missing_target_lock_cap_fails_fast(tmp_path):
+    result = snakemake(
+        tmp_path, tiny_config(tmp_path / "target"), "--workflow-profile", "none", check=False
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "lock_scratch" in output and "--resources lock_scratch=1" in output
+    assert not (tmp_path / "results").exists()
+
+
+def test_tool_failure_publishes_nothing_and_shows_stderr(tmp_path):
+    config = tiny_config(tmp_path / "target", rw=("read",))
+    config["experiments"]["tiny"]["iterations"] = 1
+    config["experiments"]["tiny"]["job"]["ioengine"] = "no_such_engine"
+    result = snakemake(tmp_path, config, check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "results/tiny/logs/run/read_bs4k_nj1.it1.log").read_text()
+    assert "fio exited 1" in log and "no_such_engine" in log
+    assert not (tmp_path / "results/tiny/raw/read_bs4k_nj1/it1/run.json").exists()
+    assert not (tmp_path / "results/tiny/parsed").exists()
+    kept = tmp_path / "results/tiny/raw/read_bs4k_nj1/it1/a1/localhost.stderr"
+    assert "no_such_engine" in kept.read_text()
+
+
+def test_rerun_after_a_failure_keeps_the_failed_raw_output(tmp_path):
+    config = tiny_config(tmp_path / "target", rw=("read",))
+    config["experiments"]["tiny"]["iterations"] = 1
+    config["experiments"]["tiny"]["job"]["ioengine"] = "no_such_engine"
+    assert snakemake(tmp_path, config, check=False).returncode != 0
+    config["experiments"]["tiny"]["job"]["ioengine"] = "psync"
+    snakemake(tmp_path, config)
+    it_dir = tmp_path / "results/tiny/raw/read_bs4k_nj1/it1"
+    manifest = json.loads((it_dir / "run.json").read_text())
+    assert manifest["attempt"] == 2 and manifest["raw_dir"] == "a2"
+    assert "no_such_engine" in (it_dir / "a1/localhost.stderr").read_text()
+    rows = pq.read_table(tmp_path / "results/tiny/summary.parquet").to_pylist()
+    assert {r["attempt"] for r in rows} == {2}
