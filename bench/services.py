@@ -47,7 +47,7 @@ COMMAND_TIMEOUT_S = 60
 
 
 def lab_hosts(lab: SshLab, work: Path) -> list[dict]:
-    """storbench host dicts for every sshd of the lab (as tests/workflow/test_scale_out.py makes them)."""
+    """storbench host dicts for every sshd of the lab (as test_scale_out makes them)."""
     return [
         {
             "name": server.address,

@@ -1,19 +1,19 @@
 """Soak analysis: rolling anomalies, drift and chunk merging on series worked out by hand, and
-merged chunks of real fio 3.33 intervals (/work/shared/fixtures/fio/README.md:
+merged chunks of real fio 3.33 intervals (tests/fixtures/fio/README.md:
 status-interval.json.txt is a 5 s randread job with --status-interval=1)."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 from storbench.analysis.anomaly import Chunk, drift, merge_chunks, rolling_anomalies
 from storbench.analysis.fault_analysis import aggregate_series
 from storbench.tools.fio_timeseries import rows_from_status_interval
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fio"
+FIXTURES = SHARED_FIXTURES / "fio"
 
 
 def wobble(count: int = 200, **overrides: float) -> list[tuple[float, float]]:

@@ -1,6 +1,6 @@
 """Bad raw tool output: parsed as the tool wrote it, or refused naming the file; no partial Parquet.
 
-Every case starts from a real output in ../shared/fixtures (read in place, never edited) and
+Every case starts from a real output in tests/fixtures (read in place, never edited) and
 writes its damaged copy into tmp_path: non-UTF-8 bytes, a cut at several points, an empty
 file, output of another fio version with fields renamed or removed. `storbench parse` reads
 it through a run manifest laid out as the runner writes one; `storbench import` reads the
@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from storbench import cli
+from tests.paths import FIXTURES as SHARED_FIXTURES
 from tests.workflow.test_workflow import snakemake, tiny_config
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+SHARED = SHARED_FIXTURES
 FIO = SHARED / "fio"
 GROUP = "standalone-group.jsonplus.json"  # 4 jobs; randrw has reads and writes
 STATUS = "status-interval.json.txt"  # 5 interim reports, then the final one

@@ -1,10 +1,8 @@
 """Fault analysis: synthetic step series worked out by hand, and aggregation of real fio 3.33
-intervals (/work/shared/fixtures/fio/README.md: status-interval.json.txt is a 5 s randread
+intervals (tests/fixtures/fio/README.md: status-interval.json.txt is a 5 s randread
 job with --status-interval=1)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,8 +15,9 @@ from storbench.analysis.fault_analysis import (
     analyze_events,
 )
 from storbench.tools.fio_timeseries import rows_from_status_interval
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fio"
+FIXTURES = SHARED_FIXTURES / "fio"
 
 
 def step_series(last_t: int = 25, **overrides: float) -> list[tuple[float, float]]:

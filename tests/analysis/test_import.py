@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow.parquet as pq
 import pytest
 
 from storbench.cli import main
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+from tests.paths import FIXTURES
 
 # (tool, fixture paths, expected (run_id, op) pairs among the host='all' rows)
 IMPORTS = [

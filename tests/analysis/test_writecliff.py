@@ -1,10 +1,8 @@
 """Write cliff detection: synthetic series worked out by hand, and real fio 3.33 intervals
-(/work/shared/fixtures/fio/README.md: status-interval.json.txt is a 5 s randread job with
+(tests/fixtures/fio/README.md: status-interval.json.txt is a 5 s randread job with
 --status-interval=1; logs/ holds bw logs of two randrw jobs with log_avg_msec=500)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +16,9 @@ from storbench.analysis.writecliff import (
 )
 from storbench.tools.fio_json import load_documents
 from storbench.tools.fio_timeseries import rows_from_logs, rows_from_status_interval
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fio"
+FIXTURES = SHARED_FIXTURES / "fio"
 MB = 1_000_000
 
 

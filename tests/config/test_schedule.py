@@ -1,19 +1,19 @@
 """Schedule files named as the VAST/Intel scale-test guide names their workloads.
 
-The guide is /work/shared/seeds/000_0a2213660d73e136.txt; its workload lines and the job
+The guide is tests/fixtures/seeds/000_0a2213660d73e136.txt; its workload lines and the job
 names it shows are quoted below with their line numbers.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from storbench.config.schedule import ScheduleEntry, ScheduleError, parse_schedule, schedule_runs
+from tests.paths import FIXTURES
 
-GUIDE = Path(__file__).resolve().parents[3] / "shared" / "seeds" / "000_0a2213660d73e136.txt"
+GUIDE = FIXTURES / "seeds" / "000_0a2213660d73e136.txt"
 # guide line 1199, name on line 1201
 GUIDE_RANDREAD = (
     "--rw=randread --numjobs=16 --iodepth=8 --bs=1024k --size=30g --runtime=300 --ramp_time=60"

@@ -3,7 +3,7 @@
 A whole campaign runs under Snakemake against a real MinIO (bucket preparation, preflight,
 run, parse, gather, report, campaign report, PDFs). warp cannot be installed here, so a
 stand-in `warp` on PATH records the keys it was given (outside the workflow folder) and
-answers with warp 1.1.3's real analysis from ../shared/fixtures/warp.
+answers with warp 1.1.3's real analysis from tests/fixtures/warp.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.paths import FIXTURES as SHARED_FIXTURES
 from tests.run.test_s3 import bucket_names, every_file_text, warp_campaign
 from tests.workflow.test_workflow import snakemake
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "warp"
+FIXTURES = SHARED_FIXTURES / "warp"
 
 STAND_IN_WARP = """\
 #!/bin/sh

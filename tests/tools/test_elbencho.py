@@ -1,4 +1,4 @@
-"""elbencho adapter against real elbencho 3.1-10 output (see shared/fixtures/elbencho/README.md).
+"""elbencho adapter against real elbencho 3.1-10 output (see tests/fixtures/elbencho/README.md).
 
 Expected numbers are copied from the fixtures' own result files; each assertion names the line.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -27,8 +26,9 @@ from storbench.tools.elbencho_results import (
     read_text,
     version_from_text,
 )
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "elbencho"
+FIXTURES = SHARED_FIXTURES / "elbencho"
 ADAPTER = get_tool("elbencho")
 BASE = {
     "experiment": "elb",

@@ -1,11 +1,10 @@
-"""fio JSON parsing against real fio 3.33 output (see /work/shared/fixtures/fio/README.md)."""
+"""fio JSON parsing against real fio 3.33 output (see tests/fixtures/fio/README.md)."""
 
 from __future__ import annotations
 
 import json
 import math
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,9 @@ from storbench.tools.fio_json import (
     parse_outputs,
     rows_from_document,
 )
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fio"
+FIXTURES = SHARED_FIXTURES / "fio"
 CLIENT_NAMES = {"127.0.0.1:8765": "hostA", "127.0.0.1:8766": "hostB"}
 BASE = {
     "experiment": "exp",

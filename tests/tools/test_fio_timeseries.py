@@ -1,4 +1,4 @@
-"""fio time series against real fio 3.33 output (see /work/shared/fixtures/fio/README.md, c).
+"""fio time series against real fio 3.33 output (see tests/fixtures/fio/README.md, c).
 
 Expected numbers are fio's own: the cumulative counters of the status-interval documents,
 the final document's totals, the log lines, and logs.jsonplus.json's bw/iops sample stats.
@@ -16,8 +16,9 @@ from storbench.core import results
 from storbench.tools.base import ToolOutputError
 from storbench.tools.fio_json import load_documents
 from storbench.tools.fio_timeseries import rows_from_logs, rows_from_status_interval
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "fio"
+FIXTURES = SHARED_FIXTURES / "fio"
 LOGS = FIXTURES / "logs"
 BASE = {
     "experiment": "exp",

@@ -1,5 +1,5 @@
 """GOSBench adapter against real gosbench v0.7-1-gf99526c output (see
-/work/shared/fixtures/gosbench/README.md)."""
+tests/fixtures/gosbench/README.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolOutputError
 from storbench.tools.gosbench import ADAPTER, load_results, object_size_in_units, weights
 from tests.minio import S3_DEMO_TARGET
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "gosbench"
+FIXTURES = SHARED_FIXTURES / "gosbench"
 RUN = FIXTURES / "run"
 BASE = {"experiment": "s3demo", "iteration": 1, "attempt": 1, "tool": "gosbench", "x": "dropped"}
 TARGET = S3_DEMO_TARGET

@@ -1,4 +1,4 @@
-"""iperf3 adapter against real iperf 3.12 output (see /work/shared/fixtures/iperf3/README.md).
+"""iperf3 adapter against real iperf 3.12 output (see tests/fixtures/iperf3/README.md).
 
 Expected numbers are iperf3's own summary figures: ``end.sum_received`` / ``end.sum_sent``
 and ``intervals[].sum`` of the fixture JSON files.
@@ -29,8 +29,9 @@ from storbench.tools.iperf3 import (
     load_result,
     transport_counters,
 )
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "iperf3"
+FIXTURES = SHARED_FIXTURES / "iperf3"
 FIO_FIXTURES = FIXTURES.parent / "fio"
 BASE = {
     "experiment": "net",

@@ -1,6 +1,6 @@
 """vdbench: parameter files, command, and parsing of real vdbench 5.04.07 output folders.
 
-Fixtures: /work/shared/fixtures/vdbench (README.md there). ``output-fileloop`` is a raw
+Fixtures: tests/fixtures/vdbench (README.md there). ``output-fileloop`` is a raw
 SD/WD run (6 runs: forxfersize=(4k,64k) x forrdpct=(0,70,100)), ``output-filesystem`` an
 FSD/FWD run (4 runs: forxfersize=(4k,64k) x forrdpct=(0,70)), both 5 s at interval=1.
 """
@@ -24,8 +24,9 @@ from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.vdbench import ADAPTER, VdbenchJobError
 from storbench.tools.vdbench_output import parse_version, read_runs
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "vdbench"
+FIXTURES = SHARED_FIXTURES / "vdbench"
 FILELOOP = FIXTURES / "output-fileloop"
 FILESYSTEM = FIXTURES / "output-filesystem"
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""warp adapter against real warp 1.1.3 output (see /work/shared/fixtures/warp/README.md)."""
+"""warp adapter against real warp 1.1.3 output (see tests/fixtures/warp/README.md)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.warp import ADAPTER, load_result, parse_go_duration, timeseries_rows
 from tests.minio import S3_DEMO_TARGET
+from tests.paths import FIXTURES as SHARED_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "warp"
+FIXTURES = SHARED_FIXTURES / "warp"
 BASE = {"experiment": "s3demo", "iteration": 1, "attempt": 1, "tool": "warp", "extra": "dropped"}
 MIB = 1024 * 1024
 CONSOLE_OPS = {"GET": "read", "PUT": "write", "DELETE": "delete", "STAT": "stat"}
