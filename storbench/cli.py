@@ -201,9 +201,9 @@ def _network(args) -> int:
 
 
 def _network_report(args) -> int:
-    from storbench.report import experiment as report
+    from storbench.report import network
 
-    written = report.build_network_report(
+    written = network.build_network_report(
         args.parquet, args.out_dir, min_fraction=args.min_fraction
     )
     print("\n".join(str(path) for path in written.values()))
@@ -307,7 +307,7 @@ def _compare(args) -> int:
     """A comparison report of B against A, or the check that fails on its regressions."""
     if args.action == "check":
         return _compare_check(args.regressions, args.output)
-    from storbench.analysis import compare
+    from storbench.report import compare
 
     thresholds = _thresholds(args.threshold)
     try:

@@ -28,15 +28,14 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.core import results
-from storbench.report import environment, tables
-from storbench.report import experiment as report
+from storbench.core.numbers import NS_PER_US, is_missing
+from storbench.report import environment, tables, toolkit
 from storbench.report import paper_tables as report_tables
 
 TEMPLATE_NAME = "campaign.html.j2"
 PEAKS_FIGURE = "peaks"
 KEY_RESULTS = "key_results"
 GB = 1e9
-NS_PER_US = 1000.0
 
 
 def build_campaign_report(
@@ -68,30 +67,30 @@ def build_campaign_report(
     written.update(report_tables.write_tables(paper_tables, out_dir))
 
     png, svg, caption = peaks_figure(key_rows)
-    written[f"{PEAKS_FIGURE}.png"] = report._write(out_dir / f"{PEAKS_FIGURE}.png", png)
-    written[f"{PEAKS_FIGURE}.svg"] = report._write(out_dir / f"{PEAKS_FIGURE}.svg", svg)
-    figure = {"name": PEAKS_FIGURE, "caption": caption, "png_base64": report.as_base64(png)}
+    written[f"{PEAKS_FIGURE}.png"] = toolkit.write_file(out_dir / f"{PEAKS_FIGURE}.png", png)
+    written[f"{PEAKS_FIGURE}.svg"] = toolkit.write_file(out_dir / f"{PEAKS_FIGURE}.svg", svg)
+    figure = {"name": PEAKS_FIGURE, "caption": caption, "png_base64": toolkit.as_base64(png)}
 
     context = {
         "title": meta.get("title") or "storbench campaign report",
-        "key_table": report._paper_table_context({KEY_RESULTS: key_table})[0],
+        "key_table": toolkit.paper_table_context({KEY_RESULTS: key_table})[0],
         "experiments": experiment_links(experiments, key_rows),
         "figures": [figure],
-        "paper_tables": report._paper_table_context(
-            {k: v for k, v in paper_tables.items() if k != report.PER_HOST_TABLE}
+        "paper_tables": toolkit.paper_table_context(
+            {k: v for k, v in paper_tables.items() if k != toolkit.PER_HOST_TABLE}
         ),
-        "per_host": report._paper_table_context(
-            {k: v for k, v in paper_tables.items() if k == report.PER_HOST_TABLE}
+        "per_host": toolkit.paper_table_context(
+            {k: v for k, v in paper_tables.items() if k == toolkit.PER_HOST_TABLE}
         ),
         "methodology": methodology(meta),
-        "statistics": report.STATISTICS_TEXT,
-        "percentiles": report.PERCENTILE_TEXT,
+        "statistics": toolkit.STATISTICS_TEXT,
+        "percentiles": toolkit.PERCENTILE_TEXT,
         "config_yaml": meta.get("config_yaml") or "",
-        "hosts": report.hosts_appendix(telemetry),
+        "hosts": toolkit.hosts_appendix(telemetry),
         "environment": environment.controller_environment(),
     }
-    html = report.template_environment().get_template(TEMPLATE_NAME).render(context)
-    written["index.html"] = report._write(out_dir / "index.html", html.encode())
+    html = toolkit.template_environment().get_template(TEMPLATE_NAME).render(context)
+    written["index.html"] = toolkit.write_file(out_dir / "index.html", html.encode())
     return written
 
 
@@ -153,7 +152,7 @@ def search_answer(answer: dict) -> dict:
 
 
 def _number(value):
-    return None if report.is_missing(value) else float(value)
+    return None if is_missing(value) else float(value)
 
 
 KEY_COLUMNS = {
@@ -242,13 +241,13 @@ def peaks_figure(rows: list[dict]) -> tuple[bytes, bytes, str]:
         "mean over iterations, error bars the 95 % Student-t interval of the mean (none for "
         "one iteration or a search answer)."
     )
-    return report.figure_files(lambda: (_peaks(rows), caption))
+    return toolkit.figure_files(lambda: (_peaks(rows), caption))
 
 
 def _peaks(rows: list[dict]):
     if not rows:
-        return report._empty_figure("no results")
-    fig, axes = report.new_figure(1, 2, height_in=2.8)
+        return toolkit.empty_figure("no results")
+    fig, axes = toolkit.new_figure(1, 2, height_in=2.8)
     names = [r["experiment"] for r in rows]
     for ax, (prefix, unit, label) in zip(
         axes, (("bw", GB, "peak bandwidth (GB/s)"), ("iops", 1.0, "peak IOPS")), strict=True
@@ -262,7 +261,7 @@ def _peaks(rows: list[dict]):
             np.nan_to_num(means, nan=0.0),
             yerr=errors,
             capsize=2,
-            color=[report.COLORS[i % len(report.COLORS)] for i in range(len(rows))],
+            color=[toolkit.COLORS[i % len(toolkit.COLORS)] for i in range(len(rows))],
             edgecolor="black",
             linewidth=0.5,
         )
@@ -291,7 +290,7 @@ def methodology(meta: dict) -> list[tuple[str, str]]:
         (
             "Targets",
             "; ".join(
-                f"{name}: {report._mapping_text(spec)}"
+                f"{name}: {toolkit.mapping_text(spec)}"
                 for name, spec in (meta.get("targets") or {}).items()
             )
             or None,
@@ -312,7 +311,7 @@ def _experiment_text(spec: dict) -> str:
         f"target {spec.get('target')}",
         f"hosts {', '.join(spec.get('hosts') or [])}",
         f"{spec.get('iterations')} iteration(s)",
-        report._runtime_text(job),
+        toolkit.runtime_text(job),
         f"{spec.get('runs')} run(s)" if spec.get("runs") else None,
     ]
     return "; ".join(str(p) for p in parts if p)

@@ -17,9 +17,6 @@ is the sample sd across iterations (ddof=1).
 
 from __future__ import annotations
 
-import base64
-import io
-import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,7 +25,6 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; the same renderer everywhere keeps bytes identical
 
-import jinja2  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -36,55 +32,64 @@ import pyarrow as pa  # noqa: E402
 
 from storbench.analysis import scaling, stats
 from storbench.config import datapath
-from storbench.core import atomic, histogram, paths, results
+from storbench.core import histogram, results
+from storbench.core.numbers import MIB, NO_VALUE, NS_PER_US, format_number, is_missing  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import tables
+from storbench.report.toolkit import (  # noqa: E402
+    COLORS,
+    COV_MARK,
+    FIGURE_WIDTH_IN,
+    FLAG_MARK,
+    MARKERS,
+    OUTLIER_MARK,
+    PER_HOST_TABLE,
+    PERCENTILE_TEXT,
+    RC,
+    STATISTICS_TEXT,
+    _text,
+    as_base64,
+    basis_text,
+    binary_bandwidth_unit,
+    bs_label,
+    category_axis,
+    empty_figure,
+    figure_files,
+    figure_legend,
+    format_percent,
+    frame_csv,
+    grid,
+    hosts_appendix,
+    int_label,
+    join_nonempty,
+    list_text,
+    mapping_text,
+    markdown_row,
+    new_figure,
+    paper_table_context,
+    read_results,
+    recorded_versions,
+    render_figure,
+    runtime_text,
+    rw_label,
+    series_bars,
+    template_environment,
+    write_file,
+)
 
-TEMPLATE_DIR = paths.REPORT_TEMPLATES_DIR
 TEMPLATE_NAME = "index.html.j2"
 
-MIB = 1024**2
-GIB = 1024**3
-NS_PER_US = 1000.0
-NO_VALUE = "–"  # shown where a value is missing (e.g. no histogram for a percentile)
-COV_MARK = "†"  # marks a cell whose bandwidth or IOPS CoV exceeds stats.COV_LIMIT
-OUTLIER_MARK = "‡"  # marks a value whose iterations include an outlier (stats.outlier_mask)
 
-FIGURE_WIDTH_IN = 7.0  # two-column paper width
-FIGURE_DPI = 150
-PNG_METADATA = {"Software": None}  # drop the matplotlib version string from PNGs
-SVG_METADATA = {"Date": None}  # no timestamp in SVGs
-RC = {
-    "svg.hashsalt": "storbench",  # stable ids inside SVG files
-    "svg.fonttype": "path",  # glyphs as paths: no font needed to view the SVG
-    "font.size": 8,
-    "axes.titlesize": 8,
-    "axes.labelsize": 8,
-    "legend.fontsize": 7,
-    "xtick.labelsize": 7,
-    "ytick.labelsize": 7,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "axes.axisbelow": True,
-}
-COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
-HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")  # readable in greyscale print
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_ns", "p99.9", "^"))
 
 LATENCY_CDF_FIGURE = "latency_cdf"
-PER_HOST_TABLE = "per_host"  # shown in the per-host section with the per-host figure
 FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FIGURE)
 SCALING_FIGURE = "scaling"
-NETWORK_FIGURE = "network"
-NETWORK_TEMPLATE_NAME = "network.html.j2"
 GB = 1e9
 MB = 1e6
 DEFAULT_SLOW_HOST_PERCENT = 10.0
 DEFAULT_MAX_START_SKEW_S = 1.0
-FLAG_MARK = "⚑"  # marks a slow host, a late start or a slow network client
-MIXED_RW = {"rw", "readwrite", "randrw"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -120,7 +125,7 @@ def build_report(
     rows name more than one target.
     """
     out_dir = Path(out_dir)
-    raw = _read_results(results_source)
+    raw = read_results(results_source)
     summary = stats.summarize(raw)
     written: dict[str, Path] = {}
 
@@ -134,8 +139,8 @@ def build_report(
             png, svg, caption = report_figures.make_figure(name, summary, raw, series)
         else:
             png, svg, caption = make_figure(name, summary, raw)
-        written[f"{name}.png"] = _write(out_dir / f"{name}.png", png)
-        written[f"{name}.svg"] = _write(out_dir / f"{name}.svg", svg)
+        written[f"{name}.png"] = write_file(out_dir / f"{name}.png", png)
+        written[f"{name}.svg"] = write_file(out_dir / f"{name}.svg", svg)
         figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
     host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
     figures = [f for f in figures if f not in host_figures]
@@ -154,10 +159,10 @@ def build_report(
     scale = scale_out(raw, meta)
     if scale["figure"] is not None:
         png, svg, caption = scale["figure"]
-        written[f"{SCALING_FIGURE}.png"] = _write(out_dir / f"{SCALING_FIGURE}.png", png)
-        written[f"{SCALING_FIGURE}.svg"] = _write(out_dir / f"{SCALING_FIGURE}.svg", svg)
+        written[f"{SCALING_FIGURE}.png"] = write_file(out_dir / f"{SCALING_FIGURE}.png", png)
+        written[f"{SCALING_FIGURE}.svg"] = write_file(out_dir / f"{SCALING_FIGURE}.svg", svg)
     for name, frame in scale["csv"].items():
-        written[name] = _write(out_dir / name, frame_csv(frame).encode())
+        written[name] = write_file(out_dir / name, frame_csv(frame).encode())
     if "scaling.csv" in scale["csv"]:
         table = scaling_paper_table(scale["csv"]["scaling.csv"], bool(meta.get("data_path")))
         for path in tables.write_all(table, out_dir / report_tables.TABLE_DIR, "scaling").values():
@@ -167,8 +172,8 @@ def build_report(
     written.update(report_tables.write_tables(paper_tables, out_dir))
 
     table = summary_table(summary)
-    written["summary.csv"] = _write(out_dir / "summary.csv", summary_csv(summary).encode())
-    written["summary.md"] = _write(out_dir / "summary.md", markdown_table(table).encode())
+    written["summary.csv"] = write_file(out_dir / "summary.csv", summary_csv(summary).encode())
+    written["summary.md"] = write_file(out_dir / "summary.md", markdown_table(table).encode())
     html = render_html(
         title=title,
         meta=meta,
@@ -183,14 +188,8 @@ def build_report(
         environment=environment.controller_environment(),
         extra_sections=extra_sections,
     )
-    written["index.html"] = _write(out_dir / "index.html", html.encode())
+    written["index.html"] = write_file(out_dir / "index.html", html.encode())
     return written
-
-
-def _read_results(source) -> pd.DataFrame:
-    if isinstance(source, (pa.Table, pd.DataFrame)):
-        return stats.as_frame(source)
-    return results.read_parquet(source).to_pandas()
 
 
 def _read_timeseries(source) -> pd.DataFrame | None:
@@ -201,24 +200,8 @@ def _read_timeseries(source) -> pd.DataFrame | None:
     return results.read_parquet(source, results.TIMESERIES_SCHEMA).to_pandas()
 
 
-def _write(path: Path, data: bytes) -> Path:
-    atomic.write_bytes(path, data)
-    return path
-
-
-def as_base64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
 # ---------------------------------------------------------------------------------------
 # Number formatting: one place, so table, Markdown and HTML agree
-
-
-def format_number(value, decimals: int) -> str:
-    """1234.5 -> '1,234.5' (decimals=1); missing -> '–'."""
-    if is_missing(value):
-        return NO_VALUE
-    return f"{float(value):,.{decimals}f}"
 
 
 def format_mean_sd(mean, sd, decimals: int) -> str:
@@ -250,31 +233,8 @@ def _outlier_marked(text: str, outliers) -> str:
     return f"{text} {OUTLIER_MARK}" if not is_missing(outliers) and outliers > 0 else text
 
 
-def is_missing(value) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
 def _ns_to_us(value):
     return None if is_missing(value) else float(value) / NS_PER_US
-
-
-def _rw_label(row) -> str:
-    """'randrw (70 % read)' for mixed workloads, the rw name otherwise."""
-    if row["rw"] in MIXED_RW and not is_missing(row["rwmixread"]):
-        return f"{row['rw']} ({int(row['rwmixread'])} % read)"
-    return str(row["rw"])
-
-
-def _bs_label(value) -> str:
-    return NO_VALUE if is_missing(value) else size_label(int(value))
-
-
-def _int_label(value) -> str:
-    return NO_VALUE if is_missing(value) else str(int(value))
-
-
-def _text(value) -> str:
-    return NO_VALUE if is_missing(value) else str(value)
 
 
 # ---------------------------------------------------------------------------------------
@@ -338,11 +298,11 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
         *([str(row["experiment"])] if show_experiment else []),
         str(row["run_id"]),
         *([_text(row.get("target"))] if show["target"] else []),
-        *([_int_label(row.get("hosts_in_run"))] if show["hosts"] else []),
+        *([int_label(row.get("hosts_in_run"))] if show["hosts"] else []),
         *([_text(row.get("prep_state"))] if show["state"] else []),
         *([str(row["job"])] if show_job else []),
         *_workload_cells(row),
-        _int_label(row["n"]),
+        int_label(row["n"]),
         _outlier_marked(
             format_mean_sd(
                 _scaled(row["bw_bytes_s_mean"], MIB), _scaled(row["bw_bytes_s_sd"], MIB), 1
@@ -364,10 +324,10 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
 def _workload_cells(row) -> list[str]:
     """rw, bs, iodepth, numjobs and op: the columns every results table starts with."""
     return [
-        _rw_label(row),
-        _bs_label(row["bs"]),
-        _int_label(row["iodepth"]),
-        _int_label(row["numjobs"]),
+        rw_label(row),
+        bs_label(row["bs"]),
+        int_label(row["iodepth"]),
+        int_label(row["numjobs"]),
         str(row["op"]),
     ]
 
@@ -381,21 +341,12 @@ def summary_csv(summary: pd.DataFrame) -> str:
     return frame_csv(summary)
 
 
-def frame_csv(frame: pd.DataFrame) -> str:
-    """A table as CSV at full precision (floats round-trip)."""
-    return frame.to_csv(index=False, lineterminator="\n")
-
-
 def markdown_table(table: dict) -> str:
     """A GitHub-flavoured Markdown table with the CoV footnote."""
     lines = [markdown_row(table["header"]), markdown_row(["---"] * len(table["header"]))]
     lines += [markdown_row(row["cells"]) for row in table["rows"]]
     lines += ["", COV_FOOTNOTE]
     return "\n".join(lines) + "\n"
-
-
-def markdown_row(cells: Iterable[str]) -> str:
-    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
 COV_FOOTNOTE = (
@@ -433,8 +384,8 @@ def per_run_table(raw: pd.DataFrame) -> dict:
         [
             str(row["run_id"]),
             *([_text(row.get("target"))] if show_target else []),
-            _int_label(row["iteration"]),
-            *([f"a{_int_label(row['attempt'])}"] if show_attempt else []),
+            int_label(row["iteration"]),
+            *([f"a{int_label(row['attempt'])}"] if show_attempt else []),
             str(row["host"]),
             str(row["op"]),
             _outlier_marked(format_number(_scaled(row["bw_bytes_s"], MIB), 1), row["bw_outlier"]),
@@ -480,45 +431,6 @@ def make_figure(
     return figure_files(lambda: FIGURE_BUILDERS[name](summary))
 
 
-def figure_files(build) -> tuple[bytes, bytes, str]:
-    """(PNG bytes, SVG bytes, caption) of the (figure, caption) ``build()`` makes."""
-    # Styles are read while artists are created and saved, so both happen under RC.
-    with matplotlib.rc_context(RC):
-        fig, caption = build()
-        try:
-            png, svg = render_figure(fig)
-        finally:
-            plt.close(fig)
-    return png, svg, caption
-
-
-def render_figure(fig) -> tuple[bytes, bytes]:
-    """(PNG bytes, SVG bytes) of a figure, without dates or version stamps."""
-    png, svg = io.BytesIO(), io.BytesIO()
-    fig.savefig(png, format="png", dpi=FIGURE_DPI, metadata=PNG_METADATA)
-    fig.savefig(svg, format="svg", metadata=SVG_METADATA)
-    return png.getvalue(), svg.getvalue()
-
-
-def new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
-    fig, axes = plt.subplots(
-        nrows,
-        ncols,
-        figsize=(FIGURE_WIDTH_IN, height_in),
-        dpi=FIGURE_DPI,
-        layout="constrained",
-        squeeze=False,
-    )
-    return fig, list(axes.flat)
-
-
-def _empty_figure(message: str):
-    fig, (ax,) = new_figure(height_in=1.5)
-    ax.set_axis_off()
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
-    return fig
-
-
 def series_labels(summary: pd.DataFrame) -> pd.Series:
     """Legend label of each cell: rw, plus op for runs with several ops, job when several."""
     ops_per_run = summary.groupby("run_id")["op"].transform("nunique")
@@ -526,7 +438,7 @@ def series_labels(summary: pd.DataFrame) -> pd.Series:
     jobs_per_run = summary.groupby("run_id")["job"].transform("nunique")
     labels = []
     for (_, row), n_ops, n_jobs in zip(summary.iterrows(), ops_per_run, jobs_per_run, strict=True):
-        label = _rw_label(row)
+        label = rw_label(row)
         if n_ops > 1:
             label += f" {row['op']}"
         if n_jobs > 1:
@@ -538,13 +450,6 @@ def series_labels(summary: pd.DataFrame) -> pd.Series:
 def bandwidth_unit(summary: pd.DataFrame) -> tuple[str, float]:
     """GiB/s when the largest mean reaches 1 GiB/s, MiB/s otherwise."""
     return binary_bandwidth_unit(summary["bw_bytes_s_mean"].max())
-
-
-def binary_bandwidth_unit(largest) -> tuple[str, float]:
-    """('GiB/s', 2^30) from 1 GiB/s up, ('MiB/s', 2^20) below."""
-    if not is_missing(largest) and largest >= GIB:
-        return "GiB/s", GIB
-    return "MiB/s", MIB
 
 
 def _panels(summary: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -559,28 +464,19 @@ def _panels(summary: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFr
 def _panel_title(keys: list[str], values) -> str:
     """'iodepth=4, numjobs=2' for the group keys that vary."""
     values = values if isinstance(values, tuple) else (values,)
-    return ", ".join(f"{key}={_int_label(v)}" for key, v in zip(keys, values, strict=True))
-
-
-def _grid(n_panels: int, panel_height_in: float):
-    ncols = min(n_panels, 3)
-    nrows = math.ceil(n_panels / ncols)
-    fig, axes = new_figure(nrows, ncols, height_in=panel_height_in * nrows + 0.6)
-    for ax in axes[n_panels:]:
-        ax.set_axis_off()
-    return fig, axes[:n_panels]
+    return ", ".join(f"{key}={int_label(v)}" for key, v in zip(keys, values, strict=True))
 
 
 def bandwidth_figure(summary: pd.DataFrame):
     """Grouped bars: x = block size, one bar per rw (and op); a panel per iodepth/numjobs."""
     data = summary.dropna(subset=["bw_bytes_s_mean"])
     if data.empty:
-        return _empty_figure("no bandwidth data"), "Bandwidth: no data."
+        return empty_figure("no bandwidth data"), "Bandwidth: no data."
     data = data.assign(series=series_labels(data))
     unit, scale = bandwidth_unit(data)
     all_series = list(dict.fromkeys(data["series"]))
     panels = _panels(data, ["iodepth", "numjobs"])
-    fig, axes = _grid(len(panels), 2.4)
+    fig, axes = grid(len(panels), 2.4)
     for ax, (panel_title, panel) in zip(axes, panels, strict=True):
         _grouped_bars(ax, panel, all_series, scale)
         ax.set_title(panel_title)
@@ -608,57 +504,16 @@ def _grouped_bars(ax, panel: pd.DataFrame, all_series: list[str], scale: float) 
     category_axis(ax, [size_label(int(bs)) for bs in sizes])
 
 
-def series_bars(ax, index: int, series_count: int, positions, heights, errors, label) -> None:
-    """Series ``index`` of a grouped bar chart: its bar in slot ``index`` at each position."""
-    width = 0.8 / series_count
-    ax.bar(
-        [position - 0.4 + width * (index + 0.5) for position in positions],
-        heights,
-        width,
-        yerr=errors,
-        capsize=2,
-        label=label,
-        color=COLORS[index % len(COLORS)],
-        hatch=HATCHES[index % len(HATCHES)],
-        edgecolor="black",
-        linewidth=0.5,
-        error_kw={"elinewidth": 0.8},
-    )
-
-
-def category_axis(ax, labels: list[str], **tick_options) -> None:
-    """Categories 0..n-1 on x with these labels; bars start at 0."""
-    ax.set_xticks(range(len(labels)), labels, **tick_options)
-    ax.set_xlim(-0.6, len(labels) - 0.4)
-    ax.set_ylim(bottom=0)
-
-
-def figure_legend(fig, axes) -> None:
-    """One legend for all panels, below them, without duplicate entries."""
-    handles: dict[str, object] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            handles.setdefault(label, handle)
-    if handles:
-        fig.legend(
-            handles.values(),
-            handles.keys(),
-            loc="outside lower center",
-            ncols=min(len(handles), 4),
-            frameon=False,
-        )
-
-
 def iops_figure(summary: pd.DataFrame):
     """IOPS vs iodepth (log2 axis), one line per rw + bs (and op); a panel per numjobs."""
     data = summary.dropna(subset=["iops_mean", "iodepth"])
     if data.empty:
-        return _empty_figure("no IOPS data"), "IOPS vs iodepth: no data."
-    labels = series_labels(data) + " " + data["bs"].map(_bs_label)
+        return empty_figure("no IOPS data"), "IOPS vs iodepth: no data."
+    labels = series_labels(data) + " " + data["bs"].map(bs_label)
     data = data.assign(series=labels)
     all_series = list(dict.fromkeys(data["series"]))
     panels = _panels(data, ["numjobs"])
-    fig, axes = _grid(len(panels), 2.8)
+    fig, axes = grid(len(panels), 2.8)
     log_y = _spans_decades(data["iops_mean"])
     for ax, (panel_title, panel) in zip(axes, panels, strict=True):
         _iops_lines(ax, panel, all_series)
@@ -714,7 +569,7 @@ def _spans_decades(values: pd.Series) -> bool:
 def latency_figure(summary: pd.DataFrame):
     """p50, p99 and p99.9 latency (µs, log y) of every cell, from merged histograms."""
     if summary.empty:
-        return _empty_figure("no latency data"), "Latency percentiles: no data."
+        return empty_figure("no latency data"), "Latency percentiles: no data."
     labels = list(_latency_labels(summary))
     width = min(max(FIGURE_WIDTH_IN, 0.3 * len(labels) + 2.0), 16.0)
     fig, (ax,) = new_figure(height_in=3.6)
@@ -731,7 +586,7 @@ def latency_figure(summary: pd.DataFrame):
     _latency_missing(ax, present)
     ax.set_ylabel("latency (µs)")
     figure_legend(fig, [ax])
-    basis = _basis_text(summary)
+    basis = basis_text(summary)
     caption = (
         f"Latency percentiles p50, p99 and p99.9 per run ({basis}; µs, log scale), computed "
         "from the latency histograms of all iterations merged into one; n/a marks "
@@ -774,11 +629,6 @@ def _latency_missing(ax, present: list[bool]) -> None:
             ax.text(x, 0.02, "n/a", ha="center", va="bottom", transform=ax.get_xaxis_transform())
 
 
-def _basis_text(summary: pd.DataFrame) -> str:
-    bases = sorted({str(b) for b in summary["lat_basis"].dropna()})
-    return "latency basis: " + ", ".join(bases) if bases else "latency basis unknown"
-
-
 def cell_histograms(
     raw: pd.DataFrame | None, summary: pd.DataFrame
 ) -> list[tuple[pd.Series, list[int], list[int]]]:
@@ -811,7 +661,7 @@ def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None):
     """Cumulative share of I/Os against latency (µs, log x), one step line per cell."""
     cells = cell_histograms(raw, summary)
     if not cells:
-        return _empty_figure("no latency histograms"), "Latency CDF: no histograms."
+        return empty_figure("no latency histograms"), "Latency CDF: no histograms."
     labels = _cdf_labels([row for row, _, _ in cells])
     legend_rows = math.ceil(len(cells) / 4)
     fig, (ax,) = new_figure(height_in=3.2 + 0.16 * legend_rows)
@@ -833,7 +683,7 @@ def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None):
     ax.set_ylabel("share of I/Os ≤ latency")
     figure_legend(fig, [ax])
     caption = (
-        f"Latency CDF per run and operation ({_basis_text(summary)}): the share of I/Os "
+        f"Latency CDF per run and operation ({basis_text(summary)}): the share of I/Os "
         "completing within each latency, from the histograms of all iterations merged by "
         "summing bin counts (aggregate over all hosts); log x axis in µs. Runs where some "
         "iteration had no histogram are left out."
@@ -906,17 +756,6 @@ def decimal_bandwidth_unit(values) -> tuple[str, float]:
     return "MB/s", MB
 
 
-def format_percent(fraction, decimals: int = 1, signed: bool = False) -> str:
-    """0.84 -> '84.0 %'; signed: -0.111 -> '−11.1 %', 0.05 -> '+5.0 %'; missing -> '–'."""
-    if is_missing(fraction):
-        return NO_VALUE
-    value = 100 * float(fraction)
-    if signed:
-        sign = "+" if value > 0 else "−" if value < 0 else ""
-        return f"{sign}{abs(value):.{decimals}f} %"
-    return f"{value:.{decimals}f} %"
-
-
 def _point_cells(row, show_target: bool, show_job: bool) -> list[str]:
     return [
         *([_text(row["target"])] if show_target else []),
@@ -961,9 +800,9 @@ def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
         cells = [
             *_point_cells(row, show_target, show_job),
             _text(row["step"]),
-            _int_label(row["hosts"]),
-            *([_int_label(row["op_hosts"])] if show_op_hosts else []),
-            _int_label(row["n"]),
+            int_label(row["hosts"]),
+            *([int_label(row["op_hosts"])] if show_op_hosts else []),
+            int_label(row["n"]),
             format_mean_sd(
                 _scaled(row["bw_bytes_s_mean"], scale), _scaled(row["bw_bytes_s_sd"], scale), 2
             ),
@@ -1062,7 +901,7 @@ def slow_hosts_display(table: pd.DataFrame) -> dict:
                     *_point_cells(row, show_target, show_job),
                     str(row["host"]),
                     _text(row["step"]),
-                    _int_label(row["n"]),
+                    int_label(row["n"]),
                     format_number(_scaled(row["bw_bytes_s_mean"], scale), 3),
                     format_number(_scaled(row["median_bw_bytes_s"], scale), 3),
                     format_percent(versus, signed=True),
@@ -1116,8 +955,8 @@ def start_skew_display(table: pd.DataFrame) -> dict:
                 *([_text(row["target"])] if show_target else []),
                 str(row["run_id"]),
                 *([_text(row["step"])] if show_step else []),
-                _int_label(row["iteration"]),
-                _int_label(row["hosts"]),
+                int_label(row["iteration"]),
+                int_label(row["hosts"]),
                 format_number(row["start_skew_s"], 3),
                 _text(row["last_host"]),
                 FLAG_MARK if row["flagged"] else "",
@@ -1166,9 +1005,9 @@ def target_display(table: pd.DataFrame) -> dict:
             {
                 "cells": [
                     *_point_cells(row, False, show_job),
-                    *([_text(row["step"]), _int_label(row["hosts"])] if show_step else []),
+                    *([_text(row["step"]), int_label(row["hosts"])] if show_step else []),
                     _text(row["target"]),
-                    _int_label(row["n"]),
+                    int_label(row["n"]),
                     format_mean_sd(
                         _scaled(row["bw_bytes_s_mean"], scale),
                         _scaled(row["bw_bytes_s_sd"], scale),
@@ -1216,7 +1055,7 @@ def make_scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: b
 def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
     data = table.dropna(subset=["bw_bytes_s_mean"])
     if data.empty:
-        return _empty_figure("no scaling data"), "Scaling: no data."
+        return empty_figure("no scaling data"), "Scaling: no data."
     unit, scale = decimal_bandwidth_unit(data["bw_bytes_s_mean"])
     data = data.assign(series=_scaling_series(data), x=_scaling_x(data, mode))
     panels = ["bandwidth", "iops", *(["efficiency"] if with_data_path else [])]
@@ -1365,58 +1204,12 @@ def _bottleneck_text(hosts_and_names: list[tuple]) -> str:
             runs.append([name, hosts, hosts])
     parts = []
     for name, low, high in runs:
-        hosts = _int_label(low) if low == high else f"{_int_label(low)}–{_int_label(high)}"
+        hosts = int_label(low) if low == high else f"{int_label(low)}–{int_label(high)}"
         parts.append(f"{name} at {hosts} hosts")
     return "; ".join(parts) or "no theoretical maximum"
 
 
 # Hosts appendix
-
-
-HOST_COLUMN_NAMES = {
-    "host": "Host",
-    "group": "Group",
-    "kernel": "Kernel",
-    "os": "OS",
-    "cpu": "CPU",
-    "sockets": "Sockets",
-    "cores": "Cores",
-    "memory_gib": "Memory GiB",
-    "nics": "NICs",
-    "mount": "Target mount",
-    "tools": "Tools",
-}
-
-
-def hosts_appendix(telemetry: dict | None) -> dict | None:
-    """The hosts table (telemetry.hosts_table) with cells that differ from the majority marked."""
-    if not telemetry:
-        return None
-    from storbench.run import telemetry as host_telemetry  # lazy: only reports with telemetry
-
-    rows = host_telemetry.hosts_table(telemetry)
-    columns = [key for key in rows[0] if key != "differs"] if rows else []
-    body = [
-        {
-            "cells": [
-                {"text": _text(row.get(column)), "differs": column in row.get("differs", [])}
-                for column in columns
-            ],
-            "flagged": bool(row.get("differs")),
-        }
-        for row in rows
-    ]
-    split = host_telemetry.no_majority(telemetry)
-    notes = [
-        f"{fact}: " + "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in values.items())
-        for fact, values in split.items()
-    ]
-    return {
-        "header": [HOST_COLUMN_NAMES.get(column, column) for column in columns],
-        "rows": body,
-        "differing": sum(1 for row in body if row["flagged"]),
-        "no_majority": notes,
-    }
 
 
 # Methodology of the scale-out settings
@@ -1465,16 +1258,16 @@ BASIS_MEANING = {
 def methodology(meta: dict, summary: pd.DataFrame, raw: pd.DataFrame) -> list[tuple[str, str]]:
     """(label, text) pairs describing how the numbers were made; absent keys are skipped."""
     job = meta.get("job") or {}
-    version = meta.get("tool_version") or _recorded_versions(raw)
+    version = meta.get("tool_version") or recorded_versions(raw)
     items = [
         ("Experiment", meta.get("experiment")),
-        ("Tool", _join_nonempty(meta.get("tool"), version)),
-        ("Hosts", _list_text(meta.get("hosts"))),
-        ("Target", _mapping_text(meta.get("target"))),
+        ("Tool", join_nonempty(meta.get("tool"), version)),
+        ("Hosts", list_text(meta.get("hosts"))),
+        ("Target", mapping_text(meta.get("target"))),
         ("Iterations", meta.get("iterations")),
-        ("Runtime / ramp", _runtime_text(job)),
-        ("Job parameters", _mapping_text(job)),
-        ("Sweep", _mapping_text(meta.get("sweep"))),
+        ("Runtime / ramp", runtime_text(job)),
+        ("Job parameters", mapping_text(job)),
+        ("Sweep", mapping_text(meta.get("sweep"))),
         ("Runs", _runs_text(meta.get("run_ids"))),
         ("Preparation", _preparation_text(meta.get("preparation"))),
         *scale_out_methodology(meta),
@@ -1485,25 +1278,6 @@ def methodology(meta: dict, summary: pd.DataFrame, raw: pd.DataFrame) -> list[tu
         ("Generated by", meta.get("generated_by")),
     ]
     return [(label, str(text)) for label, text in items if text not in (None, "", [], {})]
-
-
-STATISTICS_TEXT = (
-    "Each cell is one run (sweep point) and op, summarised over its iterations from the "
-    "aggregate over all hosts: mean ± sample standard deviation (n − 1), coefficient of "
-    f"variation CoV = sd / mean, {COV_MARK} marks CoV > {100 * stats.COV_LIMIT:g} %. "
-    "The 95 % confidence interval of the mean is Student t: mean ± t(0.975, n − 1) · sd / √n "
-    "(none for a single iteration). An iteration is an outlier when its bandwidth or IOPS is "
-    f"more than {stats.OUTLIER_MADS:g} raw median absolute deviations (MAD) from the median of "
-    f"the cell's iterations; outliers are marked ({OUTLIER_MARK}) and never dropped. "
-    "Mean latency is weighted by the I/O count of each iteration. Bandwidth in MiB/s "
-    "(1 MiB = 2^20 bytes)."
-)
-PERCENTILE_TEXT = (
-    "Percentiles are never averaged: the latency histograms of all hosts of an iteration, "
-    "and then of all iterations, are merged by summing the count of every bin; a percentile "
-    "is the first bin whose cumulative count reaches it (fio's rule). Where any iteration "
-    f"lacks a histogram the percentile is shown as {NO_VALUE}."
-)
 
 
 def _preparation_text(preparation: dict | None) -> str | None:
@@ -1526,78 +1300,13 @@ def _preparation_text(preparation: dict | None) -> str | None:
     return "; ".join(parts)
 
 
-def _recorded_versions(raw: pd.DataFrame) -> str | None:
-    """Tool versions as recorded in the result rows, when meta does not say."""
-    if "tool_version" not in raw:
-        return None
-    return ", ".join(sorted({str(v) for v in raw["tool_version"].dropna()})) or None
-
-
-def _join_nonempty(*parts) -> str:
-    return " ".join(str(p) for p in parts if p not in (None, ""))
-
-
-def _list_text(values) -> str | None:
-    if not values:
-        return None
-    return f"{len(values)}: " + ", ".join(str(v) for v in values)
-
-
-def _mapping_text(mapping) -> str | None:
-    if not mapping:
-        return None
-    return "; ".join(f"{key} = {_value_text(value)}" for key, value in mapping.items())
-
-
-def _value_text(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    if isinstance(value, dict):
-        return "{" + _mapping_text(value) + "}" if value else "{}"
-    return str(value)
-
-
-def _runtime_text(job: dict) -> str | None:
-    runtime, ramp = job.get("runtime"), job.get("ramp_time")
-    if runtime is None and ramp is None:
-        return None
-    return f"runtime {runtime if runtime is not None else NO_VALUE}, ramp {ramp or 0}"
-
-
 def _runs_text(run_ids) -> str | None:
-    return _list_text(run_ids)
+    return list_text(run_ids)
 
 
 def _basis_meaning(summary: pd.DataFrame) -> str | None:
     bases = sorted({str(b) for b in summary["lat_basis"].dropna()})
     return "; ".join(BASIS_MEANING.get(b, b) for b in bases) or None
-
-
-def _paper_table_context(paper_tables: dict) -> list[dict]:
-    """The exported tables for the template: id, files, header, alignment, rows and notes."""
-    return [
-        {
-            "id": f"table-{stem.replace('_', '-')}",
-            "files": [f"{report_tables.TABLE_DIR}/{stem}.{suffix}" for suffix in tables.SUFFIXES],
-            "caption": table.caption,
-            "header": [str(column) for column in table.columns],
-            "align": [{"l": "left", "c": "center", "r": "right"}[a] for a in table.alignment],
-            "rows": [[cell or NO_VALUE for cell in row] for row in table.text_rows()],
-            "notes": list(table.notes),
-        }
-        for stem, table in paper_tables.items()
-    ]
-
-
-def template_environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
-        autoescape=True,  # job files and configs are user text: never raw HTML
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
 
 
 def render_html(
@@ -1626,10 +1335,10 @@ def render_html(
         "methodology": methodology(meta, summary, raw),
         "per_run": per_run_table(raw),
         "per_run_note": PER_RUN_NOTE,
-        "paper_tables": _paper_table_context(
+        "paper_tables": paper_table_context(
             {k: v for k, v in (paper_tables or {}).items() if k != PER_HOST_TABLE}
         ),
-        "per_host": _paper_table_context(
+        "per_host": paper_table_context(
             {k: v for k, v in (paper_tables or {}).items() if k == PER_HOST_TABLE}
         ),
         "host_figures": host_figures or [],
@@ -1645,217 +1354,4 @@ def render_html(
 # ---------------------------------------------------------------------------------------
 # Network check report
 
-NETWORK_COLUMNS = (
-    "phase",
-    "host",
-    "send_bytes_s",
-    "receive_bytes_s",
-    "bw_bytes_s",
-    "median_bytes_s",
-    "fraction_of_median",
-    "flagged",
-)
-PHASE_TITLES = {"single": "each client alone", "all": "all clients at once"}
-BITS_PER_BYTE = 8
 
-
-def build_network_report(parquet_path, out_dir, *, min_fraction: float) -> dict[str, Path]:
-    """The network check's report: index.html, network.csv, network.png/.svg in ``out_dir``.
-
-    Reads the rows of experiment 'network' (storbench.run.netcheck): per phase ('single': each
-    client alone, 'all': all at once) each client's bandwidth (receive, else send), the
-    median of the clients, and the clients netcheck.slow_clients flags below
-    ``min_fraction`` x the median.
-    """
-    from storbench.run import netcheck  # lazy: the run-path module pulls in the SSH stack
-
-    out_dir = Path(out_dir)
-    raw = _read_results(parquet_path)
-    rows = stats.latest_attempts(raw[raw["experiment"] == netcheck.EXPERIMENT])
-    table = network_table(rows, min_fraction)
-    written: dict[str, Path] = {}
-    png, svg, caption = make_network_figure(table, min_fraction)
-    written[f"{NETWORK_FIGURE}.png"] = _write(out_dir / f"{NETWORK_FIGURE}.png", png)
-    written[f"{NETWORK_FIGURE}.svg"] = _write(out_dir / f"{NETWORK_FIGURE}.svg", svg)
-    written["network.csv"] = _write(out_dir / "network.csv", frame_csv(table).encode())
-    flagged = [
-        {
-            "host": row["host"],
-            "phase": row["phase"],
-            "bw_bytes_s": row["bw_bytes_s"],
-            "median": row["median_bytes_s"],
-            "fraction": row["fraction_of_median"],
-        }
-        for _, row in table[table["flagged"]].iterrows()
-    ]
-    context = {
-        "title": "Network check",
-        "verdict": netcheck.describe_slow_clients(flagged, min_fraction),
-        "flagged": bool(flagged),
-        "table": network_display(table),
-        "figure": {"name": NETWORK_FIGURE, "caption": caption, "png_base64": as_base64(png)},
-        "methodology": _network_methodology(rows, min_fraction),
-    }
-    html = template_environment().get_template(NETWORK_TEMPLATE_NAME).render(context)
-    written["index.html"] = _write(out_dir / "index.html", html.encode())
-    return written
-
-
-def network_table(rows: pd.DataFrame, min_fraction: float) -> pd.DataFrame:
-    """Per phase and client: send, receive, the compared bandwidth, median, fraction, flag.
-
-    The phase's aggregate (host 'all') follows its clients, without median or flag.
-    """
-    from storbench.run import netcheck
-
-    means = rows.groupby(["run_id", "host", "op"], sort=False, dropna=False)["bw_bytes_s"].mean()
-    records = [
-        {"run_id": run_id, "host": host, "op": op, "bw_bytes_s": None if is_missing(bw) else bw}
-        for (run_id, host, op), bw in means.items()
-    ]
-    slow = {(item["phase"], item["host"]) for item in netcheck.slow_clients(records, min_fraction)}
-    phases = [p for p in netcheck.PHASES if p in set(rows["run_id"])]
-    phases += sorted(set(rows["run_id"]) - set(phases))
-    out = []
-    for phase in phases:
-        hosts = sorted({h for (r, h, _) in means.index if r == phase}, key=scaling.natural_key)
-        clients = [h for h in hosts if h != results.ALL_HOSTS]
-        values = {host: _network_values(means, phase, host) for host in hosts}
-        compared = [values[h]["bw_bytes_s"] for h in clients]
-        compared = [value for value in compared if not is_missing(value)]
-        median = float(np.median(compared)) if compared else math.nan
-        for host in [*clients, *([results.ALL_HOSTS] if results.ALL_HOSTS in hosts else [])]:
-            client = host != results.ALL_HOSTS
-            bw = values[host]["bw_bytes_s"]
-            out.append(
-                {
-                    "phase": phase,
-                    "host": host,
-                    **values[host],
-                    "median_bytes_s": median if client else math.nan,
-                    "fraction_of_median": bw / median if client and median else math.nan,
-                    "flagged": (phase, host) in slow,
-                }
-            )
-    table = pd.DataFrame.from_records(out, columns=list(NETWORK_COLUMNS))
-    return table.astype({c: float for c in NETWORK_COLUMNS[2:7]} | {"flagged": bool})
-
-
-def _network_values(means: pd.Series, phase: str, host: str) -> dict:
-    send = _mean_of(means, phase, host, "send")
-    receive = _mean_of(means, phase, host, "receive")
-    return {
-        "send_bytes_s": send,
-        "receive_bytes_s": receive,
-        "bw_bytes_s": receive if not is_missing(receive) else send,  # netcheck's rule
-    }
-
-
-def _mean_of(means: pd.Series, phase: str, host: str, op: str) -> float:
-    value = means.get((phase, host, op))
-    return math.nan if value is None or is_missing(value) else float(value)
-
-
-def _gbits(value):
-    return None if is_missing(value) else float(value) * BITS_PER_BYTE / 1e9
-
-
-def network_display(table: pd.DataFrame) -> dict:
-    # op send: the client sends to the server; receive: iperf3 --reverse.
-    header = ["Phase", "Client", "Client → server Gbit/s", "Server → client Gbit/s"]
-    header += ["vs median", "Slow"]
-    rows = []
-    for _, row in table.iterrows():
-        fraction = row["fraction_of_median"]
-        rows.append(
-            {
-                "cells": [
-                    PHASE_TITLES.get(row["phase"], str(row["phase"])),
-                    "all (sum)" if row["host"] == results.ALL_HOSTS else str(row["host"]),
-                    format_number(_gbits(row["send_bytes_s"]), 2),
-                    format_number(_gbits(row["receive_bytes_s"]), 2),
-                    format_percent(None if is_missing(fraction) else fraction - 1, signed=True),
-                    FLAG_MARK if row["flagged"] else "",
-                ],
-                "flagged": bool(row["flagged"]),
-            }
-        )
-    return {"header": header, "rows": rows}
-
-
-def make_network_figure(table: pd.DataFrame, min_fraction: float) -> tuple[bytes, bytes, str]:
-    with matplotlib.rc_context(RC):
-        fig, caption = network_figure(table, min_fraction)
-        try:
-            png, svg = render_figure(fig)
-        finally:
-            plt.close(fig)
-    return png, svg, caption
-
-
-def network_figure(table: pd.DataFrame, min_fraction: float):
-    """Per phase, one bar per client (Gbit/s), the median and the flag threshold."""
-    clients = table[(table["host"] != results.ALL_HOSTS) & table["bw_bytes_s"].notna()]
-    if clients.empty:
-        return _empty_figure("no network data"), "Network check: no data."
-    phases = list(dict.fromkeys(clients["phase"]))
-    fig, axes = _grid(len(phases), 2.6)
-    for ax, phase in zip(axes, phases, strict=True):
-        rows = clients[clients["phase"] == phase]
-        flagged = rows["flagged"].tolist()
-        ax.bar(
-            range(len(rows)),
-            rows["bw_bytes_s"] * BITS_PER_BYTE / 1e9,
-            0.7,
-            color=[COLORS[3] if flag else COLORS[0] for flag in flagged],
-            hatch=[HATCHES[1] if flag else "" for flag in flagged],
-            edgecolor="black",
-            linewidth=0.5,
-        )
-        median = rows["median_bytes_s"].iloc[0] * BITS_PER_BYTE / 1e9
-        ax.axhline(median, color="grey", linewidth=1, label="median")
-        threshold = min_fraction * median
-        ax.axhline(threshold, color=COLORS[3], linewidth=1, linestyle="--", label="flag threshold")
-        for x, (flag, value) in enumerate(zip(flagged, rows["bw_bytes_s"], strict=True)):
-            if flag:
-                ax.annotate("slow", (x, value * BITS_PER_BYTE / 1e9), ha="center", va="bottom")
-        names = [str(h) for h in rows["host"]]
-        slanted = len(names) > 4
-        ax.set_xticks(
-            range(len(rows)),
-            names,
-            rotation=45 if slanted else 0,
-            ha="right" if slanted else "center",
-        )
-        ax.set_xlim(-0.6, len(rows) - 0.4)
-        ax.set_ylim(bottom=0)
-        ax.set_title(PHASE_TITLES.get(phase, str(phase)))
-        ax.set_ylabel("bandwidth (Gbit/s)")
-    figure_legend(fig, axes)
-    caption = (
-        "iperf3 bandwidth of each client host (Gbit/s; receive side). Solid line: median of "
-        f"the clients; dashed: {min_fraction:.0%} of the median, below which a client is "
-        "flagged (hatched, 'slow')."
-    )
-    return fig, caption
-
-
-def _parenthesized(text) -> str | None:
-    return f"({text})" if text else None
-
-
-def _network_methodology(rows: pd.DataFrame, min_fraction: float) -> list[tuple[str, str]]:
-    params = {}
-    for text in rows["params_json"].dropna().unique() if "params_json" in rows else []:
-        params.update(json.loads(text))
-    clients = sorted({h for h in rows["host"] if h != results.ALL_HOSTS}, key=scaling.natural_key)
-    items = [
-        ("Tool", _recorded_versions(rows) or "iperf3"),
-        ("Server", _join_nonempty(params.get("server"), _parenthesized(params.get("address")))),
-        ("Clients", _list_text(clients)),
-        ("Duration", f"{params['duration_s']} s" if params.get("duration_s") else None),
-        ("Parallel streams", params.get("parallel")),
-        ("Phases", "each client alone, one after the other (single); all clients at once (all)"),
-        ("Flag", f"a client below {min_fraction:.0%} of the median of its phase"),
-    ]
-    return [(label, str(text)) for label, text in items if text not in (None, "", [], {})]

@@ -17,9 +17,9 @@ import pandas as pd
 
 from storbench.analysis import fault_analysis
 from storbench.config import fault_config
-from storbench.report import experiment as report
+from storbench.core.numbers import NO_VALUE  # noqa: E402
 from storbench.report import paper_tables as report_tables
-from storbench.report import tables
+from storbench.report import tables, toolkit
 
 FIGURE = "faults"
 TABLE = "faults"
@@ -85,16 +85,16 @@ def build_section(
         for path in tables.write_all(table, out_dir / report_tables.TABLE_DIR, TABLE).values()
     }
     png, svg, caption = figure(timeseries, with_faults)
-    written[f"{FIGURE}.png"] = report._write(out_dir / f"{FIGURE}.png", png)
-    written[f"{FIGURE}.svg"] = report._write(out_dir / f"{FIGURE}.svg", svg)
+    written[f"{FIGURE}.png"] = toolkit.write_file(out_dir / f"{FIGURE}.png", png)
+    written[f"{FIGURE}.svg"] = toolkit.write_file(out_dir / f"{FIGURE}.svg", svg)
     section = {
         "id": "faults",
         "title": "Fault injection",
         "text": method_text(settings),
         "commands": command_rows(with_faults),
         "command_header": COMMAND_HEADER,
-        "table": report._paper_table_context({TABLE: table})[0],
-        "figure": {"name": FIGURE, "caption": caption, "png_base64": report.as_base64(png)},
+        "table": toolkit.paper_table_context({TABLE: table})[0],
+        "figure": {"name": FIGURE, "caption": caption, "png_base64": toolkit.as_base64(png)},
     }
     return section, written
 
@@ -150,7 +150,7 @@ def command_rows(manifests: list[dict]) -> list[list[str]]:
 
 
 def _seconds(value) -> str:
-    return report.NO_VALUE if value is None else f"{float(value):.2f}"
+    return NO_VALUE if value is None else f"{float(value):.2f}"
 
 
 METRIC_LABELS = {"iops": "IOPS", "bw": "MB/s", "lat_mean": "mean latency ms"}
@@ -174,7 +174,7 @@ def faults_table(rows: list[dict], settings) -> tables.Table:
                 _fixed(row["recovery_after_restore_s"], 2),
                 _fixed(row["impact_s"], 2),
                 _yes_no(row["survived"]),
-                report.NO_VALUE if row["errors"] is None else str(row["errors"]),
+                NO_VALUE if row["errors"] is None else str(row["errors"]),
             ]
         )
     return tables.Table(
@@ -211,25 +211,25 @@ def _scaled(value, scale: float):
 
 def _fixed(value, decimals: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return report.NO_VALUE
+        return NO_VALUE
     return f"{float(value):,.{decimals}f}"
 
 
 def _yes_no(value) -> str:
-    return report.NO_VALUE if value is None else ("yes" if value else "no")
+    return NO_VALUE if value is None else ("yes" if value else "no")
 
 
 def figure(timeseries: pd.DataFrame, manifests: list[dict]) -> tuple[bytes, bytes, str]:
     def build():
-        fig, axes = report.new_figure(
+        fig, axes = toolkit.new_figure(
             len(manifests), 1, height_in=PANEL_HEIGHT_IN * len(manifests) + 0.5
         )
         for ax, manifest in zip(axes, manifests, strict=True):
             _panel(ax, timeseries, manifest)
-        report.figure_legend(fig, axes)
+        toolkit.figure_legend(fig, axes)
         return fig, CAPTION
 
-    return report.figure_files(build)
+    return toolkit.figure_files(build)
 
 
 def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:
@@ -239,7 +239,7 @@ def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:
     if iops:
         ax.plot(
             *zip(*iops, strict=True),
-            color=report.COLORS[0],
+            color=toolkit.COLORS[0],
             marker=".",
             markersize=3,
             linewidth=1,
@@ -253,7 +253,7 @@ def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:
         right = ax.twinx()
         right.plot(
             *zip(*latency, strict=True),
-            color=report.COLORS[1],
+            color=toolkit.COLORS[1],
             linewidth=0.8,
             linestyle="-",
             label="mean latency (ms)",
@@ -261,7 +261,7 @@ def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:
         right.set_ylabel("mean latency (ms)")
         right.set_ylim(bottom=0)
         right.grid(False)
-        ax.plot([], [], color=report.COLORS[1], linewidth=0.8, label="mean latency (ms)")
+        ax.plot([], [], color=toolkit.COLORS[1], linewidth=0.8, label="mean latency (ms)")
     for event in injected_events(manifest.get("faults") or []):
         ax.axvline(event.at_s, color="#D55E00", linestyle="--", linewidth=1, label="fault")
         if event.recover_at_s is not None:

@@ -2,7 +2,7 @@
 
 Each builder returns (matplotlib figure, caption) like those in
 ``storbench.report.experiment`` and uses
-its style (``report.RC``, colours, fixed sizes), so ``report.render_figure`` makes
+its style (``toolkit.RC``, colours, fixed sizes), so ``toolkit.render_figure`` makes
 deterministic PNG and SVG bytes of it.
 
 - ``latency_vs_iops``: mean and p99 latency against achieved IOPS, one line per block size
@@ -20,8 +20,9 @@ import math
 import pandas as pd
 
 from storbench.analysis import fault_analysis, scaling
+from storbench.core.numbers import NS_PER_US  # noqa: E402
 from storbench.core.results import ALL_HOSTS
-from storbench.report import experiment as base
+from storbench.report import toolkit
 
 LATENCY_VS_IOPS_FIGURE = "latency_vs_iops"
 TIMESERIES_FIGURE = "timeseries"
@@ -40,7 +41,7 @@ def make_figure(
         TIMESERIES_FIGURE: lambda: timeseries_figure(timeseries),
         PER_HOST_FIGURE: lambda: per_host_figure(raw),
     }
-    return base.figure_files(builders[name])
+    return toolkit.figure_files(builders[name])
 
 
 # ---------------------------------------------------------------------------------------
@@ -51,14 +52,14 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
     data = summary.dropna(subset=["iops_mean", "iodepth"])
     data = data[data["iops_mean"] > 0]
     if data.empty:
-        return base._empty_figure("no IOPS data"), "Latency vs IOPS: no data."
+        return toolkit.empty_figure("no IOPS data"), "Latency vs IOPS: no data."
     data = data.assign(
         pattern=[_pattern_label(row) for _, row in data.iterrows()],
-        size=data["bs"].map(base._bs_label),
+        size=data["bs"].map(toolkit.bs_label),
     )
     sizes = list(dict.fromkeys(data.sort_values("bs")["size"]))
     patterns = list(dict.fromkeys(data["pattern"]))
-    fig, axes = base._grid(len(patterns), 2.6)
+    fig, axes = toolkit.grid(len(patterns), 2.6)
     for ax, pattern in zip(axes, patterns, strict=True):
         panel = data[data["pattern"] == pattern]
         for index, size in enumerate(sizes):
@@ -68,12 +69,12 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
         ax.set_ylabel("latency (µs)")
         ax.set_yscale("log")
         ax.set_xlim(left=0)
-    base.figure_legend(fig, axes)
+    toolkit.figure_legend(fig, axes)
     caption = (
         "Latency against achieved IOPS as the queue depth grows (labels at the points: "
         "iodepth), one line per block size and a panel per access pattern. Solid: mean "
         "latency weighted by I/O count; dashed: p99 from the merged histograms of all "
-        f"iterations ({base._basis_text(summary)}; µs, log scale). X: mean IOPS over "
+        f"iterations ({toolkit.basis_text(summary)}; µs, log scale). X: mean IOPS over "
         "iterations."
     )
     return fig, caption
@@ -81,18 +82,18 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
 
 def _pattern_label(row) -> str:
     """The access pattern, plus the operation for a mixed workload (its reads and writes)."""
-    label = base._rw_label(row)
-    return f"{label} {row['op']}" if row["rw"] in base.MIXED_RW else label
+    label = toolkit.rw_label(row)
+    return f"{label} {row['op']}" if row["rw"] in toolkit.MIXED_RW else label
 
 
 def _latency_line(ax, rows: pd.DataFrame, size: str, index: int) -> None:
     if rows.empty:
         return
-    color = base.COLORS[index % len(base.COLORS)]
+    color = toolkit.COLORS[index % len(toolkit.COLORS)]
     iops = rows["iops_mean"].astype(float)
-    mean_us = rows["lat_mean_ns"].astype(float) / base.NS_PER_US
-    p99_us = rows["p99_ns"].astype(float) / base.NS_PER_US
-    marker = base.MARKERS[index % len(base.MARKERS)]
+    mean_us = rows["lat_mean_ns"].astype(float) / NS_PER_US
+    p99_us = rows["p99_ns"].astype(float) / NS_PER_US
+    marker = toolkit.MARKERS[index % len(toolkit.MARKERS)]
     ax.plot(iops, mean_us, color=color, marker=marker, markersize=3, linewidth=1, label=size)
     if p99_us.notna().any():
         ax.plot(
@@ -108,7 +109,7 @@ def _latency_line(ax, rows: pd.DataFrame, size: str, index: int) -> None:
     for x, y, depth in zip(iops, mean_us, rows["iodepth"], strict=True):
         if not math.isnan(y):
             ax.annotate(
-                base._int_label(depth),
+                toolkit.int_label(depth),
                 (x, y),
                 textcoords="offset points",
                 xytext=(2, 3),
@@ -152,12 +153,12 @@ def timeseries_figure(timeseries: pd.DataFrame | None):
     series = interval_series(timeseries) if timeseries is not None else None
     if series is None or series.empty:
         message = "no per-interval data (set status_interval in the job, e.g. 1s)"
-        return base._empty_figure(message), f"Per-interval series: {message}."
+        return toolkit.empty_figure(message), f"Per-interval series: {message}."
     runs = list(dict.fromkeys(series["run_id"]))
     shown = runs[:MAX_TIMESERIES_PANELS]
     ncols = min(len(shown), PANEL_COLUMNS)
     nrows = math.ceil(len(shown) / ncols)
-    fig, axes = base.new_figure(nrows, ncols, height_in=1.5 * nrows + 0.6)
+    fig, axes = toolkit.new_figure(nrows, ncols, height_in=1.5 * nrows + 0.6)
     for ax in axes[len(shown) :]:
         ax.set_axis_off()
     iterations = sorted(series["iteration"].unique())
@@ -169,7 +170,7 @@ def timeseries_figure(timeseries: pd.DataFrame | None):
                 ax.plot(
                     points["t_s"],
                     points["iops"],
-                    color=base.COLORS[index % len(base.COLORS)],
+                    color=toolkit.COLORS[index % len(toolkit.COLORS)],
                     linewidth=0.8,
                     marker=".",
                     markersize=2,
@@ -182,7 +183,7 @@ def timeseries_figure(timeseries: pd.DataFrame | None):
         ax.set_xlabel("time (s)")
     for ax in axes[: len(shown) : ncols]:
         ax.set_ylabel("IOPS")
-    base.figure_legend(fig, axes[: len(shown)])
+    toolkit.figure_legend(fig, axes[: len(shown)])
     left_out = len(runs) - len(shown)
     caption = (
         "IOPS per reporting interval against the time since the workload started (end of "
@@ -215,20 +216,20 @@ def host_means(raw: pd.DataFrame) -> pd.DataFrame:
 def per_host_figure(raw: pd.DataFrame):
     frame = host_means(raw)
     if frame.empty:
-        return base._empty_figure("no per-host rows"), "Per-host bandwidth: no data."
+        return toolkit.empty_figure("no per-host rows"), "Per-host bandwidth: no data."
     hosts = sorted(frame["host"].unique(), key=scaling.natural_key)
     runs = list(dict.fromkeys(frame["run_id"]))
-    unit, scale = base.binary_bandwidth_unit(frame["bw_mean"].max())
-    width_in = min(max(base.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
-    fig, (ax,) = base.new_figure(height_in=3.2)
+    unit, scale = toolkit.binary_bandwidth_unit(frame["bw_mean"].max())
+    width_in = min(max(toolkit.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
+    fig, (ax,) = toolkit.new_figure(height_in=3.2)
     fig.set_figwidth(width_in)
     for index, host in enumerate(hosts):
         rows = frame[frame["host"] == host].set_index("run_id").reindex(runs)
         means, sds = rows["bw_mean"] / scale, rows["bw_sd"].fillna(0) / scale
-        base.series_bars(ax, index, len(hosts), range(len(runs)), means, sds, host)
-    base.category_axis(ax, runs, rotation=45, ha="right")
+        toolkit.series_bars(ax, index, len(hosts), range(len(runs)), means, sds, host)
+    toolkit.category_axis(ax, runs, rotation=45, ha="right")
     ax.set_ylabel(f"bandwidth per host ({unit})")
-    base.figure_legend(fig, [ax])
+    toolkit.figure_legend(fig, [ax])
     caption = (
         f"Bandwidth of each client host per run ({unit}, summed over the host's jobs and "
         "operations): bars are the mean over iterations, error bars the sample sd. Hosts "

@@ -37,20 +37,22 @@ from matplotlib.ticker import MaxNLocator
 from storbench.analysis import writecliff
 from storbench.config.campaign import redacted_yaml
 from storbench.core import atomic
-from storbench.core.units import size_label
-from storbench.report.experiment import (  # selects matplotlib's Agg backend before any figure
-    COLORS,
+from storbench.core.numbers import (
     GIB,
-    MARKERS,
     MIB,
     NO_VALUE,
+    format_number,
+    is_missing,
+)
+from storbench.core.units import size_label
+from storbench.report.toolkit import (  # selects matplotlib's Agg backend before any figure
+    COLORS,
+    MARKERS,
     RC,
     as_base64,
     figure_legend,
-    format_number,
     format_percent,
     frame_csv,
-    is_missing,
     markdown_row,
     new_figure,
     render_figure,

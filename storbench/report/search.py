@@ -18,22 +18,21 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.core import histogram
+from storbench.core.numbers import NO_VALUE, format_number
 from storbench.core.results import ALL_HOSTS
 from storbench.plan import slo_search
-from storbench.report.experiment import (
+from storbench.report.preparation import make_figure
+from storbench.report.toolkit import (
     COLORS,
-    NO_VALUE,
-    _write,
     as_base64,
     figure_legend,
-    format_number,
     format_percent,
     frame_csv,
     markdown_row,
     new_figure,
     template_environment,
+    write_file,
 )
-from storbench.report.preparation import make_figure
 
 TEMPLATE_NAME = "search.html.j2"
 FIGURE_NAME = "search"
@@ -66,15 +65,15 @@ def build_search_report(result_path, summary_path, out_dir, meta: dict) -> dict[
     rows = pd.read_parquet(summary_path)
     written: dict[str, Path] = {}
     frame = probes_frame(result)
-    written[PROBES_CSV] = _write(out_dir / PROBES_CSV, frame_csv(frame).encode())
+    written[PROBES_CSV] = write_file(out_dir / PROBES_CSV, frame_csv(frame).encode())
     table = probes_display(frame, result)
-    written[PROBES_MD] = _write(out_dir / PROBES_MD, probes_markdown(table).encode())
+    written[PROBES_MD] = write_file(out_dir / PROBES_MD, probes_markdown(table).encode())
     made = make_figure(search_figure, result)
     figures = []
     if made is not None:
         png, svg, caption = made
-        written[f"{FIGURE_NAME}.png"] = _write(out_dir / f"{FIGURE_NAME}.png", png)
-        written[f"{FIGURE_NAME}.svg"] = _write(out_dir / f"{FIGURE_NAME}.svg", svg)
+        written[f"{FIGURE_NAME}.png"] = write_file(out_dir / f"{FIGURE_NAME}.png", png)
+        written[f"{FIGURE_NAME}.svg"] = write_file(out_dir / f"{FIGURE_NAME}.svg", svg)
         figures.append({"name": FIGURE_NAME, "caption": caption, "png_base64": as_base64(png)})
     confirmation = confirmation_stats(result, rows)
     context = {
@@ -86,7 +85,7 @@ def build_search_report(result_path, summary_path, out_dir, meta: dict) -> dict[
         "config_yaml": meta.get("config_yaml") or "",
     }
     html = template_environment().get_template(TEMPLATE_NAME).render(context)
-    written["index.html"] = _write(out_dir / "index.html", html.encode())
+    written["index.html"] = write_file(out_dir / "index.html", html.encode())
     return written
 
 

@@ -19,9 +19,9 @@ import pandas as pd
 
 from storbench.analysis import anomaly, fault_analysis
 from storbench.config import fault_config
-from storbench.report import experiment as report
+from storbench.core.numbers import NO_VALUE  # noqa: E402
 from storbench.report import paper_tables as report_tables
-from storbench.report import tables
+from storbench.report import tables, toolkit
 
 FIGURE = "soak"
 METRICS = {"iops": ("IOPS", 1.0), "lat_mean": ("mean latency ms", 1e6)}
@@ -104,7 +104,7 @@ def _chunk_of(t_s: float, boundaries: list[float]) -> tuple[int, float]:
 
 def _wall_clock(start_iso: str | None, offset_s: float) -> str:
     if not start_iso:
-        return report.NO_VALUE
+        return NO_VALUE
     start = dt.datetime.fromisoformat(start_iso.replace("Z", "+00:00"))
     return (start + dt.timedelta(seconds=offset_s)).isoformat(timespec="seconds")
 
@@ -131,8 +131,8 @@ def build_section(
         for path in tables.write_all(table, table_dir, stem).values():
             written[f"{report_tables.TABLE_DIR}/{path.name}"] = path
     png, svg, caption = figure(analysed)
-    written[f"{FIGURE}.png"] = report._write(out_dir / f"{FIGURE}.png", png)
-    written[f"{FIGURE}.svg"] = report._write(out_dir / f"{FIGURE}.svg", svg)
+    written[f"{FIGURE}.png"] = toolkit.write_file(out_dir / f"{FIGURE}.png", png)
+    written[f"{FIGURE}.svg"] = toolkit.write_file(out_dir / f"{FIGURE}.svg", svg)
     section = {
         "id": "soak",
         "title": "Soak",
@@ -143,8 +143,8 @@ def build_section(
             f"over the whole soak; flagged above {100 * settings['drift']:g} % of the mean, "
             "sustained when the first and last tenths moved the same way as much."
         ),
-        "tables": report._paper_table_context(built),
-        "figure": {"name": FIGURE, "caption": caption, "png_base64": report.as_base64(png)},
+        "tables": toolkit.paper_table_context(built),
+        "figure": {"name": FIGURE, "caption": caption, "png_base64": toolkit.as_base64(png)},
     }
     return section, written
 
@@ -223,7 +223,7 @@ def drift_table(rows: list[dict]) -> tables.Table:
 
 
 def _percent(fraction) -> str:
-    return report.NO_VALUE if fraction is None else f"{100 * fraction:+.1f}"
+    return NO_VALUE if fraction is None else f"{100 * fraction:+.1f}"
 
 
 def _clock(seconds: float) -> str:
@@ -233,7 +233,7 @@ def _clock(seconds: float) -> str:
 
 def figure(analysed: dict) -> tuple[bytes, bytes, str]:
     def build():
-        fig, axes = report.new_figure(
+        fig, axes = toolkit.new_figure(
             len(analysed), 1, height_in=PANEL_HEIGHT_IN * len(analysed) + 0.5
         )
         for ax, (run_id, (series, boundaries, found, _)) in zip(
@@ -242,7 +242,7 @@ def figure(analysed: dict) -> tuple[bytes, bytes, str]:
             points = [(t, v) for t, v in series.get("iops", []) if v is not None]
             if points:
                 ax.plot(
-                    *zip(*points, strict=True), color=report.COLORS[0], linewidth=0.8, label="IOPS"
+                    *zip(*points, strict=True), color=toolkit.COLORS[0], linewidth=0.8, label="IOPS"
                 )
             marked = [(r["t_s"], r["value"]) for r in found if r["metric"] == "IOPS"]
             if marked:
@@ -260,7 +260,7 @@ def figure(analysed: dict) -> tuple[bytes, bytes, str]:
             ax.set_ylim(bottom=0)
             ax.set_ylabel("IOPS")
             ax.set_xlabel("time since the soak started (s)")
-        report.figure_legend(fig, axes)
+        toolkit.figure_legend(fig, axes)
         return fig, CAPTION
 
-    return report.figure_files(build)
+    return toolkit.figure_files(build)

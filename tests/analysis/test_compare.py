@@ -11,6 +11,7 @@ import pytest
 
 from storbench.analysis import compare, stats
 from storbench.core import results
+from storbench.report import compare as compare_page
 
 MIB = 1024**2
 US = 1000  # ns
@@ -108,7 +109,7 @@ def sources(tmp_path):
 @pytest.fixture
 def built(sources, tmp_path):
     out = tmp_path / "reports" / "compare" / "before_vs_after"
-    summary = compare.build_comparison(
+    summary = compare_page.build_comparison(
         *sources, out, a_label="before", b_label="after", thresholds=THRESHOLDS
     )
     return summary, out
@@ -272,7 +273,7 @@ def test_html_is_offline_escaped_and_reproducible(sources, tmp_path):
     outputs = []
     for name in ("first", "second"):
         out = tmp_path / name
-        compare.build_comparison(
+        compare_page.build_comparison(
             *sources, out, a_label="fw <1.0>", b_label="fw 1.1", thresholds=THRESHOLDS
         )
         outputs.append(out)

@@ -11,6 +11,7 @@ from storbench.analysis import stats
 from storbench.core import results
 from storbench.report import experiment as report
 from storbench.report import figures as report_figures
+from storbench.report import network as network_page
 
 MIB = 1024**2
 RWS = ("randread", "randwrite")
@@ -597,7 +598,7 @@ def test_network_report_flags_the_slow_client(iperf3_rows, tmp_path):
 
     source = tmp_path / "network.parquet"
     results.write_rows(iperf3_rows, source)
-    written = report.build_network_report(source, tmp_path / "network", min_fraction=0.8)
+    written = network_page.build_network_report(source, tmp_path / "network", min_fraction=0.8)
     assert set(written) == {"index.html", "network.csv", "network.png", "network.svg"}
 
     table = pd.read_csv(written["network.csv"])
@@ -627,6 +628,6 @@ def test_network_report_flags_the_slow_client(iperf3_rows, tmp_path):
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html)
     assert "<link" not in html and "<script" not in html
     assert written["network.png"].read_bytes().startswith(b"\x89PNG")
-    again = report.build_network_report(source, tmp_path / "again", min_fraction=0.8)
+    again = network_page.build_network_report(source, tmp_path / "again", min_fraction=0.8)
     for name in ("index.html", "network.csv", "network.png", "network.svg"):
         assert again[name].read_bytes() == written[name].read_bytes(), name

@@ -1,0 +1,370 @@
+"""The report toolkit every page shares: style, figures, number formats, tables, HTML."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; the same renderer everywhere keeps bytes identical
+
+import jinja2  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+from storbench.analysis import stats
+from storbench.core import atomic, paths, results
+from storbench.core.numbers import (  # noqa: E402
+    GIB,
+    MIB,
+    NO_VALUE,
+    is_missing,
+)
+from storbench.core.units import size_label  # noqa: E402
+from storbench.report import paper_tables as report_tables
+from storbench.report import tables
+
+TEMPLATE_DIR = paths.REPORT_TEMPLATES_DIR
+
+
+COV_MARK = "†"  # marks a cell whose bandwidth or IOPS CoV exceeds stats.COV_LIMIT
+
+
+OUTLIER_MARK = "‡"  # marks a value whose iterations include an outlier (stats.outlier_mask)
+
+
+FIGURE_WIDTH_IN = 7.0  # two-column paper width
+
+
+FIGURE_DPI = 150
+
+
+PNG_METADATA = {"Software": None}  # drop the matplotlib version string from PNGs
+
+
+SVG_METADATA = {"Date": None}  # no timestamp in SVGs
+
+
+RC = {
+    "svg.hashsalt": "storbench",  # stable ids inside SVG files
+    "svg.fonttype": "path",  # glyphs as paths: no font needed to view the SVG
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.axisbelow": True,
+}
+
+
+COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+
+
+HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")  # readable in greyscale print
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+PER_HOST_TABLE = "per_host"  # shown in the per-host section with the per-host figure
+
+
+MIXED_RW = {"rw", "readwrite", "randrw"}
+
+
+def write_file(path: Path, data: bytes) -> Path:
+    atomic.write_bytes(path, data)
+    return path
+
+
+def as_base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def rw_label(row) -> str:
+    """'randrw (70 % read)' for mixed workloads, the rw name otherwise."""
+    if row["rw"] in MIXED_RW and not is_missing(row["rwmixread"]):
+        return f"{row['rw']} ({int(row['rwmixread'])} % read)"
+    return str(row["rw"])
+
+
+def bs_label(value) -> str:
+    return NO_VALUE if is_missing(value) else size_label(int(value))
+
+
+def int_label(value) -> str:
+    return NO_VALUE if is_missing(value) else str(int(value))
+
+
+def _text(value) -> str:
+    return NO_VALUE if is_missing(value) else str(value)
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A table as CSV at full precision (floats round-trip)."""
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def markdown_row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+
+def figure_files(build) -> tuple[bytes, bytes, str]:
+    """(PNG bytes, SVG bytes, caption) of the (figure, caption) ``build()`` makes."""
+    # Styles are read while artists are created and saved, so both happen under RC.
+    with matplotlib.rc_context(RC):
+        fig, caption = build()
+        try:
+            png, svg = render_figure(fig)
+        finally:
+            plt.close(fig)
+    return png, svg, caption
+
+
+def render_figure(fig) -> tuple[bytes, bytes]:
+    """(PNG bytes, SVG bytes) of a figure, without dates or version stamps."""
+    png, svg = io.BytesIO(), io.BytesIO()
+    fig.savefig(png, format="png", dpi=FIGURE_DPI, metadata=PNG_METADATA)
+    fig.savefig(svg, format="svg", metadata=SVG_METADATA)
+    return png.getvalue(), svg.getvalue()
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(FIGURE_WIDTH_IN, height_in),
+        dpi=FIGURE_DPI,
+        layout="constrained",
+        squeeze=False,
+    )
+    return fig, list(axes.flat)
+
+
+def empty_figure(message: str):
+    fig, (ax,) = new_figure(height_in=1.5)
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+def binary_bandwidth_unit(largest) -> tuple[str, float]:
+    """('GiB/s', 2^30) from 1 GiB/s up, ('MiB/s', 2^20) below."""
+    if not is_missing(largest) and largest >= GIB:
+        return "GiB/s", GIB
+    return "MiB/s", MIB
+
+
+def grid(n_panels: int, panel_height_in: float):
+    ncols = min(n_panels, 3)
+    nrows = math.ceil(n_panels / ncols)
+    fig, axes = new_figure(nrows, ncols, height_in=panel_height_in * nrows + 0.6)
+    for ax in axes[n_panels:]:
+        ax.set_axis_off()
+    return fig, axes[:n_panels]
+
+
+def series_bars(ax, index: int, series_count: int, positions, heights, errors, label) -> None:
+    """Series ``index`` of a grouped bar chart: its bar in slot ``index`` at each position."""
+    width = 0.8 / series_count
+    ax.bar(
+        [position - 0.4 + width * (index + 0.5) for position in positions],
+        heights,
+        width,
+        yerr=errors,
+        capsize=2,
+        label=label,
+        color=COLORS[index % len(COLORS)],
+        hatch=HATCHES[index % len(HATCHES)],
+        edgecolor="black",
+        linewidth=0.5,
+        error_kw={"elinewidth": 0.8},
+    )
+
+
+def category_axis(ax, labels: list[str], **tick_options) -> None:
+    """Categories 0..n-1 on x with these labels; bars start at 0."""
+    ax.set_xticks(range(len(labels)), labels, **tick_options)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylim(bottom=0)
+
+
+def figure_legend(fig, axes) -> None:
+    """One legend for all panels, below them, without duplicate entries."""
+    handles: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(
+            handles.values(),
+            handles.keys(),
+            loc="outside lower center",
+            ncols=min(len(handles), 4),
+            frameon=False,
+        )
+
+
+def basis_text(summary: pd.DataFrame) -> str:
+    bases = sorted({str(b) for b in summary["lat_basis"].dropna()})
+    return "latency basis: " + ", ".join(bases) if bases else "latency basis unknown"
+
+
+def format_percent(fraction, decimals: int = 1, signed: bool = False) -> str:
+    """0.84 -> '84.0 %'; signed: -0.111 -> '−11.1 %', 0.05 -> '+5.0 %'; missing -> '–'."""
+    if is_missing(fraction):
+        return NO_VALUE
+    value = 100 * float(fraction)
+    if signed:
+        sign = "+" if value > 0 else "−" if value < 0 else ""
+        return f"{sign}{abs(value):.{decimals}f} %"
+    return f"{value:.{decimals}f} %"
+
+
+HOST_COLUMN_NAMES = {
+    "host": "Host",
+    "group": "Group",
+    "kernel": "Kernel",
+    "os": "OS",
+    "cpu": "CPU",
+    "sockets": "Sockets",
+    "cores": "Cores",
+    "memory_gib": "Memory GiB",
+    "nics": "NICs",
+    "mount": "Target mount",
+    "tools": "Tools",
+}
+
+
+def hosts_appendix(telemetry: dict | None) -> dict | None:
+    """The hosts table (telemetry.hosts_table) with cells that differ from the majority marked."""
+    if not telemetry:
+        return None
+    from storbench.run import telemetry as host_telemetry  # lazy: only reports with telemetry
+
+    rows = host_telemetry.hosts_table(telemetry)
+    columns = [key for key in rows[0] if key != "differs"] if rows else []
+    body = [
+        {
+            "cells": [
+                {"text": _text(row.get(column)), "differs": column in row.get("differs", [])}
+                for column in columns
+            ],
+            "flagged": bool(row.get("differs")),
+        }
+        for row in rows
+    ]
+    split = host_telemetry.no_majority(telemetry)
+    notes = [
+        f"{fact}: " + "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in values.items())
+        for fact, values in split.items()
+    ]
+    return {
+        "header": [HOST_COLUMN_NAMES.get(column, column) for column in columns],
+        "rows": body,
+        "differing": sum(1 for row in body if row["flagged"]),
+        "no_majority": notes,
+    }
+
+
+STATISTICS_TEXT = (
+    "Each cell is one run (sweep point) and op, summarised over its iterations from the "
+    "aggregate over all hosts: mean ± sample standard deviation (n − 1), coefficient of "
+    f"variation CoV = sd / mean, {COV_MARK} marks CoV > {100 * stats.COV_LIMIT:g} %. "
+    "The 95 % confidence interval of the mean is Student t: mean ± t(0.975, n − 1) · sd / √n "
+    "(none for a single iteration). An iteration is an outlier when its bandwidth or IOPS is "
+    f"more than {stats.OUTLIER_MADS:g} raw median absolute deviations (MAD) from the median of "
+    f"the cell's iterations; outliers are marked ({OUTLIER_MARK}) and never dropped. "
+    "Mean latency is weighted by the I/O count of each iteration. Bandwidth in MiB/s "
+    "(1 MiB = 2^20 bytes)."
+)
+
+
+PERCENTILE_TEXT = (
+    "Percentiles are never averaged: the latency histograms of all hosts of an iteration, "
+    "and then of all iterations, are merged by summing the count of every bin; a percentile "
+    "is the first bin whose cumulative count reaches it (fio's rule). Where any iteration "
+    f"lacks a histogram the percentile is shown as {NO_VALUE}."
+)
+
+
+def mapping_text(mapping) -> str | None:
+    if not mapping:
+        return None
+    return "; ".join(f"{key} = {_value_text(value)}" for key, value in mapping.items())
+
+
+def _value_text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return "{" + mapping_text(value) + "}" if value else "{}"
+    return str(value)
+
+
+def runtime_text(job: dict) -> str | None:
+    runtime, ramp = job.get("runtime"), job.get("ramp_time")
+    if runtime is None and ramp is None:
+        return None
+    return f"runtime {runtime if runtime is not None else NO_VALUE}, ramp {ramp or 0}"
+
+
+def paper_table_context(paper_tables: dict) -> list[dict]:
+    """The exported tables for the template: id, files, header, alignment, rows and notes."""
+    return [
+        {
+            "id": f"table-{stem.replace('_', '-')}",
+            "files": [f"{report_tables.TABLE_DIR}/{stem}.{suffix}" for suffix in tables.SUFFIXES],
+            "caption": table.caption,
+            "header": [str(column) for column in table.columns],
+            "align": [{"l": "left", "c": "center", "r": "right"}[a] for a in table.alignment],
+            "rows": [[cell or NO_VALUE for cell in row] for row in table.text_rows()],
+            "notes": list(table.notes),
+        }
+        for stem, table in paper_tables.items()
+    ]
+
+
+def template_environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        autoescape=True,  # job files and configs are user text: never raw HTML
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+FLAG_MARK = "⚑"  # marks a slow host, a late start or a slow network client
+
+
+def read_results(source) -> pd.DataFrame:
+    if isinstance(source, (pa.Table, pd.DataFrame)):
+        return stats.as_frame(source)
+    return results.read_parquet(source).to_pandas()
+
+
+def recorded_versions(raw: pd.DataFrame) -> str | None:
+    """Tool versions as recorded in the result rows, when meta does not say."""
+    if "tool_version" not in raw:
+        return None
+    return ", ".join(sorted({str(v) for v in raw["tool_version"].dropna()})) or None
+
+
+def join_nonempty(*parts) -> str:
+    return " ".join(str(p) for p in parts if p not in (None, ""))
+
+
+def list_text(values) -> str | None:
+    if not values:
+        return None
+    return f"{len(values)}: " + ", ".join(str(v) for v in values)
