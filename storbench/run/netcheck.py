@@ -1,4 +1,5 @@
-"""Network sanity check: iperf3 from every client host to one server, alone and all at once.
+"""Network sanity check: the network tool (iperf3) from every client host to one server, alone
+and all at once.
 
 The server host runs one ``iperf3 --server`` per client on consecutive ports (``port`` ..
 ``port+N-1``; an iperf3 server serves one client at a time), bound to the server's address
@@ -36,13 +37,12 @@ from storbench.core.aggregate import aggregate_hosts
 from storbench.core.model import Host
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.hosts.transport import KILL_AFTER_S, HostError, open_transport, raise_interrupt
+from storbench.tools import network_tool
 from storbench.tools.base import ToolOutputError
-from storbench.tools.iperf3 import load_result, result_row
 
 EXPERIMENT = "network"
 PHASES = ("single", "all")
 CLIENT_SLACK_S = 30.0  # beyond the test duration: connecting, the JSON summary
-CONNECT_TIMEOUT_MS = 10_000  # iperf3 --connect-timeout: an unreachable server fails fast
 READY_TIMEOUT_S = 15.0  # servers must listen within this
 READY_POLL_S = 0.1
 SERVER_MARGIN_S = 120.0  # server lifetime beyond the planned tests
@@ -174,6 +174,7 @@ class _Check:
         self.token = f"netcheck-{uuid.uuid4().hex[:12]}"  # in every command line of this check
         self.server_dir = posixpath.join(self.server.workdir, self.token, "servers")
         self.ports = {c.name: self.port + i for i, c in enumerate(self.clients)}
+        self.tool = network_tool()
 
     # -- servers --
 
@@ -186,21 +187,23 @@ class _Check:
             if busy:
                 raise HostError(
                     self.server.name,
-                    f"port(s) {', '.join(map(str, busy))} already in use; is an iperf3 server"
-                    " still running there? (network.port chooses the first port)",
+                    f"port(s) {', '.join(map(str, busy))} already in use; is an"
+                    f" {self.tool.name} server still running there? (network.port chooses the"
+                    " first port)",
                 )
             lines = [f"mkdir -p -- {shlex.quote(self.server_dir)}"]
             lines += [self._server_line(port, lifetime) for port in self.ports.values()]
             rc, _, err = transport.shell("\n".join(lines), timeout_s=SHELL_TIMEOUT_S)
             if rc != 0:
-                raise HostError(self.server.name, f"cannot start iperf3 servers: {err.strip()}")
+                raise HostError(
+                    self.server.name, f"cannot start {self.tool.name} servers: {err.strip()}"
+                )
             self._wait_until_listening(transport)
 
     def _server_line(self, port: int, lifetime: float) -> str:
         log = posixpath.join(self.server_dir, f"server-{port}.log")
         argv = ["timeout", "-s", "TERM", "-k", str(KILL_AFTER_S), str(int(lifetime))]
-        argv += ["iperf3", "--server", "--bind", self.server.address, "--port", str(port)]
-        argv += ["--logfile", log]
+        argv += self.tool.network_server_command(self.server.address, port, log)
         out = shlex.quote(posixpath.join(self.server_dir, f"server-{port}.out"))
         return f"nohup {shlex.join(argv)} </dev/null >{out} 2>&1 &"
 
@@ -213,7 +216,7 @@ class _Check:
             if dead:
                 raise HostError(
                     self.server.name,
-                    f"iperf3 server on port {dead[0]} exited at start:"
+                    f"{self.tool.name} server on port {dead[0]} exited at start:"
                     f" {self._server_output(transport, dead[0])}",
                 )
             waiting = sorted(wanted - _listening_ports(transport))
@@ -222,8 +225,8 @@ class _Check:
             if time.monotonic() > deadline:
                 raise HostError(
                     self.server.name,
-                    f"iperf3 server on port {waiting[0]} does not accept connections after"
-                    f" {READY_TIMEOUT_S:g}s: {self._server_output(transport, waiting[0])}",
+                    f"{self.tool.name} server on port {waiting[0]} does not accept connections"
+                    f" after {READY_TIMEOUT_S:g}s: {self._server_output(transport, waiting[0])}",
                 )
             time.sleep(READY_POLL_S)
 
@@ -238,7 +241,7 @@ class _Check:
         try:
             self.stop_servers()
         except Exception as stop_error:
-            error.add_note(f"also failed to stop the iperf3 servers: {stop_error}")
+            error.add_note(f"also failed to stop the {self.tool.name} servers: {stop_error}")
 
     def _server_marker(self) -> str:
         return f"{self.token}/servers/server-"
@@ -302,7 +305,9 @@ class _Check:
         remote_json = posixpath.join(remote_dir, f"{client.name}.json")
         local_dir = self.out_dir / phase
         local_json = local_dir / f"{client.name}.json"
-        argv = client_command(self.server.address, port, self.duration, self.parallel, remote_json)
+        argv = self.tool.network_client_command(
+            self.server.address, port, self.duration, self.parallel, remote_json
+        )
         transport.mkdirs(remote_dir)
         started = _now()
         rc = transport.run(
@@ -315,18 +320,16 @@ class _Check:
         ended = _now()
         if rc != 0:
             tail = _tail(local_dir / f"{client.name}.stderr")
-            raise HostError(client.name, f"iperf3 to {self._where(port)} exited {rc}: {tail}")
+            raise HostError(
+                client.name, f"{self.tool.name} to {self._where(port)} exited {rc}: {tail}"
+            )
         transport.fetch(remote_json, local_json)
-        try:
-            document = load_result(local_json)
-        except ToolOutputError as error:
-            raise HostError(client.name, f"iperf3 to {self._where(port)}: {error}") from error
         base = {
             "experiment": EXPERIMENT,
             "run_id": phase,
             "iteration": 1,
             "attempt": 1,
-            "tool": "iperf3",
+            "tool": self.tool.name,
             "hosts_in_run": hosts_in_run,
             "params_json": json.dumps(self._params(), sort_keys=True),
             "command": shlex.join(argv),
@@ -334,7 +337,11 @@ class _Check:
             "start_time": started,
             "end_time": ended,
         }
-        return result_row(document, host=client.name, base=base)
+        try:
+            return self.tool.network_row(local_json, client.name, base)
+        except ToolOutputError as error:
+            where = f"{self.tool.name} to {self._where(port)}"
+            raise HostError(client.name, f"{where}: {error}") from error
 
     def _params(self) -> dict:
         return {
@@ -376,15 +383,6 @@ class _Check:
                     transport.shell(f"rm -rf -- {folder}", timeout_s=SHELL_TIMEOUT_S)
             except (HostError, OSError):
                 pass
-
-
-def client_command(address: str, port: int, duration: int, parallel: int, json_path: str):
-    """The iperf3 client command of one test, JSON written to json_path on the client."""
-    return [
-        "iperf3", "--client", address, "--port", str(port), "--time", str(duration),
-        "--parallel", str(parallel), "--json", "--connect-timeout", str(CONNECT_TIMEOUT_MS),
-        "--logfile", json_path,
-    ]  # fmt: skip
 
 
 # --- helpers ------------------------------------------------------------------------------

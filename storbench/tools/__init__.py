@@ -43,6 +43,13 @@ def preparation_tool() -> ToolAdapter:
     )
 
 
+def network_tool() -> ToolAdapter:
+    """The tool that measures the network between hosts (`snakemake network`)."""
+    return next(
+        get_tool(name) for name in known_tools() if get_tool(name).capabilities.network_check
+    )
+
+
 def get_tool(name: str) -> ToolAdapter:
     if name in _REGISTRY:
         return importlib.import_module(_REGISTRY[name]).ADAPTER

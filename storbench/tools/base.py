@@ -87,6 +87,7 @@ class Capabilities:
     interval_series: bool = False  # per-interval rows (parse_timeseries)
     start_stamps: bool = False  # each host's actual start in service mode (start_stamp_names)
     import_formats: tuple[str, ...] = ()  # outputs `storbench import` reads (import_outputs)
+    network_check: bool = False  # measures the network between hosts (`snakemake network`)
 
 
 class RenderError(ValueError):
@@ -187,6 +188,22 @@ class ToolAdapter:
     ) -> dict:
         """A probe's options: closed loop at iodepth, or open loop at rate_per_job per worker."""
         raise NotImplementedError(f"{self.name} has no latency-SLO search")
+
+    # --- network check (capabilities.network_check) --------------------------------------
+
+    def network_server_command(self, address: str, port: int, log_path: str) -> list[str]:
+        """argv of one server on the server host, bound to address:port, logging to log_path."""
+        raise NotImplementedError(f"{self.name} does not check networks")
+
+    def network_client_command(
+        self, address: str, port: int, duration_s: int, parallel: int, output_path: str
+    ) -> list[str]:
+        """argv of one client test against address:port, its result written to output_path."""
+        raise NotImplementedError(f"{self.name} does not check networks")
+
+    def network_row(self, output: Path, host: str, base: dict) -> dict:
+        """The result row of one client test (raises ToolOutputError for a bad output)."""
+        raise NotImplementedError(f"{self.name} does not check networks")
 
     def start_stamp_names(self, spec: dict) -> list[str]:
         """Files in the service's folder that hold each host's actual start (start_stamps)."""

@@ -159,6 +159,9 @@ def _reverse(options: dict) -> bool:
 # --- adapter -----------------------------------------------------------------------------
 
 
+CONNECT_TIMEOUT_MS = 10_000  # --connect-timeout: an unreachable server fails fast
+
+
 class Iperf3Adapter(ToolAdapter):
     name = "iperf3"
     job_suffix = ".iperf3"
@@ -166,8 +169,26 @@ class Iperf3Adapter(ToolAdapter):
     install_hint = "apt-get install iperf3"
     # targets are not used; an s3 target would create a bucket
     capabilities = Capabilities(
-        target_types=("directory", "block"), interval_series=True, import_formats=("json",)
+        target_types=("directory", "block"),
+        interval_series=True,
+        import_formats=("json",),
+        network_check=True,
     )
+
+    def network_server_command(self, address: str, port: int, log_path: str) -> list[str]:
+        return ["iperf3", "--server", "--bind", address, "--port", str(port), "--logfile", log_path]
+
+    def network_client_command(
+        self, address: str, port: int, duration_s: int, parallel: int, output_path: str
+    ) -> list[str]:
+        return [
+            "iperf3", "--client", address, "--port", str(port), "--time", str(duration_s),
+            "--parallel", str(parallel), "--json", "--connect-timeout", str(CONNECT_TIMEOUT_MS),
+            "--logfile", output_path,
+        ]  # fmt: skip
+
+    def network_row(self, output: Path, host: str, base: dict) -> dict:
+        return result_row(load_result(output), host=host, base=base)
 
     def template_context(self, spec: dict) -> dict:
         return {
