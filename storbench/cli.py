@@ -15,6 +15,7 @@ from storbench.core.specs import RunSpec
 
 
 def _check(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.config import campaign as config
 
     campaign = config.load_campaign_file(args.config)
@@ -33,6 +34,7 @@ def _check(args) -> int:
 
 
 def _render(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.run import render
 
     render.write_job(args.spec, args.output, args.facts)
@@ -40,6 +42,7 @@ def _render(args) -> int:
 
 
 def _run(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.run import engine as runner
 
     spec = RunSpec.from_dict(args.spec)
@@ -47,6 +50,7 @@ def _run(args) -> int:
     if spec.per_host_jobs:  # jobs/<run_id>/<host><suffix>, one per host
         job = {Path(path).name.rsplit(".", 1)[0]: path for path in args.job}
     if spec.preparation:  # the target must still be in the state the run is tagged with
+        # this step's modules only: every step starts fast
         from storbench.run import prepare
 
         spec = spec.with_state(prepare.run_state(spec.preparation, list(spec.hosts)))
@@ -59,6 +63,7 @@ def _run(args) -> int:
 
 
 def _parse(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.analysis import ingest
 
     rows = ingest.parse_iteration(args.manifest, args.output, args.timeseries)
@@ -67,6 +72,7 @@ def _parse(args) -> int:
 
 
 def _gather(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.analysis import ingest
 
     rows = ingest.gather(args.parsed, args.output, args.timeseries)
@@ -76,12 +82,14 @@ def _gather(args) -> int:
 
 def _report(args) -> int:
 
+    # this step's modules only: every step starts fast
     from storbench.report import experiment as report
 
     meta = args.meta
     meta["job_files"] = {_job_label(Path(p)): Path(p).read_text() for p in args.job_files}
     facts = None
     if args.telemetry:
+        # this step's modules only: every step starts fast
         from storbench.run import telemetry
 
         facts = telemetry.load(args.telemetry)
@@ -100,10 +108,12 @@ def _report(args) -> int:
 
 
 def _campaign_report(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.report import campaign as campaign_report
 
     facts = None
     if args.telemetry:
+        # this step's modules only: every step starts fast
         from storbench.run import telemetry
 
         facts = telemetry.load(args.telemetry)
@@ -116,6 +126,7 @@ def _campaign_report(args) -> int:
 
 
 def _pdf(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.report import pdf
 
     print(pdf.html_to_pdf(args.html, args.pdf, timeout_s=args.timeout))
@@ -128,6 +139,7 @@ def _job_label(path: Path) -> str:
 
 
 def _preflight(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.run import preflight
 
     report = preflight.run_preflight(args.spec, args.output)
@@ -141,6 +153,7 @@ def _preflight(args) -> int:
 
 
 def _prepare_bucket(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.run import s3
 
     target = args.target
@@ -151,6 +164,7 @@ def _prepare_bucket(args) -> int:
 
 
 def _cleanup(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.run import cleanup
 
     for line in cleanup.cleanup(args.spec):
@@ -159,6 +173,7 @@ def _cleanup(args) -> int:
 
 
 def _services(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.core import atomic
     from storbench.hosts import services
 
@@ -176,6 +191,7 @@ def _services(args) -> int:
 
 
 def _plan(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.config import campaign as config
     from storbench.run import show_plan
 
@@ -188,6 +204,7 @@ def _plan(args) -> int:
 
 
 def _network(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.run import netcheck
 
     spec = args.spec
@@ -201,6 +218,7 @@ def _network(args) -> int:
 
 
 def _network_report(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.report import network
 
     written = network.build_network_report(
@@ -211,6 +229,7 @@ def _network_report(args) -> int:
 
 
 def _telemetry(args) -> int:
+    # this step's modules only: every step starts fast
     from storbench.core import atomic
     from storbench.run import telemetry
 
@@ -226,6 +245,7 @@ def _telemetry(args) -> int:
 
 def _import(args) -> int:
 
+    # this step's modules only: every step starts fast
     from storbench.core import results
     from storbench.tools import get_tool, known_tools
 
@@ -253,6 +273,7 @@ class ImportInputError(ValueError):
 def _prepare(args) -> int:
     """One preparation job: a dataset, a recipe stage, its summary, its flush, or its report."""
     if args.action == "report":
+        # this step's modules only: every step starts fast
         from storbench.report import preparation as prep_report
 
         written = prep_report.build_precondition_report(
@@ -260,8 +281,10 @@ def _prepare(args) -> int:
         )
         print("\n".join(str(path) for path in written.values()))
         return 0
+    # this step's modules only: every step starts fast
     import signal
 
+    # this step's modules only: every step starts fast
     from storbench.analysis import preparation
     from storbench.hosts.transport import raise_interrupt
     from storbench.run import prepare
@@ -284,6 +307,7 @@ def _prepare(args) -> int:
 def _search(args) -> int:
     """One probe of a latency-SLO search, the search's result, or its report."""
     if args.action == "report":
+        # this step's modules only: every step starts fast
         from storbench.report import search as search_report
 
         written = search_report.build_search_report(
@@ -291,6 +315,7 @@ def _search(args) -> int:
         )
         print("\n".join(str(path) for path in written.values()))
         return 0
+    # this step's modules only: every step starts fast
     from storbench.analysis import search
 
     spec = args.spec
@@ -307,6 +332,7 @@ def _compare(args) -> int:
     """A comparison report of B against A, or the check that fails on its regressions."""
     if args.action == "check":
         return _compare_check(args.regressions, args.output)
+    # this step's modules only: every step starts fast
     from storbench.report import compare
 
     thresholds = _thresholds(args.threshold)
@@ -341,6 +367,7 @@ def _thresholds(pairs: list[str]) -> dict[str, str]:
 
 
 def _compare_check(regressions_path: str, output: str | None) -> int:
+    # this step's modules only: every step starts fast
     from storbench.core import atomic
 
     verdict = json.loads(Path(regressions_path).read_text())
@@ -564,6 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
+    # this step's modules only: every step starts fast
     from storbench.config.campaign import ConfigError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError

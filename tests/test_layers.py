@@ -170,3 +170,24 @@ def test_the_core_names_no_tool():
             if named.search(line) or imports.search(line):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}")
     assert found == []
+
+
+def test_every_import_inside_a_function_says_why():
+    """Imports belong at the top; one inside a function keeps something heavy off a light
+    path and says so in a comment on its line or above its block of imports."""
+    unexplained = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for function in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            imports = [n for n in ast.walk(function) if isinstance(n, (ast.Import, ast.ImportFrom))]
+            starts = {node.lineno for node in imports}
+            for node in imports:
+                above = node.lineno - 2
+                while above + 1 in starts and "#" not in lines[above]:
+                    above -= 1  # an import right above: the block's comment counts
+                if "#" not in lines[node.lineno - 1] and "#" not in lines[above]:
+                    name = path.relative_to(PACKAGE.parent)
+                    unexplained.append(f"{name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert unexplained == []

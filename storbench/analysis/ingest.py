@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from storbench.core import results
+from storbench.core.aggregate import aggregate_hosts
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
@@ -28,7 +29,7 @@ def parse_iteration(
 
 
 def _table(rows: list[dict], schema, manifest_path: str):
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: loads numpy, pyarrow
 
     try:
         return results.table_from_rows(rows, schema)
@@ -109,7 +110,6 @@ def with_host_times(rows: list[dict], hosts: list[dict]) -> list[dict]:
 
 def with_target_set_rows(rows: list[dict], target: dict) -> list[dict]:
     """A run on a whole target set: each job section is one target; add the sum over them."""
-    from storbench.core.aggregate import aggregate_hosts
 
     members = {member["name"] for member in target["members"]}
     for row in rows:

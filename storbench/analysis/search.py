@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from storbench.config.search import limit_label, probe_budget
-from storbench.core import atomic, paths
+from storbench.core import atomic, histogram, paths
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILES
 from storbench.core.specs import RunSpec
 from storbench.plan import slo_search
@@ -17,6 +17,8 @@ from storbench.plan.search import (
     read_markers,
     search_options,
 )
+from storbench.run import engine as runner
+from storbench.run import prepare, render
 from storbench.tools import get_tool
 
 SEARCH_ONLY_KEYS = ("search", "template", "job_file")  # the probe's, not the run engine's
@@ -56,8 +58,6 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
 
 
 def _run(spec: dict, run: dict) -> str:
-    from storbench.run import engine as runner
-    from storbench.run import render
 
     experiment = spec["experiment"]
     probe = {**spec, "run_id": run["run_id"], "params": run["params"]}
@@ -70,7 +70,6 @@ def _run(spec: dict, run: dict) -> str:
     atomic.write_text(job_path, render.render_job(render_spec))
     run_spec = RunSpec.from_dict(probe, ignore=SEARCH_ONLY_KEYS)
     if run_spec.preparation:  # the target must still be in the state the run is tagged with
-        from storbench.run import prepare
 
         run_spec = run_spec.with_state(prepare.run_state(run_spec.preparation, spec["hosts"]))
     manifest_path = paths.manifest(experiment, run["run_id"], run["iteration"])
@@ -80,7 +79,7 @@ def _run(spec: dict, run: dict) -> str:
 
 def _parse(manifest_path: str, experiment: str, run: dict) -> tuple[str, list[dict]]:
     """The run's result Parquet (written as the parse rule would) and its rows."""
-    from storbench.analysis import ingest
+    from storbench.analysis import ingest  # lazy: loads numpy, pyarrow
 
     parsed = paths.parsed(experiment, run["run_id"], run["iteration"])
     timeseries = parsed.replace(".parquet", ingest.TIMESERIES_SUFFIX)
@@ -98,7 +97,6 @@ def measured_probe(
 
     With Poisson arrivals the probe carries its duration, which gives its achieved rate the
     allowance for the randomness of the arrival count (``slo_search.meets``)."""
-    from storbench.core import histogram
 
     if not rows:
         raise SearchError(f"{run['run_id']}: the run completed no I/O")
@@ -165,7 +163,7 @@ def search_result(spec: dict, markers: list[dict]) -> dict:
 
 def gather(spec: dict, marker_paths: list[str], output: str, summary: str, timeseries: str):
     """search.json, and the probes' result rows in summary.parquet and timeseries.parquet."""
-    from storbench.analysis import ingest
+    from storbench.analysis import ingest  # lazy: loads numpy, pyarrow
 
     result = search_result(spec, read_markers(marker_paths))
     series = [p.replace(".parquet", ingest.TIMESERIES_SUFFIX) for p in result["parsed"]]

@@ -15,12 +15,16 @@ from pathlib import Path
 
 import yaml
 
+from storbench.config import datapath, fault_config, schedule, search
+from storbench.config import preparation as prepare_plan
 from storbench.config import runs as config_runs
 from storbench.config.sweep import PlanError
 from storbench.config.values import positive_duration
-from storbench.core import paths, units
+from storbench.core import hostfacts, paths, units
 from storbench.core.model import DEFAULT_REPORT_NAME, Campaign, Experiment
 from storbench.core.options import DURATION_OPTIONS, PERCENT_SIZE_OPTIONS, SIZE_OPTIONS
+from storbench.tools import get_tool, known_tools, preparation_tool
+from storbench.tools.base import job_file_text
 
 SCHEMA_PATH = paths.SCHEMA_PATH
 MAX_HOSTS_PER_GROUP = 4096
@@ -97,7 +101,6 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     host_groups = {
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
-    from storbench.config import preparation as prepare_plan
 
     datasets, recipes = prepare_plan.load(raw, host_groups, problems)
     experiments = {
@@ -111,7 +114,6 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     if "network" in raw:
         _check_network(raw["network"], host_groups, problems)
     if "data_path" in raw:
-        from storbench.config import datapath
 
         stepped = [
             group
@@ -185,7 +187,7 @@ def _count_values(value, limit: int) -> int:
 
 @cache
 def _validator():
-    import jsonschema
+    import jsonschema  # lazy: loads jsonschema
 
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     return jsonschema.Draft202012Validator(schema)
@@ -289,6 +291,7 @@ _NODESET_OPERATORS = re.compile(r"[!&^]")
 
 def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:
     """The host names of a ClusterShell node set; [] with a problem when it is unusable."""
+    # lazy: loads ClusterShell
     from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
 
     most = _most_nodes(nodes_text)
@@ -350,8 +353,6 @@ def _experiment(
     recipes: dict,
     host_groups: dict,
 ) -> Experiment | None:
-    from storbench.config import preparation as prepare_plan
-    from storbench.tools import known_tools
 
     key = f"experiments.{name}"
     if spec["tool"] not in known_tools():
@@ -417,10 +418,8 @@ def _experiment(
     _check_host_expressions(key, spec, job, sweep, problems)
     search_settings = None
     if "search" in spec:
-        from storbench.config import search
 
         search_settings = search.settings(key, spec, problems)
-    from storbench.config import fault_config
 
     host_names = [host["name"] for group in groups for host in host_groups.get(group, [])]
     fault_config.check_faults(key, spec, job, host_names, problems)
@@ -469,25 +468,21 @@ def _experiment(
 
 def _tool(spec: dict):
     """The adapter of an experiment's tool (known: unknown tools are reported first)."""
-    from storbench.tools import get_tool
 
     return get_tool(spec["tool"])
 
 
 def _known_tools() -> list[str]:
-    from storbench.tools import known_tools
 
     return known_tools()
 
 
 def _tools_by_name(name: str):
-    from storbench.tools import get_tool
 
     return get_tool(name).capabilities
 
 
 def _tools_with(capability: str) -> str:
-    from storbench.tools import get_tool, known_tools
 
     names = [n for n in known_tools() if getattr(get_tool(n).capabilities, capability)]
     return ", ".join(names) or "none"
@@ -543,7 +538,6 @@ def _check_host_split(key: str, spec: dict, job: dict, sweep: dict, problems: li
 def _check_host_expressions(
     key: str, spec: dict, job: dict, sweep: dict, problems: list[str]
 ) -> None:
-    from storbench.core import hostfacts
 
     problems += hostfacts.check(job, f"{key}.job")
     for option, values in sweep.items():
@@ -584,7 +578,6 @@ def _check_target_set(key: str, spec: dict, names: list[str], raw: dict, problem
 
 
 def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> None:
-    from storbench.config import schedule
 
     if sweep or "job_file" in spec:
         problems.append(f"{key}.schedule: the schedule's lines are the runs; drop sweep/job_file")
@@ -709,7 +702,6 @@ def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) 
 
 
 def _check_target_type(key: str, tool: str, target_type: str, problems: list[str]) -> None:
-    from storbench.tools import get_tool
 
     supported = get_tool(tool).capabilities.target_types
     if target_type not in supported:
@@ -723,9 +715,6 @@ def _check_option_value(
     key: str, option: str, value, problems: list[str], *, tool: str | None = None
 ) -> None:
     """Units of sizes and durations, and whether the value reaches the tool's job file intact."""
-    from storbench.core import hostfacts
-    from storbench.tools import get_tool
-    from storbench.tools.base import job_file_text
 
     text = str(value)
     if _has_control_characters(text):
@@ -804,8 +793,6 @@ def _is_free_text(path: tuple) -> bool:
 def _job_file_problems(raw: dict) -> list[str]:
     """Target paths as each tool using them reads them, and the job options of datasets and
     preconditioning recipes as the preparation tool reads them."""
-    from storbench.tools import get_tool, preparation_tool
-    from storbench.tools.base import job_file_text
 
     problems = []
     for name, tools in _target_tools(raw).items():
@@ -825,7 +812,6 @@ def _job_file_problems(raw: dict) -> list[str]:
 def _target_tools(raw: dict) -> dict[str, list[str]]:
     """Each target's name -> the tools that write its path into job files (datasets and
     preconditioning recipes are the preparation tool's jobs)."""
-    from storbench.tools import known_tools, preparation_tool
 
     uses: dict[str, set] = {}
     for spec in raw["experiments"].values():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 
 from storbench.config.sweep import PlanError, run_id, sweep_points
@@ -389,7 +390,6 @@ def _flush(key: str, spec: dict, hosts, problems: list[str]) -> dict:
             f"{key}.host: {host!r} is not one of the recipe's hosts ({', '.join(names)})"
         )
     if "done" in spec:
-        import re
 
         try:
             re.compile(spec["done"])

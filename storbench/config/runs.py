@@ -6,6 +6,7 @@ errors.
 
 from __future__ import annotations
 
+from storbench.config.schedule import schedule_runs
 from storbench.config.sweep import _UNSAFE, PlanError, run_id, sweep_points
 from storbench.core.model import Campaign, Run
 
@@ -74,7 +75,6 @@ def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
 def _workloads(experiment):
     """(run id, params, point) of each workload: a schedule file's lines, or the sweep."""
     if experiment.schedule:
-        from storbench.config.schedule import schedule_runs
 
         for name, line_params in schedule_runs(experiment.schedule):
             yield name, {**experiment.job, **line_params}, line_params

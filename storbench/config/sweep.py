@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from storbench.core import units
+from storbench.core import hostfacts, units
 from storbench.core.options import SIZE_OPTIONS
 
 RUN_ID_PARTS = (
@@ -57,7 +57,6 @@ def sweep_points(sweep: dict) -> list[dict]:
 
 
 def _label(option: str, value) -> str:
-    from storbench.core import hostfacts
 
     if hostfacts.has_expression(value):
         return "host"  # computed per host from its facts: 'njhost'

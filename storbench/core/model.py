@@ -8,6 +8,8 @@ import posixpath
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from storbench.core import hostfacts
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -42,7 +44,6 @@ class Experiment:
     def uses_host_facts(self) -> bool:
         """Whether any job or swept value is computed per host from its telemetry (asked once
         per job while Snakemake plans, so kept)."""
-        from storbench.core import hostfacts
 
         values = list(self.job.values())
         for option, swept in self.sweep.items():

@@ -9,6 +9,7 @@ TCP connection. Imports stay light: this is the benchmark path.
 from __future__ import annotations
 
 import concurrent.futures
+import shlex
 import socket
 import time
 from pathlib import Path
@@ -98,7 +99,6 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
 
 def _detached_script(folder: str, argv: list[str]) -> str:
     """All three streams redirected, or the SSH session would wait for the service to end."""
-    import shlex
 
     command = " ".join(shlex.quote(arg) for arg in argv)
     return (

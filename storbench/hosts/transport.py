@@ -27,6 +27,7 @@ import select
 import shlex
 import shutil
 import signal
+import stat as stat_module
 import subprocess
 import threading
 import time
@@ -310,7 +311,6 @@ class SSHTransport(Transport):
                 handle.write(text.encode())
 
     def fetch_tree(self, path: str, local_dir) -> None:
-        import stat as stat_module
 
         sftp = self._sftp_client()
         local_dir = Path(local_dir)
@@ -375,8 +375,8 @@ class SSHTransport(Transport):
         return conn
 
     def _new_connection(self, host: str, user: str | None, port: int, gateway=None):
-        import paramiko
-        from fabric import Connection
+        import paramiko  # lazy: loads importlib.metadata, paramiko, yaml
+        from fabric import Connection  # lazy: loads fabric, importlib.metadata, paramiko, yaml
 
         timeout_s = self.spec.connect_timeout
         connect_kwargs = {"banner_timeout": timeout_s, "auth_timeout": timeout_s}
@@ -404,7 +404,7 @@ class SSHTransport(Transport):
         return conn
 
     def _connect_error(self, exc: Exception, conn, *, is_jump: bool) -> HostError:
-        import paramiko
+        import paramiko  # lazy: loads importlib.metadata, paramiko, yaml
 
         where = f"{conn.host}:{conn.port}" + (" (jump host)" if is_jump else "")
         if isinstance(exc, paramiko.BadHostKeyException):
@@ -486,7 +486,7 @@ class SSHTransport(Transport):
     @contextlib.contextmanager
     def _translating(self, action: str):
         """Turn paramiko and socket errors inside the block into HostError."""
-        import paramiko
+        import paramiko  # lazy: loads importlib.metadata, paramiko, yaml
 
         try:
             yield

@@ -11,6 +11,7 @@ from storbench.config.sweep import PlanError
 from storbench.core import units
 from storbench.core.model import Campaign, Run
 from storbench.core.specs import RunSpec
+from storbench.plan import preparation as prepare_plan
 from storbench.tools import get_tool
 
 DEFAULT_ITERATION_TIMEOUT_S = 3600.0
@@ -160,7 +161,6 @@ def search_spec(campaign: Campaign, name: str) -> dict:
 
 def preparation_spec(campaign: Campaign, name: str) -> dict | None:
     """The state a run needs on its target: the tokens to check, the label it runs under."""
-    from storbench.plan import preparation as prepare_plan
 
     experiment = campaign.experiments[name]
     specs = []
@@ -181,7 +181,6 @@ def preparation_spec(campaign: Campaign, name: str) -> dict | None:
 
 def service_spec(campaign: Campaign, tool: str) -> dict:
     """Every host that runs this tool's service in the campaign, with the port."""
-    from storbench.tools import get_tool
 
     hosts: dict[str, dict] = {}
     for name, experiment in campaign.experiments.items():

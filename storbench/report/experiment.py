@@ -130,6 +130,8 @@ def build_report(
     written: dict[str, Path] = {}
 
     from storbench.report import environment  # report_figures builds on this module
+
+    # lazy: loads jinja2, matplotlib, numpy, pandas, pyarrow
     from storbench.report import figures as report_figures
 
     series = _read_timeseries(timeseries_source)
@@ -146,6 +148,8 @@ def build_report(
     figures = [f for f in figures if f not in host_figures]
     extra_sections = []
     from storbench.report import faults as fault_report  # only reports of such experiments use them
+
+    # lazy: loads jinja2, matplotlib, numpy, pandas, pyarrow
     from storbench.report import soak as soak_report
 
     for section, files in (

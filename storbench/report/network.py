@@ -36,6 +36,7 @@ from storbench.report.toolkit import (  # noqa: E402
     template_environment,
     write_file,
 )
+from storbench.run import netcheck
 
 TEMPLATE_NAME = "index.html.j2"
 
@@ -110,7 +111,6 @@ def network_table(rows: pd.DataFrame, min_fraction: float) -> pd.DataFrame:
 
     The phase's aggregate (host 'all') follows its clients, without median or flag.
     """
-    from storbench.run import netcheck
 
     means = rows.groupby(["run_id", "host", "op"], sort=False, dropna=False)["bw_bytes_s"].mean()
     records = [

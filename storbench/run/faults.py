@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from storbench.core import units
 from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
+from storbench.hosts.transport import open_transport
 
 DEFAULT_TIMEOUT_S = 60.0
 OUTPUT_TAIL_CHARS = 2000
@@ -248,7 +249,6 @@ def schedule_for_run(spec: RunSpec, hosts: list, paths: list, results: list, thr
     """
     if not spec.faults:
         return None
-    from storbench.hosts.transport import open_transport
 
     by_name = {host.name: host for host in hosts}
 

@@ -18,11 +18,16 @@ import threading
 import time
 from pathlib import Path
 
+from storbench.config.preparation import REGION_FILE
 from storbench.core import atomic, paths
 from storbench.core.model import Host
+from storbench.core.options import normalized_options
 from storbench.core.specs import RunSpec
+from storbench.core.units import parse_duration
+from storbench.hosts.services import on_every_host
 from storbench.hosts.transport import open_transport
 from storbench.run.engine import RunError, run_iteration
+from storbench.run.render import job_template
 from storbench.tools import preparation_tool
 
 TOKEN_READ_TIMEOUT_S = 30.0
@@ -45,8 +50,6 @@ def _host_spec(host: dict) -> Host:
 
 
 def render(purpose: str, host: str, global_options: dict, sections: list[dict]) -> str:
-    from storbench.core.options import normalized_options
-    from storbench.run.render import job_template
 
     template = paths.TEMPLATES_DIR / preparation_tool().preparation_template
     return job_template(template).render(
@@ -62,7 +65,6 @@ def region_options(recipe: dict, host_index: int, host: str) -> tuple[dict, int]
     target = recipe["target"]
     if target["type"] == "block":
         return {"filename": target["path"]}, host_index * recipe["slice_bytes"]
-    from storbench.config.preparation import REGION_FILE
 
     directory = preparation_tool().target_directory(target, host)
     return {"directory": directory, "filename": REGION_FILE}, 0
@@ -192,7 +194,6 @@ def chunk_timeout(spec: dict, bytes_per_host: int) -> float:
 
 
 def seconds_of(value) -> float:
-    from storbench.core.units import parse_duration
 
     return parse_duration(value) if value is not None else 0.0
 
@@ -225,7 +226,6 @@ def _command(host: dict, command: str, raw_dir: Path, label: str, timeout_s: flo
 
 
 def _on_hosts(hosts: list[dict], action) -> dict:
-    from storbench.hosts.services import on_every_host
 
     try:
         return on_every_host(hosts, action, "preparation")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from storbench.core import atomic, paths
+from storbench.core import atomic, hostfacts, paths
 from storbench.tools import get_tool
 from storbench.tools.base import RenderError
 
@@ -14,7 +15,7 @@ TEMPLATES_DIR = paths.TEMPLATES_DIR
 def render_job(spec: dict) -> str:
     if spec.get("job_file"):
         return Path(spec["job_file"]).read_text()
-    import jinja2
+    import jinja2  # lazy: loads jinja2
 
     tool = get_tool(spec["tool"])
     template_path = (
@@ -31,7 +32,7 @@ def render_job(spec: dict) -> str:
 
 def job_template(path: Path):
     """A job-file template: unknown variables are errors, text is not HTML-escaped."""
-    import jinja2
+    import jinja2  # lazy: loads jinja2
 
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(path.parent)),
@@ -44,7 +45,6 @@ def job_template(path: Path):
 
 def with_host_facts(spec: dict, facts: dict) -> dict:
     """The spec with every host-fact expression in its options computed for its host."""
-    from storbench.core import hostfacts
 
     names = hostfacts.expression_names(
         facts, hosts_in_run=len(spec["hosts"]), host_index=spec["host_index"]
@@ -58,7 +58,6 @@ def with_host_facts(spec: dict, facts: dict) -> dict:
 
 def write_job(spec: dict, output: str, facts_path: str | None = None) -> None:
     if facts_path:
-        import json
 
         spec = with_host_facts(spec, json.loads(Path(facts_path).read_text()))
     atomic.write_text(output, render_job(spec))

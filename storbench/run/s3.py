@@ -16,8 +16,8 @@ class S3Error(RuntimeError):
 
 
 def client(target: dict, credentials: Credentials):
-    import boto3
-    from botocore.config import Config
+    import boto3  # lazy: loads boto3, botocore, importlib.metadata
+    from botocore.config import Config  # lazy: loads botocore, importlib.metadata
 
     return boto3.client(
         "s3",
@@ -95,7 +95,7 @@ class _errors:
     def __exit__(self, kind, error, traceback):
         if error is None or not isinstance(error, Exception):
             return False
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError  # lazy: loads botocore
 
         if isinstance(error, (BotoCoreError, ClientError)):
             message = scrub(str(error), self.credentials.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import shlex
 from pathlib import Path
 
 from storbench.core.model import Host
@@ -144,7 +145,6 @@ def _earliest(text: str) -> str | None:
 
 
 def _quote(path: str) -> str:
-    import shlex
 
     return shlex.quote(path)
 

@@ -11,10 +11,13 @@ import json
 import shlex
 from pathlib import Path
 
+from storbench.config import search
 from storbench.core import paths
 from storbench.core.model import Campaign, Host, Run
+from storbench.plan import preparation as prepare_plan
+from storbench.plan import slo_search
 from storbench.plan import specs as plan
-from storbench.run import render
+from storbench.run import prepare, render
 from storbench.tools import get_tool
 
 
@@ -31,8 +34,6 @@ def describe_campaign(campaign: Campaign, experiments: list[str] | None = None) 
 
 
 def describe_dataset(dataset) -> list[str]:
-    from storbench.plan import preparation as prepare_plan
-    from storbench.run import prepare
 
     spec = prepare_plan.dataset_spec(dataset)
     host = dataset.hosts[0]["name"]
@@ -47,8 +48,6 @@ def describe_dataset(dataset) -> list[str]:
 
 def describe_recipe(recipe) -> list[str]:
     """Every stage in order, the commands it runs on the hosts, and sample job files."""
-    from storbench.plan import preparation as prepare_plan
-    from storbench.run import prepare
 
     stages = recipe.stages()
     host = recipe.hosts[0]["name"]
@@ -130,8 +129,6 @@ def _describe_faults(experiment) -> list[str]:
 
 def _describe_search(experiment) -> list[str]:
     """A search's runs are decided as it goes: show its bounds instead of a run list."""
-    from storbench.config import search
-    from storbench.plan import slo_search
 
     settings = experiment.search
     objective = settings["objective"]

@@ -15,6 +15,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from storbench.core import hostfacts
+
 # Job files of S3 tools that need keys in the file itself carry these placeholders; the runner
 # replaces them only in the host's private copy (mode 0600, outside results/), never on disk here.
 SECRET_PLACEHOLDERS = {
@@ -44,7 +46,6 @@ def job_file_text(value) -> str:
     Job files get the expressions' numbers (storbench.core.hostfacts), so a tool's value checks
     look at the text around them; a malformed expression stays as written (hostfacts names it).
     """
-    from storbench.core import hostfacts
 
     text = str(value)
     if not hostfacts.has_expression(value):
@@ -59,6 +60,7 @@ def job_file_text(value) -> str:
 @functools.cache
 def result_columns() -> frozenset[str]:
     """The result schema's column names (results imports pyarrow, so only when parsing)."""
+    # pyarrow: parsing only
     from storbench.core.results import COLUMNS
 
     return frozenset(COLUMNS)
@@ -66,6 +68,7 @@ def result_columns() -> frozenset[str]:
 
 @functools.cache
 def timeseries_columns() -> frozenset[str]:
+    # pyarrow: parsing only
     from storbench.core.results import TIMESERIES_COLUMNS
 
     return frozenset(TIMESERIES_COLUMNS)

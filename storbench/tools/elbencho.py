@@ -48,6 +48,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from storbench.core import units
+from storbench.core.options import normalized_options
 from storbench.tools.base import Capabilities, RenderError, ToolAdapter
 
 RESULT_FOLDER_SUFFIX = "-elbencho"
@@ -210,16 +212,19 @@ class ElbenchoAdapter(ToolAdapter):
     # --- parse ------------------------------------------------------------------------------
 
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        # parsing only: render and run stay light
         from storbench.tools import elbencho_results
 
         return elbencho_results.parse_run(manifest, raw_dir, base)
 
     def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        # parsing only: render and run stay light
         from storbench.tools import elbencho_results
 
         return elbencho_results.parse_run_timeseries(manifest, raw_dir, base)
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
+        # parsing only: render and run stay light
         from storbench.tools import elbencho_results
 
         return elbencho_results.import_paths(paths, base)
@@ -254,8 +259,6 @@ def benchmark_path(target: dict) -> str:
 
 def job_options(params: dict, target: dict, run_id: str) -> dict:
     """elbencho long options (config file lines) for one run, in a fixed readable order."""
-    from storbench.core import units
-    from storbench.core.options import normalized_options
 
     _check_option_names(params)
     normalized = normalized_options(params)

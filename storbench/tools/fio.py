@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from storbench.core.options import normalized_options
+from storbench.core.units import parse_duration
 from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "STORBENCH_HOST"
@@ -51,7 +53,6 @@ class FioAdapter(ToolAdapter):
     default_port = 8765  # fio's own default server port
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.core.options import normalized_options
 
         target = spec["target"]
         host = spec.get("host")
@@ -99,7 +100,6 @@ class FioAdapter(ToolAdapter):
         """With status_interval, fio also prints a cumulative report every interval."""
         argv = self.command(job_path, output_path, host)
         if "status_interval" in params:
-            from storbench.core.units import parse_duration
 
             seconds = max(1, round(parse_duration(params["status_interval"])))
             argv.insert(argv.index("fio") + 1, f"--status-interval={seconds}")
@@ -187,6 +187,7 @@ class FioAdapter(ToolAdapter):
         return f"{path}/{host}" if target.get("per_host_subdir", True) else path
 
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+        # parsing only: render and run stay light
         from storbench.tools import fio_json
 
         if manifest.get("execution") == "service":
@@ -207,6 +208,7 @@ class FioAdapter(ToolAdapter):
 
     def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
         """Interval rows when the run printed status reports (status_interval), else none."""
+        # parsing only: render and run stay light
         from storbench.tools import fio_timeseries
 
         if "status_interval" not in manifest["params"] or manifest.get("execution") == "service":
@@ -222,6 +224,7 @@ class FioAdapter(ToolAdapter):
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         """Each json/json+ file is one run (run id = file stem) on one host (its folder name)."""
+        # parsing only: render and run stay light
         from storbench.tools import fio_json
 
         rows = []
@@ -260,6 +263,7 @@ def path_problem(path: str) -> str | None:
 
 def _output_text(path: Path) -> str:
     """A raw output as text; bytes that are not UTF-8 (a wrapper's junk) become U+FFFD."""
+    # parsing only: render and run stay light
     from storbench.tools.fio_json import FioOutputError
 
     try:

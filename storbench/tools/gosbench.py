@@ -37,6 +37,8 @@ import json
 import re
 from pathlib import Path
 
+from storbench.core import units
+from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.tools.base import (
     SECRET_PLACEHOLDERS,
@@ -200,7 +202,6 @@ class GosbenchAdapter(ToolAdapter):
         return _server_argv(job_path, output_path, port, workers=len(endpoints), worker="")
 
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        from storbench.core.aggregate import aggregate_hosts
 
         config_path = raw_dir.parent / manifest["job_file"]
         tests = load_tests(config_path)
@@ -260,7 +261,6 @@ def _yaml_bool(value) -> str:
 
 def config_test(spec: dict) -> dict:
     """The test entry of the config for one run (see templates/gosbench/config.yaml.j2)."""
-    from storbench.core import units
 
     params = spec["params"]
     if "bs" not in params:
@@ -335,6 +335,7 @@ def object_size_in_units(size: int) -> tuple[int, str]:
 
 def load_tests(path: Path) -> dict:
     """{test name: test entry} of a gosbench config file (YAML or JSON)."""
+    # PyYAML: only for this file
     import yaml
 
     try:
@@ -392,6 +393,7 @@ def load_results(path: Path) -> list[dict]:
 
 def perf_results(text: str, *, source) -> list[dict]:
     """The PERF RESULTS lines of the server's log (logrus text, keys with spaces)."""
+    # parsing only: render and run stay light
     from storbench.tools.warp import parse_go_duration
 
     results = []
@@ -462,7 +464,6 @@ def result_rows(
     results: list[dict], tests: dict, *, base: dict, params: dict, tool_version=None, source
 ) -> list[dict]:
     """One host='all' row per test result, described by its test entry of the config."""
-    from storbench.core.aggregate import LATENCY_SUMMARY, no_percentiles
     from storbench.core.results import COLUMNS  # lazy: results imports pyarrow
 
     inherited = {key: value for key, value in base.items() if key in COLUMNS}
@@ -526,6 +527,7 @@ def _constant_object_size(test: dict) -> int | None:
 
 
 def _runtime_s(test: dict) -> float | None:
+    # parsing only: render and run stay light
     from storbench.tools.warp import parse_go_duration
 
     runtime = test.get("stop_with_runtime")

@@ -70,6 +70,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from storbench.core.aggregate import aggregate_hosts
+from storbench.core.options import normalized_options
+from storbench.core.schema_names import ALL_HOSTS
+from storbench.core.units import UnitError, fio_size, parse_duration
 from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "$storbench_host"
@@ -154,7 +158,6 @@ class VdbenchAdapter(ToolAdapter):
     # --- render ---------------------------------------------------------------------------
 
     def template_context(self, spec: dict) -> dict:
-        from storbench.core.options import normalized_options
 
         return {
             "experiment": spec["experiment"],
@@ -208,7 +211,7 @@ class VdbenchAdapter(ToolAdapter):
     # --- parse ----------------------------------------------------------------------------
 
     def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        from storbench.core.aggregate import aggregate_hosts
+        # parsing only: render and run stay light
         from storbench.tools import vdbench_output
 
         rows = []
@@ -226,7 +229,7 @@ class VdbenchAdapter(ToolAdapter):
         return rows + aggregate_hosts(rows) + aggregate_only
 
     def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        from storbench.core.schema_names import ALL_HOSTS
+        # parsing only: render and run stay light
         from storbench.tools import vdbench_output
 
         rows = []
@@ -240,7 +243,7 @@ class VdbenchAdapter(ToolAdapter):
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         """Output folders (or their flatfile.html); run_id is the RD name plus loop values."""
-        from storbench.core.aggregate import aggregate_hosts
+        # parsing only: render and run stay light
         from storbench.tools import vdbench_output
 
         rows = []
@@ -264,6 +267,7 @@ class VdbenchAdapter(ToolAdapter):
 
 
 def _with_version(base: dict, banner: str | None) -> dict:
+    # parsing only: render and run stay light
     from storbench.tools.vdbench_output import parse_version
 
     version = parse_version(banner or "")
@@ -271,7 +275,7 @@ def _with_version(base: dict, banner: str | None) -> dict:
 
 
 def _all_rows(runs: list, base: dict, folder: Path) -> list[dict]:
-    from storbench.core.schema_names import ALL_HOSTS
+    # parsing only: render and run stay light
     from storbench.tools.vdbench_output import result_rows
 
     return result_rows(runs, host=ALL_HOSTS, base=base, folder=folder)
@@ -515,7 +519,6 @@ def _host_directory(target: dict, host: str) -> str:
 
 def _size(value) -> str | None:
     """A size as vdbench reads it (binary k/m/g/t); other text (distributions) as given."""
-    from storbench.core.units import UnitError, fio_size
 
     if value is None:
         return None
@@ -594,7 +597,6 @@ def _integer(value, option: str) -> int:
 
 
 def _seconds(value, option: str) -> int | None:
-    from storbench.core.units import parse_duration
 
     if value is None:
         return None

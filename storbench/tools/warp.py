@@ -39,12 +39,15 @@ the output of a distributed run (several clients) gives the host='all' rows only
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from storbench.core import units
+from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS, normalize_op
 from storbench.tools.base import (
     ARGS_FILE_LOOP,
@@ -213,7 +216,6 @@ def benchmark_of(params: dict) -> str:
 
 def warp_arguments(spec: dict) -> list[str]:
     """Benchmark name, then one ``--flag[=value]`` per argument, without keys or output paths."""
-    from storbench.core import units
 
     target = spec["target"]
     if target.get("type") != "s3":
@@ -250,7 +252,6 @@ def warp_arguments(spec: dict) -> list[str]:
 
 def warp_size(value) -> str:
     """A size warp reads as binary: 4096 -> '4KiB' (warp reads '4KB' as 4000 bytes)."""
-    from storbench.core import units
 
     size = units.parse_size(value)
     for power, suffix in _BINARY_UNITS:
@@ -350,6 +351,7 @@ def load_result(path: Path) -> dict:
 
 
 def _decompress(path: Path, raw: bytes) -> bytes:
+    # zstandard: only for .zst data
     import zstandard
 
     try:
@@ -396,7 +398,6 @@ def _run_id_of(path: Path) -> str:
 def rows_from_outputs(outputs: list[tuple], *, base: dict, params: dict) -> list[dict]:
     """Rows of (host or None, tool version, path) outputs: per-host rows plus 'all' rows, or
     only 'all' rows for a distributed run's single output (or an output of unknown host)."""
-    from storbench.core.aggregate import aggregate_hosts
 
     per_host, whole = [], []
     for host, version, path in outputs:
@@ -451,7 +452,6 @@ def command_line_flags(command_line: str) -> dict:
 
 
 def _parameters(document: dict, params: dict, flags: dict) -> dict:
-    from storbench.core import units
 
     bs = units.parse_size(params["bs"]) if "bs" in params else _bytes_of(flags.get("obj.size"))
     numjobs = params.get("numjobs", flags.get("concurrent")) or _concurrency_per_client(document)
@@ -527,7 +527,6 @@ def _op_metrics(entry: dict, op_type: str, source) -> dict:
 
 def request_latency(entry: dict) -> dict:
     """Latency columns (ns) from the request segments of one operation type, see module doc."""
-    from storbench.core.aggregate import LATENCY_SUMMARY, no_percentiles
 
     segments = [
         segment
@@ -577,8 +576,8 @@ def _multi_sized(segment: dict) -> bool:
 
 def timeseries_rows(document: dict, *, host: str, base: dict, source: str) -> list[dict]:
     """Per-second (warp's segment length) throughput of every operation type."""
-    import datetime
 
+    # pyarrow: parsing only
     from storbench.core.results import TIMESERIES_COLUMNS
 
     inherited = {key: value for key, value in base.items() if key in TIMESERIES_COLUMNS}
@@ -611,7 +610,6 @@ def timeseries_rows(document: dict, *, host: str, base: dict, source: str) -> li
 
 
 def _timestamp(text: str):
-    import datetime
 
     # RFC 3339 with up to 9 fractional digits; Python keeps 6
     match = re.match(r"^(.*?)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", text)
