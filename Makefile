@@ -22,6 +22,7 @@ unit: $(VENV)/.installed-test
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/snakefmt --check .
 	$(SNAKEMAKE) --lint
 

@@ -153,7 +153,7 @@ def finish(recipe: dict, stage_paths: list[str], output: str) -> dict:
     stages = [json.loads(Path(path).read_text()) for path in stage_paths]
     stages.sort(key=lambda stage: stage["index"])
     rounds = [s for s in stages if s["kind"] == "round" and not s.get("skipped")]
-    passes = []
+    passes: list[dict] = []
     for stage in (s for s in stages if s["kind"] == "pass"):
         p = stage["pass"]
         if not passes or passes[-1]["name"] != p["name"]:

@@ -192,7 +192,7 @@ def evaluate(
     for last in range(window, min(rounds, max_rounds) + 1):
         first = last - window + 1
         checks = {
-            name: check_window(column[first - 1 : last], first, range_limit, slope_limit)
+            name: check_window(list(column[first - 1 : last]), first, range_limit, slope_limit)
             for name, column in series.items()
         }
         if all(check.steady for check in checks.values()):

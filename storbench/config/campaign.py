@@ -666,7 +666,8 @@ def side_label(side: CompareSide) -> str:
 
 
 def _compare_problems(raw: dict) -> list[str]:
-    problems, seen = [], {}
+    problems: list[str] = []
+    seen: dict = {}
     entries = comparisons(raw)
     for index, entry in enumerate(entries):
         for key, side in (("a", entry.a), ("b", entry.b)):

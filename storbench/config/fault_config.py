@@ -73,7 +73,7 @@ def fault_settings(key: str, spec: dict, job: dict, problems: list[str]) -> dict
     """fault_analysis settings in seconds and fractions, for the report."""
 
     given = spec.get("fault_analysis") or {}
-    settings = {
+    settings: dict = {
         **FAULT_ANALYSIS_DEFAULTS,
         "expected_end_s": _seconds(job.get("runtime")),  # a workload ending before died
     }

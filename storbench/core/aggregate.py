@@ -129,7 +129,7 @@ def _merged_percentiles(group: list[dict]) -> dict:
     if len(bases) != 1 or any(row.get("hist_ns") is None for row in measured):
         return no_percentiles()
     values, counts = histogram.merge((row["hist_ns"], row["hist_count"]) for row in measured)
-    return histogram_percentiles(values, counts, bases.pop())
+    return histogram_percentiles(values, counts, str(bases.pop()))
 
 
 def _has_latency(row: dict) -> bool:

@@ -38,6 +38,7 @@ import ast
 import math
 import operator
 import re
+from collections.abc import Callable
 
 
 def _round(number, ndigits=None):
@@ -278,16 +279,18 @@ def _value(node: ast.AST, names: dict):
             raise HostFactError(f"{node.id} is not known for this host")
         return value
     if isinstance(node, ast.UnaryOp):
-        return _bounded(_UNARY[type(node.op)](_value(node.operand, names)))
+        unary: Callable = _UNARY[type(node.op)]
+        return _bounded(unary(_value(node.operand, names)))
     if isinstance(node, ast.BinOp):
         left, right = _value(node.left, names), _value(node.right, names)
         if isinstance(node.op, ast.Pow):
             _check_power(left, right)
         return _bounded(_BINARY[type(node.op)](left, right))
-    if isinstance(node, ast.Call):
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # _refusal checked it
         args = [_value(arg, names) for arg in node.args]
+        function: Callable = FUNCTIONS[node.func.id]
         try:
-            return _bounded(FUNCTIONS[node.func.id](*args))
+            return _bounded(function(*args))
         except TypeError as error:
             raise HostFactError(f"bad arguments to {node.func.id}(): {error}") from None
     raise HostFactError(f"{type(node).__name__} is not allowed")  # _refusal lets nothing else by

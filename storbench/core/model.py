@@ -103,7 +103,7 @@ TRANSPORTS = ("local", "ssh")
 class Host:
     name: str  # as configured: 'localhost', 'client01', '127.0.0.2'
     transport: str = "local"  # 'local' | 'ssh'
-    address: str | None = None  # what to connect to; default: name
+    address: str = ""  # what to connect to; default: name
     user: str | None = None
     port: int = 22
     identity: str | None = None  # private key path, ~ expanded
@@ -132,7 +132,7 @@ class Host:
             raise ValueError(f"host {self.name}: workdir must be absolute, got {self.workdir!r}")
         if self.jump is not None:
             parse_jump(self.jump)
-        if self.address is None:
+        if not self.address:
             object.__setattr__(self, "address", self.name)
         for key in ("identity", "known_hosts"):
             value = getattr(self, key)

@@ -10,9 +10,9 @@ DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay", "status_inte
 PERCENT_SIZE_OPTIONS = frozenset({"size", "io_size", "offset"})
 
 
-def normalized_options(params: dict) -> dict:
+def normalized_options(params: dict) -> dict[str, object]:
     """Option values as the tool reads them unambiguously (sizes binary, durations with units)."""
-    options = {}
+    options: dict[str, object] = {}
     for option, value in params.items():
         text = str(value)
         if (

@@ -87,5 +87,5 @@ class RunSpec:
 
     def with_state(self, state: dict) -> RunSpec:
         """The spec with the preparation state read back from the hosts (prep_state etc.)."""
-        fields = {k: tuple(v) if k == "reprepared" else v for k, v in state.items()}
+        fields: dict = {k: tuple(v) if k == "reprepared" else v for k, v in state.items()}
         return dataclasses.replace(self, **fields)

@@ -379,7 +379,7 @@ class SSHTransport(Transport):
         from fabric import Connection  # lazy: loads fabric, importlib.metadata, paramiko, yaml
 
         timeout_s = self.spec.connect_timeout
-        connect_kwargs = {"banner_timeout": timeout_s, "auth_timeout": timeout_s}
+        connect_kwargs: dict[str, object] = {"banner_timeout": timeout_s, "auth_timeout": timeout_s}
         if self.spec.identity:
             # Like IdentitiesOnly: an agent full of keys would otherwise exhaust MaxAuthTries.
             connect_kwargs |= {

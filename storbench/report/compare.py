@@ -214,7 +214,7 @@ def _bar_kind(row, metric: str) -> str:
 
 def render_change_figure(changes: pd.DataFrame, limits: dict[str, float]) -> tuple[bytes, str]:
     """(PNG bytes, caption) of the change figure, without dates or version stamps."""
-    with matplotlib.rc_context(toolkit.RC):
+    with toolkit.style():
         fig, caption = change_figure(changes, limits)
         try:
             buffer = io.BytesIO()

@@ -37,7 +37,7 @@ from storbench.core.numbers import MIB, NO_VALUE, NS_PER_US, format_number, is_m
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import tables
-from storbench.report.toolkit import (  # noqa: E402
+from storbench.report.toolkit import (
     COLORS,
     COV_MARK,
     FIGURE_WIDTH_IN,
@@ -46,7 +46,6 @@ from storbench.report.toolkit import (  # noqa: E402
     OUTLIER_MARK,
     PER_HOST_TABLE,
     PERCENTILE_TEXT,
-    RC,
     STATISTICS_TEXT,
     _text,
     as_base64,
@@ -74,6 +73,7 @@ from storbench.report.toolkit import (  # noqa: E402
     runtime_text,
     rw_label,
     series_bars,
+    style,  # noqa: E402
     template_environment,
     write_file,
 )
@@ -1047,7 +1047,7 @@ def _target_section(table: pd.DataFrame) -> dict:
 
 def make_scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
     """(PNG, SVG, caption): bandwidth and IOPS against hosts, theoretical line, efficiency."""
-    with matplotlib.rc_context(RC):
+    with style():
         fig, caption = scaling_figure(table, mode, with_data_path)
         try:
             png, svg = render_figure(fig)

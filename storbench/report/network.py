@@ -17,11 +17,10 @@ import pandas as pd  # noqa: E402
 from storbench.analysis import scaling, stats
 from storbench.core import results
 from storbench.core.numbers import format_number, is_missing  # noqa: E402
-from storbench.report.toolkit import (  # noqa: E402
+from storbench.report.toolkit import (
     COLORS,
     FLAG_MARK,
     HATCHES,
-    RC,
     as_base64,
     empty_figure,
     figure_legend,
@@ -33,6 +32,7 @@ from storbench.report.toolkit import (  # noqa: E402
     read_results,
     recorded_versions,
     render_figure,
+    style,  # noqa: E402
     template_environment,
     write_file,
 )
@@ -188,7 +188,7 @@ def network_display(table: pd.DataFrame) -> dict:
 
 
 def make_network_figure(table: pd.DataFrame, min_fraction: float) -> tuple[bytes, bytes, str]:
-    with matplotlib.rc_context(RC):
+    with style():
         fig, caption = network_figure(table, min_fraction)
         try:
             png, svg = render_figure(fig)

@@ -29,7 +29,6 @@ import json
 import math
 from pathlib import Path
 
-import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
@@ -45,10 +44,9 @@ from storbench.core.numbers import (
     is_missing,
 )
 from storbench.core.units import size_label
-from storbench.report.toolkit import (  # selects matplotlib's Agg backend before any figure
+from storbench.report.toolkit import (
     COLORS,
     MARKERS,
-    RC,
     as_base64,
     figure_legend,
     format_percent,
@@ -56,6 +54,7 @@ from storbench.report.toolkit import (  # selects matplotlib's Agg backend befor
     markdown_row,
     new_figure,
     render_figure,
+    style,  # selects matplotlib's Agg backend before any figure
     template_environment,
 )
 
@@ -595,7 +594,7 @@ def _capacity_text(value) -> str | None:
 
 def make_figure(builder, *args) -> tuple[bytes, bytes, str] | None:
     """(PNG, SVG, caption) of a figure builder, or None when it has no data."""
-    with matplotlib.rc_context(RC):
+    with style():
         built = builder(*args)
         if built is None:
             return None

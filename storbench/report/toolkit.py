@@ -120,13 +120,18 @@ def markdown_row(cells: Iterable[str]) -> str:
 def figure_files(build) -> tuple[bytes, bytes, str]:
     """(PNG bytes, SVG bytes, caption) of the (figure, caption) ``build()`` makes."""
     # Styles are read while artists are created and saved, so both happen under RC.
-    with matplotlib.rc_context(RC):
+    with style():
         fig, caption = build()
         try:
             png, svg = render_figure(fig)
         finally:
             plt.close(fig)
     return png, svg, caption
+
+
+def style():
+    """The report style (RC) for the figures drawn inside the with-block."""
+    return matplotlib.rc_context(RC)  # type: ignore[arg-type]  # stubs want Literal rc keys
 
 
 def render_figure(fig) -> tuple[bytes, bytes]:

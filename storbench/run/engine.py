@@ -195,7 +195,7 @@ def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) 
     for result in results:
         if result.error:
             lines.append(result.error)
-        elif result.exit_code != 0:
+        elif result.exit_code is not None and result.exit_code != 0:
             reason = exit_reason(result.exit_code)
             lines.append(f"host {result.name}: {spec.tool} {reason}; stderr tail:")
             tail = output_tail(local_dir / f"{result.name}.stderr") or output_tail(

@@ -27,7 +27,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from storbench.core import units
@@ -72,7 +72,7 @@ class Record:
         return asdict(self)
 
 
-def actions(faults: list[dict]) -> list[Action]:
+def actions(faults: Sequence[dict]) -> list[Action]:
     """The faults and recoveries of an experiment's ``faults:`` list, in time order."""
     planned = []
     for event in faults:

@@ -256,7 +256,7 @@ def _facts(sections: dict[str, str], tools: list[str]) -> dict:
 
 
 def _colon_fields(text: str) -> dict[str, str]:
-    fields = {}
+    fields: dict[str, str] = {}
     for line in text.splitlines():
         key, colon, value = line.partition(":")
         if colon:

@@ -242,7 +242,7 @@ class ToolAdapter:
         raise NotImplementedError(f"{self.name} has no service mode")
 
     def controller_command(
-        self, job_path: str, output_path: str, endpoints: list[str]
+        self, job_path: list[str], output_path: str, endpoints: list[str]
     ) -> list[str]:
         """argv run on the controller that drives every service at once."""
         raise NotImplementedError(f"{self.name} has no service mode")

@@ -165,7 +165,7 @@ def _no_phase(path: Path) -> ToolOutputError:
 
 
 def read_json(path: Path) -> list[Phase]:
-    phases = []
+    phases: list[Phase] = []
     for number, line in enumerate(_lines(path), start=1):
         if not line.strip():
             continue
@@ -767,7 +767,8 @@ def parse_run(manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
     per-service numbers exist only in the services' console output), so it has 'all' rows only.
     """
     params = manifest.get("params") or {}
-    host_rows, service_rows = [], []
+    host_rows: list[dict] = []
+    service_rows: list[dict] = []
     for host, folder, version_text in run_outputs(manifest, raw_dir):
         phases = read_folder(folder)
         service_mode = any((phase.hosts or 1) > 1 for phase in phases)

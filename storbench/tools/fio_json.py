@@ -59,8 +59,8 @@ def load_documents(text: str, *, source: str = "fio output") -> list[dict]:
     while match := _DOCUMENT_START.search(text, position):
         try:
             document, end = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError as error:
-            cut_at = (match.start(), error)
+        except json.JSONDecodeError as decode_error:
+            cut_at = (match.start(), decode_error)
             position = match.start() + 1
             continue
         documents.append(document)
@@ -193,7 +193,7 @@ def _host_entries(doc: dict, host, client_names: dict, source: str) -> list[tupl
 def _client_host(entry: dict, client_names: dict) -> str:
     hostname, port = entry.get("hostname"), entry.get("port")
     address = hostname if port is None else f"{hostname}:{port}"
-    return client_names.get(address) or client_names.get(hostname) or address
+    return str(client_names.get(address) or client_names.get(hostname) or address)
 
 
 def _job_labels(entries: list[tuple]) -> list[str]:
