@@ -36,7 +36,7 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
             f", got {', '.join(earlier) or 'none'}"
         )
     decision = decide(spec, markers)
-    marker = {"probe": probe, "action": decision.action, "reason": decision.reason}
+    marker: dict = {"probe": probe, "action": decision.action, "reason": decision.reason}
     if decision.action != slo_search.DONE:
         run = probe_run(spec, decision, markers)
         manifest_path = _run(spec, run)

@@ -39,6 +39,7 @@ import math
 import operator
 import re
 from collections.abc import Callable
+from typing import Any
 
 
 def _round(number, ndigits=None):
@@ -49,7 +50,7 @@ def _round(number, ndigits=None):
 
 
 NAMES = ("cores", "sockets", "mem", "mem_gib", "nic_speed", "hosts", "host_index")
-FUNCTIONS = {
+FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min,
     "max": max,
     "round": _round,
@@ -61,7 +62,7 @@ FUNCTIONS = {
 MAX_EXPRESSION_CHARS = 500
 MAX_INT_BITS = 256  # far beyond any byte count; stops 2**10**10 before it is computed
 
-_BINARY = {
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -70,7 +71,7 @@ _BINARY = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _NOT_ALLOWED = {
     ast.Attribute: "attribute access is not allowed",
@@ -279,8 +280,7 @@ def _value(node: ast.AST, names: dict):
             raise HostFactError(f"{node.id} is not known for this host")
         return value
     if isinstance(node, ast.UnaryOp):
-        unary: Callable = _UNARY[type(node.op)]
-        return _bounded(unary(_value(node.operand, names)))
+        return _bounded(_UNARY[type(node.op)](_value(node.operand, names)))
     if isinstance(node, ast.BinOp):
         left, right = _value(node.left, names), _value(node.right, names)
         if isinstance(node.op, ast.Pow):
@@ -288,9 +288,8 @@ def _value(node: ast.AST, names: dict):
         return _bounded(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # _refusal checked it
         args = [_value(arg, names) for arg in node.args]
-        function: Callable = FUNCTIONS[node.func.id]
         try:
-            return _bounded(function(*args))
+            return _bounded(FUNCTIONS[node.func.id](*args))
         except TypeError as error:
             raise HostFactError(f"bad arguments to {node.func.id}(): {error}") from None
     raise HostFactError(f"{type(node).__name__} is not allowed")  # _refusal lets nothing else by

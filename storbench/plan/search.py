@@ -61,10 +61,14 @@ def probe_run(spec: dict, decision: slo_search.Decision, markers: list[dict]) ->
     hosts = len(spec["hosts"])
     numjobs = tool.jobs_per_host(job)
     if decision.action == slo_search.CLOSED:
+        if decision.iodepth is None:
+            raise SearchError(f"a closed-loop probe without a queue depth: {decision}")
         run_id = f"qd{decision.iodepth}"
         params = tool.probe_options(job, decision.iodepth, None, None)
         offered = None
     else:
+        if decision.offered_iops is None:
+            raise SearchError(f"an open-loop probe without an offered rate: {decision}")
         per_job = max(1, round(slo_search.split_rate(decision.offered_iops, hosts, numjobs)))
         offered = float(per_job * hosts * numjobs)
         depth = slo_search.iodepth_for_rate(per_job, objective_of(spec).limit_ns)

@@ -168,8 +168,9 @@ def build_report(
     for name, frame in scale["csv"].items():
         written[name] = write_file(out_dir / name, frame_csv(frame).encode())
     if "scaling.csv" in scale["csv"]:
-        table = scaling_paper_table(scale["csv"]["scaling.csv"], bool(meta.get("data_path")))
-        for path in tables.write_all(table, out_dir / report_tables.TABLE_DIR, "scaling").values():
+        scaling = scaling_paper_table(scale["csv"]["scaling.csv"], bool(meta.get("data_path")))
+        table_dir = out_dir / report_tables.TABLE_DIR
+        for path in tables.write_all(scaling, table_dir, "scaling").values():
             written[f"{report_tables.TABLE_DIR}/{path.name}"] = path
 
     paper_tables = report_tables.report_tables(raw, summary)
@@ -1195,7 +1196,7 @@ def _theoretical_lines(ax, data: pd.DataFrame, scale: float) -> str:
             label=label,
         )
     chosen = whole_steps[0] if whole_steps else next(iter(names), None)
-    return _bottleneck_text(names.get(chosen, []))
+    return _bottleneck_text(names.get(chosen, []) if chosen is not None else [])
 
 
 def _bottleneck_text(hosts_and_names: list[tuple]) -> str:

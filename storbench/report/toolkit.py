@@ -131,7 +131,7 @@ def figure_files(build) -> tuple[bytes, bytes, str]:
 
 def style():
     """The report style (RC) for the figures drawn inside the with-block."""
-    return matplotlib.rc_context(RC)  # type: ignore[arg-type]  # stubs want Literal rc keys
+    return matplotlib.rc_context(RC)
 
 
 def render_figure(fig) -> tuple[bytes, bytes]:
@@ -311,7 +311,7 @@ def _value_text(value) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
     if isinstance(value, dict):
-        return "{" + mapping_text(value) + "}" if value else "{}"
+        return "{" + (mapping_text(value) or "") + "}" if value else "{}"
     return str(value)
 
 

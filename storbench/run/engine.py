@@ -220,7 +220,7 @@ def run_iteration(
     """
     host_jobs = job_file if isinstance(job_file, dict) else None
     job_texts = {
-        host["name"]: Path(host_jobs[host["name"]] if host_jobs else job_file).read_text()
+        host["name"]: Path(host_jobs[host["name"]] if host_jobs else str(job_file)).read_text()
         for host in spec.hosts
     }
     iteration_dir = Path(manifest_path).parent
@@ -243,7 +243,7 @@ def run_iteration(
         for host in placement["hosts"]:
             host["job_file"] = os.path.relpath(host_jobs[host["name"]], iteration_dir)
             host["job_file_sha256"] = _sha256(job_texts[host["name"]])
-    first_job = host_jobs[spec.hosts[0]["name"]] if host_jobs else job_file
+    first_job = host_jobs[spec.hosts[0]["name"]] if host_jobs else str(job_file)
     manifest = {
         "experiment": spec.experiment,
         "run_id": spec.run_id,

@@ -26,8 +26,8 @@ from storbench.tools import get_tool
 def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, str]) -> dict:
     """Run the controller; return the manifest part {controller, hosts} (raises on failure)."""
     tool = get_tool(spec.tool)
-    port = spec.service["port"]
-    hosts = spec.hosts
+    port = (spec.service or {})["port"]
+    hosts = list(spec.hosts)
     missing = [h["name"] for h in hosts if h["name"] not in job_files]
     if missing:
         raise RunError(f"no job file for host(s) {', '.join(missing)}")
@@ -150,7 +150,7 @@ def _quote(path: str) -> str:
 
 
 def _stop_campaign_services(spec: RunSpec) -> None:
-    service = spec.service
+    service = spec.service or {}
     # best effort while interrupted; `snakemake cleanup` stops the rest
     with contextlib.suppress(Exception):
         services.stop_services(service["hosts"], service["tool"], service["port"])

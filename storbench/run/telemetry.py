@@ -125,7 +125,7 @@ def collect(hosts: list[dict], *, target, tools, output_dir) -> dict[str, dict]:
         lines = [f"telemetry failed on {len(failed)} of {len(hosts)} host(s)"]
         lines += [f"  {error}" for error in failed]
         raise TelemetryError("\n".join(lines))
-    return {name: facts for name, facts in zip(names, results, strict=True)}
+    return {name: facts for name, facts in zip(names, results, strict=True) if facts is not None}
 
 
 def load(paths) -> dict[str, dict]:

@@ -456,7 +456,7 @@ def _parameters(document: dict, params: dict, flags: dict) -> dict:
     bs = units.parse_size(params["bs"]) if "bs" in params else _bytes_of(flags.get("obj.size"))
     numjobs = params.get("numjobs", flags.get("concurrent")) or _concurrency_per_client(document)
     if "runtime" in params:
-        runtime_s = units.parse_duration(params["runtime"])
+        runtime_s: float | None = units.parse_duration(params["runtime"])
     else:
         runtime_s = parse_go_duration(flags["duration"]) if flags.get("duration") else None
     return {
@@ -568,7 +568,7 @@ def request_latency(entry: dict) -> dict:
 
 def _multi_sized(segment: dict) -> bool:
     requests = segment.get("multi_sized_requests")
-    return bool(requests) and not requests.get("skipped")
+    return bool(requests and not requests.get("skipped"))
 
 
 # --- time series ---------------------------------------------------------------------------
