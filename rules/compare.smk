@@ -5,7 +5,7 @@ COMPARISONS = {
 }
 # `rule all` builds each comparison's report and its check, which fails on a regression
 COMPARISON_TARGETS = [
-    f"reports/compare/{name}/{file}"
+    f"{paths.compare_dir(name)}/{file}"
     for name in COMPARISONS
     for file in ("index.html", "passed.json")
 ]
@@ -17,29 +17,30 @@ rule compare_report:
         b=lambda wildcards: COMPARISONS[wildcards.comparison].b.summary,
     output:
         html=report(
-            "reports/compare/{comparison}/index.html",
+            f"{paths.compare_dir()}/index.html",
             caption="../templates/report/captions/compare.rst",
             category="comparisons",
             subcategory="{comparison}",
             labels={"comparison": "{comparison}", "item": "report"},
         ),
         csv=report(
-            "reports/compare/{comparison}/comparison.csv",
+            f"{paths.compare_dir()}/comparison.csv",
             caption="../templates/report/captions/compare.rst",
             category="comparisons",
             subcategory="{comparison}",
             labels={"comparison": "{comparison}", "item": "change table"},
         ),
-        markdown="reports/compare/{comparison}/comparison.md",
-        unmatched="reports/compare/{comparison}/unmatched.csv",
-        regressions="reports/compare/{comparison}/regressions.json",
+        markdown=f"{paths.compare_dir()}/comparison.md",
+        unmatched=f"{paths.compare_dir()}/unmatched.csv",
+        regressions=f"{paths.compare_dir()}/regressions.json",
     log:
-        "results/logs/compare/{comparison}/report.log",
+        paths.campaign_log("compare/{comparison}/report.log"),
     wildcard_constraints:
         comparison=names_pattern(COMPARISONS),
     conda:
         "../envs/storbench.yaml"
     params:
+        out_dir=lambda wildcards: paths.compare_dir(wildcards.comparison),
         a_label=lambda wildcards: COMPARISONS[wildcards.comparison].a.source,
         b_label=lambda wildcards: COMPARISONS[wildcards.comparison].b.source,
         thresholds=lambda wildcards: [
@@ -50,18 +51,18 @@ rule compare_report:
         ],
     shell:
         "storbench compare report {input.a:q} {input.b:q}"
-        " --out-dir reports/compare/{wildcards.comparison}"
+        " --out-dir {params.out_dir:q}"
         " --a-label {params.a_label:q} --b-label {params.b_label:q}"
         " --threshold {params.thresholds:q} > {log:q} 2>&1"
 
 
 rule compare_check:
     input:
-        regressions="reports/compare/{comparison}/regressions.json",
+        regressions=f"{paths.compare_dir()}/regressions.json",
     output:
-        passed="reports/compare/{comparison}/passed.json",
+        passed=f"{paths.compare_dir()}/passed.json",
     log:
-        "results/logs/compare/{comparison}/check.log",
+        paths.campaign_log("compare/{comparison}/check.log"),
     wildcard_constraints:
         comparison=names_pattern(COMPARISONS),
     localrule: True

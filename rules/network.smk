@@ -4,40 +4,42 @@
 
 rule network_check:
     output:
-        parquet="results/network/network.parquet",
+        parquet=paths.NETWORK_RESULTS,
     log:
-        "results/network/logs/network.log",
+        paths.network_log("network.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"
     params:
         spec=network_spec_json,
+        raw_dir=paths.NETWORK_RAW_DIR,
     shell:
-        "storbench network --spec {params.spec:q} --out-dir results/network/raw"
+        "storbench network --spec {params.spec:q} --out-dir {params.raw_dir:q}"
         " --parquet {output.parquet:q} > {log:q} 2>&1"
 
 
 rule network_report:
     input:
-        parquet="results/network/network.parquet",
+        parquet=paths.NETWORK_RESULTS,
     output:
         html=report(
-            "reports/network/index.html",
+            paths.report_index("network"),
             caption="../templates/report/captions/network.rst",
             category="network",
             labels={"item": "network check"},
         ),
     log:
-        "results/network/logs/report.log",
+        paths.network_log("report.log"),
     conda:
         "../envs/storbench.yaml"
     params:
         min_fraction=network_min_fraction(),
+        out_dir=lambda wildcards: paths.report_dir("network"),
     shell:
-        "storbench network-report --parquet {input.parquet:q} --out-dir reports/network"
+        "storbench network-report --parquet {input.parquet:q} --out-dir {params.out_dir:q}"
         " --min-fraction {params.min_fraction} > {log:q} 2>&1"
 
 
 rule network:
     input:
-        "reports/network/index.html",
+        paths.report_index("network"),

@@ -96,7 +96,9 @@ rule precondition_report:
         "../envs/storbench.yaml"
     params:
         flushed=flushed_flag,
-        out_dir=lambda wildcards: paths.recipe_report_dir(wildcards.target, wildcards.recipe),
+        out_dir=lambda wildcards: paths.recipe_report_dir(
+            wildcards.target, wildcards.recipe
+        ),
     shell:
         "storbench prepare report --prepared {input.prepared:q} {params.flushed}"
         " --out-dir {params.out_dir:q} --stages {input.stages:q}"

@@ -1,62 +1,62 @@
 rule report_experiment:
     input:
-        summary="results/{experiment}/summary.parquet",
-        timeseries="results/{experiment}/timeseries.parquet",
+        summary=paths.summary(),
+        timeseries=paths.timeseries(),
         jobs=experiment_job_files,
         telemetry=experiment_telemetry,
         manifests=experiment_fault_manifests,
     output:
         html=report(
-            "reports/{experiment}/index.html",
+            paths.report_file("index.html", "{experiment}"),
             caption="../templates/report/captions/index.rst",
             category="{experiment}",
             labels={"item": "report"},
         ),
         csv=report(
-            "reports/{experiment}/summary.csv",
+            paths.report_file("summary.csv", "{experiment}"),
             caption="../templates/report/captions/summary.rst",
             category="{experiment}",
             labels={"item": "summary table"},
         ),
-        markdown="reports/{experiment}/summary.md",
+        markdown=paths.report_file("summary.md", "{experiment}"),
         bandwidth=report(
-            "reports/{experiment}/bandwidth.png",
+            paths.report_file("bandwidth.png", "{experiment}"),
             caption="../templates/report/captions/bandwidth.rst",
             category="{experiment}",
             labels={"item": "bandwidth"},
         ),
         iops=report(
-            "reports/{experiment}/iops_vs_iodepth.png",
+            paths.report_file("iops_vs_iodepth.png", "{experiment}"),
             caption="../templates/report/captions/iops.rst",
             category="{experiment}",
             labels={"item": "IOPS vs iodepth"},
         ),
         latency=report(
-            "reports/{experiment}/latency_percentiles.png",
+            paths.report_file("latency_percentiles.png", "{experiment}"),
             caption="../templates/report/captions/latency.rst",
             category="{experiment}",
             labels={"item": "latency percentiles"},
         ),
         latency_cdf=report(
-            "reports/{experiment}/latency_cdf.png",
+            paths.report_file("latency_cdf.png", "{experiment}"),
             caption="../templates/report/captions/latency_cdf.rst",
             category="{experiment}",
             labels={"item": "latency CDF"},
         ),
         latency_vs_iops=report(
-            "reports/{experiment}/latency_vs_iops.png",
+            paths.report_file("latency_vs_iops.png", "{experiment}"),
             caption="../templates/report/captions/latency_vs_iops.rst",
             category="{experiment}",
             labels={"item": "latency vs IOPS"},
         ),
         timeseries=report(
-            "reports/{experiment}/timeseries.png",
+            paths.report_file("timeseries.png", "{experiment}"),
             caption="../templates/report/captions/timeseries.rst",
             category="{experiment}",
             labels={"item": "per-interval series"},
         ),
         per_host=report(
-            "reports/{experiment}/per_host.png",
+            paths.report_file("per_host.png", "{experiment}"),
             caption="../templates/report/captions/per_host.rst",
             category="{experiment}",
             labels={"item": "per-host bandwidth"},
@@ -64,42 +64,49 @@ rule report_experiment:
         # Paper tables: the CSV in Snakemake's report, Markdown/LaTeX/HTML beside it. The
         # preparation-state table (tables/prep_state.*) exists only when runs record a state.
         bandwidth_table=report(
-            "reports/{experiment}/tables/bandwidth.csv",
+            paths.report_file("tables/bandwidth.csv", "{experiment}"),
             caption="../templates/report/captions/bandwidth_table.rst",
             category="{experiment}",
             labels={"item": "bandwidth table"},
         ),
         bandwidth_formats=multiext(
-            "reports/{experiment}/tables/bandwidth", ".md", ".tex", ".html"
+            paths.report_file("tables/bandwidth", "{experiment}"),
+            ".md",
+            ".tex",
+            ".html",
         ),
         latency_table=report(
-            "reports/{experiment}/tables/latency.csv",
+            paths.report_file("tables/latency.csv", "{experiment}"),
             caption="../templates/report/captions/latency_table.rst",
             category="{experiment}",
             labels={"item": "latency table"},
         ),
         latency_formats=multiext(
-            "reports/{experiment}/tables/latency", ".md", ".tex", ".html"
+            paths.report_file("tables/latency", "{experiment}"), ".md", ".tex", ".html"
         ),
         per_host_table=report(
-            "reports/{experiment}/tables/per_host.csv",
+            paths.report_file("tables/per_host.csv", "{experiment}"),
             caption="../templates/report/captions/per_host_table.rst",
             category="{experiment}",
             labels={"item": "per-node and system table"},
         ),
         per_host_formats=multiext(
-            "reports/{experiment}/tables/per_host", ".md", ".tex", ".html"
+            paths.report_file("tables/per_host", "{experiment}"),
+            ".md",
+            ".tex",
+            ".html",
         ),
     log:
-        "results/{experiment}/logs/report.log",
+        paths.log("report.log"),
     wildcard_constraints:
         experiment=GRID_PATTERN,
     conda:
         "../envs/storbench.yaml"
     params:
         meta=report_meta_json,
+        out_dir=lambda wildcards: paths.report_dir(wildcards.experiment),
     shell:
-        "storbench report --summary {input.summary:q} --out-dir reports/{wildcards.experiment}"
+        "storbench report --summary {input.summary:q} --out-dir {params.out_dir:q}"
         " --meta {params.meta:q} --timeseries {input.timeseries:q}"
         " --telemetry {input.telemetry:q} --manifests {input.manifests:q}"
         " -- {input.jobs:q}"
@@ -114,28 +121,31 @@ rule campaign_report:
         telemetry=campaign_telemetry,
     output:
         html=report(
-            f"reports/{CAMPAIGN_REPORT}/index.html",
+            paths.report_file("index.html", CAMPAIGN_REPORT),
             caption="../templates/report/captions/campaign.rst",
             category="campaign",
             labels={"item": "campaign report"},
         ),
         key_results=report(
-            f"reports/{CAMPAIGN_REPORT}/tables/key_results.csv",
+            paths.report_file("tables/key_results.csv", CAMPAIGN_REPORT),
             caption="../templates/report/captions/key_results.rst",
             category="campaign",
             labels={"item": "key results"},
         ),
         key_results_formats=multiext(
-            f"reports/{CAMPAIGN_REPORT}/tables/key_results", ".md", ".tex", ".html"
+            paths.report_file("tables/key_results", CAMPAIGN_REPORT),
+            ".md",
+            ".tex",
+            ".html",
         ),
         peaks=report(
-            f"reports/{CAMPAIGN_REPORT}/peaks.png",
+            paths.report_file("peaks.png", CAMPAIGN_REPORT),
             caption="../templates/report/captions/peaks.rst",
             category="campaign",
             labels={"item": "peaks per experiment"},
         ),
     log:
-        "results/logs/campaign_report.log",
+        paths.campaign_log("campaign_report.log"),
     conda:
         "../envs/storbench.yaml"
     params:
@@ -150,16 +160,16 @@ rule campaign_report:
 # A report printed by headless Chromium: the same page, for a customer deliverable.
 rule report_pdf:
     input:
-        html="reports/{report}/index.html",
+        html=paths.report_index(),
     output:
         pdf=report(
-            "reports/{report}/report.pdf",
+            paths.report_pdf(),
             caption="../templates/report/captions/pdf.rst",
             category="{report}",
             labels={"item": "PDF"},
         ),
     log:
-        "results/logs/pdf/{report}.log",
+        paths.campaign_log("pdf/{report}.log"),
     wildcard_constraints:
         report=names_pattern([*EXPERIMENTS, CAMPAIGN_REPORT]),
     conda:
@@ -171,7 +181,7 @@ rule report_pdf:
 # `snakemake plan`: per run and host, the command lines and job files; touches no host.
 rule plan:
     log:
-        "results/logs/plan.log",
+        paths.campaign_log("plan.log"),
     localrule: True
     conda:
         "../envs/storbench.yaml"

@@ -112,6 +112,12 @@ def services_log(tool: str = "{tool}") -> str:
 
 
 NETWORK_DIR = f"{RESULTS}/network"
+NETWORK_RESULTS = f"{NETWORK_DIR}/network.parquet"
+NETWORK_RAW_DIR = f"{NETWORK_DIR}/raw"
+
+
+def network_log(name: str) -> str:
+    return f"{NETWORK_DIR}/logs/{name}"
 
 
 # --- targets: buckets, datasets, preconditioning ----------------------------------------------
@@ -171,6 +177,10 @@ def report_index(name: str = "{report}") -> str:
 
 def report_pdf(name: str = "{report}") -> str:
     return f"{report_dir(name)}/report.pdf"
+
+
+def compare_dir(comparison: str = "{comparison}") -> str:
+    return f"{REPORTS}/compare/{comparison}"
 
 
 def recipe_report_dir(target: str = "{target}", recipe: str = "{recipe}") -> str:
