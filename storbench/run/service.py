@@ -110,7 +110,7 @@ def _prepare_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir:
 
 def _stamp_paths(host_spec: Host, spec: RunSpec, tool, port: int) -> list[str]:
     folder = services.service_dir(host_spec, spec.tool, port)
-    return [f"{folder}/{name}" for name in tool.start_stamp_names(spec)]
+    return [f"{folder}/{name}" for name in tool.start_stamp_names(spec.to_dict())]
 
 
 def _start_stamps(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[str, str]:
