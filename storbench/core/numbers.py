@@ -29,3 +29,8 @@ def is_missing(value) -> bool:
         or type(value).__name__ == "NAType"  # pandas.NA, without importing pandas
         or (isinstance(value, float) and math.isnan(value))
     )
+
+
+def scaled(value, unit: float) -> float | None:
+    """value / unit as a float; a missing value (None, NaN, pandas.NA) stays missing."""
+    return None if is_missing(value) else float(value) / unit

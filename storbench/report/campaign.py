@@ -28,7 +28,7 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.core import results
-from storbench.core.numbers import NS_PER_US, is_missing
+from storbench.core.numbers import NS_PER_US, is_missing, scaled
 from storbench.report import environment, tables, toolkit
 from storbench.report import paper_tables as report_tables
 
@@ -165,7 +165,7 @@ KEY_COLUMNS = {
 
 
 def key_results_table(rows: list[dict]) -> tables.Table:
-    bw = [_scaled(r.get("bw_mean"), GB) for r in rows]
+    bw = [scaled(r.get("bw_mean"), GB) for r in rows]
     iops = [r.get("iops_mean") for r in rows]
     bw_decimals = report_tables.column_decimals(bw)
     iops_decimals = min(report_tables.column_decimals(iops), 1)
@@ -178,7 +178,7 @@ def key_results_table(rows: list[dict]) -> tables.Table:
         "IOPS CI": [_interval(r, "iops", 1.0, iops_decimals) for r in rows],
         "IOPS peak at": [r.get("iops_run") for r in rows],
         "p99 µs at peak IOPS": [
-            report_tables.fixed(_scaled(r.get("p99_ns"), NS_PER_US), 1) for r in rows
+            report_tables.fixed(scaled(r.get("p99_ns"), NS_PER_US), 1) for r in rows
         ],
         "CoV > 5 %": [_cell(r.get("flagged")) for r in rows],
         "Errors": [_cell(r.get("errors")) for r in rows],
@@ -198,9 +198,6 @@ def key_results_table(rows: list[dict]) -> tables.Table:
         notes=("An empty cell: not applicable or not available.",),
     )
 
-
-def _scaled(value, unit: float):
-    return None if value is None else value / unit
 
 
 def _cell(value) -> str | None:
@@ -252,9 +249,9 @@ def _peaks(rows: list[dict]):
     for ax, (prefix, unit, label) in zip(
         axes, (("bw", GB, "peak bandwidth (GB/s)"), ("iops", 1.0, "peak IOPS")), strict=True
     ):
-        means = np.array([_nan(_scaled(r.get(f"{prefix}_mean"), unit)) for r in rows])
-        low = np.array([_nan(_scaled(r.get(f"{prefix}_ci_low"), unit)) for r in rows])
-        high = np.array([_nan(_scaled(r.get(f"{prefix}_ci_high"), unit)) for r in rows])
+        means = np.array([_nan(scaled(r.get(f"{prefix}_mean"), unit)) for r in rows])
+        low = np.array([_nan(scaled(r.get(f"{prefix}_ci_low"), unit)) for r in rows])
+        high = np.array([_nan(scaled(r.get(f"{prefix}_ci_high"), unit)) for r in rows])
         errors = np.nan_to_num(np.vstack([means - low, high - means]), nan=0.0)
         ax.bar(
             range(len(rows)),

@@ -26,7 +26,7 @@ from storbench.analysis.compare import (  # noqa: E402
 from storbench.core import (
     atomic,  # noqa: E402
     )
-from storbench.core.numbers import NO_VALUE, format_number, is_missing  # noqa: E402
+from storbench.core.numbers import NO_VALUE, format_number, is_missing, scaled  # noqa: E402
 from storbench.report import toolkit
 
 TEMPLATE_NAME = "compare.html.j2"
@@ -102,8 +102,8 @@ def _display_cells(row) -> list[str]:
         name if unit == name else f"{name} ({unit})",
         str(row["n_a"]),
         str(row["n_b"]),
-        format_number(_scaled(row["mean_a"], scale), decimals),
-        format_number(_scaled(row["mean_b"], scale), decimals),
+        format_number(scaled(row["mean_a"], scale), decimals),
+        format_number(scaled(row["mean_b"], scale), decimals),
         toolkit.format_percent(_fraction(row["change_pct"]), signed=True),
         _interval_text(row) if has_interval else NOT_AVAILABLE,
         _significance_text(significant),
@@ -121,9 +121,6 @@ def _interval_text(row) -> str:
     high = toolkit.format_percent(_fraction(row["ci_high_pct"]), signed=True)
     return f"{low} to {high}"
 
-
-def _scaled(value, scale: float):
-    return None if is_missing(value) else float(value) / scale
 
 
 def _fraction(percent):

@@ -33,7 +33,7 @@ import pyarrow as pa  # noqa: E402
 from storbench.analysis import scaling, stats
 from storbench.config import datapath
 from storbench.core import histogram, results
-from storbench.core.numbers import MIB, NO_VALUE, NS_PER_US, format_number, is_missing  # noqa: E402
+from storbench.core.numbers import MIB, NO_VALUE, NS_PER_US, format_number, is_missing, scaled  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import tables
@@ -310,12 +310,12 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
         int_label(row["n"]),
         _outlier_marked(
             format_mean_sd(
-                _scaled(row["bw_bytes_s_mean"], MIB), _scaled(row["bw_bytes_s_sd"], MIB), 1
+                scaled(row["bw_bytes_s_mean"], MIB), scaled(row["bw_bytes_s_sd"], MIB), 1
             ),
             row["bw_bytes_s_outliers"],
         ),
         format_interval(
-            _scaled(row["bw_bytes_s_ci_low"], MIB), _scaled(row["bw_bytes_s_ci_high"], MIB), 1
+            scaled(row["bw_bytes_s_ci_low"], MIB), scaled(row["bw_bytes_s_ci_high"], MIB), 1
         ),
         format_cov(row["bw_bytes_s_cov"]),
         _outlier_marked(format_mean_sd(row["iops_mean"], row["iops_sd"], 0), row["iops_outliers"]),
@@ -336,9 +336,6 @@ def _workload_cells(row) -> list[str]:
         str(row["op"]),
     ]
 
-
-def _scaled(value, unit: float):
-    return None if is_missing(value) else float(value) / unit
 
 
 def summary_csv(summary: pd.DataFrame) -> str:
@@ -393,7 +390,7 @@ def per_run_table(raw: pd.DataFrame) -> dict:
             *([f"a{int_label(row['attempt'])}"] if show_attempt else []),
             str(row["host"]),
             str(row["op"]),
-            _outlier_marked(format_number(_scaled(row["bw_bytes_s"], MIB), 1), row["bw_outlier"]),
+            _outlier_marked(format_number(scaled(row["bw_bytes_s"], MIB), 1), row["bw_outlier"]),
             _outlier_marked(format_number(row["iops"], 0), row["iops_outlier"]),
             format_number(_ns_to_us(row["p99_ns"]), 1),
         ]
@@ -809,14 +806,14 @@ def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
             *([int_label(row["op_hosts"])] if show_op_hosts else []),
             int_label(row["n"]),
             format_mean_sd(
-                _scaled(row["bw_bytes_s_mean"], scale), _scaled(row["bw_bytes_s_sd"], scale), 2
+                scaled(row["bw_bytes_s_mean"], scale), scaled(row["bw_bytes_s_sd"], scale), 2
             ),
-            format_number(_scaled(per_host, scale), 3),
+            format_number(scaled(per_host, scale), 3),
             format_mean_sd(row["iops_mean"], row["iops_sd"], 0),
         ]
         if with_data_path:
             cells += [
-                format_number(_scaled(row["theoretical_bytes_s"], scale), 2),
+                format_number(scaled(row["theoretical_bytes_s"], scale), 2),
                 _text(row["bottleneck"]),
                 format_percent(row["efficiency"]),
             ]
@@ -907,8 +904,8 @@ def slow_hosts_display(table: pd.DataFrame) -> dict:
                     str(row["host"]),
                     _text(row["step"]),
                     int_label(row["n"]),
-                    format_number(_scaled(row["bw_bytes_s_mean"], scale), 3),
-                    format_number(_scaled(row["median_bw_bytes_s"], scale), 3),
+                    format_number(scaled(row["bw_bytes_s_mean"], scale), 3),
+                    format_number(scaled(row["median_bw_bytes_s"], scale), 3),
                     format_percent(versus, signed=True),
                     format_number(row["iops_mean"], 0),
                     FLAG_MARK if row["flagged"] else "",
@@ -1014,12 +1011,12 @@ def target_display(table: pd.DataFrame) -> dict:
                     _text(row["target"]),
                     int_label(row["n"]),
                     format_mean_sd(
-                        _scaled(row["bw_bytes_s_mean"], scale),
-                        _scaled(row["bw_bytes_s_sd"], scale),
+                        scaled(row["bw_bytes_s_mean"], scale),
+                        scaled(row["bw_bytes_s_sd"], scale),
                         2,
                     ),
                     format_mean_sd(row["iops_mean"], row["iops_sd"], 0),
-                    format_number(_scaled(row["sum_alone_bytes_s"], scale), 2),
+                    format_number(scaled(row["sum_alone_bytes_s"], scale), 2),
                     format_percent(row["together_vs_sum"]),
                 ],
                 "flagged": False,

@@ -17,7 +17,7 @@ import pandas as pd
 
 from storbench.analysis import fault_analysis
 from storbench.config import fault_config
-from storbench.core.numbers import NO_VALUE  # noqa: E402
+from storbench.core.numbers import NO_VALUE, scaled  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import tables, toolkit
 
@@ -168,7 +168,7 @@ def faults_table(rows: list[dict], settings) -> tables.Table:
                 row["event"],
                 METRIC_LABELS.get(row["metric"], row["metric"]),
                 _fixed(row["baseline"] / scale),
-                _fixed(_scaled(row["dip"], scale)),
+                _fixed(scaled(row["dip"], scale)),
                 _fixed(row["depth_pct"], 1),
                 _fixed(row["recovery_s"], 2),
                 _fixed(row["recovery_after_restore_s"], 2),
@@ -204,9 +204,6 @@ def faults_table(rows: list[dict], settings) -> tables.Table:
         ),
     )
 
-
-def _scaled(value, scale: float):
-    return None if value is None else value / scale
 
 
 def _fixed(value, decimals: int = 1) -> str:

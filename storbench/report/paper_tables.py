@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from storbench.analysis import scaling, stats
+from storbench.core.numbers import is_missing, scaled  # noqa: E402
 from storbench.core.results import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.core.units import size_label
 from storbench.report import tables
@@ -88,7 +89,7 @@ def write_tables(built: dict[str, tables.Table], out_dir: Path) -> dict[str, Pat
 
 def column_decimals(values, significant: int = SIGNIFICANT_DIGITS) -> int:
     """Decimals that give the smallest non-zero |value| ``significant`` significant digits."""
-    present = [abs(float(v)) for v in values if not _missing(v) and float(v) != 0]
+    present = [abs(float(v)) for v in values if not is_missing(v) and float(v) != 0]
     if not present:
         return 0
     exponent = math.floor(math.log10(min(present)))
@@ -97,39 +98,33 @@ def column_decimals(values, significant: int = SIGNIFICANT_DIGITS) -> int:
 
 def fixed(value, decimals: int) -> str | None:
     """'1234.57' (decimals=2, no thousands separator: CSV and LaTeX read it); missing -> None."""
-    return None if _missing(value) else f"{float(value):.{decimals}f}"
+    return None if is_missing(value) else f"{float(value):.{decimals}f}"
 
 
-def _missing(value) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def _scaled(value, unit: float):
-    return None if _missing(value) else float(value) / unit
 
 
 def _int_text(value) -> str | None:
-    return None if _missing(value) else str(int(value))
+    return None if is_missing(value) else str(int(value))
 
 
 def _bs_text(value) -> str | None:
-    return None if _missing(value) else size_label(int(value))
+    return None if is_missing(value) else size_label(int(value))
 
 
 def _rw_text(row) -> str:
-    if not _missing(row.get("rwmixread")) and row["rw"] in {"rw", "readwrite", "randrw"}:
+    if not is_missing(row.get("rwmixread")) and row["rw"] in {"rw", "readwrite", "randrw"}:
         return f"{row['rw']} ({int(row['rwmixread'])} % read)"
     return str(row["rw"])
 
 
 def _metric_columns(frame: pd.DataFrame, column: str, unit: float, label: str) -> dict:
     """{header: [text per row]} for the mean and CI of ``column`` scaled by ``unit``."""
-    means = [_scaled(v, unit) for v in frame[f"{column}_mean"]]
+    means = [scaled(v, unit) for v in frame[f"{column}_mean"]]
     decimals = column_decimals(means)
     return {
         label: [fixed(v, decimals) for v in means],
-        f"{label} CI low": [fixed(_scaled(v, unit), decimals) for v in frame[f"{column}_ci_low"]],
-        f"{label} CI high": [fixed(_scaled(v, unit), decimals) for v in frame[f"{column}_ci_high"]],
+        f"{label} CI low": [fixed(scaled(v, unit), decimals) for v in frame[f"{column}_ci_low"]],
+        f"{label} CI high": [fixed(scaled(v, unit), decimals) for v in frame[f"{column}_ci_high"]],
     }
 
 
@@ -190,9 +185,9 @@ LATENCY_HEADERS = [f"p{p:g} µs" for p in PERCENTILES]
 def latency_table(summary: pd.DataFrame) -> tables.Table:
     """Per cell: mean latency weighted by I/O count and percentiles of the merged histograms."""
     values = {
-        "Mean µs": [_scaled(v, NS_PER_US) for v in summary["lat_mean_ns"]],
+        "Mean µs": [scaled(v, NS_PER_US) for v in summary["lat_mean_ns"]],
         **{
-            header: [_scaled(v, NS_PER_US) for v in summary[column]]
+            header: [scaled(v, NS_PER_US) for v in summary[column]]
             for header, column in zip(LATENCY_HEADERS, PERCENTILE_COLUMNS, strict=True)
         },
     }
@@ -225,9 +220,9 @@ def prep_state_table(summary: pd.DataFrame) -> tables.Table | None:
     frame = summary.sort_values(
         ["rw", "bs", "iodepth", "numjobs", "op", "prep_state"], kind="stable", na_position="last"
     )
-    iops = [_scaled(v, 1.0) for v in frame["iops_mean"]]
+    iops = [scaled(v, 1.0) for v in frame["iops_mean"]]
     decimals = column_decimals(iops)
-    latency = [_scaled(v, NS_PER_US) for v in frame["lat_mean_ns"]]
+    latency = [scaled(v, NS_PER_US) for v in frame["lat_mean_ns"]]
     lat_decimals = column_decimals(latency)
     columns = {
         **_workload(frame),
