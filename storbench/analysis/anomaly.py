@@ -121,6 +121,8 @@ def drift(series: Series, *, min_fraction: float = 0.05) -> Drift:
     flagged = change_fraction is not None and abs(change_fraction) > min_fraction
     sustained = (
         flagged
+        and change_fraction is not None
+        and tenth_fraction is not None
         and abs(tenth_fraction) > min_fraction
         and math.copysign(1, tenth_fraction) == math.copysign(1, change_fraction)
     )

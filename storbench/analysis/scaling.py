@@ -125,7 +125,8 @@ def _point_key(row) -> str:
     """What runs of one workload point share: experiment, sweep parameters, job name."""
     params_json = getattr(row, "params_json", None)
     if _present(params_json):
-        params = {k: v for k, v in json.loads(params_json).items() if k not in _PLACEMENT_PARAMS}
+        point = json.loads(str(params_json))
+        params = {k: v for k, v in point.items() if k not in _PLACEMENT_PARAMS}
     else:
         params = {name: _plain(getattr(row, name, None)) for name in POINT_PARAMETERS}
     # fio names a run's job after the run, so the job differs between steps of one point.

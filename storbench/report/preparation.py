@@ -222,7 +222,9 @@ def _ratio_text(ratio, ok) -> str:
 
 
 def is_achieved(verdict: dict | None) -> bool:
-    return bool(verdict) and bool(verdict.get("achieved") or verdict.get("status") == "achieved")
+    if not verdict:
+        return False
+    return bool(verdict.get("achieved") or verdict.get("status") == "achieved")
 
 
 def verdict_sentence(verdict: dict | None) -> str:
@@ -425,7 +427,7 @@ def stages_markdown(table: dict) -> str:
 
 def steady_state_frame(verdict: dict) -> pd.DataFrame:
     """Per tracked variable: window, average, range, slope, excursion and the verdict."""
-    window = verdict.get("window") or (None, None)
+    window = (verdict or {}).get("window") or (None, None)
     records = [
         {
             "variable": variable.get("name"),
@@ -688,7 +690,7 @@ def _mark_cliff(ax, cliff: dict, end_s: float, scale: float, unit: str) -> None:
     ):
         if not is_missing(value):
             ax.hlines(
-                float(value) / scale,
+                float(value) / scale,  # type: ignore[arg-type]  # is_missing checked it
                 start,
                 stop,
                 color="grey",
@@ -724,7 +726,7 @@ def convergence_figure(verdict: dict | None):
     variables = [v for v in (verdict or {}).get("variables") or [] if v.get("values")]
     if not variables:
         return None
-    window = verdict.get("window")
+    window = (verdict or {}).get("window")
     fig, axes = new_figure(nrows=len(variables), height_in=2.0 * len(variables) + 0.6)
     for index, (ax, variable) in enumerate(zip(axes, variables, strict=True)):
         rounds = list(range(1, len(variable["values"]) + 1))

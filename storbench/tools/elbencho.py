@@ -326,7 +326,7 @@ def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
         if unknown or not phases:
             raise ValueError(f"phases {params['phases']!r}: known are {', '.join(PHASE_OPTIONS)}")
         return phases
-    if (target_type, kind) not in DEFAULT_PHASES:
+    if kind is None or (target_type, kind) not in DEFAULT_PHASES:
         raise ValueError(
             f"rw {params['rw']!r} on a {target_type} target has no default phases: elbencho's "
             "rwmix reads need existing files; set phases (e.g. 'write' over files a previous "

@@ -610,7 +610,7 @@ def _loop_values(option: str, value) -> str:
     """'4k, 64k' -> '(4k,64k)'; sizes of forxfersize written as vdbench reads them."""
     items = _loop_items(value)
     if option == "forxfersize":
-        items = [_size(item) for item in items]
+        items = [_size(item) or item for item in items]
     return f"({','.join(items)})"
 
 
