@@ -126,6 +126,17 @@ class Transport:
         """Run a small POSIX shell script (quote its arguments!): (exit code, stdout, stderr)."""
         return self._shell(script, timeout_s=timeout_s)
 
+    def fresh_dir(self, path: str) -> None:
+        """An empty folder at path: what an earlier session left there is removed first."""
+        quoted = shlex.quote(path)
+        rc, _, err = self._shell(
+            f"rm -rf -- {quoted} && mkdir -p -- {quoted}", timeout_s=SHELL_TIMEOUT_S
+        )
+        if rc != 0:
+            raise self._error(
+                f"cannot create an empty directory {path}: {err.strip() or f'exit {rc}'}"
+            )
+
     def remove(self, paths: list[str]) -> None:
         """Best effort rm -f of files on the host (private copies after a run)."""
         if paths:

@@ -99,7 +99,10 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
             transport.check()
             if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
                 transport.kill_matching(stale_attempts_marker(paths.workdir))
-            transport.mkdirs(paths.workdir)
+            if paths.workdir == str(local_dir.resolve()):
+                transport.mkdirs(paths.workdir)
+            else:  # attempts are numbered locally: a folder of this name is another session's
+                transport.fresh_dir(paths.workdir)
             for target_directory in tool.target_directories(spec.target, name):
                 transport.mkdirs(target_directory)
             transport.put_text(job_text, paths.job_path)

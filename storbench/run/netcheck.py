@@ -7,10 +7,12 @@ The server host runs one ``iperf3 --server`` per client on consecutive ports (``
 ``timeout`` sized for the whole check, so a lost storbench cannot leave one running for long.
 
 Phase ``single``: each client alone, one after the other. Phase ``all``: every client at
-once, each to its own server port. Raw iperf3 JSON lands in ``<out_dir>/<phase>/<client>.json``
-(with the client's ``.stdout``/``.stderr``); the servers' text logs in
-``<out_dir>/servers/server-<port>.log``. Servers are stopped at the end, on failure and on
-Ctrl-C/SIGTERM; on an interrupt the clients' iperf3 are killed as well.
+once, each to its own server port. The clients are ordinary runs of the run engine (a job
+file per client, naming its server port), so raw output is kept as for every run:
+``<out_dir>/single/<client>/a<N>/<client>.json`` and ``<out_dir>/all/a<N>/<client>.json``
+(with the engine's ``run.json`` and each client's ``.stdout``/``.stderr``); the servers' text
+logs in ``<out_dir>/servers/server-<port>.log``. Servers are stopped at the end, on failure and
+on Ctrl-C/SIGTERM; on an interrupt the engine kills the clients' iperf3 as well.
 
 Rows follow the result schema (experiment ``network``, run_id = phase, tool ``iperf3``,
 host = client) with iperf3's receiver figures as in the iperf3 adapter; phase ``all`` adds
@@ -21,7 +23,6 @@ Light imports: this module is on the run path.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import posixpath
 import re
@@ -33,10 +34,14 @@ import time
 import uuid
 from pathlib import Path
 
+from storbench.core import atomic
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.model import Host
 from storbench.core.schema_names import ALL_HOSTS
+from storbench.core.specs import RunSpec
 from storbench.hosts.transport import KILL_AFTER_S, HostError, open_transport, raise_interrupt
+from storbench.run.attempt import RunError
+from storbench.run.engine import run_iteration
 from storbench.tools import network_tool
 from storbench.tools.base import ToolOutputError
 
@@ -47,6 +52,7 @@ READY_TIMEOUT_S = 15.0  # servers must listen within this
 READY_POLL_S = 0.1
 SERVER_MARGIN_S = 120.0  # server lifetime beyond the planned tests
 SHELL_TIMEOUT_S = 60.0
+MANIFEST_NAME = "run.json"
 SPEC_KEYS = frozenset({"server", "clients", "port", "duration_s", "parallel", "min_fraction"})
 TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
 _SERVER_LOG = re.compile(r"/server-(\d+)\.log\b")
@@ -74,9 +80,7 @@ def run_network_check(spec: dict, out_dir) -> list[dict]:
             check.start_servers()
             rows = check.run_single()
             rows += check.run_all()
-        except BaseException as error:
-            if isinstance(error, KeyboardInterrupt):
-                check.kill_clients()
+        except BaseException as error:  # the run engine has stopped the clients already
             check.stop_servers_after(error)
             raise
         check.stop_servers()
@@ -161,6 +165,7 @@ class _Check:
         if not clients:
             raise ValueError("network.clients: no client hosts")
         self.clients = [_host_spec(c, f"network.clients[{i}]") for i, c in enumerate(clients)]
+        self.client_dicts = [dict(client) for client in clients]
         _check_client_names(self.server, self.clients)
         self.port = _integer(spec.get("port", 5201), "network.port", 1, 65535)
         if self.port + len(self.clients) - 1 > 65535:
@@ -255,93 +260,70 @@ class _Check:
                 with contextlib.suppress(HostError):
                     transport.fetch(remote, self.out_dir / "servers" / f"server-{port}.log")
 
-    # -- clients --
+    # -- clients: ordinary runs of the run engine, a job file per client (its server port) --
 
     def run_single(self) -> list[dict]:
         rows, errors = [], []
-        for client in self.clients:
+        for client in self.client_dicts:
             try:
-                with open_transport(client) as transport:
-                    rows.append(self._run_client(transport, "single", hosts_in_run=1))
-            except (HostError, ToolOutputError) as error:
-                errors.append(str(error))
+                iteration_dir = self.out_dir / "single" / client["name"]
+                rows += self._run_phase("single", [client], iteration_dir)
+            except (RunError, ToolOutputError) as error:
+                errors.append(_failure_lines(error))
         self._raise_if_failed("single", errors)
         return rows
 
     def run_all(self) -> list[dict]:
-        rows: list[dict | None] = [None] * len(self.clients)
-        errors: list[str | None] = [None] * len(self.clients)
-        start_together = threading.Barrier(len(self.clients))
-
-        def run(index: int, client: Host) -> None:
-            try:
-                with open_transport(client) as transport:
-                    transport.check()
-                    start_together.wait()
-                    rows[index] = self._run_client(transport, "all", len(self.clients))
-            except threading.BrokenBarrierError:
-                errors[index] = f"host {client.name}: not started (another client failed)"
-            except Exception as error:  # reported per host, like the runner
-                start_together.abort()
-                errors[index] = _describe_error(client, error)
-
-        threads = [
-            threading.Thread(target=run, args=(i, c), name=f"netcheck-{c.name}", daemon=True)
-            for i, c in enumerate(self.clients)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.2)  # short joins keep Ctrl-C and SIGTERM responsive
-        self._raise_if_failed("all", [e for e in errors if e])
-        measured = [row for row in rows if row is not None]
+        try:
+            measured = self._run_phase("all", self.client_dicts, self.out_dir / "all")
+        except (RunError, ToolOutputError) as error:
+            self._raise_if_failed("all", [_failure_lines(error)])
         return measured + aggregate_hosts(measured)
 
-    def _run_client(self, transport, phase: str, hosts_in_run: int) -> dict:
-        client = transport.spec
-        port = self.ports[client.name]
-        remote_dir = posixpath.join(client.workdir, self.token, phase)
-        remote_json = posixpath.join(remote_dir, f"{client.name}.json")
-        local_dir = self.out_dir / phase
-        local_json = local_dir / f"{client.name}.json"
-        argv = self.tool.network_client_command(
-            self.server.address, port, self.duration, self.parallel, remote_json
-        )
-        transport.mkdirs(remote_dir)
-        started = _now()
-        rc = transport.run(
-            argv,
-            timeout_s=self.duration + CLIENT_SLACK_S,
-            stdout_path=local_dir / f"{client.name}.stdout",
-            stderr_path=local_dir / f"{client.name}.stderr",
-            marker=remote_json,
-        )
-        ended = _now()
-        if rc != 0:
-            tail = _tail(local_dir / f"{client.name}.stderr")
-            raise HostError(
-                client.name, f"{self.tool.name} to {self._where(port)} exited {rc}: {tail}"
+    def _run_phase(self, phase: str, clients: list[dict], iteration_dir: Path) -> list[dict]:
+        jobs_dir = iteration_dir / "jobs"
+        jobs_dir.mkdir(parents=True, exist_ok=True)
+        job_files = {}
+        for client in clients:
+            text = self.tool.network_job(
+                self.server.address, self.ports[client["name"]], self.duration, self.parallel
             )
-        transport.fetch(remote_json, local_json)
-        base = {
-            "experiment": EXPERIMENT,
-            "run_id": phase,
-            "iteration": 1,
-            "attempt": 1,
-            "tool": self.tool.name,
-            "hosts_in_run": hosts_in_run,
-            "params_json": json.dumps(self._params(), sort_keys=True),
-            "command": shlex.join(argv),
-            "raw_path": str(local_json),
-            "start_time": started,
-            "end_time": ended,
-        }
-        try:
-            return self.tool.network_row(local_json, client.name, base)
-        except ToolOutputError as error:
-            where = f"{self.tool.name} to {self._where(port)}"
-            raise HostError(client.name, f"{where}: {error}") from error
+            job_files[client["name"]] = str(jobs_dir / f"{client['name']}{self.tool.job_suffix}")
+            atomic.write_text(job_files[client["name"]], text)
+        spec = RunSpec(
+            experiment=EXPERIMENT,
+            run_id=phase,
+            tool=self.tool.name,
+            target={},
+            params=self._params(),
+            hosts=tuple(clients),
+            timeout_s=self.duration + CLIENT_SLACK_S,
+            per_host_jobs=True,
+        )
+        manifest = run_iteration(spec, 1, job_files, str(iteration_dir / MANIFEST_NAME))
+        raw_dir = iteration_dir / manifest["raw_dir"]
+        rows = []
+        for host in manifest["hosts"]:
+            output = raw_dir / host["output"]
+            base = {
+                "experiment": EXPERIMENT,
+                "run_id": phase,
+                "iteration": 1,
+                "attempt": manifest["attempt"],
+                "tool": self.tool.name,
+                "hosts_in_run": len(clients),
+                "params_json": json.dumps(self._params(), sort_keys=True),
+                "command": shlex.join(host["command"]),
+                "raw_path": str(output),
+                "start_time": host["start_time"],
+                "end_time": host["end_time"],
+            }
+            try:
+                rows.append(self.tool.network_row(output, host["name"], base))
+            except ToolOutputError as error:
+                where = f"{self.tool.name} to {self._where(self.ports[host['name']])}"
+                raise ToolOutputError(f"host {host['name']}: {where}: {error}") from error
+        return rows
 
     def _params(self) -> dict:
         return {
@@ -356,31 +338,29 @@ class _Check:
 
     def _raise_if_failed(self, phase: str, errors: list[str]) -> None:
         if errors:
-            lines = [f"network check, phase {phase}: {len(errors)} of {len(self.clients)} failed"]
-            lines += [f"  {error}" for error in errors]
+            counted = f"{len(errors)} of {len(self.clients)} failed" if phase == "single" else ""
+            lines = [f"network check, phase {phase}: {counted or 'failed'}"]
+            lines += [f"  {line}" for error in errors for line in error.splitlines()]
             lines.append(f"raw output kept in {self.out_dir / phase}")
             raise NetcheckError("\n".join(lines))
 
     # -- cleanup --
 
-    def kill_clients(self) -> None:
-        """After an interrupt: kill this check's iperf3 clients on every client host."""
-        threads = [
-            threading.Thread(target=_kill_quietly, args=(client, self.token), daemon=True)
-            for client in self.clients
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(SHELL_TIMEOUT_S)
-
     def remove_remote_dirs(self) -> None:
         """Best effort: the JSON is local now; leave no scratch folders on the hosts."""
+        folders = {self.server.name: [posixpath.join(self.server.workdir, self.token)]}
+        for client in self.clients:
+            if client.transport != "local":  # a local client works in the raw folder itself
+                folders[client.name] = [
+                    posixpath.join(client.workdir, EXPERIMENT, phase) for phase in PHASES
+                ]
         for host in [self.server, *self.clients]:
-            folder = shlex.quote(posixpath.join(host.workdir, self.token))
+            quoted = " ".join(shlex.quote(folder) for folder in folders.get(host.name, []))
+            if not quoted:
+                continue
             try:
                 with open_transport(host) as transport:
-                    transport.shell(f"rm -rf -- {folder}", timeout_s=SHELL_TIMEOUT_S)
+                    transport.shell(f"rm -rf -- {quoted}", timeout_s=SHELL_TIMEOUT_S)
             except (HostError, OSError):
                 pass
 
@@ -453,27 +433,7 @@ def _pgrep_pattern(marker: str) -> str:
     return f"{escaped[:first]}[{escaped[first]}]{escaped[first + 1 :]}"
 
 
-def _kill_quietly(host: Host, marker: str) -> None:
-    try:
-        with open_transport(host) as transport:
-            transport.kill_matching(marker)
-    except Exception:  # best effort after an interrupt; the servers' timeout is the backstop
-        pass
-
-
-def _describe_error(client: Host, error: Exception) -> str:
-    if isinstance(error, HostError):
-        return str(error)
-    return f"host {client.name}: {type(error).__name__}: {error}"
-
-
-def _tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(errors="replace").strip()
-    except OSError:
-        return "(no stderr)"
-    return " | ".join(text.splitlines()[-lines:]) or "(empty stderr)"
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+def _failure_lines(error: Exception) -> str:
+    """The engine's message without its first line (the phase says which run failed)."""
+    lines = str(error).splitlines()
+    return "\n".join(lines[1:] if len(lines) > 1 and lines[0].endswith(" failed") else lines)

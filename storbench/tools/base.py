@@ -198,10 +198,8 @@ class ToolAdapter:
         """argv of one server on the server host, bound to address:port, logging to log_path."""
         raise NotImplementedError(f"{self.name} does not check networks")
 
-    def network_client_command(
-        self, address: str, port: int, duration_s: int, parallel: int, output_path: str
-    ) -> list[str]:
-        """argv of one client test against address:port, its result written to output_path."""
+    def network_job(self, address: str, port: int, duration_s: int, parallel: int) -> str:
+        """The job file of one client test against address:port (run by run_command)."""
         raise NotImplementedError(f"{self.name} does not check networks")
 
     def network_row(self, output: Path, host: str, base: dict) -> dict:

@@ -178,14 +178,12 @@ class Iperf3Adapter(ToolAdapter):
     def network_server_command(self, address: str, port: int, log_path: str) -> list[str]:
         return ["iperf3", "--server", "--bind", address, "--port", str(port), "--logfile", log_path]
 
-    def network_client_command(
-        self, address: str, port: int, duration_s: int, parallel: int, output_path: str
-    ) -> list[str]:
-        return [
-            "iperf3", "--client", address, "--port", str(port), "--time", str(duration_s),
-            "--parallel", str(parallel), "--json", "--connect-timeout", str(CONNECT_TIMEOUT_MS),
-            "--logfile", output_path,
+    def network_job(self, address: str, port: int, duration_s: int, parallel: int) -> str:
+        arguments = [
+            "--client", address, "--port", str(port), "--time", str(duration_s),
+            "--parallel", str(parallel), "--connect-timeout", str(CONNECT_TIMEOUT_MS),
         ]  # fmt: skip
+        return "\n".join(["# storbench network check", *arguments]) + "\n"
 
     def network_row(self, output: Path, host: str, base: dict) -> dict:
         return result_row(load_result(output), host=host, base=base)

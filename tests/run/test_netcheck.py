@@ -91,15 +91,27 @@ def rows_of(check, phase: str) -> dict:
     return {row["host"]: row for row in check["rows"] if row["run_id"] == phase}
 
 
+def raw_json(out_dir: Path, phase: str, host: str) -> Path:
+    """Where the run engine keeps a client's output (first attempt)."""
+    iteration_dir = out_dir / phase / host if phase == "single" else out_dir / phase
+    return iteration_dir / "a1" / f"{host}.json"
+
+
 def client_json(check, phase: str, host: str) -> dict:
-    return json.loads((check["out_dir"] / phase / f"{host}.json").read_text())
+    return json.loads(raw_json(check["out_dir"], phase, host).read_text())
 
 
 def test_each_phase_has_one_json_per_client(check):
     clients = [client["name"] for client in check["spec"]["clients"]]
-    for phase in ("single", "all"):
-        found = sorted(path.stem for path in (check["out_dir"] / phase).glob("*.json"))
-        assert found == sorted(clients)
+    out_dir = check["out_dir"]
+    for client in clients:
+        assert [p.name for p in (out_dir / "single" / client / "a1").glob("*.json")] == [
+            f"{client}.json"
+        ]
+    found = sorted(path.stem for path in (out_dir / "all" / "a1").glob("*.json"))
+    assert found == sorted(clients)
+    manifest = json.loads((out_dir / "all" / "run.json").read_text())
+    assert [host["name"] for host in manifest["hosts"]] == clients
 
 
 def test_each_client_used_its_own_server_port(check):
@@ -126,7 +138,7 @@ def test_rows_carry_the_receivers_figures_from_the_json(check):
             assert (row["experiment"], row["tool"], row["op"]) == ("network", "iperf3", "send")
             assert row["numjobs"] == 2
             assert row["hosts_in_run"] == (1 if phase == "single" else 2)
-            assert row["raw_path"] == str(check["out_dir"] / phase / f"{host}.json")
+            assert row["raw_path"] == str(raw_json(check["out_dir"], phase, host))
 
 
 def test_the_all_row_sums_the_clients_of_phase_all(check):
@@ -144,6 +156,7 @@ def test_no_iperf3_is_left_running_and_no_scratch_left(check):
     assert our_iperf3(workdirs(check["spec"])) == []
     for workdir in workdirs(check["spec"]):
         assert not list(Path(workdir).glob("netcheck-*"))
+        assert not list(Path(workdir).glob("network/*"))
 
 
 def test_server_logs_are_kept(check):
@@ -182,7 +195,7 @@ def test_an_unreachable_client_is_named_and_the_servers_stop(ssh_hosts, tmp_path
     message = str(raised.value)
     assert message.startswith("network check, phase single: 1 of 2 failed")
     assert "host dead-client: unreachable at 127.0.0.3:" in message
-    assert (tmp_path / "out" / "single" / f"{ssh_hosts[0].name}.json").is_file()
+    assert raw_json(tmp_path / "out", "single", ssh_hosts[0].name).is_file()
     assert our_iperf3(workdirs(spec)) == []
 
 
@@ -207,6 +220,7 @@ def test_sigterm_stops_servers_and_clients_on_every_host(ssh_hosts, tmp_path):
                 for w in clients
             ),
             "both iperf3 clients of phase all",
+            process,
         )
         assert len([line for line in our_iperf3(workdirs(spec)) if "--server" in line]) >= 2
         process.send_signal(signal.SIGTERM)
@@ -220,13 +234,14 @@ def test_sigterm_stops_servers_and_clients_on_every_host(ssh_hosts, tmp_path):
     assert our_iperf3(workdirs(spec)) == []
 
 
-def wait_for(predicate, what: str):
+def wait_for(predicate, what: str, process):
     deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         if predicate():
             return
         time.sleep(0.05)
-    raise AssertionError(f"gave up waiting for {what}")
+    output = process.communicate()[0] if process.poll() is not None else "(still running)"
+    raise AssertionError(f"gave up waiting for {what}; the check's output: {output}")
 
 
 # --- slow clients (synthetic rows) --------------------------------------------------------

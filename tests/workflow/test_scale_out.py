@@ -196,12 +196,12 @@ def test_network_check_runs_iperf3_from_every_client(ssh_lab, tmp_path):
     rows = pq.read_table(tmp_path / "results/network/network.parquet").to_pylist()
     for server in ssh_lab.servers[:2]:
         for phase in ("single", "all"):
-            raw = json.loads(
-                (tmp_path / f"results/network/raw/{phase}/{server.address}.json").read_text()
-            )
-            received = raw["end"]["sum_received"]["bytes"]
+            folder = f"single/{server.address}" if phase == "single" else phase
+            raw_path = tmp_path / f"results/network/raw/{folder}/a1/{server.address}.json"
+            received = json.loads(raw_path.read_text())["end"]["sum_received"]["bytes"]
             (row,) = [r for r in rows if r["run_id"] == phase and r["host"] == server.address]
             assert row["bytes"] == received
+            assert tmp_path / row["raw_path"] == raw_path
     (everything,) = [r for r in rows if r["run_id"] == "all" and r["host"] == "all"]
     assert everything["bytes"] == sum(
         r["bytes"] for r in rows if r["run_id"] == "all" and r["host"] != "all"
