@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from storbench.core.specs import RunSpec
+from storbench.core.specs import Manifest, RunSpec
 
 
 def _check(args) -> int:
@@ -55,7 +55,7 @@ def _run(args) -> int:
 
         spec = spec.with_state(prepare.run_state(spec.preparation, list(spec.hosts)))
     manifest = runner.run_iteration(spec, args.iteration, job, args.manifest)
-    for host in manifest["hosts"]:
+    for host in manifest.hosts:
         print(
             f"{host['name']}: exit {host['exit_code']} ({host['start_time']} .. {host['end_time']})"
         )
@@ -100,7 +100,7 @@ def _report(args) -> int:
         meta=meta,
         telemetry=facts,
         timeseries_source=args.timeseries,
-        manifests=[json.loads(Path(path).read_text()) for path in args.manifests or []],
+        manifests=[Manifest.from_json(Path(path).read_text()) for path in args.manifests or []],
     )
     for name, path in written.items():
         print(f"{name}: {path}")

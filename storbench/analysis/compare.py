@@ -397,5 +397,3 @@ def violation_message(row, limit: float) -> str:
 def is_significant(value) -> bool:
     """True for a significant change; False for not significant or no interval (NA)."""
     return not is_missing(value) and bool(value)
-
-

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from storbench.core import results
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.schema_names import ALL_HOSTS
+from storbench.core.specs import Manifest, SpecError
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 
@@ -43,33 +45,33 @@ def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
     """(result rows, per-interval rows or None) of one iteration; the standard library only."""
     manifest_file = Path(manifest_path)
     manifest = _read_manifest(manifest_file)
-    raw_dir = manifest_file.parent / manifest["raw_dir"]
-    hosts = manifest["hosts"]
-    tool = get_tool(manifest["tool"])
-    offered = tool.offered_iops(manifest["params"], len(hosts))
+    raw_dir = manifest_file.parent / manifest.raw_dir
+    hosts = manifest.hosts
+    tool = get_tool(manifest.tool)
+    offered = tool.offered_iops(manifest.params, len(hosts))
     base = {
-        "experiment": manifest["experiment"],
-        "run_id": manifest["run_id"],
-        "iteration": manifest["iteration"],
-        "attempt": manifest["attempt"],
-        "tool": manifest["tool"],
-        "params_json": json.dumps(manifest["params"], sort_keys=True),
-        "job_file_sha256": manifest["job_file_sha256"],
+        "experiment": manifest.experiment,
+        "run_id": manifest.run_id,
+        "iteration": manifest.iteration,
+        "attempt": manifest.attempt,
+        "tool": manifest.tool,
+        "params_json": json.dumps(manifest.params, sort_keys=True),
+        "job_file_sha256": manifest.job_file_sha256,
         "command": " ".join(hosts[0]["command"]),
         "raw_path": str(raw_dir),
         "start_time": min(h["start_time"] for h in hosts),
         "end_time": max(h["end_time"] for h in hosts),
-        "step": manifest.get("step"),
+        "step": manifest.step,
         "hosts_in_run": len(hosts),
-        "target": manifest["target"].get("name"),
+        "target": manifest.target.get("name"),
         "start_skew_s": start_skew_s(hosts),
-        "prep_state": manifest.get("prep_state"),
+        "prep_state": manifest.prep_state,
         "loop": "closed" if offered is None else "open",
         "offered_iops": offered,
     }
     rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)
-    if manifest["target"].get("members"):
-        rows = with_target_set_rows(rows, manifest["target"])
+    if manifest.target.get("members"):
+        rows = with_target_set_rows(rows, manifest.target)
     series = None
     if with_timeseries:
         identity = {k: base[k] for k in ("experiment", "run_id", "iteration", "attempt", "tool")}
@@ -77,7 +79,7 @@ def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
     return rows, series
 
 
-def _read_manifest(path: Path) -> dict:
+def _read_manifest(path: Path) -> Manifest:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -86,10 +88,13 @@ def _read_manifest(path: Path) -> dict:
         raise ToolOutputError(f"{path}: not a run manifest (JSON): {error}") from None
     if not isinstance(manifest, dict):
         raise ToolOutputError(f"{path}: not a run manifest (a JSON object)")
-    return manifest
+    try:
+        return Manifest.from_dict(manifest)
+    except SpecError as error:
+        raise ToolOutputError(f"{path}: not a run manifest: {error}") from None
 
 
-def start_skew_s(hosts: list[dict]) -> float | None:
+def start_skew_s(hosts: Sequence[dict]) -> float | None:
     """Latest minus earliest host start; None for one host."""
     starts = [
         datetime.datetime.fromisoformat(h["start_time"]) for h in hosts if h.get("start_time")
@@ -99,7 +104,7 @@ def start_skew_s(hosts: list[dict]) -> float | None:
     return (max(starts) - min(starts)).total_seconds()
 
 
-def with_host_times(rows: list[dict], hosts: list[dict]) -> list[dict]:
+def with_host_times(rows: list[dict], hosts: Sequence[dict]) -> list[dict]:
     """Per-host rows carry their own host's start and end; 'all' rows keep the run's span."""
     times = {h["name"]: (h.get("start_time"), h.get("end_time")) for h in hosts}
     for row in rows:

@@ -69,10 +69,10 @@ def _pass(spec: dict, recipe_dir: Path) -> dict:
     )
     rows = parse_rows(manifest, raw_dir)
     base = {
-        "experiment": manifest["experiment"],
-        "run_id": manifest["run_id"],
+        "experiment": manifest.experiment,
+        "run_id": manifest.run_id,
         "iteration": 1,
-        "attempt": manifest["attempt"],
+        "attempt": manifest.attempt,
         "tool": preparation_tool().name,
     }
     series = writecliff.aggregate(
@@ -87,7 +87,7 @@ def _pass(spec: dict, recipe_dir: Path) -> dict:
             for i in series
         ],
         "raw": str(Path("raw") / spec["stage"] / "run.json"),
-        "attempt": manifest["attempt"],
+        "attempt": manifest.attempt,
     }
 
 
@@ -132,7 +132,7 @@ def _round(spec: dict, recipe_dir: Path, stages_dir: Path) -> dict:
         "elements": elements,
         "steady_state": verdict.to_dict(),
         "raw": str(Path("raw") / spec["stage"] / "run.json"),
-        "attempt": manifest["attempt"],
+        "attempt": manifest.attempt,
     }
 
 

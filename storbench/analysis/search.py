@@ -70,7 +70,6 @@ def _run(spec: dict, run: dict) -> str:
     atomic.write_text(job_path, render.render_job(render_spec))
     run_spec = RunSpec.from_dict(probe, ignore=SEARCH_ONLY_KEYS)
     if run_spec.preparation:  # the target must still be in the state the run is tagged with
-
         run_spec = run_spec.with_state(prepare.run_state(run_spec.preparation, spec["hosts"]))
     manifest_path = paths.manifest(experiment, run["run_id"], run["iteration"])
     runner.run_iteration(run_spec, run["iteration"], job_path, manifest_path)

@@ -114,7 +114,6 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     if "network" in raw:
         _check_network(raw["network"], host_groups, problems)
     if "data_path" in raw:
-
         stepped = [
             group
             for spec in raw["experiments"].values()
@@ -418,7 +417,6 @@ def _experiment(
     _check_host_expressions(key, spec, job, sweep, problems)
     search_settings = None
     if "search" in spec:
-
         search_settings = search.settings(key, spec, problems)
 
     host_names = [host["name"] for group in groups for host in host_groups.get(group, [])]

@@ -390,7 +390,6 @@ def _flush(key: str, spec: dict, hosts, problems: list[str]) -> dict:
             f"{key}.host: {host!r} is not one of the recipe's hosts ({', '.join(names)})"
         )
     if "done" in spec:
-
         try:
             re.compile(spec["done"])
         except re.error as error:
@@ -547,5 +546,3 @@ def state_label(experiment_spec: dict, recipe: Recipe | None) -> str | None:
 
 
 # --- paths and specs ----------------------------------------------------------------------------
-
-

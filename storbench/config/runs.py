@@ -75,7 +75,6 @@ def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
 def _workloads(experiment):
     """(run id, params, point) of each workload: a schedule file's lines, or the sweep."""
     if experiment.schedule:
-
         for name, line_params in schedule_runs(experiment.schedule):
             yield name, {**experiment.job, **line_params}, line_params
         return

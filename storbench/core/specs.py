@@ -1,8 +1,10 @@
-"""Typed step specs: what a rule passes to its step, as JSON in ``params:``.
+"""Typed step specs: what a rule passes to its step, as JSON in ``params:``, and the Manifest.
 
 A spec's JSON is the rule's ``params``, so Snakemake reruns exactly the jobs whose spec
 changed; ``to_json`` writes the same keys, in the same sorted order, as the plain dicts
-before it did (optional keys only when set), so finished runs stay finished.
+before it did (optional keys only when set), so finished runs stay finished. ``from_dict``
+refuses unknown and missing keys, naming them: a hand-written ``--spec`` with a typo fails at
+once instead of running with a default.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 from storbench.core.model import Host
 
@@ -22,8 +25,75 @@ def _json(value: dict) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+class StepSpec:
+    """JSON round trip for the frozen dataclasses below.
+
+    KIND names the spec in errors; OPTIONAL fields are left out of the JSON when None or
+    empty; KEYS maps a field to its JSON key where the key is a Python keyword (``pass``);
+    NESTED gives the spec class of a field that holds another spec.
+    """
+
+    KIND: ClassVar[str] = "step"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ()
+    KEYS: ClassVar[dict[str, str]] = {}
+    NESTED: ClassVar[dict[str, type[StepSpec]]] = {}
+
+    @classmethod
+    def from_dict(cls, data: dict, *, ignore: tuple[str, ...] = ()) -> Self:
+        """From a spec mapping; keys in ``ignore`` belong to a wider spec (a search's)."""
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise SpecError(f"{cls.KIND} spec: expected a mapping, got {type(data).__name__}")
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        by_key = {cls.KEYS.get(f.name, f.name): f for f in fields}
+        unknown = sorted(set(data) - set(by_key) - set(ignore))
+        if unknown:
+            raise SpecError(f"{cls.KIND} spec: unknown key(s) {', '.join(unknown)}")
+        missing = sorted(
+            key
+            for key, f in by_key.items()
+            if key not in data
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        )
+        if missing:
+            raise SpecError(f"{cls.KIND} spec: missing key(s) {', '.join(missing)}")
+        values: dict[str, Any] = {}
+        for key, f in by_key.items():
+            if key not in data:
+                continue
+            value = data[key]
+            if f.name in cls.NESTED and value is not None:
+                value = cls.NESTED[f.name].from_dict(value)
+            elif isinstance(value, list) and str(f.type).startswith("tuple"):
+                value = tuple(value)
+            values[f.name] = value
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        return cls.from_dict(json.loads(text))
+
+    def to_dict(self) -> dict:
+        data = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if f.name in self.OPTIONAL and (value is None or value == ()):
+                continue
+            if isinstance(value, StepSpec):
+                value = value.to_dict()
+            elif isinstance(value, tuple):
+                value = list(value)
+            data[self.KEYS.get(f.name, f.name)] = value
+        return data
+
+    def to_json(self) -> str:
+        return _json(self.to_dict())
+
+
 @dataclass(frozen=True)
-class RunSpec:
+class RunSpec(StepSpec):
     """One run (one job file per host or one for all) as the run engine runs it."""
 
     experiment: str
@@ -42,45 +112,8 @@ class RunSpec:
     prep_state: str | None = None  # the preparation state the run is tagged with
     reprepared: tuple[str, ...] = ()  # hosts whose dataset was laid out again before the run
 
+    KIND = "run"
     OPTIONAL = ("service", "faults", "preparation", "prep_state", "reprepared")
-
-    @classmethod
-    def from_dict(cls, data: dict, *, ignore: tuple[str, ...] = ()) -> RunSpec:
-        """From a spec mapping; keys in ``ignore`` belong to a wider spec (a search's)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names - set(ignore))
-        if unknown:
-            raise SpecError(f"run spec: unknown key(s) {', '.join(unknown)}")
-        values = {key: value for key, value in data.items() if key in names}
-        missing = sorted(
-            f.name
-            for f in dataclasses.fields(cls)
-            if f.name not in values and f.default is dataclasses.MISSING
-        )
-        if missing:
-            raise SpecError(f"run spec: missing key(s) {', '.join(missing)}")
-        for key in ("hosts", "faults", "reprepared"):
-            if key in values and values[key] is not None:
-                values[key] = tuple(values[key])
-        return cls(**values)
-
-    @classmethod
-    def from_json(cls, text: str) -> RunSpec:
-        return cls.from_dict(json.loads(text))
-
-    def to_dict(self) -> dict:
-        data = {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
-            if field.name not in self.OPTIONAL or getattr(self, field.name)
-        }
-        for key in ("hosts", "faults", "reprepared"):
-            if key in data:
-                data[key] = list(data[key])
-        return data
-
-    def to_json(self) -> str:
-        return _json(self.to_dict())
 
     def host_specs(self) -> list[Host]:
         return [Host.from_dict(host) for host in self.hosts]
@@ -89,3 +122,188 @@ class RunSpec:
         """The spec with the preparation state read back from the hosts (prep_state etc.)."""
         fields: dict = {k: tuple(v) if k == "reprepared" else v for k, v in state.items()}
         return dataclasses.replace(self, **fields)
+
+
+@dataclass(frozen=True)
+class RenderSpec(StepSpec):
+    """One job file: the run's options, its sweep point, and for a per-host job the host."""
+
+    experiment: str
+    run_id: str
+    tool: str
+    target: dict
+    params: dict
+    hosts: tuple[str, ...]  # host names of the run, in run order
+    point: dict  # the swept values of this run
+    template: str | None = None  # a user template, else the tool's default
+    job_file: str | None = None  # a ready job file, copied as it is
+    execution: str = "standalone"
+    host: str | None = None  # a per-host job: which host, its index, its read/write role
+    host_index: int | None = None
+    role: str | None = None
+
+    KIND = "render"
+    PER_HOST: ClassVar[tuple[str, ...]] = ("host", "host_index", "role")
+
+    def to_dict(self) -> dict:
+        data = super().to_dict()
+        if self.host is None:  # a shared job: none of the per-host keys (role may be null)
+            for key in self.PER_HOST:
+                data.pop(key)
+        return data
+
+    def mapping(self) -> dict:
+        """The spec as a plain mapping, for templates and the adapters' template_context."""
+        return self.to_dict()
+
+
+@dataclass(frozen=True)
+class ProbeSpec(StepSpec):
+    """A search experiment: what every probe job needs; each probe sets run id and options."""
+
+    experiment: str
+    tool: str
+    target: dict
+    params: dict  # the experiment's job; a probe adds its iodepth and rate
+    hosts: tuple[dict, ...]
+    timeout_s: float
+    search: dict  # the search settings, less the probe budget (the workflow's business)
+    run_id: str | None = None
+    execution: str = "standalone"
+    step: str | None = None
+    per_host_jobs: bool = False
+    template: str | None = None
+    job_file: str | None = None
+    preparation: dict | None = None
+
+    KIND = "search"
+    OPTIONAL = ("preparation",)
+
+    def run_spec(self, run_id: str, params: dict) -> RunSpec:
+        return RunSpec(
+            experiment=self.experiment,
+            run_id=run_id,
+            tool=self.tool,
+            target=self.target,
+            params=params,
+            hosts=self.hosts,
+            timeout_s=self.timeout_s,
+            execution=self.execution,
+            step=self.step,
+            per_host_jobs=self.per_host_jobs,
+            preparation=self.preparation,
+        )
+
+    def render_spec(self, run_id: str, params: dict, point: dict) -> RenderSpec:
+        return RenderSpec(
+            experiment=self.experiment,
+            run_id=run_id,
+            tool=self.tool,
+            target=self.target,
+            params=params,
+            hosts=tuple(host["name"] for host in self.hosts),
+            point=point,
+            template=self.template,
+            job_file=self.job_file,
+            execution=self.execution,
+        )
+
+
+@dataclass(frozen=True)
+class CleanupSpec(StepSpec):
+    """`snakemake cleanup`: the campaign's tool services and its S3 targets with buckets."""
+
+    services: tuple[dict, ...] = ()  # {tool, port, hosts} per tool run as a service
+    buckets: tuple[dict, ...] = ()  # {target, buckets} per S3 target
+
+    KIND = "cleanup"
+
+
+@dataclass(frozen=True)
+class DatasetSpec(StepSpec):
+    """Lay out a dataset on a target from every host (once; a token per host records it)."""
+
+    kind: str  # "dataset"
+    name: str
+    target: dict
+    hosts: tuple[dict, ...]
+    method: str
+    job: dict
+    sha256: str
+    timeout_s: float
+    raw_dir: str
+    tokens: dict  # host name -> token path on that host
+
+    KIND = "dataset"
+
+
+@dataclass(frozen=True)
+class RecipeSpec(StepSpec):
+    """A preconditioning recipe: what every stage job of it needs."""
+
+    kind: str  # "precondition"
+    name: str
+    target: dict
+    hosts: tuple[dict, ...]
+    capacity: Any
+    slice_bytes: Any
+    job: dict
+    interval_s: Any
+    cliff: Any
+    rounds: dict | None
+    flush: Any
+    timeout_s: float
+    sha256: str
+    dir: str
+    recipe_spec: dict  # the recipe as configured (its hash is ``sha256``)
+    tokens: dict
+
+    KIND = "recipe"
+
+
+@dataclass(frozen=True)
+class StageSpec(StepSpec):
+    """One stage of a recipe: a purge, a chunk of a fill pass, or a round."""
+
+    recipe: RecipeSpec
+    stage: str
+    kind: str  # purge, pass, round
+    index: int
+    round: int | None = None
+    command: str | None = None  # the purge command (kind purge)
+    pass_: dict | None = None  # the pass and its chunk (kind pass)
+
+    KIND = "stage"
+    OPTIONAL = ("command", "pass_")
+    KEYS = {"pass_": "pass"}
+    NESTED = {"recipe": RecipeSpec}
+
+
+@dataclass(frozen=True)
+class Manifest(StepSpec):
+    """``run.json``: what ran for one iteration (published last, only when every host succeeded)."""
+
+    experiment: str
+    run_id: str
+    iteration: int
+    attempt: int
+    tool: str
+    raw_dir: str  # the attempt folder, relative to the manifest
+    job_file: str
+    job_file_sha256: str
+    params: dict
+    target: dict
+    hosts: tuple[dict, ...]  # per host: command, exit code, times, version, output files
+    step: str | None = None
+    prep_state: str | None = None
+    reprepared: tuple[str, ...] = ()
+    execution: str | None = None  # "service": a controller started the run on every host
+    controller: dict | None = None  # service mode: the controller's command and output
+    faults: tuple[dict, ...] = ()  # the fault commands as they ran
+
+    KIND = "manifest"
+    OPTIONAL = ("prep_state", "reprepared", "execution", "controller", "faults")
+
+    def mapping(self) -> dict:
+        """The manifest as a plain mapping, for the adapters' parse."""
+        return self.to_dict()

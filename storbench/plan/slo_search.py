@@ -414,5 +414,3 @@ def _next_depth(ladder: list[int], by_depth: dict[int, Probe], objective: Object
             return None
         previous = probe
     return None
-
-

@@ -70,7 +70,6 @@ def experiment_target(campaign: Campaign, name: str) -> dict:
     experiment = campaign.experiments[name]
     target = {"name": experiment.target_name, **experiment.target}
     if target["type"] == "s3":
-
         target["bucket"] = bucket_name(target, name)
     return target
 

@@ -199,7 +199,6 @@ def key_results_table(rows: list[dict]) -> tables.Table:
     )
 
 
-
 def _cell(value) -> str | None:
     return None if value is None else str(value)
 

@@ -25,7 +25,7 @@ from storbench.analysis.compare import (  # noqa: E402
 )
 from storbench.core import (
     atomic,  # noqa: E402
-    )
+)
 from storbench.core.numbers import NO_VALUE, format_number, is_missing, scaled  # noqa: E402
 from storbench.report import toolkit
 
@@ -120,7 +120,6 @@ def _interval_text(row) -> str:
     low = toolkit.format_percent(_fraction(row["ci_low_pct"]), signed=True)
     high = toolkit.format_percent(_fraction(row["ci_high_pct"]), signed=True)
     return f"{low} to {high}"
-
 
 
 def _fraction(percent):

@@ -34,6 +34,7 @@ from storbench.analysis import scaling, stats
 from storbench.config import datapath
 from storbench.core import histogram, results
 from storbench.core.numbers import MIB, NO_VALUE, NS_PER_US, format_number, is_missing, scaled  # noqa: E402
+from storbench.core.specs import Manifest  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import tables
@@ -104,7 +105,7 @@ def build_report(
     meta: dict,
     telemetry: dict | None = None,
     timeseries_source=None,
-    manifests: list[dict] | None = None,
+    manifests: list[Manifest] | None = None,
 ) -> dict[str, Path]:
     """Write the report into ``out_dir`` and return {file name: path}.
 
@@ -335,7 +336,6 @@ def _workload_cells(row) -> list[str]:
         int_label(row["numjobs"]),
         str(row["op"]),
     ]
-
 
 
 def summary_csv(summary: pd.DataFrame) -> str:
@@ -1355,5 +1355,3 @@ def render_html(
 
 # ---------------------------------------------------------------------------------------
 # Network check report
-
-

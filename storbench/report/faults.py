@@ -11,6 +11,7 @@ fault commands as red lines, recoveries as green lines, the fault window shaded)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ import pandas as pd
 from storbench.analysis import fault_analysis
 from storbench.config import fault_config
 from storbench.core.numbers import NO_VALUE, scaled  # noqa: E402
+from storbench.core.specs import Manifest
 from storbench.report import paper_tables as report_tables
 from storbench.report import tables, toolkit
 
@@ -39,7 +41,7 @@ def settings_from(meta: dict) -> fault_analysis.FaultSettings:
     )
 
 
-def injected_events(records: list[dict]) -> list[fault_analysis.Event]:
+def injected_events(records: Sequence[dict]) -> list[fault_analysis.Event]:
     """Events at the offsets their commands started; faults that never ran are left out."""
     faults = {r["event"]: r for r in records if r["kind"] == "fault" and r.get("started_at_s")}
     recoveries = {r["event"]: r for r in records if r["kind"] == "recover"}
@@ -51,16 +53,16 @@ def injected_events(records: list[dict]) -> list[fault_analysis.Event]:
     return sorted(events, key=lambda event: event.at_s)
 
 
-def analyse(timeseries: pd.DataFrame, manifests: list[dict], settings) -> list[dict]:
+def analyse(timeseries: pd.DataFrame, manifests: list[Manifest], settings) -> list[dict]:
     """One row per (run, iteration, event, metric)."""
     rows = []
     for manifest in manifests:
-        events = injected_events(manifest.get("faults") or [])
+        events = injected_events(manifest.faults)
         if not events:
             continue
-        series = iteration_series(timeseries, manifest["run_id"], manifest["iteration"])
+        series = iteration_series(timeseries, manifest.run_id, manifest.iteration)
         for row in fault_analysis.analyze_events(series, events, settings):
-            rows.append({"run_id": manifest["run_id"], "iteration": manifest["iteration"], **row})
+            rows.append({"run_id": manifest.run_id, "iteration": manifest.iteration, **row})
     return rows
 
 
@@ -71,10 +73,10 @@ def iteration_series(timeseries: pd.DataFrame, run_id: str, iteration: int) -> d
 
 
 def build_section(
-    timeseries: pd.DataFrame | None, manifests: list[dict], meta: dict, out_dir: Path
+    timeseries: pd.DataFrame | None, manifests: list[Manifest], meta: dict, out_dir: Path
 ) -> tuple[dict | None, dict[str, Path]]:
     """(template section or None, written files)."""
-    with_faults = [m for m in manifests if injected_events(m.get("faults") or [])]
+    with_faults = [m for m in manifests if injected_events(m.faults)]
     if not with_faults or timeseries is None or timeseries.empty:
         return None, {}
     settings = settings_from(meta)
@@ -125,18 +127,18 @@ COMMAND_HEADER = (
 )
 
 
-def command_rows(manifests: list[dict]) -> list[list[str]]:
+def command_rows(manifests: list[Manifest]) -> list[list[str]]:
     """What ran, when, where and how it ended: one row per command of every iteration."""
     rows = []
     for manifest in manifests:
-        for record in manifest.get("faults") or []:
+        for record in manifest.faults:
             status = record.get("skipped") or (
                 "exit 0" if record.get("exit_code") == 0 else f"exit {record.get('exit_code')}"
             )
             rows.append(
                 [
-                    str(manifest["run_id"]),
-                    str(manifest["iteration"]),
+                    str(manifest.run_id),
+                    str(manifest.iteration),
                     record["event"],
                     record["kind"],
                     record["host"],
@@ -205,7 +207,6 @@ def faults_table(rows: list[dict], settings) -> tables.Table:
     )
 
 
-
 def _fixed(value, decimals: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return NO_VALUE
@@ -216,7 +217,7 @@ def _yes_no(value) -> str:
     return NO_VALUE if value is None else ("yes" if value else "no")
 
 
-def figure(timeseries: pd.DataFrame, manifests: list[dict]) -> tuple[bytes, bytes, str]:
+def figure(timeseries: pd.DataFrame, manifests: list[Manifest]) -> tuple[bytes, bytes, str]:
     def build():
         fig, axes = toolkit.new_figure(
             len(manifests), 1, height_in=PANEL_HEIGHT_IN * len(manifests) + 0.5
@@ -229,8 +230,8 @@ def figure(timeseries: pd.DataFrame, manifests: list[dict]) -> tuple[bytes, byte
     return toolkit.figure_files(build)
 
 
-def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:
-    series = iteration_series(timeseries, manifest["run_id"], manifest["iteration"])
+def _panel(ax, timeseries: pd.DataFrame, manifest: Manifest) -> None:
+    series = iteration_series(timeseries, manifest.run_id, manifest.iteration)
     iops = [(t, v) for t, v in series.get("iops", []) if v is not None]
     latency = [(t, v / NS_PER_MS) for t, v in series.get("lat_mean", []) if v is not None]
     if iops:
@@ -245,7 +246,7 @@ def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:
     ax.set_ylim(bottom=0)
     ax.set_ylabel("IOPS")
     ax.set_xlabel("time since the workload started (s)")
-    ax.set_title(f"{manifest['run_id']}, iteration {manifest['iteration']}")
+    ax.set_title(f"{manifest.run_id}, iteration {manifest.iteration}")
     if latency:
         right = ax.twinx()
         right.plot(
@@ -259,7 +260,7 @@ def _panel(ax, timeseries: pd.DataFrame, manifest: dict) -> None:
         right.set_ylim(bottom=0)
         right.grid(False)
         ax.plot([], [], color=toolkit.COLORS[1], linewidth=0.8, label="mean latency (ms)")
-    for event in injected_events(manifest.get("faults") or []):
+    for event in injected_events(manifest.faults):
         ax.axvline(event.at_s, color="#D55E00", linestyle="--", linewidth=1, label="fault")
         if event.recover_at_s is not None:
             ax.axvline(

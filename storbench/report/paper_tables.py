@@ -101,8 +101,6 @@ def fixed(value, decimals: int) -> str | None:
     return None if is_missing(value) else f"{float(value):.{decimals}f}"
 
 
-
-
 def _int_text(value) -> str | None:
     return None if is_missing(value) else str(int(value))
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from storbench.core import atomic
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
-from storbench.core.specs import RunSpec
+from storbench.core.specs import Manifest, RunSpec
 from storbench.hosts.transport import HostError, open_transport, raise_interrupt
 from storbench.run import faults
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
@@ -216,7 +216,7 @@ def run_iteration(
     iteration: int,
     job_file: str | dict[str, str],
     manifest_path: str,
-) -> dict:
+) -> Manifest:
     """Run, wait for every host, then publish the manifest; raise RunError on any failure.
 
     job_file: one job file for every host, or {host: job file} for per-host job files.
@@ -247,23 +247,25 @@ def run_iteration(
             host["job_file"] = os.path.relpath(host_jobs[host["name"]], iteration_dir)
             host["job_file_sha256"] = _sha256(job_texts[host["name"]])
     first_job = host_jobs[spec.hosts[0]["name"]] if host_jobs else str(job_file)
-    manifest = {
-        "experiment": spec.experiment,
-        "run_id": spec.run_id,
-        "iteration": iteration,
-        "attempt": attempt,
-        "tool": spec.tool,
-        "raw_dir": f"a{attempt}",
-        "job_file": os.path.relpath(first_job, iteration_dir),
-        "job_file_sha256": _sha256("".join(job_texts[h] for h in sorted(job_texts))),
-        "params": spec.params,
-        "target": spec.target,
-        "step": spec.step,
-        **({"prep_state": spec.prep_state} if spec.prep_state else {}),
-        **({"reprepared": spec.reprepared} if spec.reprepared else {}),
-        **placement,
-    }
-    atomic.write_json(manifest_path, manifest)
+    manifest = Manifest.from_dict(
+        {
+            "experiment": spec.experiment,
+            "run_id": spec.run_id,
+            "iteration": iteration,
+            "attempt": attempt,
+            "tool": spec.tool,
+            "raw_dir": f"a{attempt}",
+            "job_file": os.path.relpath(first_job, iteration_dir),
+            "job_file_sha256": _sha256("".join(job_texts[h] for h in sorted(job_texts))),
+            "params": spec.params,
+            "target": spec.target,
+            "step": spec.step,
+            "prep_state": spec.prep_state,
+            "reprepared": spec.reprepared,
+            **placement,
+        }
+    )
+    atomic.write_json(manifest_path, manifest.to_dict())
     return manifest
 
 
@@ -287,9 +289,7 @@ def _run_standalone(
     tool = get_tool(spec.tool)
     credentials = _credentials(spec)
     run_path = f"{spec.experiment}/{spec.run_id}/it{iteration}/a{attempt}"
-    hosts = [
-        Host.from_dict(h) for h in spec.hosts
-    ]
+    hosts = [Host.from_dict(h) for h in spec.hosts]
     private = credentials is not None
     paths = [host_paths(host, tool, local_dir, run_path, private=private) for host in hosts]
     results = [HostResult(name=host.name) for host in hosts]

@@ -301,15 +301,15 @@ class _Check:
             per_host_jobs=True,
         )
         manifest = run_iteration(spec, 1, job_files, str(iteration_dir / MANIFEST_NAME))
-        raw_dir = iteration_dir / manifest["raw_dir"]
+        raw_dir = iteration_dir / manifest.raw_dir
         rows = []
-        for host in manifest["hosts"]:
+        for host in manifest.hosts:
             output = raw_dir / host["output"]
             base = {
                 "experiment": EXPERIMENT,
                 "run_id": phase,
                 "iteration": 1,
-                "attempt": manifest["attempt"],
+                "attempt": manifest.attempt,
                 "tool": self.tool.name,
                 "hosts_in_run": len(clients),
                 "params_json": json.dumps(self._params(), sort_keys=True),

@@ -22,7 +22,7 @@ from storbench.config.preparation import REGION_FILE
 from storbench.core import atomic, paths
 from storbench.core.model import Host
 from storbench.core.options import normalized_options
-from storbench.core.specs import RunSpec
+from storbench.core.specs import Manifest, RunSpec
 from storbench.core.units import parse_duration
 from storbench.hosts.services import on_every_host
 from storbench.hosts.transport import open_transport
@@ -132,7 +132,7 @@ def run_jobs(
     *,
     timeout_s: float,
     params: dict,
-) -> tuple[dict, Path]:
+) -> tuple[Manifest, Path]:
     """Render each host's job, run them all at once, return (manifest, raw folder)."""
     jobs_dir = kind_dir / "jobs" / name
     jobs_dir.mkdir(parents=True, exist_ok=True)
@@ -155,11 +155,11 @@ def run_jobs(
     )
     manifest_path = kind_dir / "raw" / name / "run.json"
     manifest = run_iteration(run_spec, 1, host_jobs, str(manifest_path))
-    return manifest, manifest_path.parent / manifest["raw_dir"]
+    return manifest, manifest_path.parent / manifest.raw_dir
 
 
-def parse_rows(manifest: dict, raw_dir: Path) -> list[dict]:
-    base = {"experiment": manifest["experiment"], "run_id": manifest["run_id"], "iteration": 1}
+def parse_rows(manifest: Manifest, raw_dir: Path) -> list[dict]:
+    base = {"experiment": manifest.experiment, "run_id": manifest.run_id, "iteration": 1}
     return preparation_tool().parse(manifest, raw_dir, base)
 
 
@@ -348,7 +348,7 @@ def prepare_dataset(spec: dict, marker_path: str | None, hosts: list[dict] | Non
         "hosts": [h["name"] for h in hosts],
         "sha256": spec["sha256"],
         "bytes_written": metrics.get("bytes", 0),
-        "attempt": manifest["attempt"],
+        "attempt": manifest.attempt,
         "started": started,
         "finished": now_text(),
         "duration_s": round(time.monotonic() - clock, 3),

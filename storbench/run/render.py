@@ -58,6 +58,5 @@ def with_host_facts(spec: dict, facts: dict) -> dict:
 
 def write_job(spec: dict, output: str, facts_path: str | None = None) -> None:
     if facts_path:
-
         spec = with_host_facts(spec, json.loads(Path(facts_path).read_text()))
     atomic.write_text(output, render_job(spec))

@@ -97,6 +97,7 @@ def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, s
 
 def _prepare_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path) -> dict:
     """Target directories made, old start stamps removed, tool version read: per host, at once."""
+
     def prepare(host: dict) -> str:
         host_spec = services.host_spec(host)
         with open_transport(host_spec) as transport:

@@ -154,9 +154,7 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
     if experiment.execution == "service":
         port = tool.default_port
         endpoints = [f"{Host.from_dict(_host_fields(h)).address}:{port}" for h in hosts]
-        job_paths = [
-            paths.host_job(name, run.run_id, h["name"], tool.job_suffix) for h in hosts
-        ]
+        job_paths = [paths.host_job(name, run.run_id, h["name"], tool.job_suffix) for h in hosts]
         output = f"{paths.iteration_dir(name, run.run_id, '<k>')}/a<n>/controller.json"
         argv = tool.controller_command(job_paths, output, endpoints)
         lines.append(f"   controller: {shlex.join(argv)}")

@@ -38,9 +38,7 @@ def known_tools() -> list[str]:
 
 def preparation_tool() -> ToolAdapter:
     """The tool that lays out datasets and runs preconditioning recipes."""
-    return next(
-        get_tool(name) for name in known_tools() if get_tool(name).capabilities.preparation
-    )
+    return next(get_tool(name) for name in known_tools() if get_tool(name).capabilities.preparation)
 
 
 def network_tool() -> ToolAdapter:

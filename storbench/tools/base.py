@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.core import hostfacts
+from storbench.core.specs import Manifest
 
 # Job files of S3 tools that need keys in the file itself carry these placeholders; the runner
 # replaces them only in the host's private copy (mode 0600, outside results/), never on disk here.
@@ -247,11 +248,11 @@ class ToolAdapter:
 
     # --- parse ----------------------------------------------------------------------------
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         """Rows in the result schema (per host and host='all') from one iteration's raw files."""
         raise NotImplementedError
 
-    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse_timeseries(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         """Per-interval rows from one iteration's raw files; none by default."""
         return []
 

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from storbench.core import units
 from storbench.core.options import normalized_options
+from storbench.core.specs import Manifest
 from storbench.tools.base import Capabilities, RenderError, ToolAdapter
 
 RESULT_FOLDER_SUFFIX = "-elbencho"
@@ -211,13 +212,13 @@ class ElbenchoAdapter(ToolAdapter):
 
     # --- parse ------------------------------------------------------------------------------
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         # parsing only: render and run stay light
         from storbench.tools import elbencho_results
 
         return elbencho_results.parse_run(manifest, raw_dir, base)
 
-    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse_timeseries(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         # parsing only: render and run stay light
         from storbench.tools import elbencho_results
 

@@ -40,6 +40,7 @@ from storbench.core.aggregate import (
     no_percentiles,
 )
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.specs import Manifest
 from storbench.core.units import parse_duration, parse_size
 from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
@@ -739,15 +740,15 @@ def _percentiles(histogram_us, printed_us) -> dict:
 # --- one storbench run -----------------------------------------------------------------------
 
 
-def run_outputs(manifest: dict, raw_dir: Path) -> list[tuple[str, Path, str | None]]:
+def run_outputs(manifest: Manifest, raw_dir: Path) -> list[tuple[str, Path, str | None]]:
     """(host, result folder, version text) per distinct output of the manifest.
 
     Standalone runs have one folder per host. In service mode one controller folder covers all
     hosts: it may be named by a 'controller' entry or by every host entry (deduplicated).
     """
-    entries = list(manifest.get("hosts") or [])
-    if manifest.get("controller"):
-        entries.append(manifest["controller"])
+    entries = list(manifest.hosts or [])
+    if manifest.controller:
+        entries.append(manifest.controller)
     outputs, seen = [], set()
     for entry in entries:
         if entry["output"] in seen:
@@ -760,13 +761,13 @@ def run_outputs(manifest: dict, raw_dir: Path) -> list[tuple[str, Path, str | No
     return outputs
 
 
-def parse_run(manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+def parse_run(manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
     """Per-host rows plus 'all' rows; in service mode elbencho's own totals as the 'all' rows.
 
     A distributed (service mode) run records only the totals over every service (its
     per-service numbers exist only in the services' console output), so it has 'all' rows only.
     """
-    params = manifest.get("params") or {}
+    params = manifest.params or {}
     host_rows: list[dict] = []
     service_rows: list[dict] = []
     for host, folder, version_text in run_outputs(manifest, raw_dir):
@@ -775,7 +776,7 @@ def parse_run(manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
         rows = phase_rows(
             phases,
             host=ALL_HOSTS if service_mode else host,
-            run_id=manifest.get("run_id") or base.get("run_id"),
+            run_id=manifest.run_id or base.get("run_id"),
             params=params,
             base=base,
             version=version_from_text(version_text),
@@ -798,7 +799,7 @@ def version_from_text(text):
 # --- time series (live.csv) ------------------------------------------------------------------
 
 
-def parse_run_timeseries(manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+def parse_run_timeseries(manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
     services = _service_names(manifest)
     rows = []
     for host, folder, _ in run_outputs(manifest, raw_dir):
@@ -808,17 +809,17 @@ def parse_run_timeseries(manifest: dict, raw_dir: Path, base: dict) -> list[dict
                 read_live_csv(live),
                 host=host,
                 services=services,
-                run_id=manifest.get("run_id") or base.get("run_id"),
+                run_id=manifest.run_id or base.get("run_id"),
                 base=base,
                 source=str(live),
             )
     return rows
 
 
-def _service_names(manifest: dict) -> dict:
+def _service_names(manifest: Manifest) -> dict:
     """'host:port' (as elbencho names a service) -> the host's configured name."""
     names = {}
-    for entry in manifest.get("hosts") or []:
+    for entry in manifest.hosts or []:
         if entry.get("endpoint"):
             names[entry["endpoint"]] = entry["name"]
         names.setdefault(entry["name"], entry["name"])

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from storbench.core.options import normalized_options
+from storbench.core.specs import Manifest
 from storbench.core.units import parse_duration
 from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
@@ -100,7 +101,6 @@ class FioAdapter(ToolAdapter):
         """With status_interval, fio also prints a cumulative report every interval."""
         argv = self.command(job_path, output_path, host)
         if "status_interval" in params:
-
             seconds = max(1, round(parse_duration(params["status_interval"])))
             argv.insert(argv.index("fio") + 1, f"--status-interval={seconds}")
         return argv
@@ -186,35 +186,35 @@ class FioAdapter(ToolAdapter):
         path = target["path"].rstrip("/")
         return f"{path}/{host}" if target.get("per_host_subdir", True) else path
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         # parsing only: render and run stay light
         from storbench.tools import fio_json
 
-        if manifest.get("execution") == "service":
-            path = raw_dir / manifest["controller"]["output"]
-            client_names = {host["endpoint"]: host["name"] for host in manifest["hosts"]}
+        if manifest.execution == "service" and manifest.controller:
+            path = raw_dir / manifest.controller["output"]
+            client_names = {host["endpoint"]: host["name"] for host in manifest.hosts}
             return fio_json.parse_outputs(
                 [(None, _output_text(path))],
                 base=base,
                 client_names=client_names,
                 sources=[str(path)],
             )
-        paths = [raw_dir / host["output"] for host in manifest["hosts"]]
+        paths = [raw_dir / host["output"] for host in manifest.hosts]
         outputs = [
             (host["name"], _output_text(path))
-            for host, path in zip(manifest["hosts"], paths, strict=True)
+            for host, path in zip(manifest.hosts, paths, strict=True)
         ]
         return fio_json.parse_outputs(outputs, base=base, sources=[str(p) for p in paths])
 
-    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse_timeseries(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         """Interval rows when the run printed status reports (status_interval), else none."""
         # parsing only: render and run stay light
         from storbench.tools import fio_timeseries
 
-        if "status_interval" not in manifest["params"] or manifest.get("execution") == "service":
+        if "status_interval" not in manifest.params or manifest.execution == "service":
             return []
         rows = []
-        for host in manifest["hosts"]:
+        for host in manifest.hosts:
             path = raw_dir / host["output"]
             text = _output_text(path)
             rows += fio_timeseries.rows_from_status_interval(

@@ -40,6 +40,7 @@ from pathlib import Path
 from storbench.core import units
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS
+from storbench.core.specs import Manifest
 from storbench.tools.base import (
     SECRET_PLACEHOLDERS,
     Capabilities,
@@ -201,11 +202,11 @@ class GosbenchAdapter(ToolAdapter):
         port = ports.pop() if len(ports) == 1 else str(self.default_port)
         return _server_argv(job_path, output_path, port, workers=len(endpoints), worker="")
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
 
-        config_path = raw_dir.parent / manifest["job_file"]
+        config_path = raw_dir.parent / manifest.job_file
         tests = load_tests(config_path)
-        hosts = manifest["hosts"]
+        hosts = manifest.hosts
         folders = [(h, raw_dir / h["output"]) for h in hosts if (raw_dir / h["output"]).exists()]
         if len(folders) != 1:
             expected = ", ".join(h["output"] for h in hosts)
@@ -213,7 +214,7 @@ class GosbenchAdapter(ToolAdapter):
         host, folder = folders[0]
         results = load_results(folder)
         rows = result_rows(
-            results, tests, base=base, params=manifest.get("params") or {},
+            results, tests, base=base, params=manifest.params or {},
             tool_version=host.get("tool_version"), source=folder,
         )  # fmt: skip
         workers = {tests[row["job"]].get("workers") for row in rows}

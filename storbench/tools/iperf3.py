@@ -39,6 +39,7 @@ import json
 from pathlib import Path
 
 from storbench.core.aggregate import aggregate_hosts
+from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, parse_duration, parse_size
 from storbench.tools.base import ARGS_FILE_LOOP, Capabilities, ToolAdapter, ToolOutputError
 from storbench.tools.base import timeseries_columns as _timeseries_columns
@@ -206,16 +207,16 @@ class Iperf3Adapter(ToolAdapter):
     def output_name(self, host: str) -> str:
         return f"{host}.json"
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         rows = []
-        for host in manifest["hosts"]:
+        for host in manifest.hosts:
             path = raw_dir / host["output"]
             rows.append(result_row(load_result(path), host=host["name"], base=base))
         return rows + aggregate_hosts(rows)
 
-    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse_timeseries(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         rows = []
-        for host in manifest["hosts"]:
+        for host in manifest.hosts:
             path = raw_dir / host["output"]
             rows += interval_rows(load_result(path), host=host["name"], base=base, source=path)
         return rows

@@ -73,6 +73,7 @@ from pathlib import Path
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.options import normalized_options
 from storbench.core.schema_names import ALL_HOSTS
+from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, fio_size, parse_duration
 from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
@@ -210,13 +211,13 @@ class VdbenchAdapter(ToolAdapter):
 
     # --- parse ----------------------------------------------------------------------------
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         # parsing only: render and run stay light
         from storbench.tools import vdbench_output
 
         rows = []
         aggregate_only = []
-        for host in manifest["hosts"]:
+        for host in manifest.hosts:
             folder = raw_dir / host["output"]
             runs = vdbench_output.read_runs(vdbench_output.flatfile_path(folder))
             host_base = _with_version(base, host.get("tool_version"))
@@ -228,12 +229,12 @@ class VdbenchAdapter(ToolAdapter):
                 )
         return rows + aggregate_hosts(rows) + aggregate_only
 
-    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse_timeseries(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         # parsing only: render and run stay light
         from storbench.tools import vdbench_output
 
         rows = []
-        for host in manifest["hosts"]:
+        for host in manifest.hosts:
             flatfile = vdbench_output.flatfile_path(raw_dir / host["output"])
             runs = vdbench_output.read_runs(flatfile)
             several = len(vdbench_output.reported_hosts(flatfile.parent)) > 1

@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 from storbench.core import units
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS, normalize_op
+from storbench.core.specs import Manifest
 from storbench.tools.base import (
     ARGS_FILE_LOOP,
     Capabilities,
@@ -167,12 +168,12 @@ class WarpAdapter(ToolAdapter):
         clients = f"--warp-client={','.join(endpoints)}"
         return [*self.command(job_path, output_path, "controller"), clients]
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         outputs = _manifest_outputs(manifest, raw_dir)
-        params = manifest.get("params") or {}
+        params = manifest.params or {}
         return rows_from_outputs(outputs, base=base, params=params)
 
-    def parse_timeseries(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
+    def parse_timeseries(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         series = []
         for host, _version, path in _manifest_outputs(manifest, raw_dir):
             document = load_result(path)
@@ -310,16 +311,16 @@ def _true(value) -> bool:
 # --- reading warp's output -----------------------------------------------------------------
 
 
-def _manifest_outputs(manifest: dict, raw_dir: Path) -> list[tuple]:
+def _manifest_outputs(manifest: Manifest, raw_dir: Path) -> list[tuple]:
     """(host, tool version, output path) of every host that has an output (service hosts
     of a distributed run have none: the controller's output covers them)."""
     outputs = [
         (host["name"], host.get("tool_version"), raw_dir / host["output"])
-        for host in manifest["hosts"]
+        for host in manifest.hosts
         if (raw_dir / host["output"]).exists()
     ]
     if not outputs:
-        expected = ", ".join(host["output"] for host in manifest["hosts"])
+        expected = ", ".join(host["output"] for host in manifest.hosts)
         raise ToolOutputError(f"{raw_dir}: no warp output ({expected})")
     return outputs
 

@@ -84,7 +84,5 @@ def test_timeout_defaults_from_runtime():
 
 
 def test_normalized_options_are_unambiguous_for_fio():
-    options = normalized_options(
-        {"size": "256MiB", "bs": "4k", "runtime": 1.5, "direct": True}
-    )
+    options = normalized_options({"size": "256MiB", "bs": "4k", "runtime": 1.5, "direct": True})
     assert options == {"size": "256m", "bs": "4k", "runtime": "1500ms", "direct": 1}

@@ -26,6 +26,7 @@ from storbench.tools.elbencho_results import (
     read_text,
     version_from_text,
 )
+from tests.manifests import as_manifest
 from tests.paths import FIXTURES as SHARED_FIXTURES
 
 FIXTURES = SHARED_FIXTURES / "elbencho"
@@ -67,7 +68,7 @@ def manifest(folder: str, hosts=("node1",), params=None, **extra) -> dict:
 
 
 def parse(folder: str, **kwargs) -> list[dict]:
-    return ADAPTER.parse(manifest(folder, **kwargs), FIXTURES, BASE)
+    return ADAPTER.parse(as_manifest(manifest(folder, **kwargs)), FIXTURES, BASE)
 
 
 def row(rows: list[dict], host: str, op: str, job: str | None = None) -> dict:
@@ -192,7 +193,7 @@ def test_two_standalone_hosts_are_summed():
             {"name": "node2", "output": "dirmode-separate-runs"},
         ],
     }
-    rows = ADAPTER.parse(man, FIXTURES, BASE)
+    rows = ADAPTER.parse(as_manifest(man), FIXTURES, BASE)
     node1 = row(rows, "node1", "write")
     node2 = row(rows, "node2", "write")
     total = row(rows, ALL_HOSTS, "write", job="dirmode-2t")
@@ -293,7 +294,7 @@ def test_service_mode_random_read_totals():
 
 def test_controller_entry_in_the_manifest_is_read_once():
     man = {"run_id": "r1", "params": {}, "hosts": [], "controller": {"output": "service-2hosts"}}
-    rows = ADAPTER.parse(man, FIXTURES, BASE)
+    rows = ADAPTER.parse(as_manifest(man), FIXTURES, BASE)
     assert len(rows) == 5 and {r["host"] for r in rows} == {ALL_HOSTS}
 
 
@@ -367,7 +368,7 @@ def test_version_from_version_output():
 
 
 def test_live_csv_rows_of_a_single_host():
-    rows = ADAPTER.parse_timeseries(manifest("bigfile-rand4k"), FIXTURES, BASE)
+    rows = ADAPTER.parse_timeseries(as_manifest(manifest("bigfile-rand4k")), FIXTURES, BASE)
     # live.csv: 7 READ 'Total' rows at 500..3500 ms
     assert [r["t_s"] for r in rows] == [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
     assert {(r["host"], r["op"], r["job"]) for r in rows} == {
@@ -386,11 +387,11 @@ def test_live_csv_rows_of_a_single_host():
 def test_live_csv_with_only_a_header_has_no_rows():
     # dirmode finished each phase in less than --liveint: header line only
     assert read_live_csv(FIXTURES / "dirmode/live.csv") == []
-    assert ADAPTER.parse_timeseries(manifest("dirmode"), FIXTURES, BASE) == []
+    assert ADAPTER.parse_timeseries(as_manifest(manifest("dirmode")), FIXTURES, BASE) == []
 
 
 def test_live_csv_skips_thread_rows_and_splits_phases():
-    rows = ADAPTER.parse_timeseries(manifest("dirmode-separate-runs"), FIXTURES, BASE)
+    rows = ADAPTER.parse_timeseries(as_manifest(manifest("dirmode-separate-runs")), FIXTURES, BASE)
     # 6 WRITE and 2 READ 'Total' rows; the Rank 0/1 rows are threads, not hosts
     assert [(r["job"], r["op"], r["t_s"]) for r in rows] == [
         *[("write-run", "write", t / 2) for t in range(1, 7)],
@@ -407,7 +408,7 @@ def test_live_csv_of_service_mode_gives_all_and_host_rows():
     man["hosts"].append(
         {"name": "nodeB", "output": "service-2hosts-bigfile-rand4k", "endpoint": "127.0.0.1:1612"}
     )
-    rows = ADAPTER.parse_timeseries(man, FIXTURES, BASE)
+    rows = ADAPTER.parse_timeseries(as_manifest(man), FIXTURES, BASE)
     assert len(rows) == 18  # 6 time points x (Total + 2 services)
     by_time: dict = {}
     for r in rows:
@@ -425,7 +426,9 @@ def test_live_csv_of_service_mode_gives_all_and_host_rows():
 
 
 def test_live_csv_services_without_endpoints_keep_elbencho_names():
-    rows = ADAPTER.parse_timeseries(manifest("service-2hosts", hosts=("a", "b")), FIXTURES, BASE)
+    rows = ADAPTER.parse_timeseries(
+        as_manifest(manifest("service-2hosts", hosts=("a", "b"))), FIXTURES, BASE
+    )
     assert {r["host"] for r in rows} == {ALL_HOSTS, "127.0.0.1:1611", "127.0.0.1:1612"}
     assert len(rows) == 24  # 8 time points (6 WRITE, 2 READ) x 3
 

@@ -20,6 +20,7 @@ from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolOutputError
 from storbench.tools.gosbench import ADAPTER, load_results, object_size_in_units, weights
+from tests.manifests import as_manifest
 from tests.minio import S3_DEMO_TARGET
 from tests.paths import FIXTURES as SHARED_FIXTURES
 
@@ -205,7 +206,7 @@ def raw_run(tmp_path: Path, hosts: list[str], workers: int) -> tuple[dict, Path]
 
 def test_parse_one_worker_on_the_only_host_gives_host_rows(tmp_path):
     manifest, raw_dir = raw_run(tmp_path, ["client01"], workers=1)
-    rows = ADAPTER.parse(manifest, raw_dir, {**BASE, "run_id": "write_bs4k"})
+    rows = ADAPTER.parse(as_manifest(manifest), raw_dir, {**BASE, "run_id": "write_bs4k"})
     assert [(r["host"], r["job"]) for r in rows] == [
         ("client01", "write-4k-8s"),
         ("client01", "read-4k-8s"),
@@ -218,7 +219,7 @@ def test_parse_one_worker_on_the_only_host_gives_host_rows(tmp_path):
 
 def test_parse_distributed_run_gives_all_rows(tmp_path):
     manifest, raw_dir = raw_run(tmp_path, ["client01", "client02"], workers=2)
-    rows = ADAPTER.parse(manifest, raw_dir, BASE)
+    rows = ADAPTER.parse(as_manifest(manifest), raw_dir, BASE)
     assert [(r["host"], r["job"], r["ios"]) for r in rows] == [
         (ALL_HOSTS, "write-4k-8s", 3619),
         (ALL_HOSTS, "read-4k-8s", 11767),
@@ -229,7 +230,7 @@ def test_parse_without_output(tmp_path):
     manifest, raw_dir = raw_run(tmp_path, ["client01"], workers=1)
     manifest["hosts"][0]["output"] = "missing.gosbench"
     with pytest.raises(ToolOutputError, match="expected one gosbench output folder"):
-        ADAPTER.parse(manifest, raw_dir, BASE)
+        ADAPTER.parse(as_manifest(manifest), raw_dir, BASE)
 
 
 # --- config --------------------------------------------------------------------------------

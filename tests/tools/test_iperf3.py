@@ -29,6 +29,7 @@ from storbench.tools.iperf3 import (
     load_result,
     transport_counters,
 )
+from tests.manifests import as_manifest
 from tests.paths import FIXTURES as SHARED_FIXTURES
 
 FIXTURES = SHARED_FIXTURES / "iperf3"
@@ -64,7 +65,7 @@ def manifest(**outputs: str) -> dict:
 
 
 def parsed(**outputs: str) -> dict:
-    rows = ADAPTER.parse(manifest(**outputs), FIXTURES, BASE)
+    rows = ADAPTER.parse(as_manifest(manifest(**outputs)), FIXTURES, BASE)
     return {(row["host"], row["op"]): row for row in rows}
 
 
@@ -274,7 +275,9 @@ def test_rows_fit_the_result_schema():
 
 def test_connection_refused_names_file_and_iperf3_message():
     with pytest.raises(ToolOutputError) as caught:
-        ADAPTER.parse(manifest(hostA="client-error-connection-refused.json"), FIXTURES, BASE)
+        ADAPTER.parse(
+            as_manifest(manifest(hostA="client-error-connection-refused.json")), FIXTURES, BASE
+        )
     message = str(caught.value)
     assert "client-error-connection-refused.json" in message
     assert "unable to connect to server: Connection refused" in message
@@ -335,7 +338,9 @@ def test_import_one_run_per_file_with_client_address_as_host():
 
 
 def test_client_intervals_are_the_senders_and_add_up_to_sum_sent():
-    rows = ADAPTER.parse_timeseries(manifest(hostA="client-single-stream.json"), FIXTURES, BASE)
+    rows = ADAPTER.parse_timeseries(
+        as_manifest(manifest(hostA="client-single-stream.json")), FIXTURES, BASE
+    )
     # intervals[].sum: end 1.000092 / 2.000164 / 3.001517 s
     assert [row["t_s"] for row in rows] == [1.000092, 2.000164, 3.001517]
     assert rows[0]["interval_s"] == 1.0000920295715332

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storbench.core.aggregate import aggregate_hosts
+from storbench.core.specs import Manifest
 from storbench.core.units import parse_size
 from storbench.tools import get_tool
 from storbench.tools.base import Capabilities, ToolAdapter, ToolOutputError
@@ -48,12 +49,12 @@ SERVICE_SCRIPT = (
 # Controller: $1 the output marker, then (endpoint, job file) pairs; one dd block per host.
 CONTROLLER_SCRIPT = (
     'out="${1#--output=}"; shift; : > "$out"; '
-    'while [ $# -gt 0 ]; do '
+    "while [ $# -gt 0 ]; do "
     'count=$(sed -n "s/^count=//p" "$2"); echo "host $1" >> "$out"; '
     "python3 -c 'import shutil, sys, urllib.request; "
-    'shutil.copyfileobj(urllib.request.urlopen(sys.argv[1]), sys.stdout.buffer)\' '
+    "shutil.copyfileobj(urllib.request.urlopen(sys.argv[1]), sys.stdout.buffer)' "
     f'"http://$1/{BLOB}" | dd of=/dev/null bs=1M count="$count" iflag=fullblock 2>> "$out" '
-    '|| exit 1; shift 2; done'
+    "|| exit 1; shift 2; done"
 )
 BLOB_MIB = 4
 
@@ -95,18 +96,17 @@ class DdAdapter(ToolAdapter):
         pairs = [arg for pair in zip(endpoints, job_path, strict=True) for arg in pair]
         return ["sh", "-c", CONTROLLER_SCRIPT, "ddbench", f"--output={output_path}", *pairs]
 
-    def parse(self, manifest: dict, raw_dir: Path, base: dict) -> list[dict]:
-        if manifest.get("execution") == "service":
-            text = (raw_dir / manifest["controller"]["output"]).read_text()
+    def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
+        if manifest.execution == "service":
+            text = (raw_dir / manifest.controller["output"]).read_text()
             blocks = dict(re.findall(r"^host (\S+)\n(.*?)(?=^host |\Z)", text, re.M | re.S))
             summaries = {
-                host["name"]: (blocks.get(host["endpoint"], ""), "read")
-                for host in manifest["hosts"]
+                host["name"]: (blocks.get(host["endpoint"], ""), "read") for host in manifest.hosts
             }
         else:
             summaries = {
                 host["name"]: ((raw_dir / host["output"]).read_text(), "write")
-                for host in manifest["hosts"]
+                for host in manifest.hosts
             }
         rows = [dd_row(text, host, op, base) for host, (text, op) in summaries.items()]
         return rows + aggregate_hosts(rows)
@@ -190,8 +190,7 @@ def test_standalone_runs_dd_and_parses_its_own_numbers(registered, tmp_path):
         assert sorted(r["iteration"] for r in host_rows) == [1, 2]
         for row in host_rows:
             raw = (
-                tmp_path
-                / f"results/copy/raw/{run_id}/it{row['iteration']}/a1/local.dd.txt"
+                tmp_path / f"results/copy/raw/{run_id}/it{row['iteration']}/a1/local.dd.txt"
             ).read_text()
             match = SUMMARY.search(raw)
             assert row["bytes"] == int(match["bytes"]) == 4 * bs
@@ -202,9 +201,7 @@ def test_standalone_runs_dd_and_parses_its_own_numbers(registered, tmp_path):
 
 
 @pytest.mark.ssh
-def test_service_mode_drives_every_hosts_service_from_one_controller(
-    registered, ssh_lab, tmp_path
-):
+def test_service_mode_drives_every_hosts_service_from_one_controller(registered, ssh_lab, tmp_path):
     hosts = ssh_lab.host_groups(2, lambda server: tmp_path / "remote" / server.address)
     config = dd_config(hosts, tmp_path / "target", "service")
     config["experiments"]["copy"]["sweep"] = {"bs": ["1m"]}

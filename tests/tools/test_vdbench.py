@@ -24,6 +24,7 @@ from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.vdbench import ADAPTER, VdbenchJobError
 from storbench.tools.vdbench_output import parse_version, read_runs
+from tests.manifests import as_manifest
 from tests.paths import FIXTURES as SHARED_FIXTURES
 
 FIXTURES = SHARED_FIXTURES / "vdbench"
@@ -168,7 +169,7 @@ def test_fileloop_all_rows_equal_the_single_host():
         "tool": "vdbench",
         "params_json": json.dumps({"rw": "randread", "bs": "4k"}),
     }
-    rows = ADAPTER.parse(manifest, FIXTURES, base)
+    rows = ADAPTER.parse(as_manifest(manifest), FIXTURES, base)
     assert len(rows) == 2 * 8  # 8 (run, op) pairs, once for client01 and once for 'all'
     hosts = {(row["job"], row["op"]): row for row in rows if row["host"] == "client01"}
     for row in rows:
@@ -186,7 +187,7 @@ def test_fileloop_all_rows_equal_the_single_host():
 def test_fileloop_time_series_has_five_intervals_per_run():
     manifest = {"hosts": [{"name": "client01", "output": FILELOOP.name}]}
     base = {"experiment": "e", "run_id": "r", "iteration": 1, "attempt": 1, "tool": "vdbench"}
-    rows = ADAPTER.parse_timeseries(manifest, FIXTURES, base)
+    rows = ADAPTER.parse_timeseries(as_manifest(manifest), FIXTURES, base)
     results.table_from_rows(rows, results.TIMESERIES_SCHEMA)
     for xfersize, rdpct in FILELOOP_POINTS:
         ops = {"read"} if rdpct == 100 else {"write"} if rdpct == 0 else {"read", "write"}
@@ -286,7 +287,7 @@ def test_filesystem_parameters_from_the_run_params():
         "tool": "vdbench",
         "params_json": json.dumps(params),
     }
-    rows = host_rows(ADAPTER.parse(manifest, FIXTURES, base))
+    rows = host_rows(ADAPTER.parse(as_manifest(manifest), FIXTURES, base))
     write = rows[(label("64k", 0), "write")]
     assert (write["rw"], write["bs"], write["rwmixread"]) == ("randwrite", 65536, 0)
     assert write["numjobs"] == 2 and write["iodepth"] is None  # fwd threads=2
@@ -301,7 +302,7 @@ def test_filesystem_parameters_from_the_run_params():
 def test_filesystem_time_series():
     manifest = {"hosts": [{"name": "nfs01", "output": FILESYSTEM.name}]}
     base = {"experiment": "fs", "run_id": "r", "iteration": 1, "attempt": 1, "tool": "vdbench"}
-    rows = ADAPTER.parse_timeseries(manifest, FIXTURES, base)
+    rows = ADAPTER.parse_timeseries(as_manifest(manifest), FIXTURES, base)
     assert len(rows) == 5 * (1 + 2 + 1 + 2)  # intervals x ops of the 4 runs
     first = rows[0]
     # flatfile: '06:09:55.043 ... rd1 1 4096 ... Write_rate 194694 ... Write_resp 0.0042'
@@ -401,10 +402,7 @@ def campaign(target: dict, experiments: dict) -> config.Campaign:
 
 
 def rendered(loaded: config.Campaign, name: str) -> list[str]:
-    return [
-        render_job(plan.render_spec(loaded, name, run))
-        for run in loaded.experiment_runs(name)
-    ]
+    return [render_job(plan.render_spec(loaded, name, run)) for run in loaded.experiment_runs(name)]
 
 
 def definitions(text: str) -> list[str]:

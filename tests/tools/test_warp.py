@@ -19,6 +19,7 @@ from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 from storbench.tools.warp import ADAPTER, load_result, parse_go_duration, timeseries_rows
+from tests.manifests import as_manifest
 from tests.minio import S3_DEMO_TARGET
 from tests.paths import FIXTURES as SHARED_FIXTURES
 
@@ -209,7 +210,7 @@ def raw_run(tmp_path: Path, outputs: dict) -> tuple[dict, Path]:
 
 def test_parse_single_host_gives_host_and_all_rows(tmp_path):
     manifest, raw_dir = raw_run(tmp_path, {"client01": ("analyze.json", "analyze-put-full.json")})
-    rows = ADAPTER.parse(manifest, raw_dir, {**BASE, "run_id": "r"})
+    rows = ADAPTER.parse(as_manifest(manifest), raw_dir, {**BASE, "run_id": "r"})
     assert [(row["host"], row["op"]) for row in rows] == [
         ("client01", "write"),
         (ALL_HOSTS, "write"),
@@ -224,10 +225,10 @@ def test_parse_single_host_gives_host_and_all_rows(tmp_path):
 
 def test_parse_reads_the_benchdata_when_there_is_no_analysis(tmp_path):
     manifest, raw_dir = raw_run(tmp_path, {"client01": ("warp.json.zst", "warp-get.json.zst")})
-    rows = ADAPTER.parse(manifest, raw_dir, BASE)
+    rows = ADAPTER.parse(as_manifest(manifest), raw_dir, BASE)
     assert {(row["host"], row["op"]) for row in rows} == {("client01", "read"), (ALL_HOSTS, "read")}
     assert rows[0]["ios"] == 19434 and f"{rows[0]['iops']:.2f}" == "1927.92"  # warp-get.console.txt
-    series = ADAPTER.parse_timeseries(manifest, raw_dir, BASE)
+    series = ADAPTER.parse_timeseries(as_manifest(manifest), raw_dir, BASE)
     assert {row["host"] for row in series} == {"client01"} and len(series) == 7
 
 
@@ -235,7 +236,9 @@ def test_parse_two_standalone_hosts_sums_into_all(tmp_path):
     analysis = ("analyze.json", "analyze-put-full.json")
     outputs = {"c1": analysis, "c2": analysis}
     manifest, raw_dir = raw_run(tmp_path, outputs)
-    rows = {(row["host"], row["op"]): row for row in ADAPTER.parse(manifest, raw_dir, BASE)}
+    rows = {
+        (row["host"], row["op"]): row for row in ADAPTER.parse(as_manifest(manifest), raw_dir, BASE)
+    }
     total = rows[(ALL_HOSTS, "write")]
     assert total["ios"] == 2 * 7936 and total["bytes"] == 2 * 32505856
     assert total["iops"] == pytest.approx(2 * rows[("c1", "write")]["iops"])
@@ -245,7 +248,7 @@ def test_parse_two_standalone_hosts_sums_into_all(tmp_path):
 def test_parse_without_any_output_is_an_error(tmp_path):
     manifest = {"hosts": [{"name": "c1", "output": "c1.warp"}], "params": {}}
     with pytest.raises(ToolOutputError, match="no warp output"):
-        ADAPTER.parse(manifest, tmp_path, BASE)
+        ADAPTER.parse(as_manifest(manifest), tmp_path, BASE)
 
 
 # --- import errors -------------------------------------------------------------------------
