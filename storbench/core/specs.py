@@ -39,7 +39,7 @@ class StepSpec:
     NESTED: ClassVar[dict[str, type[StepSpec]]] = {}
 
     @classmethod
-    def from_dict(cls, data: dict, *, ignore: tuple[str, ...] = ()) -> Self:
+    def from_dict(cls, data: dict | Self, *, ignore: tuple[str, ...] = ()) -> Self:
         """From a spec mapping; keys in ``ignore`` belong to a wider spec (a search's)."""
         if isinstance(data, cls):
             return data

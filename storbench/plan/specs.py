@@ -3,6 +3,7 @@ network; JSON in the rules' ``params:``, so a changed spec reruns exactly its jo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -10,7 +11,7 @@ from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import units
 from storbench.core.model import Campaign, Run
-from storbench.core.specs import RunSpec
+from storbench.core.specs import RenderSpec, RunSpec, StepSpec
 from storbench.plan import preparation as prepare_plan
 from storbench.tools import get_tool
 
@@ -84,25 +85,32 @@ def run_target(campaign: Campaign, name: str, run: Run) -> dict:
     return {"name": "+".join(run.targets), "type": members[0]["type"], "members": members}
 
 
-def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None) -> dict:
+def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None) -> RenderSpec:
     """What the render step needs; with host, that host's job (its role, its index)."""
     experiment = campaign.experiments[name]
     hosts = [h["name"] for h in run_hosts(campaign, name, run)]
-    spec = {
-        **_run_identity(campaign, name, run),
-        "hosts": hosts,
-        "point": run.point,
-        "template": experiment.template,
-        "job_file": experiment.job_file,
-        "execution": experiment.execution,
-    }
-    if host is not None:
-        if host not in hosts:
-            raise PlanError(f"run {run.run_id} of {name} does not use host {host!r}")
-        role = host_roles(hosts, experiment.rwmixreadhost).get(host)
-        spec["params"] = role_params(experiment.tool, run.params, role)
-        spec.update(host=host, host_index=hosts.index(host), role=role)
-    return spec
+    spec = RenderSpec.from_dict(
+        {
+            **_run_identity(campaign, name, run),
+            "hosts": hosts,
+            "point": run.point,
+            "template": experiment.template,
+            "job_file": experiment.job_file,
+            "execution": experiment.execution,
+        }
+    )
+    if host is None:
+        return spec
+    if host not in hosts:
+        raise PlanError(f"run {run.run_id} of {name} does not use host {host!r}")
+    role = host_roles(hosts, experiment.rwmixreadhost).get(host)
+    return dataclasses.replace(
+        spec,
+        params=role_params(experiment.tool, run.params, role),
+        host=host,
+        host_index=hosts.index(host),
+        role=role,
+    )
 
 
 def role_params(tool: str, params: dict, role: str | None) -> dict:
@@ -255,8 +263,8 @@ def preflight_spec(campaign: Campaign, name: str) -> dict:
     }
 
 
-def to_json(spec: dict | RunSpec) -> str:
-    if isinstance(spec, RunSpec):
+def to_json(spec: dict | StepSpec) -> str:
+    if isinstance(spec, StepSpec):
         return spec.to_json()
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 

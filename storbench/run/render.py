@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from storbench.core import atomic, hostfacts, paths
+from storbench.core.specs import RenderSpec
 from storbench.tools import get_tool
 from storbench.tools.base import RenderError
 
 TEMPLATES_DIR = paths.TEMPLATES_DIR
 
 
-def render_job(spec: dict) -> str:
-    if spec.get("job_file"):
-        return Path(spec["job_file"]).read_text()
+def render_job(spec: RenderSpec | dict) -> str:
+    spec = RenderSpec.from_dict(spec)
+    if spec.job_file:
+        return Path(spec.job_file).read_text()
     import jinja2  # lazy: loads jinja2
 
-    tool = get_tool(spec["tool"])
-    template_path = (
-        Path(spec["template"]) if spec.get("template") else TEMPLATES_DIR / tool.default_template
-    )
+    tool = get_tool(spec.tool)
+    template_path = Path(spec.template) if spec.template else TEMPLATES_DIR / tool.default_template
     try:
         template = job_template(template_path)
-        return template.render(**tool.template_context(spec))
+        # adapters see the spec as the mapping its JSON is: third-party templates use its names
+        return template.render(**tool.template_context(spec.mapping()))
     except jinja2.UndefinedError as error:
         raise RenderError(f"template {template_path}: {error.message}") from error
     except jinja2.TemplateSyntaxError as error:
@@ -43,20 +45,23 @@ def job_template(path: Path):
     return environment.get_template(path.name)
 
 
-def with_host_facts(spec: dict, facts: dict) -> dict:
+def with_host_facts(spec: RenderSpec | dict, facts: dict) -> RenderSpec:
     """The spec with every host-fact expression in its options computed for its host."""
-
+    spec = RenderSpec.from_dict(spec)
+    if spec.host_index is None:
+        raise RenderError(f"{spec.experiment}/{spec.run_id}: host facts need a per-host job")
     names = hostfacts.expression_names(
-        facts, hosts_in_run=len(spec["hosts"]), host_index=spec["host_index"]
+        facts, hosts_in_run=len(spec.hosts), host_index=spec.host_index
     )
     try:
-        params = hostfacts.resolve(spec["params"], names)
+        params = hostfacts.resolve(spec.params, names)
     except hostfacts.HostFactError as error:
-        raise RenderError(f"host {spec['host']}: {error}") from None
-    return {**spec, "params": params}
+        raise RenderError(f"host {spec.host}: {error}") from None
+    return dataclasses.replace(spec, params=params)
 
 
-def write_job(spec: dict, output: str, facts_path: str | None = None) -> None:
+def write_job(spec: RenderSpec | dict, output: str, facts_path: str | None = None) -> None:
+    spec = RenderSpec.from_dict(spec)
     if facts_path:
         spec = with_host_facts(spec, json.loads(Path(facts_path).read_text()))
     atomic.write_text(output, render_job(spec))

@@ -13,6 +13,7 @@ SPEC = {
     "target": {"name": "scratch", "type": "directory", "path": "/var/tmp/storbench/scratch"},
     "params": {"size": "256MiB", "runtime": "5s", "rw": "randread", "bs": "4k", "iodepth": 16},
     "point": {"rw": "randread", "bs": "4k", "iodepth": 16},
+    "hosts": ["localhost"],
     "template": None,
     "job_file": None,
 }

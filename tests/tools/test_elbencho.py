@@ -519,6 +519,7 @@ DIRECTORY_SPEC = {
         "blockvarpct": 0,
     },
     "point": {"rw": "randread", "bs": "4k"},
+    "hosts": ["node1"],
     "template": None,
     "job_file": None,
 }

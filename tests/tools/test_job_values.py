@@ -210,6 +210,7 @@ def test_vdbench_start_cmd_injection_is_refused(injection, tmp_path, capsys, mon
             "target": {"name": "t", **raw["targets"]["t"]},
             "params": raw["experiments"]["e"]["job"],
             "point": {},
+            "hosts": ["localhost"],
             "template": None,
             "job_file": None,
         }

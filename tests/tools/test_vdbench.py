@@ -516,6 +516,7 @@ SPEC = {
         "rd_pause": 5,
     },
     "point": {},
+    "hosts": ["client01"],
     "template": None,
     "job_file": None,
 }
