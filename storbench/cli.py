@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from storbench.core.specs import Manifest, RunSpec
+from storbench.core.specs import Manifest, ProbeSpec, RunSpec
 
 
 def _check(args) -> int:
@@ -318,7 +318,7 @@ def _search(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.analysis import search
 
-    spec = args.spec
+    spec = ProbeSpec.from_dict(args.spec)
     if args.action == "probe":
         marker = search.run_probe(spec, args.probe, args.markers, args.output)
         print(json.dumps({k: v for k, v in marker.items() if k != "measured"}, sort_keys=True))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from storbench.analysis import steadystate, writecliff
 from storbench.core import atomic
+from storbench.core.specs import RecipeSpec, SpecError, StageSpec
 from storbench.run.prepare import (
     PrepareError,
     chunk_timeout,
@@ -30,41 +31,42 @@ from storbench.run.prepare import (
 from storbench.tools import preparation_tool
 
 
-def run_stage(spec: dict, marker_path: str) -> dict:
+def run_stage(spec: StageSpec | dict, marker_path: str) -> dict:
     """Run one stage of a recipe and publish its marker (rounds after steady state: skipped)."""
-    recipe = spec["recipe"]
+    spec = StageSpec.from_dict(spec)
+    recipe = spec.recipe
     started, clock = now_text(), time.monotonic()
     marker = {
-        "target": recipe["target"]["name"],
-        "recipe": recipe["name"],
-        "stage": spec["stage"],
-        "kind": spec["kind"],
-        "index": spec["index"],
+        "target": recipe.target["name"],
+        "recipe": recipe.name,
+        "stage": spec.stage,
+        "kind": spec.kind,
+        "index": spec.index,
         "skipped": False,
     }
-    recipe_dir = Path(recipe["dir"])
-    if spec["kind"] == "purge":
-        marker["purge"] = purge(recipe, spec["command"], recipe_dir / "raw" / "purge")
-    elif spec["kind"] == "pass":
+    recipe_dir = Path(recipe.dir)
+    if spec.kind == "purge":
+        marker["purge"] = purge(recipe, spec.command or "", recipe_dir / "raw" / "purge")
+    elif spec.kind == "pass":
         marker.update(_pass(spec, recipe_dir))
-    elif spec["kind"] == "round":
+    elif spec.kind == "round":
         marker.update(_round(spec, recipe_dir, Path(marker_path).parent))
     marker.update(started=started, finished=now_text(), duration_s=elapsed_s(clock))
     atomic.write_json(marker_path, marker)
     return marker
 
 
-def _pass(spec: dict, recipe_dir: Path) -> dict:
+def _pass(spec: StageSpec, recipe_dir: Path) -> dict:
 
-    recipe = spec["recipe"]
-    params = {"status_interval": f"{int(recipe['interval_s'])}s"}
+    recipe = spec.recipe
+    params = {"status_interval": f"{int(recipe.interval_s)}s"}
     manifest, raw_dir = run_jobs(
         recipe_dir,
-        spec["stage"],
+        spec.stage,
         recipe,
-        recipe["hosts"],
+        recipe.hosts,
         lambda index, host: pass_sections(spec, index, host),
-        timeout_s=chunk_timeout(spec, spec["pass"]["chunk_bytes"]),
+        timeout_s=chunk_timeout(spec, spec.pass_settings()["chunk_bytes"]),
         params=params,
     )
     rows = parse_rows(manifest, raw_dir)
@@ -78,25 +80,26 @@ def _pass(spec: dict, recipe_dir: Path) -> dict:
     series = writecliff.aggregate(
         preparation_tool().parse_timeseries(manifest, raw_dir, base), "write"
     )
-    metrics = element_metrics(rows).get(spec["stage"], {})
+    metrics = element_metrics(rows).get(spec.stage, {})
     return {
-        "pass": {**spec["pass"], "bytes": metrics.get("bytes", 0)},
+        "pass": {**spec.pass_settings(), "bytes": metrics.get("bytes", 0)},
         "elements": {"write": metrics},
         "series": [
             {"t_s": i.t_s, "interval_s": i.interval_s, "bytes": i.bytes, "bw_bytes_s": i.bw_bytes_s}
             for i in series
         ],
-        "raw": str(Path("raw") / spec["stage"] / "run.json"),
+        "raw": str(Path("raw") / spec.stage / "run.json"),
         "attempt": manifest.attempt,
     }
 
 
-def _round(spec: dict, recipe_dir: Path, stages_dir: Path) -> dict:
+def _round(spec: StageSpec, recipe_dir: Path, stages_dir: Path) -> dict:
 
-    recipe = spec["recipe"]
-    rounds = recipe["rounds"]
-    number = spec["round"]
-    earlier = [_read_round(stages_dir, spec["stage"], n) for n in range(1, number)]
+    recipe = spec.recipe
+    rounds, number = recipe.rounds, spec.round
+    if rounds is None or number is None:
+        raise SpecError(f"stage {spec.stage}: a round of recipe {recipe.name}, which has no rounds")
+    earlier = [_read_round(stages_dir, spec.stage, n) for n in range(1, number)]
     if earlier and (earlier[-1].get("skipped") or earlier[-1]["steady_state"]["achieved"]):
         return {"round": number, "skipped": True, "steady_state": earlier[-1]["steady_state"]}
     runtime = sum(
@@ -105,11 +108,11 @@ def _round(spec: dict, recipe_dir: Path, stages_dir: Path) -> dict:
     )
     manifest, raw_dir = run_jobs(
         recipe_dir,
-        spec["stage"],
+        spec.stage,
         recipe,
-        recipe["hosts"],
+        recipe.hosts,
         lambda index, host: round_sections(spec, index, host),
-        timeout_s=recipe.get("timeout_s") or 2 * runtime + 120,
+        timeout_s=recipe.timeout_s or 2 * runtime + 120,
         params={},
     )
     elements = element_metrics(parse_rows(manifest, raw_dir))
@@ -131,7 +134,7 @@ def _round(spec: dict, recipe_dir: Path, stages_dir: Path) -> dict:
         "round": number,
         "elements": elements,
         "steady_state": verdict.to_dict(),
-        "raw": str(Path("raw") / spec["stage"] / "run.json"),
+        "raw": str(Path("raw") / spec.stage / "run.json"),
         "attempt": manifest.attempt,
     }
 
@@ -147,9 +150,9 @@ def _read_round(stages_dir: Path, current: str, number: int) -> dict:
         ) from None
 
 
-def finish(recipe: dict, stage_paths: list[str], output: str) -> dict:
+def finish(recipe: RecipeSpec | dict, stage_paths: list[str], output: str) -> dict:
     """The recipe's summary (verdict, passes with their write cliffs); its tokens on the hosts."""
-
+    recipe = RecipeSpec.from_dict(recipe)
     stages = [json.loads(Path(path).read_text()) for path in stage_paths]
     stages.sort(key=lambda stage: stage["index"])
     rounds = [s for s in stages if s["kind"] == "round" and not s.get("skipped")]
@@ -168,24 +171,24 @@ def finish(recipe: dict, stage_paths: list[str], output: str) -> dict:
         passes[-1]["duration_s"] += stage["duration_s"]
         passes[-1]["series"].append([writecliff.Interval(**i) for i in stage["series"]])
     cliff_options = {
-        "fraction": recipe["cliff"].get("fraction", 0.5),
-        "sustain": recipe["cliff"].get("sustain", 3),
-        "plateau_s": recipe["cliff"].get("plateau_s"),
+        "fraction": recipe.cliff.get("fraction", 0.5),
+        "sustain": recipe.cliff.get("sustain", 3),
+        "plateau_s": recipe.cliff.get("plateau_s"),
     }
     for summary in passes:
         series = writecliff.concatenate(summary.pop("series"))
         cliff = writecliff.detect(series, **cliff_options) if series else None
         summary["cliff"] = cliff.to_dict() if cliff else None
     prepared = {
-        "target": recipe["target"]["name"],
-        "recipe": recipe["name"],
-        "capacity_bytes": recipe["capacity"],
-        "slice_bytes": recipe["slice_bytes"],
-        "hosts": [h["name"] for h in recipe["hosts"]],
+        "target": recipe.target["name"],
+        "recipe": recipe.name,
+        "capacity_bytes": recipe.capacity,
+        "slice_bytes": recipe.slice_bytes,
+        "hosts": [h["name"] for h in recipe.hosts],
         "steady_state": rounds[-1]["steady_state"] if rounds else None,
         "passes": passes,
-        "recipe_spec": recipe["recipe_spec"],
-        "sha256": recipe["sha256"],
+        "recipe_spec": recipe.recipe_spec,
+        "sha256": recipe.sha256,
         "finished": now_text(),
     }
     write_tokens(recipe, {"steady_state": (prepared["steady_state"] or {}).get("status")})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from storbench.config.search import limit_label, probe_budget
 from storbench.core import atomic, histogram, paths
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILES
-from storbench.core.specs import RunSpec
+from storbench.core.specs import ProbeSpec
 from storbench.plan import slo_search
 from storbench.plan.search import (
     SearchError,
@@ -21,10 +21,8 @@ from storbench.run import engine as runner
 from storbench.run import prepare, render
 from storbench.tools import get_tool
 
-SEARCH_ONLY_KEYS = ("search", "template", "job_file")  # the probe's, not the run engine's
 
-
-def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> dict:
+def run_probe(spec: ProbeSpec, probe: str, history_paths: list[str], output: str) -> dict:
     """One probe job: decide from the earlier markers, run (or not), publish the marker."""
     number = probe_number(probe)
     markers = read_markers(history_paths)
@@ -32,7 +30,7 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
     expected = [f"p{n:02d}" for n in range(1, number)]
     if earlier != expected:
         raise SearchError(
-            f"{spec['experiment']}/{probe}: needs the markers of {', '.join(expected) or 'none'}"
+            f"{spec.experiment}/{probe}: needs the markers of {', '.join(expected) or 'none'}"
             f", got {', '.join(earlier) or 'none'}"
         )
     decision = decide(spec, markers)
@@ -40,7 +38,7 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
     if decision.action != slo_search.DONE:
         run = probe_run(spec, decision, markers)
         manifest_path = _run(spec, run)
-        parsed, rows = _parse(manifest_path, spec["experiment"], run)
+        parsed, rows = _parse(manifest_path, spec.experiment, run)
         marker.update(
             run_id=run["run_id"],
             iteration=run["iteration"],
@@ -49,7 +47,7 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
             parsed=parsed,
         )
         open_loop = decision.action != slo_search.CLOSED
-        poisson = open_loop and spec["search"].get("arrivals", "poisson") == "poisson"
+        poisson = open_loop and spec.search.get("arrivals", "poisson") == "poisson"
         marker["measured"] = measured_probe(
             decision.action, run, _all_hosts_rows(rows), poisson=poisson
         ).to_dict()
@@ -57,21 +55,15 @@ def run_probe(spec: dict, probe: str, history_paths: list[str], output: str) -> 
     return marker
 
 
-def _run(spec: dict, run: dict) -> str:
-
-    experiment = spec["experiment"]
-    probe = {**spec, "run_id": run["run_id"], "params": run["params"]}
-    job_path = paths.job(experiment, run["run_id"], get_tool(spec["tool"]).job_suffix)
-    render_spec = {
-        **probe,
-        "hosts": [host["name"] for host in spec["hosts"]],
-        "point": {"iodepth": run["params"]["iodepth"]},
-    }
+def _run(spec: ProbeSpec, run: dict) -> str:
+    job_path = paths.job(spec.experiment, run["run_id"], get_tool(spec.tool).job_suffix)
+    point = {"iodepth": run["params"]["iodepth"]}
+    render_spec = spec.render_spec(run["run_id"], run["params"], point)
     atomic.write_text(job_path, render.render_job(render_spec))
-    run_spec = RunSpec.from_dict(probe, ignore=SEARCH_ONLY_KEYS)
+    run_spec = spec.run_spec(run["run_id"], run["params"])
     if run_spec.preparation:  # the target must still be in the state the run is tagged with
-        run_spec = run_spec.with_state(prepare.run_state(run_spec.preparation, spec["hosts"]))
-    manifest_path = paths.manifest(experiment, run["run_id"], run["iteration"])
+        run_spec = run_spec.with_state(prepare.run_state(run_spec.preparation, list(spec.hosts)))
+    manifest_path = paths.manifest(spec.experiment, run["run_id"], run["iteration"])
     runner.run_iteration(run_spec, run["iteration"], job_path, manifest_path)
     return manifest_path
 
@@ -117,9 +109,9 @@ def measured_probe(
     )
 
 
-def search_result(spec: dict, markers: list[dict]) -> dict:
+def search_result(spec: ProbeSpec, markers: list[dict]) -> dict:
     """The search's answer from all its markers, with the probes in order."""
-    search = spec["search"]
+    search = spec.search
     objective = objective_of(spec)
     history = history_of(markers)
     answer = slo_search.result(history, objective, **search_options(spec))
@@ -145,7 +137,7 @@ def search_result(spec: dict, markers: list[dict]) -> dict:
         for m in ran
     ]
     return {
-        "experiment": spec["experiment"],
+        "experiment": spec.experiment,
         "objective": search["objective"],
         "limit": limit_label(objective.limit_ns),
         "settings": {
@@ -160,7 +152,7 @@ def search_result(spec: dict, markers: list[dict]) -> dict:
     }
 
 
-def gather(spec: dict, marker_paths: list[str], output: str, summary: str, timeseries: str):
+def gather(spec: ProbeSpec, marker_paths: list[str], output: str, summary: str, timeseries: str):
     """search.json, and the probes' result rows in summary.parquet and timeseries.parquet."""
     from storbench.analysis import ingest  # lazy: loads numpy, pyarrow
 

@@ -275,6 +275,13 @@ class StageSpec(StepSpec):
 
     KIND = "stage"
     OPTIONAL = ("command", "pass_")
+
+    def pass_settings(self) -> dict:
+        """The pass and chunk of a pass stage (an error for any other stage)."""
+        if self.pass_ is None:
+            raise SpecError(f"stage {self.stage}: a {self.kind} stage has no pass")
+        return self.pass_
+
     KEYS = {"pass_": "pass"}
     NESTED = {"recipe": RecipeSpec}
 

@@ -12,6 +12,7 @@ import concurrent.futures
 import shlex
 import socket
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from storbench.core import paths
@@ -134,7 +135,7 @@ def _stop_one(host: dict, tool_name: str, port: int) -> None:
         transport.kill_matching(service_marker(spec, tool_name, port))
 
 
-def on_every_host(hosts: list[dict], action, verb: str) -> dict:
+def on_every_host(hosts: Sequence[dict], action, verb: str) -> dict:
     """{host name: action(host)} from all hosts in parallel; one error lists each failed host."""
     results, problems = {}, {}
     workers = max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))

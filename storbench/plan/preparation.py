@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from storbench.config.preparation import STATE_DIR, Dataset, Recipe, Stage
 from storbench.core import paths
+from storbench.core.specs import DatasetSpec, RecipeSpec, StageSpec
 from storbench.tools import preparation_tool
 
 
@@ -43,24 +44,27 @@ def token_path(target: dict, host: dict, kind: str, name: str) -> str:
     return f"{directory}/{kind}-{name}.json"
 
 
-def dataset_spec(dataset: Dataset) -> dict:
-    return {
-        "kind": "dataset",
-        "name": dataset.name,
-        "target": dataset.target,
-        "hosts": list(dataset.hosts),
-        "method": dataset.method,
-        "job": dataset.job,
-        "sha256": dataset.sha256,
-        "timeout_s": dataset.timeout_s,
-        "raw_dir": paths.dataset_raw_dir(dataset.target_name, dataset.name),
-        "tokens": {
-            h["name"]: token_path(dataset.target, h, "dataset", dataset.name) for h in dataset.hosts
-        },
-    }
+def dataset_spec(dataset: Dataset) -> DatasetSpec:
+    return DatasetSpec.from_dict(
+        {
+            "kind": "dataset",
+            "name": dataset.name,
+            "target": dataset.target,
+            "hosts": list(dataset.hosts),
+            "method": dataset.method,
+            "job": dataset.job,
+            "sha256": dataset.sha256,
+            "timeout_s": dataset.timeout_s,
+            "raw_dir": paths.dataset_raw_dir(dataset.target_name, dataset.name),
+            "tokens": {
+                h["name"]: token_path(dataset.target, h, "dataset", dataset.name)
+                for h in dataset.hosts
+            },
+        }
+    )
 
 
-def recipe_spec(recipe: Recipe) -> dict:
+def recipe_spec(recipe: Recipe) -> RecipeSpec:
     """What every stage job of the recipe needs (kept small: one per command line)."""
     rounds = None
     if recipe.rounds:
@@ -73,31 +77,33 @@ def recipe_spec(recipe: Recipe) -> dict:
             "range_limit": r.range_limit,
             "slope_limit": r.slope_limit,
         }
-    return {
-        "kind": "precondition",
-        "name": recipe.name,
-        "target": recipe.target,
-        "hosts": list(recipe.hosts),
-        "capacity": recipe.capacity,
-        "slice_bytes": recipe.slice_bytes,
-        "job": recipe.job,
-        "interval_s": recipe.interval_s,
-        "cliff": recipe.cliff,
-        "rounds": rounds,
-        "flush": recipe.flush,
-        "timeout_s": recipe.timeout_s,
-        "sha256": recipe.sha256,
-        "dir": recipe_dir(recipe),
-        "recipe_spec": recipe.raw,
-        "tokens": {
-            h["name"]: token_path(recipe.target, h, "precondition", recipe.name)
-            for h in recipe.hosts
-        },
-    }
+    return RecipeSpec.from_dict(
+        {
+            "kind": "precondition",
+            "name": recipe.name,
+            "target": recipe.target,
+            "hosts": list(recipe.hosts),
+            "capacity": recipe.capacity,
+            "slice_bytes": recipe.slice_bytes,
+            "job": recipe.job,
+            "interval_s": recipe.interval_s,
+            "cliff": recipe.cliff,
+            "rounds": rounds,
+            "flush": recipe.flush,
+            "timeout_s": recipe.timeout_s,
+            "sha256": recipe.sha256,
+            "dir": recipe_dir(recipe),
+            "recipe_spec": recipe.raw,
+            "tokens": {
+                h["name"]: token_path(recipe.target, h, "precondition", recipe.name)
+                for h in recipe.hosts
+            },
+        }
+    )
 
 
-def stage_spec(recipe: Recipe, stage: Stage) -> dict:
-    spec = {
+def stage_spec(recipe: Recipe, stage: Stage) -> StageSpec:
+    spec: dict = {
         "recipe": recipe_spec(recipe),
         "stage": stage.stage_id,
         "kind": stage.kind,
@@ -122,4 +128,4 @@ def stage_spec(recipe: Recipe, stage: Stage) -> dict:
             "pass_bytes": recipe.pass_bytes(p),
             "chunk_bytes": recipe.chunk_bytes(p),
         }
-    return spec
+    return StageSpec.from_dict(spec)

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from storbench.config.search import Objective
+from storbench.core.specs import ProbeSpec
 from storbench.plan import slo_search
 from storbench.tools import get_tool
 
@@ -17,8 +18,8 @@ class SearchError(RuntimeError):
     pass
 
 
-def objective_of(spec: dict) -> Objective:
-    return Objective(**spec["search"]["objective"])
+def objective_of(spec: ProbeSpec) -> Objective:
+    return Objective(**spec.search["objective"])
 
 
 def history_of(markers: list[dict]) -> list[slo_search.Probe]:
@@ -38,10 +39,10 @@ def probe_number(probe: str) -> int:
     return int(match.group(1))
 
 
-def search_options(spec: dict) -> dict:
+def search_options(spec: ProbeSpec) -> dict:
     """next_probe's settings: a rate is whole per worker, so rates step by workers."""
-    search = spec["search"]
-    jobs = len(spec["hosts"]) * get_tool(spec["tool"]).jobs_per_host(spec["params"])
+    search = spec.search
+    jobs = len(spec.hosts) * get_tool(spec.tool).jobs_per_host(spec.params)
     return {
         "max_qd": search["max_iodepth"],
         "max_probes": search["max_probes"],
@@ -50,15 +51,15 @@ def search_options(spec: dict) -> dict:
     }
 
 
-def decide(spec: dict, markers: list[dict]) -> slo_search.Decision:
+def decide(spec: ProbeSpec, markers: list[dict]) -> slo_search.Decision:
     return slo_search.next_probe(history_of(markers), objective_of(spec), **search_options(spec))
 
 
-def probe_run(spec: dict, decision: slo_search.Decision, markers: list[dict]) -> dict:
+def probe_run(spec: ProbeSpec, decision: slo_search.Decision, markers: list[dict]) -> dict:
     """Run id, iteration, job options and the offered aggregate rate of a decision."""
-    tool = get_tool(spec["tool"])
-    job = spec["params"]
-    hosts = len(spec["hosts"])
+    tool = get_tool(spec.tool)
+    job = spec.params
+    hosts = len(spec.hosts)
     numjobs = tool.jobs_per_host(job)
     if decision.action == slo_search.CLOSED:
         if decision.iodepth is None:
@@ -72,7 +73,7 @@ def probe_run(spec: dict, decision: slo_search.Decision, markers: list[dict]) ->
         per_job = max(1, round(slo_search.split_rate(decision.offered_iops, hosts, numjobs)))
         offered = float(per_job * hosts * numjobs)
         depth = slo_search.iodepth_for_rate(per_job, objective_of(spec).limit_ns)
-        arrivals = spec["search"].get("arrivals", "poisson")
+        arrivals = spec.search.get("arrivals", "poisson")
         params = tool.probe_options(job, depth, per_job, arrivals)
         run_id = f"rate{int(offered)}"
         if decision.action == slo_search.CONFIRM:

@@ -11,7 +11,7 @@ from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import units
 from storbench.core.model import Campaign, Run
-from storbench.core.specs import RenderSpec, RunSpec, StepSpec
+from storbench.core.specs import ProbeSpec, RenderSpec, RunSpec, StepSpec
 from storbench.plan import preparation as prepare_plan
 from storbench.tools import get_tool
 
@@ -141,29 +141,21 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> RunSpec:
     )
 
 
-def search_spec(campaign: Campaign, name: str) -> dict:
+def search_spec(campaign: Campaign, name: str) -> ProbeSpec:
     """What every probe job of a search experiment needs; the probe sets run id and options."""
     experiment = campaign.experiments[name]
-    spec = {
-        "experiment": name,
-        "run_id": None,
-        "tool": experiment.tool,
-        "target": experiment_target(campaign, name),
-        "params": experiment.job,
-        "hosts": campaign.hosts_of(name),
-        "timeout_s": iteration_timeout(experiment.job, experiment.timeout),
-        "execution": "standalone",
-        "step": None,
-        "per_host_jobs": False,
-        "template": experiment.template,
-        "job_file": None,
+    return ProbeSpec(
+        experiment=name,
+        tool=experiment.tool,
+        target=experiment_target(campaign, name),
+        params=experiment.job,
+        hosts=tuple(campaign.hosts_of(name)),
+        timeout_s=iteration_timeout(experiment.job, experiment.timeout),
+        template=experiment.template,
         # the chain's length is the workflow's business: a larger budget keeps finished probes
-        "search": {k: v for k, v in experiment.search.items() if k != "probes"},
-    }
-    preparation = preparation_spec(campaign, name)
-    if preparation:
-        spec["preparation"] = preparation
-    return spec
+        search={k: v for k, v in experiment.search.items() if k != "probes"},
+        preparation=preparation_spec(campaign, name),
+    )
 
 
 def preparation_spec(campaign: Campaign, name: str) -> dict | None:
@@ -173,10 +165,10 @@ def preparation_spec(campaign: Campaign, name: str) -> dict | None:
     specs = []
     prepared = None
     if experiment.dataset:
-        specs.append(prepare_plan.dataset_spec(campaign.datasets[experiment.dataset]))
+        specs.append(prepare_plan.dataset_spec(campaign.datasets[experiment.dataset]).to_dict())
     if experiment.precondition:
         recipe = campaign.recipes[experiment.precondition]
-        full = prepare_plan.recipe_spec(recipe)  # a run only checks the recipe's tokens
+        full = prepare_plan.recipe_spec(recipe).to_dict()  # a run only checks the recipe's tokens
         specs.append(
             {key: full[key] for key in ("kind", "name", "target", "sha256", "dir", "tokens")}
         )

@@ -15,6 +15,7 @@ from storbench.config import search as search_config
 from storbench.config.campaign import redacted, redacted_yaml
 from storbench.core import paths
 from storbench.core.model import Campaign, Run
+from storbench.core.specs import CleanupSpec
 from storbench.plan import preparation as prepare_plan
 from storbench.plan import specs
 from storbench.tools import get_tool
@@ -218,7 +219,7 @@ class WorkflowPlan:
                 entry = buckets.setdefault(target["name"], {"target": target, "buckets": []})
                 entry["buckets"].append(target["bucket"])
         services = [specs.service_spec(self.campaign, tool) for tool in self.service_tools]
-        return specs.to_json({"services": services, "buckets": list(buckets.values())})
+        return CleanupSpec(services=tuple(services), buckets=tuple(buckets.values())).to_json()
 
     def network_spec(self) -> str:
         spec = specs.network_spec(self.campaign)

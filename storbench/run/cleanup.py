@@ -6,20 +6,22 @@ import sys
 from pathlib import Path
 
 from storbench.core.model import Campaign
+from storbench.core.specs import CleanupSpec
 from storbench.hosts import services
 from storbench.plan import specs
 from storbench.run import s3
 
 
-def cleanup(spec: dict) -> list[str]:
+def cleanup(spec: CleanupSpec | dict) -> list[str]:
     """`snakemake cleanup`: stop every service, empty and delete the S3 experiments' buckets."""
+    spec = CleanupSpec.from_dict(spec)
     done = []
-    for service in spec.get("services", []):
+    for service in spec.services:
         services.stop_services(service["hosts"], service["tool"], service["port"])
         hosts = ", ".join(h["name"] for h in service["hosts"])
         done.append(f"{service['tool']} services stopped on {hosts}")
-    if spec.get("buckets"):
-        for entry in spec["buckets"]:
+    if spec.buckets:
+        for entry in spec.buckets:
             target = entry["target"]
             removed = s3.cleanup_buckets(target["name"], target, entry["buckets"])
             for bucket in entry["buckets"]:

@@ -10,19 +10,21 @@ recipe token stops the run. Stays light: no pandas here, this is the benchmark p
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import re
 import shlex
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from storbench.config.preparation import REGION_FILE
 from storbench.core import atomic, paths
 from storbench.core.model import Host
 from storbench.core.options import normalized_options
-from storbench.core.specs import Manifest, RunSpec
+from storbench.core.specs import DatasetSpec, Manifest, RecipeSpec, RunSpec, StageSpec
 from storbench.core.units import parse_duration
 from storbench.hosts.services import on_every_host
 from storbench.hosts.transport import open_transport
@@ -60,19 +62,19 @@ def render(purpose: str, host: str, global_options: dict, sections: list[dict]) 
     )
 
 
-def region_options(recipe: dict, host_index: int, host: str) -> tuple[dict, int]:
+def region_options(recipe: RecipeSpec, host_index: int, host: str) -> tuple[dict, int]:
     """(fio options naming the host's region, the region's first byte)."""
-    target = recipe["target"]
+    target = recipe.target
     if target["type"] == "block":
-        return {"filename": target["path"]}, host_index * recipe["slice_bytes"]
+        return {"filename": target["path"]}, host_index * recipe.slice_bytes
 
     directory = preparation_tool().target_directory(target, host)
     return {"directory": directory, "filename": REGION_FILE}, 0
 
 
-def pass_sections(spec: dict, host_index: int, host: str) -> tuple[dict, list[dict]]:
+def pass_sections(spec: StageSpec, host_index: int, host: str) -> tuple[dict, list[dict]]:
     """One chunk of an overwrite pass: a slice of the pass (sequential) or random writes."""
-    recipe, p = spec["recipe"], spec["pass"]
+    recipe, p = spec.recipe, spec.pass_settings()
     region, start = region_options(recipe, host_index, host)
     done = (p["chunk"] - 1) * p["chunk_bytes"]
     size = min(p["chunk_bytes"], p["pass_bytes"] - done)
@@ -81,43 +83,40 @@ def pass_sections(spec: dict, host_index: int, host: str) -> tuple[dict, list[di
         options.update(rw="write", offset=start + done, size=size)
     else:  # random writes anywhere in the slice; each chunk a fresh seed
         options.update(
-            rw="randwrite", offset=start, size=recipe["slice_bytes"], io_size=size, randrepeat=0
+            rw="randwrite", offset=start, size=recipe.slice_bytes, io_size=size, randrepeat=0
         )
     if p["compressibility"] is not None:
         options.update(buffer_compress_percentage=p["compressibility"], refill_buffers=1)
-    global_options = {**recipe["job"], **region, "group_reporting": 1}
-    return global_options, [{"name": spec["stage"], "options": options}]
+    global_options = {**recipe.job, **region, "group_reporting": 1}
+    return global_options, [{"name": spec.stage, "options": options}]
 
 
-def round_sections(spec: dict, host_index: int, host: str) -> tuple[dict, list[dict]]:
+def round_sections(spec: StageSpec, host_index: int, host: str) -> tuple[dict, list[dict]]:
     """Every element of the round workload in turn, each its own group."""
-    recipe = spec["recipe"]
+    recipe = spec.recipe
     region, start = region_options(recipe, host_index, host)
     global_options = {
-        **recipe["job"],
+        **recipe.job,
         **region,
         "offset": start,
-        "size": recipe["slice_bytes"],
+        "size": recipe.slice_bytes,
         "group_reporting": 1,
         "time_based": 1,
     }
-    sections = [
-        {"name": element, "options": params} for element, params in recipe["rounds"]["elements"]
-    ]
+    elements = (recipe.rounds or {}).get("elements", [])
+    sections = [{"name": element, "options": params} for element, params in elements]
     return global_options, sections
 
 
-def dataset_sections(spec: dict, host: str) -> tuple[dict, list[dict]]:
+def dataset_sections(spec: DatasetSpec, host: str) -> tuple[dict, list[dict]]:
 
-    directory = preparation_tool().target_directory(spec["target"], host)
-    options = {"filename_format": f"{spec['name']}.$jobnum.$filenum", **spec["job"]}
-    if spec["method"] == "layout":
+    directory = preparation_tool().target_directory(spec.target, host)
+    options = {"filename_format": f"{spec.name}.$jobnum.$filenum", **spec.job}
+    if spec.method == "layout":
         options["create_only"] = 1
     else:
         options = {"rw": "write", "bs": "1m", "end_fsync": 1, **options}
-    return {"directory": directory, "group_reporting": 1}, [
-        {"name": spec["name"], "options": options}
-    ]
+    return {"directory": directory, "group_reporting": 1}, [{"name": spec.name, "options": options}]
 
 
 # --- running a prepared job on the hosts ---------------------------------------------------------
@@ -126,8 +125,8 @@ def dataset_sections(spec: dict, host: str) -> tuple[dict, list[dict]]:
 def run_jobs(
     kind_dir: Path,
     name: str,
-    spec_like: dict,
-    hosts: list[dict],
+    spec_like: DatasetSpec | RecipeSpec,
+    hosts: Sequence[dict],
     sections_of,
     *,
     timeout_s: float,
@@ -141,14 +140,14 @@ def run_jobs(
         global_options, sections = sections_of(index, host["name"])
         path = jobs_dir / f"{host['name']}{preparation_tool().job_suffix}"
         atomic.write_text(
-            path, render(f"{spec_like['name']} {name}", host["name"], global_options, sections)
+            path, render(f"{spec_like.name} {name}", host["name"], global_options, sections)
         )
         host_jobs[host["name"]] = str(path)
     run_spec = RunSpec(
-        experiment=f"targets-{spec_like['target']['name']}-{spec_like['name']}",
+        experiment=f"targets-{spec_like.target['name']}-{spec_like.name}",
         run_id=name,
         tool=preparation_tool().name,
-        target=spec_like["target"],
+        target=spec_like.target,
         params=params,
         hosts=tuple(hosts),
         timeout_s=timeout_s,
@@ -183,8 +182,8 @@ def element_metrics(rows: list[dict]) -> dict[str, dict]:
     return metrics
 
 
-def chunk_timeout(spec: dict, bytes_per_host: int) -> float:
-    configured = spec["recipe"].get("timeout_s")
+def chunk_timeout(spec: StageSpec, bytes_per_host: int) -> float:
+    configured = spec.recipe.timeout_s
     if configured:
         return configured
     return 24 * 3600.0 + bytes_per_host / (1 << 20)  # a day, plus a second per MiB beyond it
@@ -198,12 +197,12 @@ def seconds_of(value) -> float:
     return parse_duration(value) if value is not None else 0.0
 
 
-def purge(recipe: dict, command: str, raw_dir: Path) -> dict:
+def purge(recipe: RecipeSpec, command: str, raw_dir: Path) -> dict:
     """The purge command on every host at once; any failure fails the stage."""
     raw_dir.mkdir(parents=True, exist_ok=True)
     codes = _on_hosts(
-        recipe["hosts"],
-        lambda host: _command(host, command, raw_dir, "purge", recipe.get("timeout_s") or 3600.0),
+        recipe.hosts,
+        lambda host: _command(host, command, raw_dir, "purge", recipe.timeout_s or 3600.0),
     )
     failed = {name: code for name, code in codes.items() if code != 0}
     if failed:
@@ -225,7 +224,7 @@ def _command(host: dict, command: str, raw_dir: Path, label: str, timeout_s: flo
         )
 
 
-def _on_hosts(hosts: list[dict], action) -> dict:
+def _on_hosts(hosts: Sequence[dict], action) -> dict:
 
     try:
         return on_every_host(hosts, action, "preparation")
@@ -236,29 +235,30 @@ def _on_hosts(hosts: list[dict], action) -> dict:
 # --- the prepared state ----------------------------------------------------------------------
 
 
-def flush(recipe: dict, output: str) -> dict:
+def flush(recipe: RecipeSpec | dict, output: str) -> dict:
     """Wait for the write cache: a fixed wait, or the command polled until it reports done."""
-    spec = recipe["flush"]
+    recipe = RecipeSpec.from_dict(recipe)
+    spec = recipe.flush
     started, clock = now_text(), time.monotonic()
     result = {
         "kind": "flush",
         "stage": "flush",
-        "target": recipe["target"]["name"],
-        "recipe": recipe["name"],
+        "target": recipe.target["name"],
+        "recipe": recipe.name,
         "flush": {"method": spec["method"]},
     }
     if spec["method"] == "wait":
         time.sleep(spec["wait_s"])
         result["flush"]["waited_s"] = spec["wait_s"]
     else:
-        result["flush"].update(_poll_flush(recipe, spec, Path(recipe["dir"]) / "raw" / "flush"))
+        result["flush"].update(_poll_flush(recipe, spec, Path(recipe.dir) / "raw" / "flush"))
     result.update(started=started, finished=now_text(), duration_s=elapsed_s(clock))
     atomic.write_json(output, result)
     return result
 
 
-def _poll_flush(recipe: dict, spec: dict, raw_dir: Path) -> dict:
-    host = next(h for h in recipe["hosts"] if h["name"] == spec["host"])
+def _poll_flush(recipe: RecipeSpec, spec: dict, raw_dir: Path) -> dict:
+    host = next(h for h in recipe.hosts if h["name"] == spec["host"])
     raw_dir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + spec["timeout_s"]
     polls = 0
@@ -287,25 +287,25 @@ def _poll_flush(recipe: dict, spec: dict, raw_dir: Path) -> dict:
 # --- state tokens ----------------------------------------------------------------------------
 
 
-def write_tokens(spec: dict, extra: dict | None = None) -> None:
+def write_tokens(spec: DatasetSpec | RecipeSpec, extra: dict | None = None) -> None:
     """A small JSON file per host recording what was prepared there (kind, name, spec digest)."""
     token = {
-        "kind": spec["kind"],
-        "name": spec["name"],
-        "target": spec["target"]["name"],
-        "sha256": spec["sha256"],
+        "kind": spec.kind,
+        "name": spec.name,
+        "target": spec.target["name"],
+        "sha256": spec.sha256,
         "prepared_at": now_text(),
         **(extra or {}),
     }
     text = json.dumps(token, sort_keys=True) + "\n"
 
     def write(host: dict) -> None:
-        path = spec["tokens"][host["name"]]
+        path = spec.tokens[host["name"]]
         with open_transport(_host_spec(host)) as transport:
             transport.mkdirs(path.rsplit("/", 1)[0])
             transport.put_text(text, path)
 
-    _on_hosts(spec["hosts"], write)
+    _on_hosts(spec.hosts, write)
 
 
 def read_tokens(host: dict, paths: list[str | None]) -> list[dict | None]:
@@ -326,27 +326,30 @@ def read_tokens(host: dict, paths: list[str | None]) -> list[dict | None]:
     return tokens
 
 
-def prepare_dataset(spec: dict, marker_path: str | None, hosts: list[dict] | None = None) -> dict:
+def prepare_dataset(
+    spec: DatasetSpec | dict, marker_path: str | None, hosts: list[dict] | None = None
+) -> dict:
     """Lay out (or write) the dataset's files on the hosts, then their tokens and the marker."""
-    hosts = hosts or spec["hosts"]
+    spec = DatasetSpec.from_dict(spec)
+    hosts = list(hosts or spec.hosts)
     started, clock = now_text(), time.monotonic()
     manifest, raw_dir = run_jobs(
-        Path(spec["raw_dir"]),
+        Path(spec.raw_dir),
         "prepare",
         spec,
         hosts,
         lambda index, host: dataset_sections(spec, host),
-        timeout_s=spec["timeout_s"],
+        timeout_s=spec.timeout_s,
         params={},
     )
-    metrics = element_metrics(parse_rows(manifest, raw_dir)).get(spec["name"], {})
-    write_tokens({**spec, "hosts": hosts})
+    metrics = element_metrics(parse_rows(manifest, raw_dir)).get(spec.name, {})
+    write_tokens(dataclasses.replace(spec, hosts=tuple(hosts)))
     marker = {
-        "target": spec["target"]["name"],
-        "dataset": spec["name"],
-        "method": spec["method"],
+        "target": spec.target["name"],
+        "dataset": spec.name,
+        "method": spec.method,
         "hosts": [h["name"] for h in hosts],
-        "sha256": spec["sha256"],
+        "sha256": spec.sha256,
         "bytes_written": metrics.get("bytes", 0),
         "attempt": manifest.attempt,
         "started": started,

@@ -40,7 +40,7 @@ def describe_dataset(dataset) -> list[str]:
     lines = [
         f"== dataset {dataset.name} on target {dataset.target_name} ({dataset.method}), "
         f"hosts {', '.join(h['name'] for h in dataset.hosts)}",
-        f"   state token on each host: {spec['tokens'][host]}",
+        f"   state token on each host: {spec.tokens[host]}",
     ]
     text = prepare.render("dataset", host, *prepare.dataset_sections(spec, host))
     return lines + _job_listing({host: text}, ".fio")

@@ -18,6 +18,7 @@ from storbench.analysis import search as search_probe
 from storbench.config import campaign as config
 from storbench.config import search as search_settings
 from storbench.core.results import ALL_HOSTS
+from storbench.core.specs import ProbeSpec
 from storbench.plan import search, slo_search
 from tests.workflow.test_workflow import snakemake
 
@@ -107,8 +108,11 @@ def test_schema_rejects_an_unknown_latency(tmp_path):
     assert any("latency" in problem for problem in problems_of(raw))
 
 
-def spec_for(hosts: int, numjobs: int) -> dict:
-    return {
+def spec_for(hosts: int, numjobs: int) -> ProbeSpec:
+    return ProbeSpec.from_dict({
+        "experiment": "slo",
+        "target": {"name": "t", "type": "directory", "path": "/tmp"},
+        "timeout_s": 60,
         "tool": "fio",
         "params": {"rw": "randread", "numjobs": numjobs, "runtime": "2s"},
         "hosts": [{"name": f"h{i}"} for i in range(hosts)],
@@ -117,7 +121,7 @@ def spec_for(hosts: int, numjobs: int) -> dict:
                           "tolerance": 0.02, "min_achieved": 0.99},
             "max_iodepth": 8, "max_probes": 4, "iterations": 3,
         },
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def test_open_probe_splits_the_rate_over_hosts_and_jobs():

@@ -107,7 +107,7 @@ def test_pass_sizes_are_whole_blocks_and_chunks_cover_the_pass():
 def test_stage_spec_of_the_last_chunk():
     afa = campaign_of(full_recipe).recipes["afa"]
     last = next(s for s in afa.stages() if s.stage_id == "p2-precondition-r2-c4")
-    spec = prepare_plan.stage_spec(afa, last)
+    spec = prepare_plan.stage_spec(afa, last).to_dict()
     assert spec["stage"] == "p2-precondition-r2-c4"
     assert spec["index"] == 1 + 8 + 8
     assert spec["pass"] == {
@@ -124,7 +124,7 @@ def test_stage_spec_of_the_last_chunk():
         "pass_bytes": 57016320,
         "chunk_bytes": 16 * MIB,
     }
-    purge = prepare_plan.stage_spec(afa, afa.stages()[0])
+    purge = prepare_plan.stage_spec(afa, afa.stages()[0]).to_dict()
     assert purge["command"] == "blkdiscard /dev/nvme0n1"
 
 
@@ -160,7 +160,7 @@ def test_rounds_elements_and_steady_state_settings():
         }  # fmt: skip
 
     afa = campaign_of(rounds).recipes["afa"]
-    spec = prepare_plan.recipe_spec(afa)["rounds"]
+    spec = prepare_plan.recipe_spec(afa).to_dict()["rounds"]
     assert [element for element, _ in spec["elements"]] == [
         "randrw_bs1m_qd16_mix100",
         "randrw_bs4k_qd16_mix100",
@@ -202,7 +202,7 @@ def test_capacity_is_split_evenly_across_hosts_in_whole_mib():
     assert afa.slice_bytes == 33 * MIB  # 100 MiB / 3 = 33.3 MiB, down to whole MiB
     # floor(0.85 * 33 MiB / 128 KiB) = floor(224.4) blocks
     assert afa.pass_bytes(afa.passes[0]) == 224 * 131072 == 29360128
-    spec = prepare_plan.recipe_spec(afa)
+    spec = prepare_plan.recipe_spec(afa).to_dict()
     assert (spec["capacity"], spec["slice_bytes"]) == (100 * MIB, 33 * MIB)
 
 
@@ -536,10 +536,10 @@ def test_an_unused_recipe_is_reported_next_to_other_problems():
 
 def test_tokens_live_in_the_hosts_directory_of_a_directory_target():
     campaign = campaign_of()
-    assert prepare_plan.recipe_spec(campaign.recipes["afa"])["tokens"] == {
+    assert prepare_plan.recipe_spec(campaign.recipes["afa"]).to_dict()["tokens"] == {
         "localhost": "/var/tmp/sb/localhost/.storbench/precondition-afa.json"
     }
-    assert prepare_plan.dataset_spec(campaign.datasets["d"])["tokens"] == {
+    assert prepare_plan.dataset_spec(campaign.datasets["d"]).to_dict()["tokens"] == {
         "localhost": "/var/tmp/sb/localhost/.storbench/dataset-d.json"
     }
     shared = {"name": "scratch", "type": "directory", "path": "/mnt/nfs/", "per_host_subdir": False}
@@ -551,7 +551,7 @@ def test_tokens_live_in_the_hosts_directory_of_a_directory_target():
 
 def test_tokens_of_a_device_live_in_the_hosts_workdir():
     campaign = campaign_of(multi_host)
-    assert prepare_plan.recipe_spec(campaign.recipes["afa"])["tokens"] == {
+    assert prepare_plan.recipe_spec(campaign.recipes["afa"]).to_dict()["tokens"] == {
         f"client{i}": "/tmp/storbench/state/dev/precondition-afa.json" for i in (1, 2, 3)
     }
     device = {"name": "dev", "type": "block", "path": "/dev/nvme0n1"}
