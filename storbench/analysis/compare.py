@@ -286,18 +286,19 @@ def welch_change(a_values, b_values, confidence: float = CONFIDENCE) -> dict:
     """
     a = [float(v) for v in a_values if not is_missing(v)]
     b = [float(v) for v in b_values if not is_missing(v)]
-    result = {
+    mean_a = statistics.fmean(a) if a else math.nan
+    mean_b = statistics.fmean(b) if b else math.nan
+    result: dict = {
         "n_a": len(a),
         "n_b": len(b),
-        "mean_a": statistics.fmean(a) if a else math.nan,
-        "mean_b": statistics.fmean(b) if b else math.nan,
+        "mean_a": mean_a,
+        "mean_b": mean_b,
         "change_pct": math.nan,
         "ci_low_pct": math.nan,
         "ci_high_pct": math.nan,
         "df": math.nan,
         "significant": None,
     }
-    mean_a, mean_b = result["mean_a"], result["mean_b"]
     if not (a and b and mean_a > 0):
         return result
     result["change_pct"] = 100 * (mean_b - mean_a) / mean_a

@@ -157,8 +157,9 @@ def analyze_event(
         )
     points = check_series(series)
     start = event.at_s - baseline_s
-    before = [v for t, v in points if start + _TOLERANCE < t <= event.at_s + _TOLERANCE]
-    before = [v for v in before if v is not None]
+    before = [
+        v for t, v in points if start + _TOLERANCE < t <= event.at_s + _TOLERANCE and v is not None
+    ]
     if not before:
         raise ValueError(
             f"event {event.name!r}: no values in its baseline window "
@@ -168,7 +169,7 @@ def analyze_event(
     end = points[-1][0] if end_s is None else end_s
     first = next((i for i, (t, _) in enumerate(points) if t > event.at_s + _TOLERANCE), None)
     window = [] if first is None else [p for p in points[first:] if p[0] <= end + _TOLERANCE]
-    starts = [max(event.at_s, points[first + i - 1][0]) for i in range(len(window))]
+    starts = [max(event.at_s, points[(first or 0) + i - 1][0]) for i in range(len(window))]
     in_band = [_within(v, baseline, band, higher_is_better, two_sided) for _, v in window]
     dip_t, dip = _worst(window, higher_is_better)
     recovered_at = _recovered_at(in_band, starts, hold_intervals)
@@ -320,8 +321,7 @@ def optional_float(value) -> float | None:
 
 
 def _bin_width(rows: list[dict]) -> float:
-    intervals = [optional_float(row.get("interval_s")) for row in rows]
-    intervals = [interval for interval in intervals if interval]
+    intervals = [interval for row in rows if (interval := optional_float(row.get("interval_s")))]
     if not intervals:  # no interval column: the spacing of the distinct interval ends
         ends = sorted({row["t_s"] for row in rows})
         intervals = [later - earlier for earlier, later in itertools.pairwise(ends)] or ends

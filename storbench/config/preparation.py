@@ -192,8 +192,8 @@ def _hosts(key: str, spec: dict, users: list[str], raw: dict, host_groups: dict,
     if groups is None:
         groups = []
         for experiment in users:
-            hosts = raw["experiments"][experiment]["hosts"]
-            groups += [hosts] if isinstance(hosts, str) else list(hosts)
+            named = raw["experiments"][experiment]["hosts"]
+            groups += [named] if isinstance(named, str) else list(named)
     elif isinstance(groups, str):
         groups = [groups]
     hosts: dict[str, dict] = {}
@@ -236,7 +236,7 @@ def _dataset(name, spec, raw, host_groups, problems) -> Dataset | None:
     timeout = _duration(f"{key}.timeout", spec.get("timeout"), problems)
     if timeout is None:
         timeout = DEFAULT_CHUNK_TIMEOUT_S
-    if len(problems) > before:
+    if len(problems) > before or target is None:
         return None
     return Dataset(name, spec["target"], target, hosts, spec.get("method", "layout"), job, timeout)
 
@@ -319,7 +319,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         ):
             problems.append(f"{key}.passes: pass {pass_.name!r} is smaller than one block")
     timeout = _duration(f"{key}.timeout", spec["timeout"], problems) if "timeout" in spec else None
-    if len(problems) > before:
+    if len(problems) > before or target is None or capacity is None or interval is None:
         return None
     return Recipe(
         name=name,
@@ -379,7 +379,7 @@ def _rounds(key: str, spec: dict, problems: list[str]) -> Rounds | None:
 
 
 def _flush(key: str, spec: dict, hosts, problems: list[str]) -> dict:
-    flush = {"method": "wait" if "wait" in spec else "command"}
+    flush: dict = {"method": "wait" if "wait" in spec else "command"}
     if "wait" in spec:
         flush["wait_s"] = _duration(f"{key}.wait", spec["wait"], problems)
         return flush

@@ -112,7 +112,7 @@ def stage_spec(recipe: Recipe, stage: Stage) -> StageSpec:
     }
     if stage.kind == "purge":
         spec["command"] = recipe.purge
-    if stage.kind == "pass":
+    if stage.kind == "pass" and stage.pass_ is not None:
         p = stage.pass_
         spec["pass"] = {
             "name": p.name,

@@ -105,14 +105,30 @@ class Probe:
             raise ValueError(
                 f"Probe.iodepth: a closed-loop probe needs one >= 1, not {self.iodepth!r}"
             )
-        if self.phase != CLOSED and not (
-            finite_number(self.offered_iops) and self.offered_iops > 0
+        if self.phase != CLOSED and (
+            self.offered_iops is None
+            or not finite_number(self.offered_iops)
+            or self.offered_iops <= 0
         ):
             raise ValueError(
                 f"Probe.offered_iops: an open-loop probe needs one > 0, not {self.offered_iops!r}"
             )
         if not finite_number(self.achieved_iops) or self.achieved_iops < 0:
             raise ValueError(f"Probe.achieved_iops: must be >= 0, not {self.achieved_iops!r}")
+
+    @property
+    def rate(self) -> float:
+        """The offered rate of an open-loop probe (checked at construction)."""
+        if self.offered_iops is None:
+            raise ValueError(f"a {self.phase} probe has no offered rate")
+        return self.offered_iops
+
+    @property
+    def depth(self) -> int:
+        """The iodepth of a closed-loop probe (checked at construction)."""
+        if self.iodepth is None:
+            raise ValueError(f"a {self.phase} probe has no iodepth")
+        return self.iodepth
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Probe:
@@ -165,9 +181,9 @@ def meets(probe: Probe, objective: Objective) -> bool:
         return False
     if probe.phase == CLOSED:
         return True
-    required = objective.min_achieved * probe.offered_iops
+    required = objective.min_achieved * probe.rate
     if probe.duration_s:
-        required -= POISSON_SIGMAS * math.sqrt(probe.offered_iops / probe.duration_s)
+        required -= POISSON_SIGMAS * math.sqrt(probe.rate / probe.duration_s)
     return probe.achieved_iops >= required
 
 
@@ -181,7 +197,7 @@ def knee(closed: Sequence[Probe], objective: Objective) -> dict:
     """
     by_depth = _closed_by_depth(closed)
     depths = sorted(by_depth)
-    summary = {
+    summary: dict = {
         "peak_iops": 0.0,
         "peak_qd": None,
         "knee_qd": None,
@@ -323,11 +339,11 @@ def _search(
     same = objective.tolerance * _SAME_RATE
     loop_probes = [probe for probe in history if probe.phase != CLOSED]
     open_used = sum(probe.phase == OPEN for probe in loop_probes)
-    failed = [probe.offered_iops for probe in loop_probes if not meets(probe, objective)]
+    failed = [probe.rate for probe in loop_probes if not meets(probe, objective)]
     hi = min([*failed, CEILING * peak])
     hi_tested = bool(failed) and min(failed) <= CEILING * peak
     below_hi = hi * (1 - same)
-    met = [p.offered_iops for p in loop_probes if meets(p, objective) and p.offered_iops < below_hi]
+    met = [p.rate for p in loop_probes if meets(p, objective) and p.rate < below_hi]
     hint = _step_down(closed["best_within_limit_iops"], rate_step)
     lo = max(met) if met else (hint if hint < below_hi else 0.0)
     state = {"lo": lo, "hi": hi, "hi_tested": hi_tested}
@@ -356,7 +372,7 @@ def _search(
         return _State(Decision(OPEN, None, middle, reason), **state)
 
     confirmed = sum(
-        probe.phase == CONFIRM and math.isclose(probe.offered_iops, lo, rel_tol=same)
+        probe.phase == CONFIRM and math.isclose(probe.rate, lo, rel_tol=same)
         for probe in loop_probes
     )
     state["confirmed"] = confirmed
@@ -388,7 +404,7 @@ def _closed_by_depth(probes: Sequence[Probe]) -> dict[int, Probe]:
     by_depth: dict[int, Probe] = {}
     for probe in probes:
         if probe.phase == CLOSED:
-            by_depth.setdefault(probe.iodepth, probe)
+            by_depth.setdefault(probe.depth, probe)
     return by_depth
 
 

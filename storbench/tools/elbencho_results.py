@@ -30,6 +30,7 @@ import dataclasses
 import datetime
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -348,7 +349,7 @@ _US_PER_UNIT = {"us": 1, "ms": 1000, "s": 1000_000}
 def read_text(path: Path) -> list[Phase]:
     """Phases of a result text file (or elbencho's console output)."""
     phases: list[Phase] = []
-    header = {"label": None, "start": None, "command": None}
+    header: dict[str, str | None] = {"label": None, "start": None, "command": None}
     phase = None
     entry_type = None
     saw_table = False
@@ -379,7 +380,9 @@ def read_text(path: Path) -> list[Phase]:
             phase = Phase(
                 name=match["phase"],
                 source=str(path),
-                **header,
+                label=header["label"],
+                start=header["start"],
+                command=header["command"],
                 **settings_from_command(header["command"]),
             )
             entry_type = None
@@ -440,7 +443,9 @@ def _text_value(phase: Phase, label: str, value: str, entry_type):
     return entry_type
 
 
-_COMMAND_SETTINGS = {  # option in the recorded command line -> (Phase field, parser)
+_COMMAND_SETTINGS: dict[
+    str, tuple[str, Callable[[str], int]]
+] = {  # option -> (Phase field, parser)
     "-t": ("threads", int),
     "--threads": ("threads", int),
     "-b": ("block_size", parse_size),
@@ -776,7 +781,7 @@ def parse_run(manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         rows = phase_rows(
             phases,
             host=ALL_HOSTS if service_mode else host,
-            run_id=manifest.run_id or base.get("run_id"),
+            run_id=manifest.run_id,
             params=params,
             base=base,
             version=version_from_text(version_text),
@@ -809,7 +814,7 @@ def parse_run_timeseries(manifest: Manifest, raw_dir: Path, base: dict) -> list[
                 read_live_csv(live),
                 host=host,
                 services=services,
-                run_id=manifest.run_id or base.get("run_id"),
+                run_id=manifest.run_id,
                 base=base,
                 source=str(live),
             )

@@ -117,7 +117,7 @@ class FlatRun:
 
     name: str
     intervals: list[dict] = field(default_factory=list)
-    average: dict | None = None
+    average: dict = field(default_factory=dict)  # the avg_ row; a completed run has one
 
 
 @dataclass(frozen=True)
@@ -411,7 +411,10 @@ def _interval_seconds(rows: list[dict]) -> float | None:
 
 
 def averaged_intervals(average: dict) -> int:
-    first, last = map(int, _AVERAGE.match(average["Interval"]).groups())
+    match = _AVERAGE.match(average["Interval"])
+    if match is None:
+        raise ToolOutputError(f"not a vdbench avg_ row: Interval {average['Interval']!r}")
+    first, last = map(int, match.groups())
     return max(0, last - first + 1)
 
 

@@ -449,7 +449,7 @@ def test_keys_never_appear_in_any_process_listing(tmp_path, monkeypatch, probe_h
     for path in kept:
         text = path.read_bytes().decode(errors="replace")
         assert access not in text and secret not in text, path
-    assert secret not in json.dumps(manifest)
+    assert secret not in manifest.to_json()
 
 
 # -- transports: a killed storbench leaves no tool behind ------------------------------------

@@ -200,7 +200,7 @@ def test_keys_reach_the_tool_environment_and_filled_job_but_no_file_we_keep(tmp_
     manifest = runner.run_iteration(RunSpec.from_dict(spec), 1, str(job), str(manifest_path))
     output = (manifest_path.parent / "a1" / "localhost.out").read_text()
     assert output == "AKPROBE|SKPROBE|key=SKPROBE\n"
-    assert "SKPROBE" not in json.dumps(manifest)
+    assert "SKPROBE" not in manifest.to_json()
     assert not list((tmp_path / "w").rglob("*.private")) and not list(
         (tmp_path / "w").rglob("*.env")
     )
