@@ -19,6 +19,7 @@ def render_job(spec: RenderSpec | dict) -> str:
     if spec.job_file:
         return Path(spec.job_file).read_text()
     import jinja2  # lazy: loads jinja2
+    from jinja2.exceptions import SecurityError
 
     tool = get_tool(spec.tool)
     template_path = Path(spec.template) if spec.template else TEMPLATES_DIR / tool.default_template
@@ -28,15 +29,25 @@ def render_job(spec: RenderSpec | dict) -> str:
         return template.render(**tool.template_context(spec.mapping()))
     except jinja2.UndefinedError as error:
         raise RenderError(f"template {template_path}: {error.message}") from error
+    except SecurityError as error:
+        raise RenderError(
+            f"template {template_path}: refused by the template sandbox: {error}"
+        ) from None
     except jinja2.TemplateSyntaxError as error:
         raise RenderError(f"template {template_path}:{error.lineno}: {error.message}") from error
 
 
 def job_template(path: Path):
-    """A job-file template: unknown variables are errors, text is not HTML-escaped."""
-    import jinja2  # lazy: loads jinja2
+    """A job-file template: unknown variables are errors, text is not HTML-escaped.
 
-    environment = jinja2.Environment(
+    Sandboxed: a template (a user's own, or one from a colleague's config) can read the
+    values it is given but not reach Python (``cycler.__init__.__globals__.os`` and the like
+    raise SecurityError), so rendering, and ``snakemake plan``, runs nothing.
+    """
+    import jinja2  # lazy: loads jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    environment = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(path.parent)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
