@@ -65,20 +65,50 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def load_yaml(path: str | os.PathLike) -> dict:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.load(handle, Loader=_UniqueKeyLoader)
+        with open(path, "rb") as handle:
+            raw_bytes = handle.read()
     except OSError as error:
         raise ConfigError([f"cannot read: {error.strerror}"], source=str(path)) from error
+    try:
+        text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError([f"not UTF-8 text: {error}"], source=str(path)) from error
+        line = raw_bytes[: error.start].count(b"\n") + 1
+        raise ConfigError(
+            [f"line {line}: not UTF-8 text (byte {raw_bytes[error.start]:#04x})"], source=str(path)
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise ConfigError(
+            ["nested too deeply to be a campaign config (YAML parser recursion limit)"],
+            source=str(path),
+        ) from None
     if data is None:
         raise ConfigError(["the file is empty (expected hosts, targets, experiments)"], str(path))
     if not isinstance(data, dict):
         kind = type(data).__name__
         raise ConfigError([f"the top level must be a mapping, not a {kind}"], source=str(path))
+    if YTE_KEY in data:
+        raise ConfigError([yte_problem(text)], source=str(path))
     return data
+
+
+YTE_KEY = "__use_yte__"
+
+
+def yte_problem(text: str) -> str:
+    """Why a config that asks for YTE is refused, naming the key's line."""
+    line = next((n for n, row in enumerate(text.splitlines(), 1) if row.startswith(YTE_KEY)), None)
+    where = f"line {line}: " if line else ""
+    return (
+        f"{where}{YTE_KEY}: this file asks Snakemake to evaluate it as a YTE template, which"
+        " runs the Python expressions in it while Snakemake loads the file, before storbench"
+        " sees it (under `snakemake` they have run already, even with -n). storbench refuses"
+        " such configs: vet a config from someone else with `storbench check` first (it never"
+        " evaluates them) and write plain YAML"
+    )
 
 
 def load_campaign_file(path: str | os.PathLike) -> Campaign:

@@ -88,8 +88,20 @@ def test_corpus_file_is_refused_naming_file_and_key(path, tmp_path, monkeypatch,
         (b"hosts: {caf\xe9: {transport: local}}\n", "not UTF-8 text"),
         (b"\xef\xbb\xbfhosts: [\n", "not valid YAML"),  # a BOM, then YAML that is cut short
         (b"!!python/object/apply:os.system ['touch pwned']\n", "not valid YAML"),
+        (b"# ok\nhosts:\n  x: {a: caf\xe9}\n", "line 3: not UTF-8 text (byte 0xe9)"),
+        (b"hosts: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
+        (b"hosts:\n" + b"".join(b"  " * i + b"k:\n" for i in range(1, 3000)), "nested too deeply"),
     ],
-    ids=["empty", "blank", "latin-1", "bom-truncated", "python-tag"],
+    ids=[
+        "empty",
+        "blank",
+        "latin-1",
+        "bom-truncated",
+        "python-tag",
+        "latin-1-line",
+        "deep-flow",
+        "deep-block",
+    ],
 )
 def test_unreadable_file_is_refused_naming_it(content, expected, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -154,6 +166,18 @@ def test_snakemake_stops_before_any_job(name, tmp_path):
         assert all(expected in output for expected in expectations(path, "expect")), output
     assert not (tmp_path / "results").exists() and not (tmp_path / "reports").exists()
     assert all(not (tmp_path / canary).exists() for canary in expectations(path, "canary"))
+
+
+def test_snakemake_evaluates_yte_first_then_storbench_stops(tmp_path):
+    """What storbench cannot prevent (Snakemake ran the expression), and what it does."""
+    path = Path(__file__).parents[1] / "bad_inputs" / "yte-expressions.yaml"
+    result = snakemake_with(path, tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "__use_yte__: this file asks Snakemake to evaluate it as a YTE template" in output
+    assert "vet a config from someone else with `storbench check` first" in output
+    assert (tmp_path / "yte-ran").exists()  # Snakemake's YTE loader ran it, before storbench
+    assert not (tmp_path / "results").exists() and not (tmp_path / "reports").exists()
 
 
 def test_snakemake_refuses_duplicate_keys(tmp_path):
