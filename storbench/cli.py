@@ -17,8 +17,12 @@ from storbench.core.specs import Manifest, ProbeSpec, RunSpec
 def _check(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.config import campaign as config
+    from storbench.plan import checks
 
     campaign = config.load_campaign_file(args.config)
+    problems = checks.adapter_problems(campaign)
+    if problems:
+        raise config.ConfigError(problems, source=str(args.config))
     for name, experiment in campaign.experiments.items():
         runs = campaign.experiment_runs(name)
         hosts = [h["name"] for h in campaign.hosts_of(name)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,11 +19,17 @@ import yaml
 from storbench.config import datapath, fault_config, schedule, search
 from storbench.config import preparation as prepare_plan
 from storbench.config import runs as config_runs
-from storbench.config.sweep import PlanError
+from storbench.config.sweep import MAX_RUNS, PlanError
 from storbench.config.values import positive_duration
 from storbench.core import hostfacts, paths, units
 from storbench.core.model import DEFAULT_REPORT_NAME, Campaign, Experiment
-from storbench.core.options import DURATION_OPTIONS, PERCENT_SIZE_OPTIONS, SIZE_OPTIONS
+from storbench.core.options import (
+    COUNT_OPTIONS,
+    DURATION_OPTIONS,
+    PERCENT_SIZE_OPTIONS,
+    SIZE_OPTIONS,
+)
+from storbench.core.schema_names import ALL_HOSTS, CONTROLLER
 from storbench.tools import get_tool, known_tools, preparation_tool
 from storbench.tools.base import job_file_text
 
@@ -127,7 +134,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     problems = schema_problems(raw)
     if problems:
         raise ConfigError(problems, source)
-    problems = _control_character_problems(raw) + _job_file_problems(raw)
+    problems = _control_character_problems(raw) + _name_problems(raw) + _job_file_problems(raw)
     host_groups = {
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
@@ -173,6 +180,13 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             problems.append(f"experiments.{name}.sweep: {error}")
             continue
         planned[name] = tuple(runs)
+        unsafe = [run for run in runs if not paths.SAFE_COMPONENT.fullmatch(run.run_id)]
+        if unsafe and len(unsafe[0].run_id) <= MAX_RUN_ID_CHARS:
+            problems.append(
+                f"experiments.{name}.sweep: run id {unsafe[0].run_id!r} (from"
+                f" {unsafe[0].point}) cannot name a folder: {paths.COMPONENT_RULE}; change the"
+                " swept value"
+            )
         long_ids = [run.run_id for run in runs if len(run.run_id) > MAX_RUN_ID_CHARS]
         if long_ids:
             problems.append(
@@ -180,12 +194,51 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
                 f"characters (more than MAX_RUN_ID_CHARS = {MAX_RUN_ID_CHARS}, for file names); "
                 "shorten the swept values"
             )
+    total = sum(len(runs) for runs in planned.values())
+    if total > MAX_RUNS:
+        problems.append(
+            f"experiments: {total:,} runs, more than a campaign may plan (MAX_RUNS ="
+            f" {MAX_RUNS:,}); split the experiments into several campaigns"
+        )
     if problems:
         raise ConfigError(problems, source)
     return dataclasses.replace(campaign, runs=planned)
 
 
 RESERVED_REPORT_FOLDERS = frozenset({"compare", "targets", "network"})
+# results/<experiment>/ sits beside these folders, and `snakemake <name>` names these rules
+RESERVED_EXPERIMENT_NAMES = frozenset(
+    {"telemetry", "network", "logs", "targets", "services", "compare"}
+    | {"all", "plan", "cleanup", "results", "reports"}
+)
+# host 'all' is the aggregate row, 'controller' the service-mode controller's output, and
+# results/telemetry/logs/ holds the telemetry logs
+RESERVED_HOST_NAMES = frozenset({ALL_HOSTS, CONTROLLER, "logs"})
+NAMED_SECTIONS = ("hosts", "targets", "datasets", "preconditioning", "experiments")
+
+
+def _name_problems(raw: dict) -> list[str]:
+    """Names that become folder and file names: one safe path component each, not reserved."""
+    problems = []
+    for section in NAMED_SECTIONS:
+        for name in raw.get(section) or {}:
+            try:
+                paths.component(name, "the name")
+            except paths.PathComponentError as error:
+                problems.append(f"{section}.{name!r}: {error}")
+                continue
+            if section == "experiments" and name in RESERVED_EXPERIMENT_NAMES:
+                problems.append(
+                    f"experiments.{name}: {name!r} is storbench's own (a folder of results/ or a"
+                    f" rule); reserved: {', '.join(sorted(RESERVED_EXPERIMENT_NAMES))}"
+                )
+    for index, comparison in enumerate(raw.get("compare") or []):
+        if isinstance(comparison, dict) and "name" in comparison:
+            try:
+                paths.component(comparison["name"], "the name")
+            except paths.PathComponentError as error:
+                problems.append(f"compare[{index}].name: {error}")
+    return problems
 
 
 def _report_problems(raw: dict) -> list[str]:
@@ -309,7 +362,28 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
                 spec[option] = os.path.expanduser(group[option])
         spec["connect_timeout"] = connect_timeout
         specs.append(spec)
+    identity = specs[0].get("identity") if group["transport"] == "ssh" else None
+    if identity and (problem := private_file_problem(identity)):
+        problems.append(f"{key}.identity: {problem}")
+        return []
     return specs
+
+
+def private_file_problem(path: str) -> str | None:
+    """A key file that is missing or unreadable is a problem; one others may read, a warning."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        return f"cannot read the key file {path}: {error.strerror}"
+    if not os.access(path, os.R_OK):
+        return f"cannot read the key file {path}: permission denied"
+    if mode & 0o077:
+        print(
+            f"storbench: warning: key file {path} can be read by other users (mode"
+            f" {mode & 0o777:o}); OpenSSH refuses such keys: chmod 600 {path}",
+            file=sys.stderr,
+        )
+    return None
 
 
 HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # <host>.json is a file name
@@ -340,12 +414,20 @@ def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:
     if not nodes:
         problems.append(f"{key}: {nodes_text!r} expands to no host")
         return []
-    bad = [node for node in nodes if not HOST_NAME.match(node)]
+    bad = [node for node in nodes if not HOST_NAME.fullmatch(node)]
     if bad:
         within = f" in {nodes_text!r}" if bad[0] != nodes_text else ""
         problems.append(
             f"{key}: bad host name {bad[0]!r}{within} (up to 200 letters, digits, '.', '-', "
             "'_', first not '.' or '-'; ClusterShell groups such as '@rack1' are not resolved)"
+        )
+        return []
+    reserved = [node for node in nodes if node in RESERVED_HOST_NAMES]
+    if reserved:
+        problems.append(
+            f"{key}: host name {reserved[0]!r} is storbench's own (reserved:"
+            f" {', '.join(sorted(RESERVED_HOST_NAMES))}); give the host another name and its"
+            " address in 'address'"
         )
         return []
     return nodes
@@ -759,8 +841,23 @@ def _check_option_value(
             _check_size(option, text)
         elif option in DURATION_OPTIONS:
             units.parse_duration(value)
+        elif option in COUNT_OPTIONS:
+            _check_count(option, value)
     except units.UnitError as error:
         problems.append(f"{key}: {error}")
+
+
+def _check_count(option: str, value) -> None:
+    """Queue depths and job counts: whole numbers of at least 1 (0 and -1 run nothing, or
+    everything at once)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise units.UnitError(f"{option} must be a whole number >= 1, not {value!r}")
+    try:
+        number = int(value)
+    except ValueError:
+        raise units.UnitError(f"{option} must be a whole number >= 1, not {value!r}") from None
+    if number < 1:
+        raise units.UnitError(f"{option} must be a whole number >= 1, not {value!r}")
 
 
 def _check_size(option: str, text: str) -> None:

@@ -11,6 +11,7 @@ become '-'. An experiment without any of these options has the single run id ``r
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 from storbench.core import hostfacts, units
@@ -32,6 +33,11 @@ class PlanError(ValueError):
     pass
 
 
+# Snakemake builds a DAG of several jobs per run: 10,000 runs plan in about 45 s on two cores
+# (README, make bench), so a campaign stops at twice that, before any point is expanded.
+MAX_RUNS = 20_000
+
+
 def sweep_points(sweep: dict) -> list[dict]:
     """Cross product of the lists; lists under ``zip`` are paired element-wise first."""
     zipped = sweep.get("zip") or {}
@@ -39,6 +45,12 @@ def sweep_points(sweep: dict) -> list[dict]:
     if len(set(lengths.values())) > 1:
         detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
         raise PlanError(f"zip lists must have equal lengths ({detail})")
+    count = point_count(sweep)
+    if count > MAX_RUNS:
+        raise PlanError(
+            f"{count:,} sweep points, more than a campaign may plan (MAX_RUNS = {MAX_RUNS:,});"
+            " split the sweep into several campaigns"
+        )
     axes: list[list[dict]] = []
     if zipped:
         keys = list(zipped)
@@ -54,6 +66,13 @@ def sweep_points(sweep: dict) -> list[dict]:
             point.update(part)
         points.append(point)
     return points
+
+
+def point_count(sweep: dict) -> int:
+    """How many points the sweep has, without expanding it."""
+    zipped = sweep.get("zip") or {}
+    count = len(next(iter(zipped.values()))) if zipped else 1
+    return count * math.prod(len(values) for key, values in sweep.items() if key != "zip")
 
 
 def _label(option: str, value) -> str:

@@ -29,3 +29,7 @@ def normalized_options(params: dict) -> dict[str, object]:
         else:
             options[option] = value
     return options
+
+
+# counts every tool reads the same way: a queue depth and a number of jobs (threads) per host
+COUNT_OPTIONS = frozenset({"iodepth", "numjobs"})

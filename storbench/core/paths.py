@@ -8,6 +8,7 @@ outputs with the same function the Python steps use for one concrete path.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -19,12 +20,34 @@ RESULTS = "results"
 REPORTS = "reports"
 E, R, K = "{experiment}", "{run_id}", "{iteration}"
 
+# A name from the config that becomes one folder or file name: a letter or digit first (no
+# '.', '..', hidden files or options), then letters, digits, '_', '.', '-' (no '/', no spaces)
+SAFE_COMPONENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+_WILDCARD = re.compile(r"\{[a-z_]+\}")
+COMPONENT_RULE = "a letter or digit, then letters, digits, '_', '.' or '-' (at most 200)"
+
+
+class PathComponentError(ValueError):
+    """A value that would not stay one folder or file name inside results/ or reports/."""
+
+
+def component(value: str, what: str = "name") -> str:
+    """value, when it is safe as one path component (or a Snakemake wildcard); else an error.
+
+    Every results/ and reports/ path built from config values goes through this: a value
+    with '/', '..', a newline or a leading '.' can never name a folder outside its place.
+    """
+    text = str(value)
+    if SAFE_COMPONENT.fullmatch(text) or _WILDCARD.fullmatch(text):
+        return text
+    raise PathComponentError(f"{what} {text!r} cannot name a file or folder: {COMPONENT_RULE}")
+
 
 # --- one experiment ----------------------------------------------------------------------------
 
 
 def experiment_dir(experiment: str = E) -> str:
-    return f"{RESULTS}/{experiment}"
+    return f"{RESULTS}/{component(experiment, 'experiment')}"
 
 
 def log(name: str, experiment: str = E) -> str:
@@ -38,18 +61,19 @@ def preflight(experiment: str = E) -> str:
 
 def job(experiment: str = E, run_id: str = R, suffix: str = ".{suffix}") -> str:
     """A run's job file (suffix with its dot: '.fio')."""
-    return f"{experiment_dir(experiment)}/jobs/{run_id}{suffix}"
+    return f"{experiment_dir(experiment)}/jobs/{component(run_id, 'run id')}{suffix}"
 
 
 def host_job(
     experiment: str = E, run_id: str = R, host: str = "{host}", suffix: str = ".{suffix}"
 ) -> str:
     """One host's own job file (service mode, host split, host facts)."""
-    return f"{experiment_dir(experiment)}/jobs/{run_id}/{host}{suffix}"
+    run_folder = f"{experiment_dir(experiment)}/jobs/{component(run_id, 'run id')}"
+    return f"{run_folder}/{component(host, 'host')}{suffix}"
 
 
 def iteration_dir(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
-    return f"{experiment_dir(experiment)}/raw/{run_id}/it{iteration}"
+    return f"{experiment_dir(experiment)}/raw/{component(run_id, 'run id')}/it{iteration}"
 
 
 def manifest(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
@@ -58,11 +82,14 @@ def manifest(experiment: str = E, run_id: str = R, iteration: int | str = K) -> 
 
 
 def parsed(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
-    return f"{experiment_dir(experiment)}/parsed/{run_id}/it{iteration}.parquet"
+    return (
+        f"{experiment_dir(experiment)}/parsed/{component(run_id, 'run id')}/it{iteration}.parquet"
+    )
 
 
 def parsed_timeseries(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
-    return f"{experiment_dir(experiment)}/parsed/{run_id}/it{iteration}.timeseries.parquet"
+    run_folder = f"{experiment_dir(experiment)}/parsed/{component(run_id, 'run id')}"
+    return f"{run_folder}/it{iteration}.timeseries.parquet"
 
 
 def summary(experiment: str = E) -> str:
@@ -74,7 +101,7 @@ def timeseries(experiment: str = E) -> str:
 
 
 def step_summary(experiment: str = E, step: str = "{step}") -> str:
-    return f"{experiment_dir(experiment)}/steps/{step}.parquet"
+    return f"{experiment_dir(experiment)}/steps/{component(step, 'step')}.parquet"
 
 
 def probe_marker(experiment: str = E, probe: str = "{probe}") -> str:
@@ -89,14 +116,14 @@ def search_result(experiment: str = E) -> str:
 
 
 def telemetry(host: str = "{host}") -> str:
-    return f"{RESULTS}/telemetry/{host}.json"
+    return f"{RESULTS}/telemetry/{component(host, 'host')}.json"
 
 
 SERVICES_DIR = f"{RESULTS}/services"
 
 
 def services_marker(tool: str = "{tool}") -> str:
-    return f"{SERVICES_DIR}/{tool}.json"
+    return f"{SERVICES_DIR}/{component(tool, 'tool')}.json"
 
 
 def campaign_log(name: str) -> str:
@@ -104,7 +131,7 @@ def campaign_log(name: str) -> str:
 
 
 def telemetry_log(host: str = "{host}") -> str:
-    return f"{RESULTS}/telemetry/logs/{host}.log"
+    return f"{RESULTS}/telemetry/logs/{component(host, 'host')}.log"
 
 
 def services_log(tool: str = "{tool}") -> str:
@@ -124,7 +151,7 @@ def network_log(name: str) -> str:
 
 
 def target_dir(target: str = "{target}") -> str:
-    return f"{RESULTS}/targets/{target}"
+    return f"{RESULTS}/targets/{component(target, 'target')}"
 
 
 def target_log(name: str, target: str = "{target}") -> str:
@@ -132,23 +159,23 @@ def target_log(name: str, target: str = "{target}") -> str:
 
 
 def bucket_marker(target: str = "{target}", bucket: str = "{bucket}") -> str:
-    return f"{target_dir(target)}/buckets/{bucket}.json"
+    return f"{target_dir(target)}/buckets/{component(bucket, 'bucket')}.json"
 
 
 def dataset_marker(target: str = "{target}", dataset: str = "{dataset}") -> str:
-    return f"{target_dir(target)}/datasets/{dataset}.json"
+    return f"{target_dir(target)}/datasets/{component(dataset, 'dataset')}.json"
 
 
 def dataset_raw_dir(target: str, dataset: str) -> str:
-    return f"{target_dir(target)}/datasets/{dataset}"
+    return f"{target_dir(target)}/datasets/{component(dataset, 'dataset')}"
 
 
 def recipe_dir(target: str = "{target}", recipe: str = "{recipe}") -> str:
-    return f"{target_dir(target)}/precondition/{recipe}"
+    return f"{target_dir(target)}/precondition/{component(recipe, 'recipe')}"
 
 
 def stage_marker(target: str = "{target}", recipe: str = "{recipe}", stage: str = "{stage}"):
-    return f"{recipe_dir(target, recipe)}/stages/{stage}.json"
+    return f"{recipe_dir(target, recipe)}/stages/{component(stage, 'stage')}.json"
 
 
 def prepared_marker(target: str = "{target}", recipe: str = "{recipe}") -> str:
@@ -164,7 +191,7 @@ def flushed_marker(target: str = "{target}", recipe: str = "{recipe}") -> str:
 
 def report_dir(name: str = "{report}") -> str:
     """An experiment's or the campaign's report folder (reports/<name>)."""
-    return f"{REPORTS}/{name}"
+    return f"{REPORTS}/{component(name, 'report')}"
 
 
 def report_file(file: str, name: str = "{report}") -> str:
@@ -180,8 +207,8 @@ def report_pdf(name: str = "{report}") -> str:
 
 
 def compare_dir(comparison: str = "{comparison}") -> str:
-    return f"{REPORTS}/compare/{comparison}"
+    return f"{REPORTS}/compare/{component(comparison, 'comparison')}"
 
 
 def recipe_report_dir(target: str = "{target}", recipe: str = "{recipe}") -> str:
-    return f"{REPORTS}/targets/{target}/{recipe}"
+    return f"{REPORTS}/targets/{component(target, 'target')}/{component(recipe, 'recipe')}"

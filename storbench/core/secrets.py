@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import configparser
 import os
+import sys
 from dataclasses import dataclass
 
 
@@ -51,6 +52,7 @@ def _from_file(where: str, path: str, profile: str) -> Credentials:
     parser = configparser.ConfigParser(interpolation=None)
     try:
         with open(path, encoding="utf-8") as handle:
+            _warn_if_shared(path, os.fstat(handle.fileno()).st_mode)
             parser.read_file(handle)
     except OSError as error:
         reason = error.strerror
@@ -64,6 +66,15 @@ def _from_file(where: str, path: str, profile: str) -> Credentials:
     if missing:
         raise SecretError(f"{where}: profile [{profile}] in {path} lacks {', '.join(missing)}")
     return Credentials(section["aws_access_key_id"], section["aws_secret_access_key"])
+
+
+def _warn_if_shared(path: str, mode: int) -> None:
+    if mode & 0o077:
+        print(
+            f"storbench: warning: credentials file {path} can be read by other users (mode"
+            f" {mode & 0o777:o}); chmod 600 {path}",
+            file=sys.stderr,
+        )
 
 
 def scrub(text: str, secrets) -> str:

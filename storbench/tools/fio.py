@@ -82,7 +82,11 @@ class FioAdapter(ToolAdapter):
         }
 
     def job_value_problem(self, option: str, text: str) -> str | None:
-        return value_problem(text) or super().job_value_problem(option, text)
+        return (
+            value_problem(text)
+            or placement_problem(option, text)
+            or super().job_value_problem(option, text)
+        )
 
     def target_path_problem(self, path: str) -> str | None:
         return path_problem(path)
@@ -245,6 +249,24 @@ def value_problem(text: str) -> str | None:
     for char in COMMENT_CHARACTERS:
         if char in text:
             return f"fio cuts a job-file value at {char!r} (a comment); the value cannot hold it"
+    return None
+
+
+TARGET_OPTIONS = frozenset({"directory", "opendir"})  # storbench sets them from the target
+FILE_NAME_OPTIONS = frozenset({"filename", "filename_format"})
+
+
+def placement_problem(option: str, text: str) -> str | None:
+    """Why an option would make fio read or write outside the experiment's target, or None."""
+    if option in TARGET_OPTIONS:
+        return "storbench sets it from the target; name another target for another folder"
+    if option in FILE_NAME_OPTIONS:
+        parts = re.split(r"[/:]", text)
+        if text.startswith("/") or ":/" in text or ".." in parts:
+            return (
+                "must stay inside the target's directory: a relative name without '..'"
+                " (name another target for another place)"
+            )
     return None
 
 

@@ -25,7 +25,15 @@ from tests.workflow.test_workflow import REPO, SNAKEMAKE
 
 CORPUS = sorted((Path(__file__).parents[1] / "bad_inputs").glob("*.yaml"))
 # corpus files also fed to Snakemake (each run costs a Snakemake start-up)
-SNAKEMAKE_CASES = ("tab-indentation.yaml", "alias-bomb.yaml", "host-group-upcall.yaml")
+SNAKEMAKE_CASES = (
+    "tab-indentation.yaml",
+    "alias-bomb.yaml",
+    "host-group-upcall.yaml",
+    "reserved-names.yaml",
+    "escaping-paths.yaml",
+    "dotdot-run-id.yaml",
+    "zero-counts.yaml",
+)
 WRITTEN_BYTES = 256 * 1024  # the job below writes its size once: 64 I/Os of 4 KiB
 VALID = {
     "hosts": {

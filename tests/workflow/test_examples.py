@@ -8,20 +8,37 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tests.sshd import generate_key
 from tests.workflow.test_workflow import REPO, SNAKEMAKE, planned_jobs, snakemake
 
 CONFIGS = sorted([REPO / "config/config.yaml", *(REPO / "config/examples").glob("*.yaml")])
 
 
+LAB_KEY = ".cache/lab/client_ed25519"  # the loopback example's key (`make lab` makes it)
+
+
+def with_existing_key(config: Path, tmp_path: Path) -> Path:
+    """The config, or a copy naming a key that exists (check refuses a missing identity)."""
+    text = config.read_text()
+    if LAB_KEY not in text:
+        return config
+    key = tmp_path / "client_ed25519"
+    generate_key(key)
+    copy = tmp_path / config.name
+    copy.write_text(text.replace(LAB_KEY, str(key)))
+    return copy
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
-def test_config_validates_and_plans(config):
+def test_config_validates_and_plans(config, tmp_path):
+    checked = with_existing_key(config, tmp_path)
     check = subprocess.run(
-        [sys.executable, "-m", "storbench", "check", "--config", str(config)],
+        [sys.executable, "-m", "storbench", "check", "--config", str(checked)],
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
     assert check.returncode == 0, check.stderr
     dry = subprocess.run(
-        [SNAKEMAKE, "-n", "--forceall", "--configfile", str(config)],
+        [SNAKEMAKE, "-n", "--forceall", "--configfile", str(checked)],
         cwd=REPO,
         capture_output=True,
         text=True,
