@@ -246,5 +246,7 @@ def test_check_asks_the_adapter_about_every_run(tmp_path, capsys):
     code = cli.main(["check", "--config", str(path)])
     err = capsys.readouterr().err
     assert code == 1  # ... but warp cannot run two of its runs
-    assert f"invalid {path}:\n  - experiments.w: run bs4k_op-nonsense (and 1 more runs):"
-    " warp: op 'nonsense' is not one of get, put, mixed, delete, list, stat\n" in err
+    assert (
+        f"invalid {path}:\n  - experiments.w: run bs4k_op-nonsense (and 1 more runs):"
+        " warp: op 'nonsense' is not one of get, put, mixed, delete, list, stat\n"
+    ) in err
