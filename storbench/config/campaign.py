@@ -180,6 +180,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             problems.append(f"experiments.{name}.sweep: {error}")
             continue
         planned[name] = tuple(runs)
+        problems += _command_option_problems(name, campaign.experiments[name], runs)
         unsafe = [run for run in runs if not paths.SAFE_COMPONENT.fullmatch(run.run_id)]
         if unsafe and len(unsafe[0].run_id) <= MAX_RUN_ID_CHARS:
             problems.append(
@@ -573,7 +574,25 @@ def _experiment(
             fault_config.fault_settings(key, spec, job, problems) if spec.get("faults") else None
         ),
         soak=soak,
+        allow_commands=spec.get("allow_commands") is True,
     )
+
+
+def _command_option_problems(name: str, experiment: Experiment, runs) -> list[str]:
+    """Job options that run commands on the hosts need the experiment's allow_commands."""
+    if experiment.allow_commands:
+        return []
+    tool = get_tool(experiment.tool)
+    found: dict[str, str] = {}
+    for run in runs:
+        for option, command in tool.command_options(run.params).items():
+            found.setdefault(option, command)
+    where = {option: "job" if option in experiment.job else "sweep" for option in found}
+    return [
+        f"experiments.{name}.{where[option]}.{option}: runs a command on every host"
+        f" ({command!r}); set allow_commands: true on the experiment to run it"
+        for option, command in found.items()
+    ]
 
 
 def _tool(spec: dict):
@@ -932,6 +951,11 @@ def _job_file_problems(raw: dict) -> list[str]:
     for key, option, value in _prepared_values(raw):
         if problem := preparer.job_value_problem(option, job_file_text(value)):
             problems.append(f"{key}: {problem}")
+        elif commands := preparer.command_options({option: value}):
+            problems.append(
+                f"{key}: runs a command on every host ({next(iter(commands.values()))!r});"
+                " not in datasets or preconditioning (use purge: or flush: commands)"
+            )
     return problems
 
 

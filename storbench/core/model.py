@@ -39,6 +39,7 @@ class Experiment:
     faults: tuple = ()  # fault events run during the workload (storbench.run.faults)
     fault_analysis: dict | None = None  # dip and recovery settings (storbench.config.fault_config)
     soak: dict | None = None  # chunks of a soak run (storbench.config.fault_config.soak_plan)
+    allow_commands: bool = False  # job options that run commands on the hosts (exec_prerun)
 
     @cached_property
     def uses_host_facts(self) -> bool:

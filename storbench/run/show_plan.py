@@ -100,6 +100,7 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
         lines += _describe_search(experiment)
     if experiment.faults:
         lines += _describe_faults(experiment)
+    lines += _describe_commands(tool, runs)
     if experiment.soak:
         soak = experiment.soak
         lines.append(
@@ -108,6 +109,21 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
         )
     for run in runs:
         lines += _describe_run(campaign, name, run, tool)
+    return lines
+
+
+def _describe_commands(tool, runs) -> list[str]:
+    """Commands the tool runs on the hosts because of job options (allow_commands: true)."""
+    commands: dict[tuple[str, str], list[str]] = {}
+    for run in runs:
+        for option, command in tool.command_options(run.params).items():
+            commands.setdefault((option, command), []).append(run.run_id)
+    lines = []
+    if commands:
+        lines.append("   COMMANDS FROM JOB OPTIONS (allow_commands: true), on every host:")
+    for (option, command), run_ids in commands.items():
+        which = "every run" if len(run_ids) == len(runs) else ", ".join(run_ids)
+        lines.append(f"     {option}: {command}  [{which}]")
     return lines
 
 

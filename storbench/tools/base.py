@@ -173,6 +173,11 @@ class ToolAdapter:
         """A host's options in a host-level read/write split (capabilities.host_split)."""
         raise NotImplementedError(f"{self.name} has no host-level read/write split")
 
+    def command_options(self, params: dict) -> dict[str, str]:
+        """{option: the command it runs} for job options that make the tool run commands on
+        the host (refused unless the experiment says allow_commands: true)."""
+        return {}
+
     def role_problem(self, params: dict) -> str | None:
         """Why these options cannot be split into a read and a write role, or None."""
         return f"{self.name} has no host-level read/write split"

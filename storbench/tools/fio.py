@@ -81,6 +81,12 @@ class FioAdapter(ToolAdapter):
             "start_stamp": spec.get("execution") == "service",
         }
 
+    def command_options(self, params: dict) -> dict[str, str]:
+        found = {option: str(params[option]) for option in EXEC_OPTIONS if option in params}
+        if str(params.get("ioengine", "")).strip() == "exec":
+            found["ioengine"] = f"exec: {params.get('program', '(no program)')}"
+        return found
+
     def job_value_problem(self, option: str, text: str) -> str | None:
         return (
             value_problem(text)
@@ -252,6 +258,7 @@ def value_problem(text: str) -> str | None:
     return None
 
 
+EXEC_OPTIONS = ("exec_prerun", "exec_postrun")  # fio runs these with system()
 TARGET_OPTIONS = frozenset({"directory", "opendir"})  # storbench sets them from the target
 FILE_NAME_OPTIONS = frozenset({"filename", "filename_format"})
 

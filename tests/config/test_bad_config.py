@@ -32,6 +32,7 @@ SNAKEMAKE_CASES = (
     "reserved-names.yaml",
     "escaping-paths.yaml",
     "dotdot-run-id.yaml",
+    "command-options.yaml",
     "zero-counts.yaml",
 )
 WRITTEN_BYTES = 256 * 1024  # the job below writes its size once: 64 I/Os of 4 KiB

@@ -250,3 +250,50 @@ def test_check_asks_the_adapter_about_every_run(tmp_path, capsys):
         f"invalid {path}:\n  - experiments.w: run bs4k_op-nonsense (and 1 more runs):"
         " warp: op 'nonsense' is not one of get, put, mixed, delete, list, stat\n"
     ) in err
+
+
+# --- job options that run commands ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key", "command"),
+    [
+        (job(exec_prerun="touch /tmp/x"), "job.exec_prerun", "'touch /tmp/x'"),
+        (job(exec_postrun="rm -rf ~"), "job.exec_postrun", "'rm -rf ~'"),
+        (job(ioengine="exec", program="/bin/sh"), "job.ioengine", "'exec: /bin/sh'"),
+        (sweep(exec_postrun=["true", "false"]), "sweep.exec_postrun", "'true'"),
+    ],
+)
+def test_options_that_run_commands_need_allow_commands(mutate, key, command):
+    assert problems_of(mutate) == [
+        f"experiments.demo.{key}: runs a command on every host ({command}); set"
+        " allow_commands: true on the experiment to run it"
+    ]
+
+
+def test_allow_commands_lets_them_run_and_plan_lists_them(tmp_path, capsys):
+    raw = copy.deepcopy(VALID)
+    raw["experiments"]["demo"]["job"].update(exec_prerun="touch prerun-ran")
+    raw["experiments"]["demo"]["allow_commands"] = True
+    assert config.load_campaign(raw).experiments["demo"].allow_commands
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert cli.main(["plan", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "   COMMANDS FROM JOB OPTIONS (allow_commands: true), on every host:\n"
+        "     exec_prerun: touch prerun-ran  [every run]\n"
+    ) in out
+
+
+def test_datasets_and_recipes_never_run_job_commands():
+    def mutate(raw):
+        raw["datasets"] = {
+            "d": {"target": "scratch", "job": {"size": "1m", "exec_prerun": "touch x"}}
+        }
+        raw["experiments"]["demo"]["dataset"] = "d"
+
+    assert problems_of(mutate) == [
+        "datasets.d.job.exec_prerun: runs a command on every host ('touch x'); not in datasets"
+        " or preconditioning (use purge: or flush: commands)"
+    ]
