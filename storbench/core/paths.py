@@ -112,6 +112,15 @@ def search_result(experiment: str = E) -> str:
     return f"{experiment_dir(experiment)}/search.json"
 
 
+def remote_attempt_dir(
+    workdir: str, experiment: str, run_id: str, iteration: int | str, host: str, attempt: int | str
+) -> str:
+    """An attempt's folder on its host: one per host, so hosts sharing one work folder (an
+    NFS home) never write into each other's; ends in /a<attempt> (stale attempts match it)."""
+    run = f"{component(experiment, 'experiment')}/{component(run_id, 'run id')}"
+    return f"{workdir.rstrip('/')}/{run}/it{iteration}/{component(host, 'host')}/a{attempt}"
+
+
 # --- the campaign ------------------------------------------------------------------------------
 
 

@@ -129,13 +129,10 @@ class Transport:
     def fresh_dir(self, path: str) -> None:
         """An empty folder at path: what an earlier session left there is removed first."""
         quoted = shlex.quote(path)
-        rc, _, err = self._shell(
-            f"rm -rf -- {quoted} && mkdir -p -- {quoted}", timeout_s=SHELL_TIMEOUT_S
-        )
+        script = f"rm -rf -- {quoted} && {_mkdir_script(path)}"
+        rc, _, err = self._shell(script, timeout_s=SHELL_TIMEOUT_S)
         if rc != 0:
-            raise self._error(
-                f"cannot create an empty directory {path}: {err.strip() or f'exit {rc}'}"
-            )
+            raise self._error(f"cannot create an empty directory {path}: {_reason(rc, err)}")
 
     def remove(self, paths: list[str]) -> None:
         """Best effort rm -f of files on the host (private copies after a run)."""
@@ -308,9 +305,9 @@ class SSHTransport(Transport):
             sftp.get(path, str(tmp))
 
     def mkdirs(self, path: str) -> None:
-        rc, _, err = self._shell(f"mkdir -p -- {shlex.quote(path)}", timeout_s=SHELL_TIMEOUT_S)
+        rc, _, err = self._shell(_mkdir_script(path), timeout_s=SHELL_TIMEOUT_S)
         if rc != 0:
-            raise self._error(f"cannot create directory {path}: {err.strip()}")
+            raise self._error(f"cannot create directory {path}: {_reason(rc, err)}")
 
     def put_private_text(self, text: str, path: str) -> None:
         sftp = self._sftp_client()
@@ -642,3 +639,17 @@ def _host_key_name(conn) -> str:
 
 def _describe(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _mkdir_script(path: str) -> str:
+    """mkdir -p, tried again: on a work folder shared by hosts (an NFS home) two hosts making
+    the same parent at once can see it fail, then exist."""
+    quoted = shlex.quote(path)
+    return (
+        f"(for try in 1 2 3; do mkdir -p -- {quoted} 2>/dev/null && exit 0; sleep 0.2; done;"
+        f" mkdir -p -- {quoted})"
+    )
+
+
+def _reason(rc: int, err: str) -> str:
+    return err.strip() or f"exit {rc} without a message"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench.core import atomic
+from storbench.core import paths as paths_of
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.core.specs import Manifest, RunSpec
@@ -56,9 +58,28 @@ def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path]:
     iteration_dir.mkdir(parents=True, exist_ok=True)
     used = [int(m.group(1)) for p in iteration_dir.iterdir() if (m := _ATTEMPT.match(p.name))]
     attempt = max(used, default=0) + 1
+    _note_lost_attempts(iteration_dir, used, attempt)
     path = iteration_dir / f"a{attempt}"
     path.mkdir()
     return attempt, path
+
+
+def _note_lost_attempts(iteration_dir: Path, used: list[int], attempt: int) -> None:
+    """An earlier attempt with neither a manifest nor FAILED_NOTE was killed (SIGKILL, power):
+    it gets its note now, when the next attempt starts."""
+    published = None
+    with contextlib.suppress(OSError, ValueError):
+        published = json.loads((iteration_dir / "run.json").read_text()).get("raw_dir")
+    for number in used:
+        folder = iteration_dir / f"a{number}"
+        if folder.name == published or (folder / FAILED_NOTE).exists():
+            continue
+        with contextlib.suppress(OSError):
+            atomic.write_text(
+                folder / FAILED_NOTE,
+                f"{now()} lost: this attempt never finished (storbench was killed, or the"
+                f" machine stopped); noted when attempt a{attempt} started\n",
+            )
 
 
 @dataclass(frozen=True)
@@ -71,13 +92,11 @@ class HostPaths:
 
 
 def host_paths(
-    spec: Host, tool, local_dir: Path, run_path: str, *, private: bool = False
+    spec: Host, tool, local_dir: Path, remote_dir: str, *, private: bool = False
 ) -> HostPaths:
     """Local runs work in the raw folder itself, unless private files (keys) are involved."""
-    if spec.transport == "local" and not private:
-        workdir = str(local_dir.resolve())
-    else:
-        workdir = f"{spec.workdir.rstrip('/')}/{run_path}"
+    local = spec.transport == "local" and not private
+    workdir = str(local_dir.resolve()) if local else remote_dir
     return HostPaths(
         workdir=workdir,
         job_path=f"{workdir}/job{tool.job_suffix}",
@@ -288,10 +307,15 @@ def _run_standalone(
     """{'hosts': what ran on each host, 'faults': the fault commands as they ran (if any)}."""
     tool = get_tool(spec.tool)
     credentials = _credentials(spec)
-    run_path = f"{spec.experiment}/{spec.run_id}/it{iteration}/a{attempt}"
+
+    def remote_dir(host: Host) -> str:
+        return paths_of.remote_attempt_dir(
+            host.workdir, spec.experiment, spec.run_id, iteration, host.name, attempt
+        )
+
     hosts = [Host.from_dict(h) for h in spec.hosts]
     private = credentials is not None
-    paths = [host_paths(host, tool, local_dir, run_path, private=private) for host in hosts]
+    paths = [host_paths(host, tool, local_dir, remote_dir(host), private=private) for host in hosts]
     results = [HostResult(name=host.name) for host in hosts]
     threads = [
         threading.Thread(

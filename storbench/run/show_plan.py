@@ -165,7 +165,6 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
     hosts = plan.run_hosts(campaign, name, run)
     step = f" (step {run.step})" if run.step else ""
     lines = [f"-- run {run.run_id}{step} on {', '.join(h['name'] for h in hosts)}"]
-    run_path = f"{name}/{run.run_id}/it<k>/a<n>"
     jobs = _job_texts(campaign, name, run, hosts)
     if experiment.execution == "service":
         port = tool.default_port
@@ -177,7 +176,9 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
     else:
         for host in hosts:
             spec = Host.from_dict(_host_fields(host))
-            workdir = f"{spec.workdir.rstrip('/')}/{run_path}"
+            workdir = paths.remote_attempt_dir(
+                spec.workdir, name, run.run_id, "<k>", spec.name, "<n>"
+            )
             argv = tool.run_command(
                 f"{workdir}/job{tool.job_suffix}",
                 f"{workdir}/{tool.output_name(spec.name)}",

@@ -488,7 +488,7 @@ def test_shell_syntax_in_values_runs_nothing_over_ssh(ssh_lab, tmp_path):
     raw_dir = run_by_hand(raw, workdir)
     address = ssh_lab.servers[0].address
     assert_ran_verbatim(raw, raw_dir, address, workdir / "it1.pq")
-    job_copy = remote_workdir / f"hostile/{raw_dir.parent.parent.name}/it1/a1/job.fio"
+    job_copy = remote_workdir / f"hostile/{raw_dir.parent.parent.name}/it1/{address}/a1/job.fio"
     assert job_copy.read_text() == next((workdir / "results/hostile/jobs").iterdir()).read_text()
     assert_no_canary(canary_dir, tmp_path)
 

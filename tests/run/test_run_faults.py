@@ -326,6 +326,9 @@ def test_sigkill_to_snakemake_stops_fio_and_a_rerun_completes(tmp_path, victim):
 
     snakemake(tmp_path, config, "--unlock")  # its SIGKILLed owner is gone: the lock is stale
     rerun_completes_the_long_run(tmp_path, config, finished, "--rerun-incomplete")
+    if victim == "process group":  # storbench run was SIGKILLed too: a2 notes why a1 has nothing
+        failed = (long_iteration(tmp_path) / "a1/failed.txt").read_text()
+        assert "lost: this attempt never finished" in failed and "when attempt a2 started" in failed
 
 
 # -- raw output never overwritten ----------------------------------------------------------
