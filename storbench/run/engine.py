@@ -29,8 +29,9 @@ from storbench.core.model import Host
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.core.specs import Manifest, RunSpec
 from storbench.hosts.transport import HostError, open_transport, raise_interrupt
-from storbench.run import faults
+from storbench.run import faults, target_lock
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
+from storbench.run.processes import controller_chain, is_alive
 from storbench.run.service import run_service_iteration
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS
@@ -38,7 +39,6 @@ from storbench.tools.base import SECRET_PLACEHOLDERS
 FAULTS_RECORD = "faults.json"  # the fault commands as they ran, beside the raw output
 FAILED_NOTE = "failed.txt"
 CONTROLLER_POLL_S = 0.5
-SHELL_NAMES = frozenset({"sh", "bash", "dash", "zsh", "ksh"})  # wrappers such as `bash -c cmd`
 _ATTEMPT = re.compile(r"^a(\d+)$")
 
 
@@ -116,41 +116,42 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
     try:
         with open_transport(host) as transport:
             transport.check()
-            if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
-                transport.kill_matching(stale_attempts_marker(paths.workdir))
-            if paths.workdir == str(local_dir.resolve()):
-                transport.mkdirs(paths.workdir)
-            else:  # attempts are numbered locally: a folder of this name is another session's
-                transport.fresh_dir(paths.workdir)
-            for target_directory in tool.target_directories(spec.target, name):
-                transport.mkdirs(target_directory)
-            transport.put_text(job_text, paths.job_path)
-            if tool.output_is_folder:
-                transport.mkdirs(paths.output_path)
-            result.tool_version = tool_version(transport, tool, local_dir, name)
-            private_files: list[str] = []
-            try:
-                argv = _command_with_secrets(
-                    transport, tool, paths, job_text, credentials, private_files, spec.params
-                )
-                result.command = tool.run_command(
-                    paths.job_path, paths.output_path, name, spec.params
-                )
-                result.start_time = now()
-                result.exit_code = transport.run(
-                    argv,
-                    timeout_s=spec.timeout_s,
-                    stdout_path=local_dir / f"{name}.stdout",
-                    stderr_path=local_dir / f"{name}.stderr",
-                    marker=paths.job_path,  # unique to this attempt on this host
-                )
-            finally:
-                transport.remove(private_files)
-            result.end_time = now()
-            if result.exit_code == 0:
-                _fetch_output(transport, tool, paths, local_dir / tool.output_name(name))
-            else:
-                _kill_leftovers(transport, paths.job_path, result)
+            with target_lock.held(transport, host.workdir, spec.target, spec.timeout_s):
+                if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
+                    transport.kill_matching(stale_attempts_marker(paths.workdir))
+                if paths.workdir == str(local_dir.resolve()):
+                    transport.mkdirs(paths.workdir)
+                else:  # attempts are numbered locally: this folder is another session's
+                    transport.fresh_dir(paths.workdir)
+                for target_directory in tool.target_directories(spec.target, name):
+                    transport.mkdirs(target_directory)
+                transport.put_text(job_text, paths.job_path)
+                if tool.output_is_folder:
+                    transport.mkdirs(paths.output_path)
+                result.tool_version = tool_version(transport, tool, local_dir, name)
+                private_files: list[str] = []
+                try:
+                    argv = _command_with_secrets(
+                        transport, tool, paths, job_text, credentials, private_files, spec.params
+                    )
+                    result.command = tool.run_command(
+                        paths.job_path, paths.output_path, name, spec.params
+                    )
+                    result.start_time = now()
+                    result.exit_code = transport.run(
+                        argv,
+                        timeout_s=spec.timeout_s,
+                        stdout_path=local_dir / f"{name}.stdout",
+                        stderr_path=local_dir / f"{name}.stderr",
+                        marker=paths.job_path,  # unique to this attempt on this host
+                    )
+                finally:
+                    transport.remove(private_files)
+                result.end_time = now()
+                if result.exit_code == 0:
+                    _fetch_output(transport, tool, paths, local_dir / tool.output_name(name))
+                else:
+                    _kill_leftovers(transport, paths.job_path, result)
     except HostError as error:
         result.error = "\n".join([str(error), *getattr(error, "__notes__", ())])
     except Exception as error:  # reported per host; the iteration fails as a whole below
@@ -375,51 +376,6 @@ def _credentials(spec: RunSpec) -> Credentials | None:
 
 
 # -- the controller watch ------------------------------------------------------------------
-
-
-_START_TICKS = 22 - 2  # index of stat field 22 (starttime) in _stat_fields
-
-
-@dataclass(frozen=True)
-class Process:
-    pid: int
-    name: str
-    start_ticks: str  # /proc stat field 22: tells a reused pid from the original
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat from field 2 on: [name, state, ppid, ...]; None if the process is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    name = text[text.index("(") + 1 : text.rindex(")")]
-    return [name, *text[text.rindex(")") + 2 :].split()]
-
-
-def controller_chain(pid: int | None = None) -> list[Process]:
-    """The parent of pid (default: this process), up through shell wrappers to the first
-    other program: Snakemake's `bash -c 'storbench run ...'` gives [bash, snakemake]."""
-    chain = []
-    pid = os.getppid() if pid is None else _parent(pid)
-    while pid and pid > 1 and (fields := _stat_fields(pid)) is not None:
-        chain.append(Process(pid, fields[0], fields[_START_TICKS]))
-        if fields[0] not in SHELL_NAMES:
-            break
-        pid = int(fields[2])
-    return chain
-
-
-def _parent(pid: int) -> int:
-    fields = _stat_fields(pid)
-    return int(fields[2]) if fields else 0
-
-
-def is_alive(process: Process) -> bool:
-    fields = _stat_fields(process.pid)
-    if fields is None or fields[1] in ("Z", "X"):  # gone, or a zombie nobody reaped yet
-        return False
-    return fields[_START_TICKS] == process.start_ticks
 
 
 class ControllerWatch:

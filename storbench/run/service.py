@@ -19,6 +19,7 @@ from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, open_transport
+from storbench.run import target_lock
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.tools import get_tool
 
@@ -32,81 +33,105 @@ def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, s
     if missing:
         raise RunError(f"no job file for host(s) {', '.join(missing)}")
     services.ensure_services(hosts, spec.tool, port)
-    prepared = _prepare_hosts(spec, tool, hosts, port, local_dir)
-    endpoints = [services.endpoint(host, port) for host in hosts]
-    output_path = (local_dir / f"{CONTROLLER}.json").resolve()  # absolute: a unique marker
-    argv = tool.controller_command(
-        [str(Path(job_files[h["name"]]).resolve()) for h in hosts], str(output_path), endpoints
-    )
-    controller = Host(name="controller", transport="local")
-    start = now()
+    holder = target_lock.holder(spec.timeout_s)
     try:
-        with open_transport(controller) as transport:
-            exit_code = transport.run(
-                argv,
-                timeout_s=spec.timeout_s,
-                stdout_path=local_dir / f"{CONTROLLER}.stdout",
-                stderr_path=local_dir / f"{CONTROLLER}.stderr",
-                marker=str(output_path),  # absolute and unique: stops exactly this client
+        prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder)
+        endpoints = [services.endpoint(host, port) for host in hosts]
+        output_path = (local_dir / f"{CONTROLLER}.json").resolve()  # absolute: a unique marker
+        argv = tool.controller_command(
+            [str(Path(job_files[h["name"]]).resolve()) for h in hosts], str(output_path), endpoints
+        )
+        controller = Host(name="controller", transport="local")
+        start = now()
+        try:
+            with open_transport(controller) as transport:
+                exit_code = transport.run(
+                    argv,
+                    timeout_s=spec.timeout_s,
+                    stdout_path=local_dir / f"{CONTROLLER}.stdout",
+                    stderr_path=local_dir / f"{CONTROLLER}.stderr",
+                    marker=str(output_path),  # absolute and unique: stops exactly this client
+                )
+        except KeyboardInterrupt:
+            _stop_campaign_services(spec)
+            raise
+        end = now()
+        if exit_code != 0:
+            reason = exit_reason(exit_code)
+            tail = output_tail(local_dir / f"{CONTROLLER}.stderr") or output_tail(
+                local_dir / f"{CONTROLLER}.stdout"
             )
-    except KeyboardInterrupt:
-        _stop_campaign_services(spec)
-        raise
-    end = now()
-    if exit_code != 0:
-        reason = exit_reason(exit_code)
-        tail = output_tail(local_dir / f"{CONTROLLER}.stderr") or output_tail(
-            local_dir / f"{CONTROLLER}.stdout"
-        )
-        raise RunError(
-            f"{spec.experiment}/{spec.run_id}: {spec.tool} client {reason}; "
-            f"stderr tail:\n    "
-            + "\n    ".join((tail or "(empty)").splitlines())
-            + f"\nraw output kept in {local_dir}"
-        )
-    stamps = _start_stamps(spec, tool, hosts, port)
-    return {
-        "execution": "service",
-        "controller": {
-            "command": argv,
-            "exit_code": exit_code,
-            "start_time": start,
-            "end_time": end,
-            "output": output_path.name,
-            "stdout": f"{CONTROLLER}.stdout",
-            "stderr": f"{CONTROLLER}.stderr",
-        },
-        "hosts": [
-            {
-                "name": host["name"],
-                "endpoint": endpoint,
-                "job_file": job_files[host["name"]],
+            raise RunError(
+                f"{spec.experiment}/{spec.run_id}: {spec.tool} client {reason}; "
+                f"stderr tail:\n    "
+                + "\n    ".join((tail or "(empty)").splitlines())
+                + f"\nraw output kept in {local_dir}"
+            )
+        stamps = _start_stamps(spec, tool, hosts, port)
+        return {
+            "execution": "service",
+            "controller": {
                 "command": argv,
                 "exit_code": exit_code,
-                # the host's own start (its job's exec_prerun), else when the client started
-                "start_time": stamps.get(host["name"]) or start,
-                "start_time_source": "host" if host["name"] in stamps else "controller",
+                "start_time": start,
                 "end_time": end,
-                "tool_version": prepared[host["name"]],
                 "output": output_path.name,
-            }
-            for host, endpoint in zip(hosts, endpoints, strict=True)
-        ],
-    }
+                "stdout": f"{CONTROLLER}.stdout",
+                "stderr": f"{CONTROLLER}.stderr",
+            },
+            "hosts": [
+                {
+                    "name": host["name"],
+                    "endpoint": endpoint,
+                    "job_file": job_files[host["name"]],
+                    "command": argv,
+                    "exit_code": exit_code,
+                    # the host's own start (its job's exec_prerun), else when the client started
+                    "start_time": stamps.get(host["name"]) or start,
+                    "start_time_source": "host" if host["name"] in stamps else "controller",
+                    "end_time": end,
+                    "tool_version": prepared[host["name"]],
+                    "output": output_path.name,
+                }
+                for host, endpoint in zip(hosts, endpoints, strict=True)
+            ],
+        }
+    finally:
+        _release_locks(spec, hosts, holder)
 
 
-def _prepare_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path) -> dict:
-    """Target directories made, old start stamps removed, tool version read: per host, at once."""
+def _prepare_hosts(
+    spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, holder: str
+) -> dict:
+    """Target locks taken, target directories made, old start stamps removed, tool version
+    read: per host, at once."""
 
     def prepare(host: dict) -> str:
         host_spec = services.host_spec(host)
         with open_transport(host_spec) as transport:
+            for name in target_lock.target_names(spec.target):
+                path = target_lock.lock_path(host_spec.workdir, host_spec.name, name)
+                target_lock.acquire(transport, path, holder, name)
             for directory in tool.target_directories(spec.target, host_spec.name):
                 transport.mkdirs(directory)
             transport.remove(_stamp_paths(host_spec, spec, tool, port))
             return tool_version(transport, tool, local_dir, host_spec.name)
 
     return services.on_every_host(hosts, prepare, "preparing the hosts")
+
+
+def _release_locks(spec: RunSpec, hosts: list[dict], holder: str) -> None:
+    def release(host: dict) -> None:
+        host_spec = services.host_spec(host)
+        paths = [
+            target_lock.lock_path(host_spec.workdir, host_spec.name, name)
+            for name in target_lock.target_names(spec.target)
+        ]
+        with open_transport(host_spec) as transport:
+            target_lock.release(transport, paths, holder)
+
+    with contextlib.suppress(Exception):  # never hide the run's own error behind this
+        services.on_every_host(hosts, release, "releasing the target locks")
 
 
 def _stamp_paths(host_spec: Host, spec: RunSpec, tool, port: int) -> list[str]:

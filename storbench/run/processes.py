@@ -1,0 +1,62 @@
+"""Processes on this machine by pid and start time (a reused pid is not the same process):
+the chain of programs that started a run, and whether one is still alive."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SHELL_NAMES = frozenset({"sh", "bash", "dash", "zsh", "ksh"})  # wrappers such as `bash -c cmd`
+
+
+_START_TICKS = 22 - 2  # index of stat field 22 (starttime) in _stat_fields
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    name: str
+    start_ticks: str  # /proc stat field 22: tells a reused pid from the original
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from field 2 on: [name, state, ppid, ...]; None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    return [name, *text[text.rindex(")") + 2 :].split()]
+
+
+def controller_chain(pid: int | None = None) -> list[Process]:
+    """The parent of pid (default: this process), up through shell wrappers to the first
+    other program: Snakemake's `bash -c 'storbench run ...'` gives [bash, snakemake]."""
+    chain = []
+    pid = os.getppid() if pid is None else _parent(pid)
+    while pid and pid > 1 and (fields := _stat_fields(pid)) is not None:
+        chain.append(Process(pid, fields[0], fields[_START_TICKS]))
+        if fields[0] not in SHELL_NAMES:
+            break
+        pid = int(fields[2])
+    return chain
+
+
+def _parent(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[2]) if fields else 0
+
+
+def is_alive(process: Process) -> bool:
+    fields = _stat_fields(process.pid)
+    if fields is None or fields[1] in ("Z", "X"):  # gone, or a zombie nobody reaped yet
+        return False
+    return fields[_START_TICKS] == process.start_ticks
+
+
+def this_process() -> Process:
+    """This process, as a lock file records its holder."""
+    fields = _stat_fields(os.getpid())
+    assert fields is not None  # this process is alive
+    return Process(os.getpid(), fields[0], fields[_START_TICKS])

@@ -1,0 +1,142 @@
+"""A lock file per host and storage target, taken by every run and preparation job.
+
+Snakemake's per-target resource serialises the jobs of one Snakemake session; two sessions
+in different folders (or a hand-run `storbench run`) know nothing of each other. So each
+benchmark also takes ``<host workdir>/locks/<host>/<target>.lock`` on every host it uses, created
+atomically (the shell's noclobber), holding who took it: controller machine, pid and the
+pid's start time, folder, and until when it may be held. A lock whose holder runs on this
+machine and is gone, or whose time is up, is stale and taken over; any other is an error
+naming the holder and the lock file. Released (only if it is still ours) on every exit path
+the process lives through; a SIGKILLed holder leaves a stale lock, detected next time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import shlex
+import socket
+
+from storbench.core import paths
+from storbench.hosts.transport import SHELL_TIMEOUT_S, HostError
+from storbench.run.processes import Process, is_alive, this_process
+
+LOCK_MARGIN_S = 600.0  # beyond the run's own time limit before a lock counts as abandoned
+TAKEN = "storbench-lock-taken"
+
+
+class TargetBusy(HostError):
+    """Another storbench holds the target on this host."""
+
+
+def lock_path(workdir: str, host: str, target: str) -> str:
+    """Per host too: hosts may share one work folder (an NFS home)."""
+    folder = f"{workdir.rstrip('/')}/locks/{paths.component(host, 'host')}"
+    return f"{folder}/{paths.component(target, 'target')}.lock"
+
+
+def target_names(target: dict) -> list[str]:
+    """The targets a run writes to: each member of a target set, else the target."""
+    return [t["name"] for t in target.get("members") or [target] if t.get("name")]
+
+
+def holder(timeout_s: float) -> str:
+    """This process as a lock's holder: one line of JSON."""
+    me = this_process()
+    until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+        seconds=timeout_s + LOCK_MARGIN_S
+    )
+    return json.dumps(
+        {
+            "controller": socket.gethostname(),
+            "pid": me.pid,
+            "start_ticks": me.start_ticks,
+            "folder": os.getcwd(),
+            "until": until.isoformat(timespec="seconds"),
+        },
+        sort_keys=True,
+    )
+
+
+@contextlib.contextmanager
+def held(transport, workdir: str, target: dict, timeout_s: float):
+    """Hold every lock of the run's targets on this host for the body."""
+    me = holder(timeout_s)
+    taken: list[str] = []
+    try:
+        for name in target_names(target):
+            path = lock_path(workdir, transport.spec.name, name)
+            acquire(transport, path, me, name)
+            taken.append(path)
+        yield
+    finally:
+        release(transport, taken, me)
+
+
+def acquire(transport, path: str, me: str, target: str) -> None:
+    for _ in range(2):  # once more after removing a stale lock
+        other = _try_take(transport, path, me)
+        if other is None:
+            return
+        if not is_stale(other):
+            raise TargetBusy(transport.spec.name, busy_message(target, path, other))
+        _remove_if_unchanged(transport, path, other)
+    raise TargetBusy(transport.spec.name, f"target {target}: could not take {path}")
+
+
+def release(transport, lock_paths: list[str], me: str) -> None:
+    """Remove each lock that is still ours (best effort: a stale lock is found next time)."""
+    for path in lock_paths:
+        with contextlib.suppress(Exception):  # never hide the run's own error behind this
+            _remove_if_unchanged(transport, path, me)
+
+
+def is_stale(text: str) -> bool:
+    try:
+        other = json.loads(text)
+        until = datetime.datetime.fromisoformat(other["until"])
+    except (ValueError, KeyError, TypeError):
+        return True  # not a lock storbench wrote (or cut short): nobody holds it
+    if datetime.datetime.now(datetime.UTC) > until:
+        return True
+    if other.get("controller") != socket.gethostname():
+        return False  # another machine's process: cannot tell, trust its time limit
+    return not is_alive(Process(int(other["pid"]), "", str(other["start_ticks"])))
+
+
+def busy_message(target: str, path: str, text: str) -> str:
+    try:
+        other = json.loads(text)
+        who = (
+            f"storbench pid {other['pid']} on {other['controller']} (in {other['folder']},"
+            f" until {other['until']} at the latest)"
+        )
+    except (ValueError, KeyError, TypeError):
+        who = "another storbench"
+    return (
+        f"target {target} is in use by {who}; lock file {path}. Wait for it, or remove the"
+        " lock file if that run is gone"
+    )
+
+
+def _try_take(transport, path: str, me: str) -> str | None:
+    """None when taken; else the holder's line."""
+    folder = shlex.quote(path.rsplit("/", 1)[0])
+    lock = shlex.quote(path)
+    script = (
+        f"mkdir -p -- {folder} && if (set -C; printf '%s\\n' {shlex.quote(me)} > {lock})"
+        f" 2>/dev/null; then echo {TAKEN}; else cat -- {lock}; fi"
+    )
+    rc, out, err = transport.shell(script, timeout_s=SHELL_TIMEOUT_S)
+    if rc != 0:
+        reason = err.strip() or f"exit {rc}"
+        raise HostError(transport.spec.name, f"cannot take the lock {path}: {reason}")
+    return None if out.strip() == TAKEN else out.strip()
+
+
+def _remove_if_unchanged(transport, path: str, text: str) -> None:
+    lock = shlex.quote(path)
+    script = f'[ "$(cat -- {lock} 2>/dev/null)" = {shlex.quote(text)} ] && rm -f -- {lock}; true'
+    transport.shell(script, timeout_s=SHELL_TIMEOUT_S)
