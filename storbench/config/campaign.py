@@ -355,7 +355,7 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     specs = []
     for node in nodes:
         spec = {"name": node, "group": name, "transport": group["transport"]}
-        for option in ("user", "port", "jump", "host_key_check", "workdir"):
+        for option in ("user", "port", "jump", "host_key_check", "workdir", "keep_attempts"):
             if option in group:
                 spec[option] = group[option]
         for option in ("identity", "known_hosts"):

@@ -114,6 +114,7 @@ class Host:
     known_hosts: str | None = None  # extra known_hosts file, ~ expanded
     workdir: str = "/tmp/storbench"  # scratch dir on the host for job files and tool output
     group: str | None = None  # the config's host group it came from
+    keep_attempts: int = 0  # finished attempt folders kept in workdir per iteration (diagnosis)
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):

@@ -28,7 +28,7 @@ from storbench.core import paths as paths_of
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.core.specs import Manifest, RunSpec
-from storbench.hosts.transport import HostError, open_transport, raise_interrupt
+from storbench.hosts.transport import SHELL_TIMEOUT_S, HostError, open_transport, raise_interrupt
 from storbench.run import faults, target_lock
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.run.processes import controller_chain, is_alive
@@ -148,10 +148,14 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                 finally:
                     transport.remove(private_files)
                 result.end_time = now()
+                local_output = local_dir / tool.output_name(name)
                 if result.exit_code == 0:
-                    _fetch_output(transport, tool, paths, local_dir / tool.output_name(name))
+                    _fetch_output(transport, tool, paths, local_output)
                 else:
                     _kill_leftovers(transport, paths.job_path, result)
+                    _fetch_what_exists(transport, tool, paths, local_output)
+                if paths.workdir != str(local_dir.resolve()):
+                    _tidy_remote_attempts(transport, paths.workdir, host.keep_attempts)
     except HostError as error:
         result.error = "\n".join([str(error), *getattr(error, "__notes__", ())])
     except Exception as error:  # reported per host; the iteration fails as a whole below
@@ -204,11 +208,37 @@ def _fetch_output(transport, tool, paths: HostPaths, local_path: Path) -> None:
         transport.fetch(paths.output_path, local_path)
 
 
-def _kill_everywhere(hosts: list[Host], paths: list[HostPaths]) -> None:
+def _fetch_what_exists(transport, tool, paths: HostPaths, local_path: Path) -> None:
+    """What a failed or interrupted tool left (partial output helps to see why); best effort."""
+    if local_path.exists() or paths.output_path == str(local_path.resolve()):
+        return
+    with contextlib.suppress(Exception):
+        _fetch_output(transport, tool, paths, local_path)
+
+
+def _tidy_remote_attempts(transport, workdir: str, keep: int) -> None:
+    """Remove this iteration's attempt folders on the host but the newest ``keep``: their
+    output is in results/ now (a host's work folder would otherwise only grow)."""
+    parent = workdir.rsplit("/", 1)[0]
+    quoted = shlex.quote(parent)
+    script = (
+        f"cd -- {quoted} 2>/dev/null || exit 0; ls -1 | grep -E '^a[0-9]+$' | sort -k1.2n"
+        f' | head -n -{int(keep)} | while read -r old; do rm -rf -- "$old"; done'
+        if keep
+        else f"rm -rf -- {quoted}"
+    )
+    with contextlib.suppress(Exception):  # tidying never fails a run
+        transport.shell(script, timeout_s=SHELL_TIMEOUT_S)
+
+
+def _kill_everywhere(hosts: list[Host], paths: list[HostPaths], local_dir: Path, tool) -> None:
     for host, host_paths_ in zip(hosts, paths, strict=True):
         try:
             with open_transport(host) as transport:
                 transport.kill_matching(host_paths_.job_path)
+                _fetch_what_exists(
+                    transport, tool, host_paths_, local_dir / tool.output_name(host.name)
+                )
         except Exception:  # best effort while interrupted; the next run starts a new attempt
             pass
 
@@ -337,7 +367,7 @@ def _run_standalone(
             while thread.is_alive():
                 thread.join(0.2)
     except KeyboardInterrupt:
-        _kill_everywhere(hosts, paths)
+        _kill_everywhere(hosts, paths, local_dir, tool)
         if schedule is not None:  # a paused or cut-off device is restored even now
             atomic.write_json(local_dir / FAULTS_RECORD, schedule.finish(interrupted=True))
         raise

@@ -484,6 +484,7 @@ def test_shell_syntax_in_values_runs_nothing_over_ssh(ssh_lab, tmp_path):
     canary_dir.mkdir(), workdir.mkdir()
     remote_workdir = tmp_path / f"remote wd {canaries(canary_dir, 'workdir')} 'q' | &"
     hosts = ssh_lab.host_groups(1, lambda _: remote_workdir)
+    hosts["client1"]["keep_attempts"] = 1  # the job file's copy on the host is looked at below
     raw = hostile_campaign(canary_dir, hostile_target(tmp_path, canary_dir), hosts, "client1")
     raw_dir = run_by_hand(raw, workdir)
     address = ssh_lab.servers[0].address

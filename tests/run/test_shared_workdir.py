@@ -6,15 +6,21 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from storbench.core.specs import RunSpec
 from storbench.run import engine
+from storbench.run.attempt import RunError
 
 SIZES = {0: 1 << 20, 1: 3 << 20}  # a different job on each host, told apart in fio's output
 
 
-def test_hosts_sharing_a_work_folder_run_their_own_jobs(ssh_hosts, tmp_path):
+@pytest.mark.parametrize("keep", [0, 1])
+def test_hosts_sharing_a_work_folder_run_their_own_jobs(ssh_hosts, tmp_path, keep):
     shared = tmp_path / "shared-home"
-    hosts = [dataclasses.replace(host, workdir=str(shared)) for host in ssh_hosts]
+    hosts = [
+        dataclasses.replace(host, workdir=str(shared), keep_attempts=keep) for host in ssh_hosts
+    ]
     target_dir = tmp_path / "target"
     jobs = {}
     for index, host in enumerate(hosts):
@@ -46,5 +52,35 @@ def test_hosts_sharing_a_work_folder_run_their_own_jobs(ssh_hosts, tmp_path):
         (job,) = output["jobs"]
         assert (job["jobname"], job["write"]["io_bytes"]) == (f"w{index}", SIZES[index])
     assert [h["exit_code"] for h in manifest.hosts] == [0, 0]
-    remote = sorted(p.relative_to(shared) for p in shared.rglob("job.fio"))
-    assert [str(p) for p in remote] == [f"e/r/it1/{host.name}/a1/job.fio" for host in hosts]
+    remote = sorted(str(p.relative_to(shared)) for p in shared.rglob("*.fio"))
+    if keep:  # each host's own folder, kept for diagnosis
+        assert remote == [f"e/r/it1/{host.name}/a1/job.fio" for host in hosts]
+    else:  # fetched, then removed from the hosts (the copies in results/ stay)
+        assert remote == [] and not list((shared / "e/r/it1").iterdir())
+
+
+def test_a_failed_attempt_keeps_what_the_tool_wrote(ssh_hosts, tmp_path):
+    host = dataclasses.replace(ssh_hosts[0], workdir=str(tmp_path / "remote"))
+    job = tmp_path / "broken.fio"  # fio writes its JSON, then exits 1 for the missing file
+    job.write_text(
+        "[broken]\nfilename=/nonexistent-sb/file\nrw=read\nbs=4k\nsize=1m\nallow_file_create=0\n"
+    )
+    spec = RunSpec(
+        experiment="e",
+        run_id="r",
+        tool="fio",
+        target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
+        params={},
+        hosts=(host.to_dict(),),
+        timeout_s=60,
+    )
+    manifest_path = tmp_path / "results/it1/run.json"
+    with pytest.raises(RunError, match=f"host {host.name}: fio exited 1; stderr tail"):
+        engine.run_iteration(spec, 1, str(job), str(manifest_path))
+    kept = manifest_path.parent / "a1" / f"{host.name}.json"
+    text = kept.read_text()  # fio's own message, then its JSON: fetched from the host
+    assert text.startswith("fio: file creation disallowed by allow_file_create=0\n{")
+    assert json.loads(text[text.index("{") :])["jobs"][0]["jobname"] == "broken"
+    assert not (tmp_path / "remote/e/r/it1").exists() or not list(
+        (tmp_path / "remote/e/r/it1").iterdir()
+    )
