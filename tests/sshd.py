@@ -85,7 +85,12 @@ class SshServer:
 
 
 def start_sshd(
-    address: str, directory: Path, authorized_keys: Path, port: int | None = None
+    address: str,
+    directory: Path,
+    authorized_keys: Path,
+    port: int | None = None,
+    *,
+    sftp: bool = True,
 ) -> SshServer:
     """Start `sshd -D` on address and port (default a free one); return once it sends its banner."""
     require_openssh()
@@ -95,7 +100,10 @@ def start_sshd(
     host_public_key = generate_key(host_key, comment=f"host-{address}")
     port = port or free_port(address)
     config = directory / "sshd_config"
-    config.write_text(_sshd_config(address, port, directory, host_key, authorized_keys))
+    text = _sshd_config(address, port, directory, host_key, authorized_keys)
+    if not sftp:  # as some hardened hosts run it: shell access, no file transfer
+        text = "\n".join(line for line in text.splitlines() if not line.startswith("Subsystem"))
+    config.write_text(text + "\n")
     with open(directory / "sshd.log", "wb") as log:
         process = subprocess.Popen(
             [SSHD, "-D", "-e", "-f", str(config)],  # sshd re-execs itself: absolute path

@@ -97,6 +97,9 @@ class Transport:
     def check(self) -> None:
         """Raise HostError unless the host can be used (connects, for SSH)."""
 
+    def check_file_transfer(self) -> None:
+        """Raise HostError unless files can be copied to and from the host (SFTP, for SSH)."""
+
     def run(self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None) -> int:
         """Run argv under `timeout`, streaming output to local files; return its exit code.
 
@@ -262,6 +265,9 @@ class SSHTransport(Transport):
 
     def check(self) -> None:
         self._connection()
+
+    def check_file_transfer(self) -> None:
+        self._sftp_client()
 
     def run(self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None) -> int:
         guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME]

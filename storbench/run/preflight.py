@@ -22,12 +22,13 @@ class PreflightError(RuntimeError):
     pass
 
 
-def check_host(host: dict, tool, target: dict) -> dict:
+def check_host(host: dict, tool, target: dict, needed: dict | None = None) -> dict:
     spec = Host.from_dict(host)
     report: dict = {"name": spec.name}
     try:
         with open_transport(spec) as transport:
             transport.check()
+            transport.check_file_transfer()  # job files go up, outputs come back
             report["tool_version"] = _tool_version(transport, tool)
             before = time.time()
             rc, out, _ = transport.shell("date +%s.%N", timeout_s=CHECK_TIMEOUT_S)
@@ -37,6 +38,8 @@ def check_host(host: dict, tool, target: dict) -> dict:
             directory = tool.target_directory(target, spec.name) or target.get("path")
             if directory and target.get("type") != "s3":
                 report["free_bytes"] = _free_bytes(transport, directory)
+                if needed and report["free_bytes"] is not None:
+                    _check_room(transport, directory, report["free_bytes"], needed)
     except HostError as error:
         report["error"] = str(error)
     except Exception as error:  # reported per host, like the runner
@@ -52,6 +55,27 @@ def _tool_version(transport, tool) -> str:
         return text.splitlines()[0] if text else ""
     detail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
     raise HostError(transport.spec.name, tool.unusable(rc, detail[0]))
+
+
+def _check_room(transport, directory: str, free: int, needed: dict) -> None:
+    """Files already there (an earlier run's, fio reuses them) count as room."""
+    rc, out, _ = transport.shell(
+        f"du -sk -- {shlex.quote(directory)} 2>/dev/null", timeout_s=CHECK_TIMEOUT_S
+    )
+    fields = out.split()
+    present = int(fields[0]) * 1024 if rc == 0 and fields and fields[0].isdigit() else 0
+    missing = needed["bytes"] - present
+    if missing > free:
+        raise HostError(
+            transport.spec.name,
+            f"not enough room in {directory}: run {needed['run_id']} writes"
+            f" {_gib(needed['bytes'])} of files per host (size x numjobs), {_gib(present)} are"
+            f" there already and {_gib(free)} are free; shrink size or free the target",
+        )
+
+
+def _gib(count: int) -> str:
+    return f"{count / 2**30:,.1f} GiB"
 
 
 def _free_bytes(transport, directory: str) -> int | None:
@@ -74,7 +98,7 @@ def run_preflight(spec: dict, output_path: str) -> dict:
     reports: list[dict] = [{} for _ in hosts]
 
     def check(index: int, host: dict) -> None:
-        reports[index] = check_host(host, tool, spec["target"])
+        reports[index] = check_host(host, tool, spec["target"], spec.get("bytes_per_host"))
 
     threads = [
         threading.Thread(target=check, args=(i, host), daemon=True) for i, host in enumerate(hosts)

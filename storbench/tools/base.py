@@ -173,6 +173,11 @@ class ToolAdapter:
         """A host's options in a host-level read/write split (capabilities.host_split)."""
         raise NotImplementedError(f"{self.name} has no host-level read/write split")
 
+    def bytes_per_host(self, params: dict) -> int | None:
+        """Bytes a run's files take on a directory target per host, when the options say
+        (preflight compares it with the free space); None when they do not."""
+        return None
+
     def command_options(self, params: dict) -> dict[str, str]:
         """{option: the command it runs} for job options that make the tool run commands on
         the host (refused unless the experiment says allow_commands: true)."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from storbench.core.options import normalized_options
 from storbench.core.specs import Manifest
-from storbench.core.units import parse_duration
+from storbench.core.units import UnitError, parse_duration, parse_size
 from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "STORBENCH_HOST"
@@ -80,6 +80,19 @@ class FioAdapter(ToolAdapter):
             # a service-mode job records its actual start on the host (the runner reads it back)
             "start_stamp": spec.get("execution") == "service",
         }
+
+    def bytes_per_host(self, params: dict) -> int | None:
+        try:
+            jobs = int(params.get("numjobs", 1))
+            if "filesize" in params:
+                per_job = parse_size(params["filesize"]) * int(params.get("nrfiles", 1))
+            elif "size" in params:
+                per_job = parse_size(params["size"])
+            else:
+                return None
+        except (UnitError, ValueError, TypeError):  # a percentage, a range, a host fact
+            return None
+        return per_job * jobs
 
     def command_options(self, params: dict) -> dict[str, str]:
         found = {option: str(params[option]) for option in EXEC_OPTIONS if option in params}

@@ -6,6 +6,7 @@ import pytest
 
 from storbench.run.preflight import PreflightError, run_preflight
 from tests.minio import free_port
+from tests.sshd import start_sshd
 from tests.workflow.test_workflow import snakemake, tiny_config
 
 
@@ -55,3 +56,46 @@ def test_workflow_stops_at_preflight_before_any_run(tmp_path):
     log = (tmp_path / "results/tiny/logs/preflight.log").read_text()
     assert "host localhost: vdbench is not installed; install it:" in log
     assert not (tmp_path / "results/tiny/raw").exists()
+
+
+def test_a_job_larger_than_the_free_space_stops_preflight(tmp_path, capsys):
+    """100 TiB per host on a machine with far less (the case of the fault trial)."""
+    config = tiny_config(tmp_path / "target")
+    config["experiments"]["tiny"]["job"].update(size="100TiB", numjobs=1)
+    config["experiments"]["tiny"].pop("sweep", None)
+    result = snakemake(tmp_path, config, check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "results/tiny/logs/preflight.log").read_text()
+    assert "host localhost: not enough room in " in log
+    assert "writes 102,400.0 GiB of files per host (size x numjobs), 0.0 GiB are there" in log
+    assert not (tmp_path / "results/tiny/raw").exists()
+
+
+def test_files_already_there_count_as_room(tmp_path):
+    target = tmp_path / "target"
+    (target / "localhost").mkdir(parents=True)
+    (target / "localhost" / "existing.0.0").write_bytes(b"\0" * (4 << 20))
+    checked = spec("fio", [LOCAL], target)
+    free = run_preflight(checked, str(tmp_path / "a.json"))["hosts"][0]["free_bytes"]
+    checked["bytes_per_host"] = {"bytes": free + (2 << 20), "run_id": "r"}  # 2 MiB too many ...
+    run_preflight(checked, str(tmp_path / "b.json"))  # ... but 4 MiB of it are there already
+    checked["bytes_per_host"]["bytes"] = free + (64 << 20)
+    with pytest.raises(PreflightError, match="not enough room in .* run r writes"):
+        run_preflight(checked, str(tmp_path / "c.json"))
+
+
+def test_an_ssh_host_without_sftp_fails_preflight_naming_it(ssh_lab, tmp_path):
+    server = start_sshd("127.0.0.6", tmp_path / "sshd-nosftp", ssh_lab.authorized_keys, sftp=False)
+    try:
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text(server.known_hosts_line() + "\n")
+        host = {"name": "nosftp", "address": "127.0.0.6", "transport": "ssh", "user": "root",
+                "port": server.port, "identity": str(ssh_lab.client_key),
+                "known_hosts": str(known_hosts), "workdir": str(tmp_path / "w")}  # fmt: skip
+        with pytest.raises(PreflightError) as error:
+            run_preflight(spec("fio", [LOCAL, host], tmp_path / "t"), str(tmp_path / "p.json"))
+    finally:
+        server.stop()
+    message = str(error.value)
+    assert message.startswith("exp: preflight failed on 1 of 2 host(s)")
+    assert "host nosftp: opening SFTP (is the sftp Subsystem enabled in sshd?)" in message
