@@ -350,7 +350,10 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     connect_timeout = positive_duration(
         f"{key}.connect_timeout", group.get("connect_timeout", 10), problems
     )
-    if connect_timeout is None:
+    unresponsive = positive_duration(
+        f"{key}.unresponsive_after", group.get("unresponsive_after", 30), problems
+    )
+    if connect_timeout is None or unresponsive is None:
         return []
     specs = []
     for node in nodes:
@@ -362,6 +365,8 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
             if option in group:
                 spec[option] = os.path.expanduser(group[option])
         spec["connect_timeout"] = connect_timeout
+        if "unresponsive_after" in group:
+            spec["unresponsive_s"] = unresponsive
         specs.append(spec)
     identity = specs[0].get("identity") if group["transport"] == "ssh" else None
     if identity and (problem := private_file_problem(identity)):

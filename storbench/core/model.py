@@ -115,6 +115,7 @@ class Host:
     workdir: str = "/tmp/storbench"  # scratch dir on the host for job files and tool output
     group: str | None = None  # the config's host group it came from
     keep_attempts: int = 0  # finished attempt folders kept in workdir per iteration (diagnosis)
+    unresponsive_s: float = 30.0  # a silent SSH host that does not answer a probe this long
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):

@@ -41,6 +41,7 @@ KILL_AFTER_S = 30  # `timeout -k`: SIGKILL this long after the SIGTERM
 BACKSTOP_S = 30  # our own wait beyond timeout + KILL_AFTER_S, in case `timeout` itself hangs
 TERM_GRACE_S = 5.0  # kill_matching / local group kill: wait this long for SIGTERM to work
 KEEPALIVE_S = 30  # without keepalives a dead peer hangs a channel for about an hour
+PROBE_EVERY_S = 5.0  # silence on a running tool's channel before the host is asked
 SHELL_TIMEOUT_S = 60.0  # limit for small helper commands (mkdir, pkill)
 SFTP_STALL_S = 300.0  # an SFTP read/write that gets no answer this long fails
 CHUNK = 64 * 1024
@@ -282,7 +283,7 @@ class SSHTransport(Transport):
                 action = f"running {_program_name(argv)}"
                 with self._translating(action):
                     channel = self._exec(command, keep_stdin=True)  # the guard watches it
-                    return self._pump(channel, out, err, deadline, action=action)
+                    return self._pump(channel, out, err, deadline, action=action, watch=True)
             except BaseException as exc:
                 self._drop_lost_connection()  # so the kill below reconnects
                 self._kill_after_failure(marker, exc)
@@ -462,20 +463,54 @@ class SSHTransport(Transport):
             channel.shutdown_write()  # tools reading stdin get EOF instead of waiting forever
         return channel
 
+    def _answers(self, timeout_s: float) -> bool:
+        """Whether the host's sshd still answers: it opens (and we close) a session channel."""
+        try:
+            probe = self._connection().transport.open_session(timeout=timeout_s)
+        except Exception:  # a timeout, or the connection is gone
+            return False
+        with contextlib.suppress(Exception):
+            probe.close()
+        return True
+
     def _drop_lost_connection(self) -> None:
         if self._conn is not None and not self._conn.is_connected:
             self.close()
 
-    def _pump(self, channel, out, err, deadline: float, action: str = "running a command") -> int:
+    def _pump(
+        self,
+        channel,
+        out,
+        err,
+        deadline: float,
+        action: str = "running a command",
+        *,
+        watch: bool = False,
+    ) -> int:
         """Copy the channel's stdout/stderr into out/err until the command exits.
 
         A channel closed without exit status and without end of output lost its connection.
+        With ``watch``, a host silent for a while is asked whether it still answers (a new
+        session channel); one that does not within ``unresponsive_s`` is named unresponsive.
         """
         wakeup = channel.fileno()  # readable when output or EOF arrives
+        probe_after = min(PROBE_EVERY_S, self.spec.unresponsive_s / 2)
+        heard = time.monotonic()
         while True:
             select.select([wakeup], [], [], 0.5)  # the timeout lets us check the deadline
             got_output = _copy_chunk(channel.recv_ready, channel.recv, out)
             got_output |= _copy_chunk(channel.recv_stderr_ready, channel.recv_stderr, err)
+            if got_output:
+                heard = time.monotonic()
+            elif (
+                watch and time.monotonic() - heard > probe_after and not channel.exit_status_ready()
+            ):
+                if not self._answers(self.spec.unresponsive_s):
+                    raise self._error(
+                        f"{action}: unresponsive: the host sends nothing and did not answer"
+                        f" an SSH probe within {self.spec.unresponsive_s:g} s (unresponsive_after)"
+                    )
+                heard = time.monotonic()
             # Exit status arrives after all output, so check it before the buffers.
             if channel.exit_status_ready() and not (
                 channel.recv_ready() or channel.recv_stderr_ready()
