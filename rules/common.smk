@@ -10,6 +10,7 @@ from storbench.config import campaign as storbench_config
 from storbench.core import paths
 from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
+from storbench.run.processes import forward_sigint_to_steps
 from storbench.tools import get_tool
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
@@ -21,6 +22,8 @@ try:
 except storbench_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
 PLAN = WorkflowPlan(CAMPAIGN)
+# SIGINT to Snakemake alone would let every running benchmark finish: stop them as Ctrl-C does
+forward_sigint_to_steps()
 
 
 envvars:

@@ -77,6 +77,14 @@ def raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def hold_signals() -> None:
+    """While an interrupted run stops its tools: a second Ctrl-C or SIGTERM (Snakemake sends
+    one after the terminal's) must not cut that cleanup short."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def open_transport(spec: Host) -> Transport:
     if spec.transport == "ssh":
         return SSHTransport(spec)

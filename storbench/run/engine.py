@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import shlex
@@ -28,7 +27,13 @@ from storbench.core import paths as paths_of
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.core.specs import Manifest, RunSpec
-from storbench.hosts.transport import SHELL_TIMEOUT_S, HostError, open_transport, raise_interrupt
+from storbench.hosts.transport import (
+    SHELL_TIMEOUT_S,
+    HostError,
+    hold_signals,
+    open_transport,
+    raise_interrupt,
+)
 from storbench.run import faults, target_lock
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.run.processes import controller_chain, is_alive
@@ -38,6 +43,7 @@ from storbench.tools.base import SECRET_PLACEHOLDERS
 
 FAULTS_RECORD = "faults.json"  # the fault commands as they ran, beside the raw output
 FAILED_NOTE = "failed.txt"
+PUBLISHED_COPY = "manifest.json"  # the manifest as published, kept in its attempt folder
 CONTROLLER_POLL_S = 0.5
 _ATTEMPT = re.compile(r"^a(\d+)$")
 
@@ -67,12 +73,9 @@ def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path]:
 def _note_lost_attempts(iteration_dir: Path, used: list[int], attempt: int) -> None:
     """An earlier attempt with neither a manifest nor FAILED_NOTE was killed (SIGKILL, power):
     it gets its note now, when the next attempt starts."""
-    published = None
-    with contextlib.suppress(OSError, ValueError):
-        published = json.loads((iteration_dir / "run.json").read_text()).get("raw_dir")
     for number in used:
         folder = iteration_dir / f"a{number}"
-        if folder.name == published or (folder / FAILED_NOTE).exists():
+        if (folder / PUBLISHED_COPY).exists() or (folder / FAILED_NOTE).exists():
             continue
         with contextlib.suppress(OSError):
             atomic.write_text(
@@ -315,6 +318,7 @@ def run_iteration(
             **placement,
         }
     )
+    atomic.write_json(local_dir / PUBLISHED_COPY, manifest.to_dict())
     atomic.write_json(manifest_path, manifest.to_dict())
     return manifest
 
@@ -367,6 +371,7 @@ def _run_standalone(
             while thread.is_alive():
                 thread.join(0.2)
     except KeyboardInterrupt:
+        hold_signals()
         _kill_everywhere(hosts, paths, local_dir, tool)
         if schedule is not None:  # a paused or cut-off device is restored even now
             atomic.write_json(local_dir / FAULTS_RECORD, schedule.finish(interrupted=True))

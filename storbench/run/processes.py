@@ -3,7 +3,10 @@ the chain of programs that started a run, and whether one is still alive."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,3 +63,45 @@ def this_process() -> Process:
     fields = _stat_fields(os.getpid())
     assert fields is not None  # this process is alive
     return Process(os.getpid(), fields[0], fields[_START_TICKS])
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below pid (children, their children ...)."""
+    found, index = [pid], 0
+    while index < len(found):
+        # each thread lists the children it started (Snakemake starts jobs from a pool)
+        for children in Path(f"/proc/{found[index]}/task").glob("*/children"):
+            with contextlib.suppress(OSError):  # gone meanwhile
+                found += [int(child) for child in children.read_text().split()]
+        index += 1
+    return found[1:]
+
+
+def is_storbench_step(pid: int) -> bool:
+    """A `storbench <step>` process (the entry point, or python -m storbench)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    program = [os.path.basename(arg.decode(errors="replace")) for arg in argv[:3]]
+    return program[:1] == ["storbench"] or (
+        program[0].startswith("python") and "storbench" in program[1:]
+    )
+
+
+def forward_interrupt(signum, frame) -> None:
+    """SIGINT handler for the Snakemake process: SIGINT sent to Snakemake alone (by a CI
+    runner or a supervisor, not a terminal's Ctrl-C to the whole group) makes Snakemake wait
+    for its running jobs; their storbench steps get SIGTERM so they stop their tools the way
+    Ctrl-C does, then Snakemake goes on with its own KeyboardInterrupt."""
+    for pid in descendants(os.getpid()):
+        if is_storbench_step(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+    signal.default_int_handler(signum, frame)
+
+
+def forward_sigint_to_steps() -> None:
+    """Install forward_interrupt (the Snakefile calls this; only the main thread can)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, forward_interrupt)

@@ -18,7 +18,7 @@ from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
-from storbench.hosts.transport import HostError, open_transport
+from storbench.hosts.transport import HostError, hold_signals, open_transport
 from storbench.run import target_lock
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.tools import get_tool
@@ -53,6 +53,7 @@ def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, s
                     marker=str(output_path),  # absolute and unique: stops exactly this client
                 )
         except KeyboardInterrupt:
+            hold_signals()
             _stop_campaign_services(spec)
             raise
         end = now()

@@ -75,8 +75,8 @@ def test_ctrl_c_stops_local_fio_and_publishes_nothing(tmp_path):
 
 def test_ctrl_c_stops_fio_on_ssh_hosts(ssh_lab, tmp_path):
     config = long_config(ssh_config(ssh_lab, tmp_path), "pair")
-    remote_run = tmp_path / "remote-workdir/pair/randread_bs4k/it1/a1"
-    interrupt_while_fio_runs(tmp_path, config, str(remote_run / "job.fio"))
+    remote_run = f"{tmp_path}/remote-workdir/pair/randread_bs4k/it1/[^/ ]+/a1"  # per host
+    interrupt_while_fio_runs(tmp_path, config, f"{remote_run}/job.fio")
     # the ssh "hosts" are this machine, so the remote fio is visible here
     wait_for(lambda: not processes_matching(f"fio.*{remote_run}"), "remote fio to exit")
     assert not (tmp_path / "results/pair/raw/randread_bs4k/it1/run.json").exists()

@@ -178,7 +178,7 @@ def test_host_lost_mid_run_stops_its_tool_and_a_rerun_completes(private_lab, tmp
     config = campaign(tmp_path, hosts)
     finished = build_done_experiment(tmp_path, config)
     parquet_before = parquet_files(tmp_path)
-    remote_attempt = remote_workdir / f"long/{RUN}/it1/a1"
+    remote_attempt = remote_workdir / f"long/{RUN}/it1/{LOST_HOST_ADDRESS}/a1"
     server = private_lab.servers[0]
 
     run_to_failure(tmp_path, config, f"{remote_attempt}/job.fio", server.stop)
@@ -273,11 +273,14 @@ def tiny_filesystem(tmp_path):
 
 
 def test_full_target_fails_with_enospc_and_publishes_nothing(tmp_path, tiny_filesystem):
-    # 4 MiB written into 2 MiB
-    config = campaign(tmp_path, long_job={"rw": "write", "runtime": "10s"})
+    # 1 MiB fits the empty 2 MiB target at preflight; then something else fills 1.5 MiB of it
+    config = campaign(tmp_path, long_job={"rw": "write", "runtime": "10s", "size": "1MiB"})
     config["targets"]["shared_scratch"]["path"] = str(tiny_filesystem)
     finished = build_done_experiment(tmp_path, config)
     parquet_before = parquet_files(tmp_path)
+    snakemake(tmp_path, config, "results/long/preflight.json")
+    (tiny_filesystem / "someone-else").write_bytes(b"x" * (1536 * 1024))
+    free = os.statvfs(tiny_filesystem).f_bavail * os.statvfs(tiny_filesystem).f_frsize
 
     result = snakemake(tmp_path, config, check=False)
 
@@ -288,10 +291,20 @@ def test_full_target_fails_with_enospc_and_publishes_nothing(tmp_path, tiny_file
     attempt_dir = long_iteration(tmp_path, "write_bs4k_nj1") / "a1"
     assert "No space left on device" in (attempt_dir / "localhost.stderr").read_text()
     (job,) = json.loads((attempt_dir / "localhost.json").read_text())["jobs"]
-    # fio stopped at the first failed write: 512 pages of 4 KiB fill the 2 MiB tmpfs
-    assert (job["error"], job["write"]["io_bytes"]) == (errno.ENOSPC, 2 * 1024 * 1024)
+    # fio stopped at the first failed write: the pages that were left, filled
+    assert (job["error"], job["write"]["io_bytes"]) == (errno.ENOSPC, free)
     assert_nothing_published(tmp_path, parquet_before, "write_bs4k_nj1")
     assert_untouched(tmp_path, finished)
+
+
+def test_a_job_larger_than_the_target_stops_at_preflight(tmp_path, tiny_filesystem):
+    config = campaign(tmp_path, long_job={"rw": "write", "runtime": "10s"})  # 4 MiB into 2
+    config["targets"]["shared_scratch"]["path"] = str(tiny_filesystem)
+    result = snakemake(tmp_path, config, check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "results/long/logs/preflight.log").read_text()
+    assert f"host localhost: not enough room in {tiny_filesystem}/localhost: run" in log
+    assert not (tmp_path / "results/long/raw").exists()
 
 
 # -- Snakemake SIGKILLed -------------------------------------------------------------------
@@ -329,6 +342,33 @@ def test_sigkill_to_snakemake_stops_fio_and_a_rerun_completes(tmp_path, victim):
     if victim == "process group":  # storbench run was SIGKILLed too: a2 notes why a1 has nothing
         failed = (long_iteration(tmp_path) / "a1/failed.txt").read_text()
         assert "lost: this attempt never finished" in failed and "when attempt a2 started" in failed
+
+
+# -- SIGINT to Snakemake alone ------------------------------------------------------------
+
+
+def test_sigint_to_snakemake_alone_stops_fio_and_a_rerun_completes(tmp_path):
+    """A CI runner or supervisor signals Snakemake's pid, not the terminal's process group:
+    Snakemake would wait for the running benchmark; its storbench step stops fio instead."""
+    config = campaign(tmp_path)
+    finished = build_done_experiment(tmp_path, config)
+    parquet_before = parquet_files(tmp_path)
+    marker = str(long_iteration(tmp_path) / "a1/job.fio")
+    process = start_snakemake(tmp_path, config)
+    try:
+        wait_for(lambda: processes_matching(f"fio.*{marker}"), "fio to start")
+        os.kill(process.pid, signal.SIGINT)  # the pid only: its jobs get no signal from us
+        output, _ = process.communicate(timeout=120)
+    finally:
+        stop_if_running(process)
+    assert process.returncode != 0
+    assert "Terminating processes on user request" in output
+    assert not processes_matching(f"fio.*{marker}")
+    failed = (long_iteration(tmp_path) / "a1/failed.txt").read_text()
+    assert failed.endswith(f"interrupted (signal {signal.SIGTERM.value})\n")
+    assert_nothing_published(tmp_path, parquet_before)
+    assert_untouched(tmp_path, finished)
+    rerun_completes_the_long_run(tmp_path, config, finished)
 
 
 # -- raw output never overwritten ----------------------------------------------------------
