@@ -7,6 +7,7 @@ import yaml
 
 from storbench import cli
 from storbench.run.render import RenderError, render_job
+from tests.workflow.test_workflow import snakemake
 
 ESCAPES = {
     "cycler-globals": "{{ cycler.__init__.__globals__.os.popen('touch MARK').read() }}",
@@ -70,3 +71,27 @@ def test_plan_refuses_the_template_and_touches_nothing(tmp_path, monkeypatch, ca
     assert code != 0
     assert f"template {template}: refused by the template sandbox" in err
     assert not (tmp_path / "MARK").exists()
+
+
+def test_snakemake_plan_and_the_run_refuse_it_and_touch_nothing(tmp_path):
+    template = tmp_path / "evil.fio.j2"
+    template.write_text("[job]\n" + ESCAPES["joiner-globals"] + "\n")
+    config = {
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"t": {"type": "directory", "path": str(tmp_path / "scratch")}},
+        "experiments": {
+            "e": {"tool": "fio", "hosts": "localhost", "target": "t", "template": str(template),
+                  "job": {"rw": "read", "bs": "4k", "size": "1m", "runtime": "1s"}},
+        },
+    }  # fmt: skip
+    for target in ("plan", "all"):
+        result = snakemake(tmp_path, config, target, check=False)
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, target
+        assert "refused by the template sandbox" in output + _logs(tmp_path), target
+        assert not (tmp_path / "MARK").exists()
+    assert not list(tmp_path.glob("results/e/raw/*/it*/run.json"))
+
+
+def _logs(workdir) -> str:
+    return "".join(path.read_text() for path in workdir.glob("results/**/*.log"))
