@@ -247,33 +247,12 @@ def service_tools(campaign: Campaign) -> list[str]:
 
 def preflight_spec(campaign: Campaign, name: str) -> dict:
     experiment = campaign.experiments[name]
-    spec = {
+    return {
         "experiment": name,
         "tool": experiment.tool,
         "target": experiment_target(campaign, name),
         "hosts": campaign.hosts_of(name),
     }
-    needed = files_per_host(campaign, name)
-    if needed:
-        spec["bytes_per_host"] = needed
-    return spec
-
-
-def files_per_host(campaign: Campaign, name: str) -> dict | None:
-    """The largest run's files per host on a directory target: {bytes, run_id}, or None."""
-    experiment = campaign.experiments[name]
-    if experiment.target.get("type") != "directory" or experiment.target_set:
-        return None
-    tool = get_tool(experiment.tool)
-    sizes = [
-        (size, run.run_id)
-        for run in campaign.experiment_runs(name)
-        if (size := tool.bytes_per_host(run.params))
-    ]
-    if not sizes:
-        return None
-    size, run_id = max(sizes)
-    return {"bytes": size, "run_id": run_id}
 
 
 def to_json(spec: dict | StepSpec) -> str:

@@ -34,7 +34,7 @@ from storbench.hosts.transport import (
     open_transport,
     raise_interrupt,
 )
-from storbench.run import faults, target_lock
+from storbench.run import faults, room, target_lock
 from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
 from storbench.run.processes import controller_chain, is_alive
 from storbench.run.service import run_service_iteration
@@ -128,6 +128,10 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                     transport.fresh_dir(paths.workdir)
                 for target_directory in tool.target_directories(spec.target, name):
                     transport.mkdirs(target_directory)
+                needed = tool.bytes_per_host(spec.params)
+                directory = tool.target_directory(spec.target, name)
+                if needed and directory and spec.target.get("type") == "directory":
+                    room.check_room(transport, directory, needed, spec.run_id)
                 transport.put_text(job_text, paths.job_path)
                 if tool.output_is_folder:
                     transport.mkdirs(paths.output_path)

@@ -13,6 +13,7 @@ import time
 from storbench.core import atomic
 from storbench.core.model import Host
 from storbench.hosts.transport import HostError, open_transport
+from storbench.run import room
 from storbench.tools import get_tool
 
 CHECK_TIMEOUT_S = 60.0
@@ -22,7 +23,7 @@ class PreflightError(RuntimeError):
     pass
 
 
-def check_host(host: dict, tool, target: dict, needed: dict | None = None) -> dict:
+def check_host(host: dict, tool, target: dict) -> dict:
     spec = Host.from_dict(host)
     report: dict = {"name": spec.name}
     try:
@@ -37,9 +38,7 @@ def check_host(host: dict, tool, target: dict, needed: dict | None = None) -> di
                 report["clock_offset_s"] = round(float(out.strip()) - (before + after) / 2, 3)
             directory = tool.target_directory(target, spec.name) or target.get("path")
             if directory and target.get("type") != "s3":
-                report["free_bytes"] = _free_bytes(transport, directory)
-                if needed and report["free_bytes"] is not None:
-                    _check_room(transport, directory, report["free_bytes"], needed)
+                report["free_bytes"] = room.free_bytes(transport, directory)
     except HostError as error:
         report["error"] = str(error)
     except Exception as error:  # reported per host, like the runner
@@ -57,40 +56,6 @@ def _tool_version(transport, tool) -> str:
     raise HostError(transport.spec.name, tool.unusable(rc, detail[0]))
 
 
-def _check_room(transport, directory: str, free: int, needed: dict) -> None:
-    """Files already there (an earlier run's, fio reuses them) count as room."""
-    rc, out, _ = transport.shell(
-        f"du -sk -- {shlex.quote(directory)} 2>/dev/null", timeout_s=CHECK_TIMEOUT_S
-    )
-    fields = out.split()
-    present = int(fields[0]) * 1024 if rc == 0 and fields and fields[0].isdigit() else 0
-    missing = needed["bytes"] - present
-    if missing > free:
-        raise HostError(
-            transport.spec.name,
-            f"not enough room in {directory}: run {needed['run_id']} writes"
-            f" {_gib(needed['bytes'])} of files per host (size x numjobs), {_gib(present)} are"
-            f" there already and {_gib(free)} are free; shrink size or free the target",
-        )
-
-
-def _gib(count: int) -> str:
-    return f"{count / 2**30:,.1f} GiB"
-
-
-def _free_bytes(transport, directory: str) -> int | None:
-    # the target folder may not exist yet: measure its nearest existing parent
-    script = (
-        f"p={shlex.quote(directory)}; "
-        'while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -Pk "$p" | tail -n 1'
-    )
-    rc, out, _ = transport.shell(script, timeout_s=CHECK_TIMEOUT_S)
-    fields = out.split()
-    if rc != 0 or len(fields) < 4 or not fields[3].isdigit():
-        return None
-    return int(fields[3]) * 1024
-
-
 def run_preflight(spec: dict, output_path: str) -> dict:
     """Check every host in parallel; publish the report, or raise naming every bad host."""
     tool = get_tool(spec["tool"])
@@ -98,7 +63,7 @@ def run_preflight(spec: dict, output_path: str) -> dict:
     reports: list[dict] = [{} for _ in hosts]
 
     def check(index: int, host: dict) -> None:
-        reports[index] = check_host(host, tool, spec["target"], spec.get("bytes_per_host"))
+        reports[index] = check_host(host, tool, spec["target"])
 
     threads = [
         threading.Thread(target=check, args=(i, host), daemon=True) for i, host in enumerate(hosts)

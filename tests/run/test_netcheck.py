@@ -105,10 +105,10 @@ def test_each_phase_has_one_json_per_client(check):
     clients = [client["name"] for client in check["spec"]["clients"]]
     out_dir = check["out_dir"]
     for client in clients:
-        assert [p.name for p in (out_dir / "single" / client / "a1").glob("*.json")] == [
+        assert [p.name for p in (out_dir / "single" / client / "a1").glob("127.*.json")] == [
             f"{client}.json"
         ]
-    found = sorted(path.stem for path in (out_dir / "all" / "a1").glob("*.json"))
+    found = sorted(path.stem for path in (out_dir / "all" / "a1").glob("127.*.json"))
     assert found == sorted(clients)
     manifest = json.loads((out_dir / "all" / "run.json").read_text())
     assert [host["name"] for host in manifest["hosts"]] == clients

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from storbench.core.model import Host
+from storbench.hosts.transport import HostError, open_transport
+from storbench.run import room
 from storbench.run.preflight import PreflightError, run_preflight
 from tests.minio import free_port
 from tests.sshd import start_sshd
@@ -58,30 +61,30 @@ def test_workflow_stops_at_preflight_before_any_run(tmp_path):
     assert not (tmp_path / "results/tiny/raw").exists()
 
 
-def test_a_job_larger_than_the_free_space_stops_preflight(tmp_path, capsys):
+def test_a_job_larger_than_the_free_space_stops_before_the_tool_starts(tmp_path):
     """100 TiB per host on a machine with far less (the case of the fault trial)."""
     config = tiny_config(tmp_path / "target")
     config["experiments"]["tiny"]["job"].update(size="100TiB", numjobs=1)
     config["experiments"]["tiny"].pop("sweep", None)
     result = snakemake(tmp_path, config, check=False)
     assert result.returncode != 0
-    log = (tmp_path / "results/tiny/logs/preflight.log").read_text()
-    assert "host localhost: not enough room in " in log
-    assert "writes 102,400.0 GiB of files per host (size x numjobs), 0.0 GiB are there" in log
-    assert not (tmp_path / "results/tiny/raw").exists()
+    (log,) = (tmp_path / "results/tiny/logs/run").glob("*.log")
+    text = log.read_text()
+    assert f"host localhost: not enough room in {tmp_path}/target/localhost: run" in text
+    assert "writes 102,400.0 GiB of files per host (size x numjobs), 0.0 GiB are there" in text
+    assert not list((tmp_path / "results/tiny/raw").glob("*/it*/run.json"))
+    assert not list((tmp_path / "results/tiny/raw").glob("*/it*/a1/localhost.json"))
 
 
 def test_files_already_there_count_as_room(tmp_path):
-    target = tmp_path / "target"
-    (target / "localhost").mkdir(parents=True)
-    (target / "localhost" / "existing.0.0").write_bytes(b"\0" * (4 << 20))
-    checked = spec("fio", [LOCAL], target)
-    free = run_preflight(checked, str(tmp_path / "a.json"))["hosts"][0]["free_bytes"]
-    checked["bytes_per_host"] = {"bytes": free + (2 << 20), "run_id": "r"}  # 2 MiB too many ...
-    run_preflight(checked, str(tmp_path / "b.json"))  # ... but 4 MiB of it are there already
-    checked["bytes_per_host"]["bytes"] = free + (64 << 20)
-    with pytest.raises(PreflightError, match="not enough room in .* run r writes"):
-        run_preflight(checked, str(tmp_path / "c.json"))
+    target = tmp_path / "target" / "localhost"
+    target.mkdir(parents=True)
+    (target / "existing.0.0").write_bytes(b"\0" * (4 << 20))
+    with open_transport(Host("localhost")) as transport:
+        free = room.free_bytes(transport, str(target))
+        room.check_room(transport, str(target), free + (2 << 20), "r")  # 4 MiB are there
+        with pytest.raises(HostError, match=f"not enough room in {target}: run r writes"):
+            room.check_room(transport, str(target), free + (64 << 20), "r")
 
 
 def test_an_ssh_host_without_sftp_fails_preflight_naming_it(ssh_lab, tmp_path):

@@ -273,38 +273,42 @@ def tiny_filesystem(tmp_path):
 
 
 def test_full_target_fails_with_enospc_and_publishes_nothing(tmp_path, tiny_filesystem):
-    # 1 MiB fits the empty 2 MiB target at preflight; then something else fills 1.5 MiB of it
-    config = campaign(tmp_path, long_job={"rw": "write", "runtime": "10s", "size": "1MiB"})
+    # 1 MiB fits the empty 2 MiB target when the run starts; then something else fills it
+    slow = {"rw": "write", "runtime": "10s", "size": "1MiB", "rate": "256k"}
+    config = campaign(tmp_path, long_job=slow)
     config["targets"]["shared_scratch"]["path"] = str(tiny_filesystem)
     finished = build_done_experiment(tmp_path, config)
     parquet_before = parquet_files(tmp_path)
-    snakemake(tmp_path, config, "results/long/preflight.json")
-    (tiny_filesystem / "someone-else").write_bytes(b"x" * (1536 * 1024))
-    free = os.statvfs(tiny_filesystem).f_bavail * os.statvfs(tiny_filesystem).f_frsize
+    process = start_snakemake(tmp_path, config)
+    try:
+        wait_for(lambda: processes_matching(f"^fio .*{tmp_path}/results/long"), "fio to start")
+        (tiny_filesystem / "someone-else").write_bytes(b"x" * (1792 * 1024))
+        process.communicate(timeout=120)
+    finally:
+        stop_if_running(process)
 
-    result = snakemake(tmp_path, config, check=False)
-
-    assert result.returncode != 0
+    assert process.returncode != 0
     log = long_run_log(tmp_path, "write_bs4k_nj1")
     assert "host localhost: fio exited 1; stderr tail:" in log
     assert "No space left on device" in log
     attempt_dir = long_iteration(tmp_path, "write_bs4k_nj1") / "a1"
     assert "No space left on device" in (attempt_dir / "localhost.stderr").read_text()
     (job,) = json.loads((attempt_dir / "localhost.json").read_text())["jobs"]
-    # fio stopped at the first failed write: the pages that were left, filled
-    assert (job["error"], job["write"]["io_bytes"]) == (errno.ENOSPC, free)
+    # fio stopped at the first failed write, having written less than its 1 MiB
+    assert job["error"] == errno.ENOSPC and 0 < job["write"]["io_bytes"] < 1 << 20
     assert_nothing_published(tmp_path, parquet_before, "write_bs4k_nj1")
     assert_untouched(tmp_path, finished)
 
 
-def test_a_job_larger_than_the_target_stops_at_preflight(tmp_path, tiny_filesystem):
+def test_a_job_larger_than_the_target_never_starts(tmp_path, tiny_filesystem):
     config = campaign(tmp_path, long_job={"rw": "write", "runtime": "10s"})  # 4 MiB into 2
     config["targets"]["shared_scratch"]["path"] = str(tiny_filesystem)
     result = snakemake(tmp_path, config, check=False)
     assert result.returncode != 0
-    log = (tmp_path / "results/long/logs/preflight.log").read_text()
+    log = long_run_log(tmp_path, "write_bs4k_nj1")
     assert f"host localhost: not enough room in {tiny_filesystem}/localhost: run" in log
-    assert not (tmp_path / "results/long/raw").exists()
+    assert "writes 4.0 MiB" not in log  # stated in GiB, as the free space is
+    assert not list(long_iteration(tmp_path, "write_bs4k_nj1").glob("a1/localhost.json"))
 
 
 # -- Snakemake SIGKILLed -------------------------------------------------------------------
