@@ -32,6 +32,7 @@ SWEEP = {
     "size": [f"{16 * k}MiB" for k in range(1, 11)],
 }
 QUICK_SIZES = ["64MiB"]  # --quick: 1,000 runs
+LIMIT_SIZES = [f"{16 * k}MiB" for k in range(1, 21)]  # --at-limit: 20,000 runs, MAX_RUNS
 STATS_LINE = re.compile(r"^(\w+)\s+(\d+)\s*$")
 
 FLAT_SNAKEFILE = """\
@@ -182,7 +183,14 @@ def chained_snakefile(jobs: int, runs: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000 runs instead of 10,000")
+    parser.add_argument(
+        "--at-limit",
+        action="store_true",
+        help="storbench alone at MAX_RUNS (20,000 runs): time and peak memory of the dry run",
+    )
     args = parser.parse_args()
+    if args.at_limit:
+        return at_limit()
     config = campaign(QUICK_SIZES if args.quick else SWEEP["size"])
     runs = runs_of(config)
     shutil.rmtree(WORK, ignore_errors=True)
@@ -221,6 +229,32 @@ def main() -> int:
             ("storbench / chained", result["ratio_storbench_to_chained"]),
         ],
     )
+    shutil.rmtree(WORK, ignore_errors=True)
+    return 0
+
+
+def at_limit() -> int:
+    """Where MAX_RUNS lies: the dry run of a campaign of exactly that many runs."""
+    import resource
+
+    sys.path.insert(0, str(REPO))
+    from storbench.config.sweep import MAX_RUNS
+
+    config = campaign(LIMIT_SIZES)
+    runs = runs_of(config)
+    if runs != MAX_RUNS:
+        raise RuntimeError(f"the limit campaign has {runs} runs, MAX_RUNS is {MAX_RUNS}")
+    shutil.rmtree(WORK, ignore_errors=True)
+    seconds, stats = storbench_dry_run(WORK / "limit", config)
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    result = {
+        "runs": runs,
+        "jobs": stats["total"],
+        "storbench_dry_run_s": round(seconds, 2),
+        "peak_rss_mib": round(peak_mib),
+    }
+    write_result("planning_limit", result)
+    print_table(f"snakemake -n at MAX_RUNS ({runs} runs)", list(result.items()))
     shutil.rmtree(WORK, ignore_errors=True)
     return 0
 

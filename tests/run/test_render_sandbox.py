@@ -78,9 +78,10 @@ def test_snakemake_plan_and_the_run_refuse_it_and_touch_nothing(tmp_path):
     template.write_text("[job]\n" + ESCAPES["joiner-globals"] + "\n")
     config = {
         "hosts": {"localhost": {"transport": "local"}},
-        "targets": {"t": {"type": "directory", "path": str(tmp_path / "scratch")}},
+        "targets": {"scratch": {"type": "directory", "path": str(tmp_path / "scratch")}},
         "experiments": {
-            "e": {"tool": "fio", "hosts": "localhost", "target": "t", "template": str(template),
+            "e": {"tool": "fio", "hosts": "localhost", "target": "scratch",
+                  "template": str(template),
                   "job": {"rw": "read", "bs": "4k", "size": "1m", "runtime": "1s"}},
         },
     }  # fmt: skip
