@@ -118,7 +118,7 @@ def campaign(sizes: list[str]) -> dict:
         "hosts": {"localhost": {"transport": "local"}},
         "targets": {"scratch": {"type": "directory", "path": "/var/tmp/storbench/bench-plan"}},
         "experiments": {
-            "plan": {
+            "planned": {
                 "tool": "fio",
                 "hosts": "localhost",
                 "target": "scratch",
@@ -132,7 +132,7 @@ def campaign(sizes: list[str]) -> dict:
 
 def runs_of(config: dict) -> int:
     count = 1
-    for values in config["experiments"]["plan"]["sweep"].values():
+    for values in config["experiments"]["planned"]["sweep"].values():
         count *= len(values)
     return count
 
@@ -203,7 +203,7 @@ def main() -> int:
             f"job counts differ: storbench {jobs}, flat {flat_stats['total']}, "
             f"chained {chained_stats['total']}"
         )
-    sweep = config["experiments"]["plan"]["sweep"]
+    sweep = config["experiments"]["planned"]["sweep"]
     result = {
         "runs": runs,
         "sweep_lengths": {key: len(values) for key, values in sweep.items()},
