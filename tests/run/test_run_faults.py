@@ -272,17 +272,31 @@ def tiny_filesystem(tmp_path):
         subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
+def fill(path: Path) -> None:
+    """Write until the file system is full (as another user's job would)."""
+    with open(path, "wb", buffering=0) as handle:  # unbuffered: nothing left for close()
+        try:
+            while True:
+                handle.write(b"x" * 4096)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+
+
 def test_full_target_fails_with_enospc_and_publishes_nothing(tmp_path, tiny_filesystem):
     # 1 MiB fits the empty 2 MiB target when the run starts; then something else fills it
-    slow = {"rw": "write", "runtime": "10s", "size": "1MiB", "rate": "256k"}
+    slow = {"rw": "write", "runtime": "10s", "size": "1MiB", "rate": "256k", "fallocate": "none"}
     config = campaign(tmp_path, long_job=slow)
     config["targets"]["shared_scratch"]["path"] = str(tiny_filesystem)
     finished = build_done_experiment(tmp_path, config)
     parquet_before = parquet_files(tmp_path)
     process = start_snakemake(tmp_path, config)
     try:
-        wait_for(lambda: processes_matching(f"^fio .*{tmp_path}/results/long"), "fio to start")
-        (tiny_filesystem / "someone-else").write_bytes(b"x" * (1792 * 1024))
+        written = tiny_filesystem / "localhost"
+        wait_for(
+            lambda: any(f.stat().st_size >= 64 * 1024 for f in written.glob("*")),
+            "fio to have written 64 KiB",
+        )
+        fill(tiny_filesystem / "someone-else")
         process.communicate(timeout=120)
     finally:
         stop_if_running(process)
