@@ -874,13 +874,8 @@ def _check_option_value(
 def _check_count(option: str, value) -> None:
     """Queue depths and job counts: whole numbers of at least 1 (0 and -1 run nothing, or
     everything at once)."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise units.UnitError(f"{option} must be a whole number >= 1, not {value!r}")
-    try:
-        number = int(value)
-    except ValueError:
-        raise units.UnitError(f"{option} must be a whole number >= 1, not {value!r}") from None
-    if number < 1:
+    whole = isinstance(value, int | str) and not isinstance(value, bool) and str(value).isdigit()
+    if not whole or int(value) < 1:
         raise units.UnitError(f"{option} must be a whole number >= 1, not {value!r}")
 
 

@@ -310,7 +310,3 @@ class Manifest(StepSpec):
 
     KIND = "manifest"
     OPTIONAL = ("prep_state", "reprepared", "execution", "controller", "faults")
-
-    def mapping(self) -> dict:
-        """The manifest as a plain mapping, for the adapters' parse."""
-        return self.to_dict()

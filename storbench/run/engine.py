@@ -122,10 +122,11 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
             with target_lock.held(transport, host.workdir, spec.target, spec.timeout_s):
                 if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
                     transport.kill_matching(stale_attempts_marker(paths.workdir))
-                if paths.workdir == str(local_dir.resolve()):
-                    transport.mkdirs(paths.workdir)
-                else:  # attempts are numbered locally: this folder is another session's
+                remote = paths.workdir != str(local_dir.resolve())
+                if remote:  # attempts are numbered locally: this folder is another session's
                     transport.fresh_dir(paths.workdir)
+                else:
+                    transport.mkdirs(paths.workdir)
                 for target_directory in tool.target_directories(spec.target, name):
                     transport.mkdirs(target_directory)
                 needed = tool.bytes_per_host(spec.params)
@@ -161,7 +162,7 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                 else:
                     _kill_leftovers(transport, paths.job_path, result)
                     _fetch_what_exists(transport, tool, paths, local_output)
-                if paths.workdir != str(local_dir.resolve()):
+                if remote:
                     _tidy_remote_attempts(transport, paths.workdir, host.keep_attempts)
     except HostError as error:
         result.error = "\n".join([str(error), *getattr(error, "__notes__", ())])

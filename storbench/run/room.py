@@ -14,30 +14,39 @@ from storbench.hosts.transport import HostError
 CHECK_TIMEOUT_S = 60.0
 
 
+def _where(directory: str) -> str:
+    """Shell: $p becomes directory, or its nearest existing parent (it may not exist yet)."""
+    return f'p={shlex.quote(directory)}; while [ ! -e "$p" ]; do p=$(dirname "$p"); done'
+
+
+def _kib(text: str) -> int | None:
+    return int(text) * 1024 if text.isdigit() else None
+
+
 def free_bytes(transport, directory: str) -> int | None:
-    """Free bytes where directory is (or would be: its nearest existing parent)."""
-    script = (
-        f"p={shlex.quote(directory)}; "
-        'while [ ! -e "$p" ]; do p=$(dirname "$p"); done; df -Pk "$p" | tail -n 1'
+    """Free bytes where directory is (or would be)."""
+    rc, out, _ = transport.shell(
+        f'{_where(directory)}; df -Pk "$p" | tail -n 1', timeout_s=CHECK_TIMEOUT_S
     )
-    rc, out, _ = transport.shell(script, timeout_s=CHECK_TIMEOUT_S)
     fields = out.split()
-    if rc != 0 or len(fields) < 4 or not fields[3].isdigit():
-        return None
-    return int(fields[3]) * 1024
+    return _kib(fields[3]) if rc == 0 and len(fields) >= 4 else None
 
 
 def check_room(transport, directory: str, needed: int, run_id: str) -> None:
     """Raise HostError when the run's files do not fit; files already there (an earlier
-    run's, which fio reuses) count as room."""
-    free = free_bytes(transport, directory)
+    run's, which fio reuses) count as room. One round trip: df, then du."""
+    script = (
+        f'{_where(directory)}; df -Pk "$p" | tail -n 1;'
+        f" du -sk -- {shlex.quote(directory)} 2>/dev/null || echo 0"
+    )
+    rc, out, _ = transport.shell(script, timeout_s=CHECK_TIMEOUT_S)
+    lines = out.splitlines()
+    df = lines[0].split() if lines else []
+    free = _kib(df[3]) if rc == 0 and len(df) >= 4 else None
     if free is None:
         return
-    rc, out, _ = transport.shell(
-        f"du -sk -- {shlex.quote(directory)} 2>/dev/null", timeout_s=CHECK_TIMEOUT_S
-    )
-    fields = out.split()
-    present = int(fields[0]) * 1024 if rc == 0 and fields and fields[0].isdigit() else 0
+    du = lines[1].split() if len(lines) > 1 else []
+    present = (_kib(du[0]) if du else None) or 0
     if needed - present > free:
         raise HostError(
             transport.spec.name,

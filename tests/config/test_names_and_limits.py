@@ -16,27 +16,7 @@ from storbench import cli
 from storbench.config import campaign as config
 from storbench.config.sweep import MAX_RUNS
 from storbench.core import secrets
-
-VALID = {
-    "hosts": {"localhost": {"transport": "local"}},
-    "targets": {"scratch": {"type": "directory", "path": "/var/tmp/storbench/scratch"}},
-    "experiments": {
-        "demo": {
-            "tool": "fio",
-            "hosts": "localhost",
-            "target": "scratch",
-            "job": {"size": "1m", "rw": "write", "bs": "4k", "runtime": "1s"},
-        }
-    },
-}
-
-
-def problems_of(mutate) -> list[str]:
-    raw = copy.deepcopy(VALID)
-    mutate(raw)
-    with pytest.raises(config.ConfigError) as caught:
-        config.load_campaign(raw)
-    return caught.value.problems
+from tests.config.test_bad_config import VALID, problems_of
 
 
 def rename_experiment(new: str):
@@ -155,6 +135,7 @@ def test_a_million_point_sweep_is_refused_before_it_is_expanded():
 
 def test_the_limit_counts_every_experiment_of_the_campaign():
     def mutate(raw):
+        raw["experiments"]["demo"].pop("sweep")  # one run
         for index in range(3):
             raw["experiments"][f"e{index}"] = {
                 **raw["experiments"]["demo"],
@@ -292,6 +273,7 @@ def test_datasets_and_recipes_never_run_job_commands():
             "d": {"target": "scratch", "job": {"size": "1m", "exec_prerun": "touch x"}}
         }
         raw["experiments"]["demo"]["dataset"] = "d"
+        del raw["experiments"]["demo"]["job"]["size"]  # the dataset's size is the job's
 
     assert problems_of(mutate) == [
         "datasets.d.job.exec_prerun: runs a command on every host ('touch x'); not in datasets"

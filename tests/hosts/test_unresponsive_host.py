@@ -15,6 +15,7 @@ import pytest
 from storbench.core.specs import RunSpec
 from storbench.run import engine
 from storbench.run.attempt import RunError
+from storbench.run.processes import descendants
 from tests.run.test_interrupt import processes_matching, wait_for
 from tests.sshd import start_sshd
 
@@ -36,14 +37,9 @@ def own_sshd(ssh_lab, tmp_path):
 
 def sshd_processes(server, sig) -> list[int]:
     """Signal the listener and every sshd below it (not the tools they started)."""
+    below = descendants(server.process.pid)
     pids = [server.process.pid]
-    index = 0
-    while index < len(pids):
-        children = Path(f"/proc/{pids[index]}/task/{pids[index]}/children")
-        for child in children.read_text().split() if children.exists() else []:
-            if Path(f"/proc/{child}/comm").read_text().strip().startswith("sshd"):
-                pids.append(int(child))
-        index += 1
+    pids += [pid for pid in below if Path(f"/proc/{pid}/comm").read_text().startswith("sshd")]
     for pid in pids:
         os.kill(pid, sig)
     return pids

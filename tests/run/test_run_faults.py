@@ -116,11 +116,12 @@ def long_run_log(workdir: Path, run_id: str = RUN) -> str:
 
 
 def run_to_failure(workdir: Path, config: dict, running_marker: str, inject) -> str:
-    """Start the campaign, call inject() once fio runs with running_marker; return the output."""
+    """Start the campaign, call inject(snakemake's process) once fio runs with running_marker;
+    return the output."""
     process = start_snakemake(workdir, config)
     try:
         wait_for(lambda: processes_matching(f"fio.*{running_marker}"), "fio to start")
-        inject()
+        inject(process)
         output, _ = process.communicate(timeout=300)
     finally:
         stop_if_running(process)
@@ -181,7 +182,7 @@ def test_host_lost_mid_run_stops_its_tool_and_a_rerun_completes(private_lab, tmp
     remote_attempt = remote_workdir / f"long/{RUN}/it1/{LOST_HOST_ADDRESS}/a1"
     server = private_lab.servers[0]
 
-    run_to_failure(tmp_path, config, f"{remote_attempt}/job.fio", server.stop)
+    run_to_failure(tmp_path, config, f"{remote_attempt}/job.fio", lambda _: server.stop())
 
     log = long_run_log(tmp_path)
     assert f"host {LOST_HOST_ADDRESS}: running fio: connection lost" in log
@@ -230,7 +231,7 @@ def test_tool_killed_mid_run_fails_kills_its_workers_and_keeps_the_attempt(tmp_p
     attempt_dir = long_iteration(tmp_path) / "a1"
     marker = str(attempt_dir / "job.fio")
 
-    def kill_fio_main_process():
+    def kill_fio_main_process(_):
         # fio's main process and its job process; the main one dies, as in a crash
         processes = wait_for(lambda: main_and_job(fio_processes(marker)), "fio's job process")
         (main,) = [pid for pid, parent in processes.items() if parent not in processes]
@@ -289,19 +290,17 @@ def test_full_target_fails_with_enospc_and_publishes_nothing(tmp_path, tiny_file
     config["targets"]["shared_scratch"]["path"] = str(tiny_filesystem)
     finished = build_done_experiment(tmp_path, config)
     parquet_before = parquet_files(tmp_path)
-    process = start_snakemake(tmp_path, config)
-    try:
-        written = tiny_filesystem / "localhost"
+    written = tiny_filesystem / "localhost"
+
+    def fill_once_fio_writes(_):
         wait_for(
             lambda: any(f.stat().st_size >= 64 * 1024 for f in written.glob("*")),
             "fio to have written 64 KiB",
         )
         fill(tiny_filesystem / "someone-else")
-        process.communicate(timeout=120)
-    finally:
-        stop_if_running(process)
 
-    assert process.returncode != 0
+    run_to_failure(tmp_path, config, f"{tmp_path}/results/long", fill_once_fio_writes)
+
     log = long_run_log(tmp_path, "write_bs4k_nj1")
     assert "host localhost: fio exited 1; stderr tail:" in log
     assert "No space left on device" in log
@@ -372,14 +371,8 @@ def test_sigint_to_snakemake_alone_stops_fio_and_a_rerun_completes(tmp_path):
     finished = build_done_experiment(tmp_path, config)
     parquet_before = parquet_files(tmp_path)
     marker = str(long_iteration(tmp_path) / "a1/job.fio")
-    process = start_snakemake(tmp_path, config)
-    try:
-        wait_for(lambda: processes_matching(f"fio.*{marker}"), "fio to start")
-        os.kill(process.pid, signal.SIGINT)  # the pid only: its jobs get no signal from us
-        output, _ = process.communicate(timeout=120)
-    finally:
-        stop_if_running(process)
-    assert process.returncode != 0
+    # the pid only: its jobs get no signal from us
+    output = run_to_failure(tmp_path, config, marker, lambda sm: os.kill(sm.pid, signal.SIGINT))
     assert "Terminating processes on user request" in output
     assert not processes_matching(f"fio.*{marker}")
     failed = (long_iteration(tmp_path) / "a1/failed.txt").read_text()
