@@ -358,7 +358,15 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     specs = []
     for node in nodes:
         spec = {"name": node, "group": name, "transport": group["transport"]}
-        for option in ("user", "port", "jump", "host_key_check", "workdir", "keep_attempts"):
+        for option in (
+            "user",
+            "port",
+            "jump",
+            "host_key_check",
+            "workdir",
+            "keep_attempts",
+            "service_ports",
+        ):
             if option in group:
                 spec[option] = group[option]
         for option in ("identity", "known_hosts"):
@@ -368,6 +376,13 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
         if "unresponsive_after" in group:
             spec["unresponsive_s"] = unresponsive
         specs.append(spec)
+    for tool in group.get("service_ports", {}):
+        if tool not in _known_tools() or not get_tool(tool).has_services:
+            services = [n for n in _known_tools() if get_tool(n).has_services]
+            problems.append(
+                f"{key}.service_ports.{tool}: not a tool with a service"
+                f" (tools: {', '.join(services)})"
+            )
     identity = specs[0].get("identity") if group["transport"] == "ssh" else None
     if identity and (problem := private_file_problem(identity)):
         problems.append(f"{key}.identity: {problem}")
@@ -684,13 +699,15 @@ def _check_host_expressions(
 
 
 def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
-    """Standalone S3 tools on several hosts would share one bucket's objects and clear it."""
+    """Standalone S3 tools on several hosts would share one bucket's objects and clear it; in
+    service mode the tool gives each client its own object names."""
     hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
-    if experiment.target.get("type") == "s3" and hosts > 1:
+    if experiment.target.get("type") == "s3" and hosts > 1 and experiment.execution != "service":
+        services = [n for n in _known_tools() if "service" in _tools_by_name(n).execution]
         problems.append(
-            f"experiments.{name}.hosts: S3 experiments run from one host for now ({hosts} given);"
-            " multi-host service mode (warp client, GOSBench workers, elbencho --service)"
-            " is not wired into the runner yet"
+            f"experiments.{name}.execution: an S3 experiment on {hosts} hosts runs in service "
+            f"mode (execution: service; tools: {', '.join(services)}), where the tool gives "
+            "each client its own objects; standalone S3 runs use one host"
         )
 
 

@@ -116,6 +116,11 @@ class Host:
     group: str | None = None  # the config's host group it came from
     keep_attempts: int = 0  # finished attempt folders kept in workdir per iteration (diagnosis)
     unresponsive_s: float = 30.0  # a silent SSH host that does not answer a probe this long
+    # {tool: port} of this host's tool services; tools that listen on every address (elbencho,
+    # warp client) need a port per host when several hosts share one machine
+    service_ports: dict = dataclasses.field(default_factory=dict)
+    # the controller's address as this host reaches it (workers that dial the controller)
+    controller_address: str | None = None
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
@@ -137,6 +142,9 @@ class Host:
             parse_jump(self.jump)
         if not self.address:
             object.__setattr__(self, "address", self.name)
+        for tool, port in self.service_ports.items():
+            if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+                raise ValueError(f"host {self.name}: service_ports.{tool}: bad port {port!r}")
         for key in ("identity", "known_hosts"):
             value = getattr(self, key)
             if value is not None:

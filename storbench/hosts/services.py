@@ -9,8 +9,10 @@ TCP connection. Imports stay light: this is the benchmark path.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import shlex
 import socket
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +26,8 @@ RUNNING_DIR = paths.SERVICES_DIR  # <tool>.running: this working directory start
 READY_TIMEOUT_S = 20.0
 START_TIMEOUT_S = 60.0
 MAX_PARALLEL_HOSTS = 64
+LOG_NAME = "service.log"
+QUIT_TIMEOUT_S = 30.0
 
 
 class ServiceError(RuntimeError):
@@ -39,17 +43,25 @@ def host_spec(host: dict) -> Host:
     return Host.from_dict(host)
 
 
+def port_of(spec: Host, tool: str, default: int) -> int:
+    """The host's own port for the tool's service (service_ports), else the campaign's."""
+    return int(spec.service_ports.get(tool, default))
+
+
 def service_dir(spec: Host, tool: str, port: int) -> str:
     """Named after the host too: a workdir on a shared file system must not mix hosts' files."""
+    port = port_of(spec, tool, port)
     return f"{spec.workdir.rstrip('/')}/services/{tool}-{spec.address}-{port}"
 
 
 def service_marker(spec: Host, tool_name: str, port: int) -> str:
+    port = port_of(spec, tool_name, port)
     return " ".join(get_tool(tool_name).service_start_command(spec.address, port))
 
 
-def endpoint(host: dict, port: int) -> str:
-    return f"{host_spec(host).address}:{port}"
+def endpoint(host: dict, port: int, tool: str = "") -> str:
+    spec = host_spec(host)
+    return f"{spec.address}:{port_of(spec, tool, port)}"
 
 
 def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
@@ -61,9 +73,27 @@ def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
 
 
 def stop_services(hosts: list[dict], tool_name: str, port: int) -> None:
-    """Stop the service on every host; a host without one is fine."""
+    """Ask the services to quit (the tool's own way), then stop what is left on every host."""
+    _ask_to_quit(hosts, tool_name, port)
     on_every_host(hosts, lambda host: _stop_one(host, tool_name, port), "stop")
     _running_flag(tool_name).unlink(missing_ok=True)
+
+
+def _ask_to_quit(hosts: list[dict], tool_name: str, port: int) -> None:
+    answering = [h for h in hosts if _accepts(host_spec(h).address, _port(h, tool_name, port), 2)]
+    argv = get_tool(tool_name).service_stop_command(
+        [endpoint(host, port, tool_name) for host in answering]
+    )
+    if not answering or not argv:
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):  # the kill below stops them
+        subprocess.run(
+            argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=QUIT_TIMEOUT_S, check=False
+        )
+
+
+def _port(host: dict, tool_name: str, port: int) -> int:
+    return port_of(host_spec(host), tool_name, port)
 
 
 def maybe_running(tool_name: str) -> bool:
@@ -77,7 +107,11 @@ def _running_flag(tool_name: str) -> Path:
 
 def ensure_services(hosts: list[dict], tool_name: str, port: int) -> None:
     """Restart services that are not answering (host rebooted, service killed, cleanup ran)."""
-    down = [host for host in hosts if not _accepts(host_spec(host).address, port, timeout_s=2)]
+    down = [
+        host
+        for host in hosts
+        if not _accepts(host_spec(host).address, _port(host, tool_name, port), 2)
+    ]
     if down:
         start_services(down, tool_name, port)
 
@@ -85,26 +119,25 @@ def ensure_services(hosts: list[dict], tool_name: str, port: int) -> None:
 def _start_one(host: dict, tool_name: str, port: int) -> dict:
     spec = host_spec(host)
     folder = service_dir(spec, tool_name, port)
+    port = port_of(spec, tool_name, port)
     argv = get_tool(tool_name).service_start_command(spec.address, port)
     if not _accepts(spec.address, port, timeout_s=2):
         with open_transport(spec) as transport:
             transport.kill_matching(" ".join(argv))  # a stale service that no longer answers
-            code, _, err = transport.shell(
-                _detached_script(folder, argv), timeout_s=START_TIMEOUT_S
-            )
+            code, _, err = transport.shell(detached_script(folder, argv), timeout_s=START_TIMEOUT_S)
             if code != 0:
                 raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
         _wait_ready(spec, port, folder)
     return {"host": spec.name, "endpoint": f"{spec.address}:{port}", "folder": folder}
 
 
-def _detached_script(folder: str, argv: list[str]) -> str:
+def detached_script(folder: str, argv: list[str]) -> str:
     """All three streams redirected, or the SSH session would wait for the service to end."""
 
     command = " ".join(shlex.quote(arg) for arg in argv)
     return (
         f"mkdir -p {shlex.quote(folder)} && cd {shlex.quote(folder)} && "
-        f"{{ nohup {command} > service.log 2>&1 < /dev/null & echo $! > service.pid; }}"
+        f"{{ nohup {command} >> {LOG_NAME} 2>&1 < /dev/null & echo $! > service.pid; }}"
     )
 
 
@@ -121,7 +154,7 @@ def _wait_ready(spec: Host, port: int, folder: str) -> None:
     )
 
 
-def _accepts(address: str, port: int, *, timeout_s: float) -> bool:
+def _accepts(address: str, port: int, timeout_s: float) -> bool:
     try:
         with socket.create_connection((address, port), timeout=timeout_s):
             return True

@@ -242,7 +242,9 @@ def network_spec(campaign: Campaign) -> dict | None:
 
 
 def service_tools(campaign: Campaign) -> list[str]:
-    return sorted({e.tool for e in campaign.experiments.values() if e.execution == "service"})
+    """Tools whose services run for the whole campaign (workers started per run are not)."""
+    tools = {e.tool for e in campaign.experiments.values() if e.execution == "service"}
+    return sorted(tool for tool in tools if not get_tool(tool).service_per_run)
 
 
 def preflight_spec(campaign: Campaign, name: str) -> dict:

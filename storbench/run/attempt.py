@@ -6,6 +6,8 @@ import datetime
 import signal
 from pathlib import Path
 
+from storbench.core.secrets import Credentials, SecretError, target_credentials
+from storbench.core.specs import RunSpec
 from storbench.hosts.transport import HostError
 
 STDERR_TAIL_LINES = 20
@@ -57,3 +59,14 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def run_credentials(spec: RunSpec) -> Credentials | None:
+    """An S3 target's keys for the run (RunError naming the target when they are missing)."""
+    target = spec.target
+    if target.get("type") != "s3":
+        return None
+    try:
+        return target_credentials(target["name"], target)
+    except SecretError as error:
+        raise RunError(str(error)) from None

@@ -25,7 +25,7 @@ from pathlib import Path
 from storbench.core import atomic
 from storbench.core import paths as paths_of
 from storbench.core.model import Host
-from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
+from storbench.core.secrets import Credentials, scrub
 from storbench.core.specs import Manifest, RunSpec
 from storbench.hosts.transport import (
     SHELL_TIMEOUT_S,
@@ -35,11 +35,18 @@ from storbench.hosts.transport import (
     raise_interrupt,
 )
 from storbench.run import faults, room, target_lock
-from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
+from storbench.run.attempt import (
+    RunError,
+    exit_reason,
+    now,
+    output_tail,
+    run_credentials,
+    tool_version,
+)
 from storbench.run.processes import controller_chain, is_alive
 from storbench.run.service import run_service_iteration
 from storbench.tools import get_tool
-from storbench.tools.base import SECRET_PLACEHOLDERS
+from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
 
 FAULTS_RECORD = "faults.json"  # the fault commands as they ran, beside the raw output
 FAILED_NOTE = "failed.txt"
@@ -197,8 +204,7 @@ def _command_with_secrets(
     lines = [f"{var}={shlex.quote(credentials.field(key))}" for var, key in tool.secret_env.items()]
     private_files.append(env_file)
     transport.put_private_text("\n".join(lines) + "\n", env_file)
-    # the keys reach the tool's environment, never its command line
-    return ["sh", "-c", 'set -a; . "$1"; set +a; shift; exec "$@"', "env-file", env_file, *argv]
+    return ["sh", "-c", ENV_FILE_SCRIPT, "env-file", env_file, *argv]
 
 
 def _kill_leftovers(transport, marker: str, result: HostResult) -> None:
@@ -346,7 +352,7 @@ def _run_standalone(
 ) -> dict:
     """{'hosts': what ran on each host, 'faults': the fault commands as they ran (if any)}."""
     tool = get_tool(spec.tool)
-    credentials = _credentials(spec)
+    credentials = run_credentials(spec)
 
     def remote_dir(host: Host) -> str:
         return paths_of.remote_attempt_dir(
@@ -403,16 +409,6 @@ def _run_standalone(
         for r in results
     ]
     return placement
-
-
-def _credentials(spec: RunSpec) -> Credentials | None:
-    target = spec.target
-    if target.get("type") != "s3":
-        return None
-    try:
-        return target_credentials(target["name"], target)
-    except SecretError as error:
-        raise RunError(str(error)) from None
 
 
 # -- the controller watch ------------------------------------------------------------------

@@ -11,17 +11,31 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import shlex
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from storbench.core import atomic
 from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, hold_signals, open_transport
 from storbench.run import target_lock
-from storbench.run.attempt import RunError, exit_reason, now, output_tail, tool_version
+from storbench.run.attempt import (
+    RunError,
+    exit_reason,
+    now,
+    output_tail,
+    run_credentials,
+    tool_version,
+)
 from storbench.tools import get_tool
+from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
+
+LOCAL_CONTROLLER = "127.0.0.1"  # hosts on the controller's own machine reach it here
 
 
 def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, str]) -> dict:
@@ -32,31 +46,38 @@ def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, s
     missing = [h["name"] for h in hosts if h["name"] not in job_files]
     if missing:
         raise RunError(f"no job file for host(s) {', '.join(missing)}")
-    services.ensure_services(hosts, spec.tool, port)
+    if tool.service_job_shared:
+        _check_one_job(spec, hosts, job_files)
+    if not tool.service_per_run:
+        services.ensure_services(hosts, spec.tool, port)
     holder = target_lock.holder(spec.timeout_s)
+    workers: dict[str, list[str]] = {}
     try:
         prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder)
-        endpoints = [services.endpoint(host, port) for host in hosts]
-        output_path = (local_dir / f"{CONTROLLER}.json").resolve()  # absolute: a unique marker
-        argv = tool.controller_command(
-            [str(Path(job_files[h["name"]]).resolve()) for h in hosts], str(output_path), endpoints
-        )
-        controller = Host(name="controller", transport="local")
+        if tool.service_per_run:
+            workers = _start_workers(spec, tool, hosts, port)
+            endpoints = [_controller_endpoint(host, port) for host in hosts]
+        else:
+            endpoints = [services.endpoint(host, port, spec.tool) for host in hosts]
+        output_path = (local_dir / tool.output_name(CONTROLLER)).resolve()  # a unique marker
+        if tool.output_is_folder:
+            output_path.mkdir(parents=True, exist_ok=True)
+        jobs = [str(Path(job_files[h["name"]]).resolve()) for h in hosts]
+        argv = tool.controller_command(jobs, str(output_path), endpoints)
         start = now()
         try:
-            with open_transport(controller) as transport:
-                exit_code = transport.run(
-                    argv,
-                    timeout_s=spec.timeout_s,
-                    stdout_path=local_dir / f"{CONTROLLER}.stdout",
-                    stderr_path=local_dir / f"{CONTROLLER}.stderr",
-                    marker=str(output_path),  # absolute and unique: stops exactly this client
-                )
+            exit_code = _run_controller(spec, tool, jobs, endpoints, local_dir, str(output_path))
         except KeyboardInterrupt:
             hold_signals()
-            _stop_campaign_services(spec)
+            if workers:
+                _stop_workers(spec, hosts, workers)
+            else:
+                _stop_campaign_services(spec)
             raise
         end = now()
+        if workers:  # they end with the server; a worker left over has lost it
+            _stop_workers(spec, hosts, workers)
+        logs = _keep_service_logs(spec, tool, hosts, port, local_dir, prepared)
         if exit_code != 0:
             reason = exit_reason(exit_code)
             tail = output_tail(local_dir / f"{CONTROLLER}.stderr") or output_tail(
@@ -91,8 +112,9 @@ def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, s
                     "start_time": stamps.get(host["name"]) or start,
                     "start_time_source": "host" if host["name"] in stamps else "controller",
                     "end_time": end,
-                    "tool_version": prepared[host["name"]],
+                    "tool_version": prepared[host["name"]].version,
                     "output": output_path.name,
+                    **({"service_log": logs[host["name"]]} if host["name"] in logs else {}),
                 }
                 for host, endpoint in zip(hosts, endpoints, strict=True)
             ],
@@ -101,13 +123,140 @@ def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, s
         _release_locks(spec, hosts, holder)
 
 
+def _controller_endpoint(host: dict, port: int) -> str:
+    return f"{services.host_spec(host).controller_address or LOCAL_CONTROLLER}:{port}"
+
+
+def _start_workers(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[str, list[str]]:
+    """{host: argv} of each host's worker, started detached; it dials the controller's server
+    (and retries until it is up), so nothing here waits for it."""
+
+    def start(host: dict) -> list[str]:
+        host_spec = services.host_spec(host)
+        controller = host_spec.controller_address or LOCAL_CONTROLLER
+        own_port = services.port_of(host_spec, spec.tool, tool.worker_port)
+        argv = tool.worker_command(controller, port, own_port)
+        folder = services.service_dir(host_spec, spec.tool, port)
+        with open_transport(host_spec) as transport:
+            transport.kill_matching(" ".join(argv))  # a worker an interrupted run left
+            code, _, err = transport.shell(services.detached_script(folder, argv), timeout_s=60)
+        if code != 0:
+            raise HostError(host_spec.name, f"{spec.tool} worker did not start: {err.strip()}")
+        return argv
+
+    return services.on_every_host(hosts, start, "starting the workers")
+
+
+def _stop_workers(spec: RunSpec, hosts: list[dict], workers: dict[str, list[str]]) -> None:
+    def stop(host: dict) -> None:
+        host_spec = services.host_spec(host)
+        with open_transport(host_spec) as transport:
+            transport.kill_matching(" ".join(workers[host_spec.name]))
+
+    with contextlib.suppress(Exception):  # best effort; `snakemake cleanup` is the backstop
+        services.on_every_host([h for h in hosts if h["name"] in workers], stop, "stopping")
+
+
+def _check_one_job(spec: RunSpec, hosts: list[dict], job_files: dict[str, str]) -> None:
+    """The tool sends one job to every service: host-fact values must not differ by host."""
+    texts = {h["name"]: Path(job_files[h["name"]]).read_text() for h in hosts}
+    first = hosts[0]["name"]
+    differ = [name for name, text in texts.items() if text != texts[first]]
+    if differ:
+        raise RunError(
+            f"{spec.experiment}/{spec.run_id}: {spec.tool} services all run the controller's "
+            f"one job, but the job files of {', '.join(differ)} differ from {first}'s (host "
+            "facts with different values); use standalone execution or equal values"
+        )
+
+
+def _run_controller(
+    spec: RunSpec, tool, jobs: list[str], endpoints: list[str], local_dir: Path, output: str
+) -> int:
+    """The tool's client here. S3 keys reach it through private files (a job file with the
+    keys filled in, an environment file) in a folder of its own, never through its argv."""
+    credentials = run_credentials(spec)
+    controller = Host(name=CONTROLLER, transport="local")
+    with contextlib.ExitStack() as stack:
+        argv = tool.controller_command(jobs, output, endpoints)
+        if credentials is not None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="storbench-")))
+            jobs = [_private_job(folder, index, job, tool, credentials) for index, job in
+                    enumerate(jobs)]  # fmt: skip
+            argv = tool.controller_command(jobs, output, endpoints)
+            if tool.secret_env:
+                lines = [
+                    f"{var}={shlex.quote(credentials.field(key))}"
+                    for var, key in tool.secret_env.items()
+                ]
+                env_file = _private_file(folder / "controller.env", "\n".join(lines) + "\n")
+                argv = ["sh", "-c", ENV_FILE_SCRIPT, "env-file", env_file, *argv]
+        with open_transport(controller) as transport:
+            return transport.run(
+                argv,
+                timeout_s=spec.timeout_s,
+                stdout_path=local_dir / f"{CONTROLLER}.stdout",
+                stderr_path=local_dir / f"{CONTROLLER}.stderr",
+                marker=output,  # absolute and unique: stops exactly this client
+            )
+
+
+def _private_job(folder: Path, index: int, job: str, tool, credentials) -> str:
+    """The job file itself, or a private copy with the keys in place of the placeholders."""
+    text = Path(job).read_text()
+    if not any(placeholder in text for placeholder in SECRET_PLACEHOLDERS.values()):
+        return job
+    for field, placeholder in SECRET_PLACEHOLDERS.items():
+        text = text.replace(placeholder, tool.job_file_secret(credentials.field(field)))
+    return _private_file(folder / f"{index}-{Path(job).name}", text)
+
+
+def _private_file(path: Path, text: str) -> str:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return str(path)
+
+
+@dataclass
+class Prepared:
+    version: str | None
+    log_offset: int | None  # bytes in the service's log before the run
+
+
+def _keep_service_logs(
+    spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, prepared: dict
+) -> dict[str, str]:
+    """{host: file} with what each service logged during the run (its own part of the run)."""
+    if not tool.service_log_results:
+        return {}
+
+    def fetch(host: dict) -> str | None:
+        host_spec = services.host_spec(host)
+        offset = prepared[host_spec.name].log_offset
+        log = f"{services.service_dir(host_spec, spec.tool, port)}/{services.LOG_NAME}"
+        name = tool.service_log_name(host_spec.name)
+        try:
+            with open_transport(host_spec) as transport:
+                _, out, _ = transport.shell(
+                    f"tail -c +{(offset or 0) + 1} {shlex.quote(log)}", timeout_s=60
+                )
+        except HostError:  # the run's totals stand; this host then has no row of its own
+            return None
+        atomic.write_text(local_dir / name, out)
+        return name
+
+    logs = services.on_every_host(hosts, fetch, "keeping the service logs")
+    return {name: file for name, file in logs.items() if file}
+
+
 def _prepare_hosts(
     spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, holder: str
 ) -> dict:
     """Target locks taken, target directories made, old start stamps removed, tool version
-    read: per host, at once."""
+    and the service log's size read: per host, at once."""
 
-    def prepare(host: dict) -> str:
+    def prepare(host: dict) -> Prepared:
         host_spec = services.host_spec(host)
         with open_transport(host_spec) as transport:
             for name in target_lock.target_names(spec.target):
@@ -116,7 +265,13 @@ def _prepare_hosts(
             for directory in tool.target_directories(spec.target, host_spec.name):
                 transport.mkdirs(directory)
             transport.remove(_stamp_paths(host_spec, spec, tool, port))
-            return tool_version(transport, tool, local_dir, host_spec.name)
+            version = tool_version(transport, tool, local_dir, host_spec.name)
+            offset = None
+            if tool.service_log_results:
+                log = f"{services.service_dir(host_spec, spec.tool, port)}/{services.LOG_NAME}"
+                _, out, _ = transport.shell(f"wc -c < {shlex.quote(log)}", timeout_s=30)
+                offset = int(out.strip()) if out.strip().isdigit() else 0
+            return Prepared(version, offset)
 
     return services.on_every_host(hosts, prepare, "preparing the hosts")
 

@@ -35,6 +35,11 @@ ARGS_FILE_LOOP = (
 )
 
 
+# sh -c script: $1 a private file of VAR=value lines, then the tool's argv; the keys reach the
+# tool's environment, never its command line
+ENV_FILE_SCRIPT = 'set -a; . "$1"; set +a; shift; exec "$@"'
+
+
 # the runner fills SECRET_PLACEHOLDERS into the whole job file, values included
 SECRET_PLACEHOLDER_PROBLEM = (
     "holds a key placeholder; the runner would write the S3 key into this value"
@@ -241,14 +246,32 @@ class ToolAdapter:
     # --- multi-host service mode (tools that have one) ------------------------------------
 
     default_port: int = 0
+    # service mode sends one job to every service: the hosts' job files must be equal
+    service_job_shared: bool = False
+    # each service prints its own part of a run to its log: the engine keeps each host's part
+    service_log_results: bool = False
+    # the hosts' workers dial the controller's server and end with its run: they are started
+    # for each run (worker_command) instead of once per campaign
+    service_per_run: bool = False
+    worker_port: int = 0  # a per-run worker's own listening port, if it has one
 
     def service_start_command(self, host: str, port: int) -> list[str]:
         """argv that starts the tool's service on a host (in the foreground)."""
         raise NotImplementedError(f"{self.name} has no service mode")
 
+    def worker_command(self, controller: str, port: int, own_port: int) -> list[str]:
+        """argv of a host's worker that dials the controller's server at controller:port
+        (service_per_run); own_port is the host's port for the worker's own listener."""
+        raise NotImplementedError(f"{self.name} has no workers that dial the controller")
+
+    def service_log_name(self, host: str) -> str:
+        """File in the raw folder that keeps a host's part of its service log (a run's share)."""
+        return f"{host}.service.log"
+
     def service_stop_command(self, endpoints: list[str]) -> list[str]:
-        """argv run on the controller that stops the services at host:port endpoints."""
-        raise NotImplementedError(f"{self.name} has no service mode")
+        """argv run on the controller that asks the services at host:port endpoints to quit
+        (before each host's service is killed anyway); [] when the tool has none."""
+        return []
 
     def controller_command(
         self, job_path: list[str], output_path: str, endpoints: list[str]

@@ -132,12 +132,15 @@ class ElbenchoAdapter(ToolAdapter):
     )
     capabilities = Capabilities(
         target_types=("directory", "block", "s3"),
+        execution=("standalone", "service"),
         interval_series=True,
         import_formats=("result folder (resfile, csvfile, live csv)",),
     )
     secret_env = {"AWS_ACCESS_KEY_ID": "access_key", "AWS_SECRET_ACCESS_KEY": "secret_key"}
     output_is_folder = True
     default_port = 1611
+    service_job_shared = True  # the controller sends its one config to every service
+    service_log_results = True  # each service prints its own part of a run (per-host rows)
 
     # --- render -----------------------------------------------------------------------------
 
@@ -194,18 +197,21 @@ class ElbenchoAdapter(ToolAdapter):
     def service_start_command(self, host: str, port: int) -> list[str]:
         return ["elbencho", "--service", "--foreground", "--port", str(port)]
 
-    def controller_command(  # type: ignore[override]  # one job for all hosts: not wired yet
-        self, job_path: str, output_path: str, endpoints: list[str]
+    def controller_command(
+        self, job_path: list[str], output_path: str, endpoints: list[str]
     ) -> list[str]:
+        """One elbencho for every service: the hosts' job files are equal (service_job_shared),
+        so the first one is the config; elbencho starts every service's threads together."""
+        job = job_path[0]
         elbencho = [
             "elbencho",
             "--hosts",
             ",".join(endpoints),
             "-c",
-            job_path,
+            job,
             *_output_arguments(output_path),
         ]
-        return ["sh", "-c", _PATH_FROM_JOB_FILE, "elbencho-job", job_path, "", *elbencho]
+        return ["sh", "-c", _PATH_FROM_JOB_FILE, "elbencho-job", job, "", *elbencho]
 
     def service_stop_command(self, endpoints: list[str]) -> list[str]:
         return ["elbencho", "--hosts", ",".join(endpoints), "--quit"]

@@ -767,27 +767,58 @@ def run_outputs(manifest: Manifest, raw_dir: Path) -> list[tuple[str, Path, str 
 
 
 def parse_run(manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
-    """Per-host rows plus 'all' rows; in service mode elbencho's own totals as the 'all' rows.
+    """Per-host rows plus 'all' rows.
 
-    A distributed (service mode) run records only the totals over every service (its
-    per-service numbers exist only in the services' console output), so it has 'all' rows only.
+    Standalone: a result folder per host, the 'all' rows summed by storbench. Service mode:
+    elbencho's own totals over every service are the 'all' rows (their latency from
+    elbencho's merged histogram); each host's row is its service's own part of the run, as
+    the service printed it to its log (throughput, counts and elapsed time, no latency).
     """
     params = manifest.params or {}
+    service_mode = manifest.execution == "service"
     host_rows: list[dict] = []
-    service_rows: list[dict] = []
+    total_rows: list[dict] = []
     for host, folder, version_text in run_outputs(manifest, raw_dir):
         phases = read_folder(folder)
-        service_mode = any((phase.hosts or 1) > 1 for phase in phases)
+        distributed = service_mode or any((phase.hosts or 1) > 1 for phase in phases)
         rows = phase_rows(
             phases,
-            host=ALL_HOSTS if service_mode else host,
+            host=ALL_HOSTS if distributed else host,
             run_id=manifest.run_id,
             params=params,
             base=base,
             version=version_from_text(version_text),
         )
-        (service_rows if service_mode else host_rows).extend(rows)
-    return host_rows + aggregate_hosts(host_rows) + service_rows
+        (total_rows if distributed else host_rows).extend(rows)
+    if not service_mode:
+        return host_rows + aggregate_hosts(host_rows) + total_rows
+    for entry in manifest.hosts or []:
+        if entry.get("service_log"):
+            host_rows += service_log_rows(
+                raw_dir / entry["service_log"], entry, manifest, base, total_rows
+            )
+    return host_rows + total_rows
+
+
+def service_log_rows(
+    path: Path, entry: dict, manifest: Manifest, base: dict, totals: list[dict]
+) -> list[dict]:
+    """A host's rows from its service's log part: the run's label, each phase as printed."""
+    labelled = [phase for phase in read_text(path) if phase.label == manifest.run_id]
+    if not labelled:
+        raise ToolOutputError(f"{path}: no result of run {manifest.run_id!r} in the service log")
+    settings = {}
+    if totals:  # the service prints no settings: the controller's totals have them
+        settings = {k: totals[0].get(k) for k in ("bs", "iodepth", "numjobs", "command")}
+    rows = phase_rows(
+        labelled,
+        host=entry["name"],
+        run_id=manifest.run_id,
+        params=manifest.params or {},
+        base=base,
+        version=version_from_text(entry.get("tool_version")),
+    )
+    return [{**row, **{k: v for k, v in settings.items() if row.get(k) is None}} for row in rows]
 
 
 _VERSION = re.compile(r"Version:\s*(\S+)")

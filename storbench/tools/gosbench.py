@@ -11,11 +11,20 @@ value can end its line or add a key: they need no further checks.
 The server never exits by itself (it waits for more workers after the last test), so the
 command stops it once the log says "All performance tests finished" and every worker was
 told to shut down; a server that exits on its own has failed. Workers exit when the server
-tells them to; ``service_stop_command`` is a no-op and the runner kills leftovers.
+tells them to and the runner kills leftovers.
+
+Service mode (``execution: service``): the server runs on the controller, and for each run
+the engine starts one worker per host (``service_per_run``) that dials the controller at
+the host group's ``controller_address`` (the worker's own Prometheus port: 8888, or the
+host's ``service_ports.gosbench``). The server hands the workers the one config (keys filled
+in a private copy only); with ``workers_share_buckets`` each worker writes its own object
+names (``w<worker>obj<n>``), so no worker deletes another's objects.
 
 Results: one host='all' row per test, from the server's ``PERF RESULTS`` log line (full
-precision), else from ``gosbench_results.csv`` (6 decimals). gosbench only reports the sum
-over workers, so with one worker on the run's only host that host gets the same row.
+precision), else from ``gosbench_results.csv`` (6 decimals). In service mode each host also
+gets its worker's own row, from the ``PROM VALUES`` line its worker logs (kept per run as
+``<host>.service.log``); the 'all' row stays gosbench's own sum. Standalone, with one
+worker on the run's only host, that host gets the same row as 'all'.
 Columns: ios = Total Operations (successful requests), bytes = Total Bytes, bw_bytes_s =
 gosbench's Average BW (sum of each worker's bytes / its own ~runtime), iops = ios x bw /
 bytes (exact for a constant object size; none without payload bytes), duration_s = "Test
@@ -148,9 +157,15 @@ class GosbenchAdapter(ToolAdapter):
         "and .../worker@latest build 'server' and 'worker': put them on PATH as "
         "gosbench-server and gosbench-worker)"
     )
-    capabilities = Capabilities(target_types=("s3",), import_formats=("result folder",))
+    capabilities = Capabilities(
+        target_types=("s3",), execution=("standalone", "service"), import_formats=("result folder",)
+    )
     output_is_folder = True
     default_port = 2000  # the server's port (gosbench's default); workers connect to it
+    service_job_shared = True  # the server hands its one config to every worker
+    service_log_results = True  # each worker logs its own results (PROM VALUES)
+    service_per_run = True  # workers exit when the server's tests are done
+    worker_port = PROMETHEUS_PORT  # a worker's own listener; service_ports.gosbench moves it
 
     def template_context(self, spec: dict) -> dict:
         target = spec["target"]
@@ -186,37 +201,40 @@ class GosbenchAdapter(ToolAdapter):
     def output_name(self, host: str) -> str:
         return f"{host}.gosbench"
 
-    def service_start_command(self, host: str, port: int) -> list[str]:
-        """A worker that connects to the server at host:port (the controller, not the worker's
-        own host: gosbench workers dial out); it retries every second until the server is up."""
-        return [WORKER, "-s", f"{host}:{port}", "-p", str(PROMETHEUS_PORT)]
+    def worker_command(self, controller: str, port: int, own_port: int) -> list[str]:
+        """A worker that connects to the server at controller:port (gosbench workers dial
+        out; it retries every second until the server is up); own_port: its Prometheus port."""
+        return [WORKER, "-s", f"{controller}:{port}", "-p", str(own_port)]
 
-    def service_stop_command(self, endpoints: list[str]) -> list[str]:
-        return ["true"]  # workers exit when the server says so; the runner kills leftovers
-
-    def controller_command(  # type: ignore[override]  # one job for all hosts: not wired yet
-        self, job_path: str, output_path: str, endpoints: list[str]
+    def controller_command(
+        self, job_path: list[str], output_path: str, endpoints: list[str]
     ) -> list[str]:
-        """The server for len(endpoints) workers, on the port of the endpoints."""
-        ports = {endpoint.rpartition(":")[2] for endpoint in endpoints}
-        port = ports.pop() if len(ports) == 1 else str(self.default_port)
-        return _server_argv(job_path, output_path, port, workers=len(endpoints), worker="")
+        """The server for one worker per host; endpoints are controller:port, once per host."""
+        port = endpoints[0].rpartition(":")[2] if endpoints else str(self.default_port)
+        return _server_argv(job_path[0], output_path, port, workers=len(endpoints), worker="")
 
     def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
 
         config_path = raw_dir.parent / manifest.job_file
         tests = load_tests(config_path)
         hosts = manifest.hosts
-        folders = [(h, raw_dir / h["output"]) for h in hosts if (raw_dir / h["output"]).exists()]
-        if len(folders) != 1:
-            expected = ", ".join(h["output"] for h in hosts)
+        outputs = {h["output"] for h in hosts if (raw_dir / h["output"]).exists()}
+        if len(outputs) != 1:
+            expected = ", ".join(sorted({h["output"] for h in hosts}))
             raise ToolOutputError(f"{raw_dir}: expected one gosbench output folder of {expected}")
-        host, folder = folders[0]
+        folder = raw_dir / outputs.pop()
         results = load_results(folder)
         rows = result_rows(
             results, tests, base=base, params=manifest.params or {},
-            tool_version=host.get("tool_version"), source=folder,
+            tool_version=hosts[0].get("tool_version"), source=folder,
         )  # fmt: skip
+        if manifest.execution == "service":
+            worker_rows = []
+            for host in hosts:
+                if host.get("service_log"):
+                    path = raw_dir / host["service_log"]
+                    worker_rows += _worker_rows(path, host["name"], rows, tests)
+            return worker_rows + rows
         workers = {tests[row["job"]].get("workers") for row in rows}
         if len(hosts) == 1 and workers == {1}:
             host_rows = [{**row, "host": hosts[0]["name"]} for row in rows]
@@ -503,6 +521,60 @@ def result_rows(
             "(output cut short?)"
         )
     return rows
+
+
+_PROM_VALUES = re.compile(
+    r'msg="PROM VALUES \{TestName:(?P<test>\S+) Operations:(?P<operations>\S+) '
+    r"Bytes:(?P<bytes>\S+) Bandwidth:(?P<bw>\S+) LatencyAvg:(?P<latency_ms>\S+) "
+    r'Duration:(?P<duration>[^}\s]+)\}"'
+)
+
+
+def worker_results(path: Path) -> list[dict]:
+    """A worker's own result per test, from its log's PROM VALUES lines."""
+    results = []
+    for line in path.read_text(errors="replace").splitlines():
+        if match := _PROM_VALUES.search(line):
+            results.append({
+                "test": match["test"],
+                "operations": float(match["operations"]),
+                "bytes": float(match["bytes"]),
+                "bw": float(match["bw"]),
+                "latency_ms": float(match["latency_ms"]),
+                "runtime_s": go_duration_s(match["duration"]),
+            })  # fmt: skip
+    return results
+
+
+def _worker_rows(path: Path, host: str, totals: list[dict], tests: dict) -> list[dict]:
+    """The worker's rows: the run's totals with this worker's own counts and rates."""
+    by_test = {row["job"]: row for row in totals}
+    rows = []
+    for result in worker_results(path):
+        total = by_test.get(result["test"])
+        if total is None:
+            continue  # a test of another run in the same log part
+        operations, payload, bw = result["operations"], result["bytes"], result["bw"]
+        rows.append({
+            **total,
+            "host": host,
+            "bytes": round(payload),
+            "ios": round(operations),
+            "duration_s": result["runtime_s"],
+            "bw_bytes_s": bw,
+            "iops": operations * bw / payload if payload else None,
+            "lat_mean_ns": result["latency_ms"] * 1e6,
+        })  # fmt: skip
+    return rows
+
+
+def go_duration_s(text: str) -> float:
+    """Seconds of a Go duration as it prints ('8.0531682s', '1m2.5s', '950ms')."""
+    factors = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    parts = re.findall(r"([0-9.]+)(h|ms|us|µs|ns|m|s)", text)
+    if not parts or "".join(number + unit for number, unit in parts) != text:
+        raise ToolOutputError(f"gosbench duration {text!r} is not a Go duration")
+    return sum(float(number) * factors[unit] for number, unit in parts)
 
 
 def _operation(test: dict, source) -> tuple[str, str, int | None]:

@@ -17,7 +17,9 @@ small; two standalone warp processes on one bucket would delete each other's obj
 Multi-host: ``warp client :<port>`` on every host, the controller runs the same args file
 with ``--warp-client h1:port,h2:port``. The controller does not forward keys it read from
 the environment, so the clients need the same two variables. warp clients have no quit
-command: ``service_stop_command`` is a no-op and the runner kills what it started.
+command: the runner kills what it started. warp names its clients by random ids, never by
+host, so a distributed run has one row per warp client (``warp-client-<id>``) and 'all'
+rows summed over them (see :func:`client_rows` for why not warp's own merged total).
 
 Results come from warp's aggregated JSON (``analyze --json`` or the ``.json.zst``), one row
 per operation type. bw_bytes_s and iops are warp's "Average" over its steady window
@@ -34,7 +36,7 @@ varying object sizes have no latency (warp reports only throughput per size rang
 
 Hosts: warp names its clients with random ids, and ``by_host`` lists S3 endpoints, not
 client hosts. So an output with one warp client becomes that host's rows (plus 'all');
-the output of a distributed run (several clients) gives the host='all' rows only.
+the output of a distributed run (several clients) gives a row per warp client and 'all'.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from urllib.parse import urlsplit
 
 from storbench.core import units
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
-from storbench.core.schema_names import ALL_HOSTS, normalize_op
+from storbench.core.schema_names import ALL_HOSTS, CONTROLLER, normalize_op
 from storbench.core.specs import Manifest
 from storbench.tools.base import (
     ARGS_FILE_LOOP,
@@ -128,12 +130,14 @@ class WarpAdapter(ToolAdapter):
     install_hint = "https://github.com/minio/warp/releases (one static binary; put warp on PATH)"
     capabilities = Capabilities(
         target_types=("s3",),
+        execution=("standalone", "service"),
         interval_series=True,
         import_formats=("analysis json", "benchmark data (.csv.zst)"),
     )
     secret_env = {"WARP_ACCESS_KEY": "access_key", "WARP_SECRET_KEY": "secret_key"}
     output_is_folder = True
     default_port = 7761  # warp client's own default (cli/clientmode.go)
+    service_job_shared = True  # the controller sends its one benchmark to every client
 
     def template_context(self, spec: dict) -> dict:
         benchmark, *arguments = warp_arguments(spec)
@@ -159,14 +163,12 @@ class WarpAdapter(ToolAdapter):
         # all interfaces: a configured name may be an SSH alias or resolve to 127.0.1.1 there
         return ["warp", "client", f":{port}"]
 
-    def service_stop_command(self, endpoints: list[str]) -> list[str]:
-        return ["true"]  # warp clients have no quit command; the runner kills what it started
-
-    def controller_command(  # type: ignore[override]  # one job for all hosts: not wired yet
-        self, job_path: str, output_path: str, endpoints: list[str]
+    def controller_command(
+        self, job_path: list[str], output_path: str, endpoints: list[str]
     ) -> list[str]:
+        """warp on the controller drives every client; the hosts' job files are equal."""
         clients = f"--warp-client={','.join(endpoints)}"
-        return [*self.command(job_path, output_path, "controller"), clients]
+        return [*self.command(job_path[0], output_path, CONTROLLER), clients]
 
     def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:
         outputs = _manifest_outputs(manifest, raw_dir)
@@ -314,6 +316,11 @@ def _true(value) -> bool:
 def _manifest_outputs(manifest: Manifest, raw_dir: Path) -> list[tuple]:
     """(host, tool version, output path) of every host that has an output (service hosts
     of a distributed run have none: the controller's output covers them)."""
+    if manifest.execution == "service" and manifest.controller:
+        path = raw_dir / manifest.controller["output"]
+        if not path.exists():
+            raise ToolOutputError(f"{raw_dir}: no warp output ({path.name})")
+        return [(None, manifest.hosts[0].get("tool_version"), path)]
     outputs = [
         (host["name"], host.get("tool_version"), raw_dir / host["output"])
         for host in manifest.hosts
@@ -375,7 +382,8 @@ def _not_json_reason(raw: bytes, error: Exception) -> str:
 def _check_document(document, path: Path) -> None:
     if not isinstance(document, dict) or not isinstance(document.get("by_op_type"), dict):
         raise ToolOutputError(f"{path}: not warp's aggregated result (no 'by_op_type')")
-    if document.get("final") is False:
+    if document.get("final") is False and _client_count(document) <= 1:
+        # warp 1.1's server never marks a distributed run's merged result final
         raise ToolOutputError(f"{path}: an intermediate warp update, not the final result")
     if not document["by_op_type"]:
         raise ToolOutputError(f"{path}: warp result without any operation")
@@ -406,6 +414,9 @@ def rows_from_outputs(outputs: list[tuple], *, base: dict, params: dict) -> list
         rows = document_rows(document, base=base, params=params, tool_version=version, source=path)
         if host is not None and _client_count(document) == 1:
             per_host += [{**row, "host": host} for row in rows]
+        elif _client_count(document) > 1:
+            clients = client_rows(document, rows, path)
+            whole.append(clients + aggregate_hosts(clients))
         else:
             whole.append([{**row, "host": ALL_HOSTS} for row in rows])
     if whole and (per_host or len(whole) > 1):
@@ -413,6 +424,45 @@ def rows_from_outputs(outputs: list[tuple], *, base: dict, params: dict) -> list
             f"{outputs[0][2]}: a distributed warp result next to other outputs of the same run"
         )
     return whole[0] if whole else per_host + aggregate_hosts(per_host)
+
+
+CLIENT_PREFIX = "warp-client-"  # warp names its clients by random ids, not by host
+
+
+def client_rows(document: dict, rows: list[dict], source) -> list[dict]:
+    """Per-client rows of a distributed run, one per operation type and warp client.
+
+    Each client's throughput is warp's own for that client (its steady window); its latency
+    is pooled over its own request segments. warp's merged total of a distributed run is not
+    used: warp 1.1.3 divides the requests inside one merged window by a window longer than
+    the clients ran (a 4-client put here: 'Average 25.69 MiB/s' printed, its four clients
+    17.8-18.2 MiB/s each), so the 'all' rows are the sum over the clients.
+    """
+    by_op = {normalize_op(op_type): entry for op_type, entry in document["by_op_type"].items()}
+    client_totals = document.get("by_client") or {}
+    single_op = len(by_op) == 1
+    result = []
+    for row in rows:
+        entry = by_op[row["op"]]
+        throughputs = entry.get("throughput_by_client") or {}
+        if not throughputs:
+            raise ToolOutputError(f"{source}: a distributed warp result without per-client data")
+        for client, throughput in sorted(throughputs.items()):
+            seconds = (throughput.get("measure_duration_millis") or 0) / 1000
+            requests = {"requests_by_client": {client: entry["requests_by_client"].get(client)}}
+            total = client_totals.get(client) or {}
+            result.append({
+                **row,
+                "host": f"{CLIENT_PREFIX}{client}",
+                "bytes": int(total["total_bytes"]) if single_op and total else None,
+                "ios": int(total["total_requests"]) if single_op and total else None,
+                "errors": int(throughput.get("errors") or 0),
+                "duration_s": seconds or None,
+                "bw_bytes_s": throughput["bytes"] / seconds if seconds else None,
+                "iops": throughput["objects"] / seconds if seconds else None,
+                **(request_latency(requests) if requests["requests_by_client"][client] else {}),
+            })  # fmt: skip
+    return result
 
 
 def document_rows(

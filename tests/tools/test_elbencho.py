@@ -628,7 +628,7 @@ def test_command_lines_golden():
         "sh", "-c", script, "elbencho-job", "/w/job.elbencho", "node1",
         "elbencho", "-c", "/w/job.elbencho", *OUTPUTS,
     ]  # fmt: skip
-    assert ADAPTER.controller_command("/w/job.elbencho", "/w/out", ["a:1611", "b:1611"]) == [
+    assert ADAPTER.controller_command(["/w/job.elbencho"] * 2, "/w/out", ["a:1611", "b:1611"]) == [
         "sh", "-c", script, "elbencho-job", "/w/job.elbencho", "",
         "elbencho", "--hosts", "a:1611,b:1611", "-c", "/w/job.elbencho", *OUTPUTS,
     ]  # fmt: skip
@@ -665,7 +665,7 @@ def test_command_passes_the_path_from_the_job_file(fake_elbencho):
         "/mnt/nfs/storbench/node1",
     ]  # fmt: skip
     controller = subprocess.run(
-        ADAPTER.controller_command(str(job), str(out), ["a:1611"]),
+        ADAPTER.controller_command([str(job)], str(out), ["a:1611"]),
         capture_output=True,
         text=True,
         check=True,

@@ -351,11 +351,12 @@ def test_render_errors(params, target, message):
 def test_commands():
     assert get_tool("gosbench") is ADAPTER and ADAPTER.target_types == ("s3",)
     assert ADAPTER.has_services and ADAPTER.default_port == 2000 and ADAPTER.output_is_folder
-    assert ADAPTER.service_start_command("controller", 2000) == [
-        "gosbench-worker", "-s", "controller:2000", "-p", "8888"
+    assert ADAPTER.service_per_run and ADAPTER.worker_port == 8888
+    assert ADAPTER.worker_command("10.0.0.1", 2000, 8889) == [
+        "gosbench-worker", "-s", "10.0.0.1:2000", "-p", "8889"
     ]  # fmt: skip
-    assert ADAPTER.service_stop_command(["h1:2000"]) == ["true"]
-    argv = ADAPTER.controller_command("/w/job.yaml", "/w/out", ["h1:2100", "h2:2100"])
+    assert ADAPTER.service_stop_command(["h1:2000"]) == []
+    argv = ADAPTER.controller_command(["/w/job.yaml"] * 2, "/w/out", ["c:2100", "c:2100"])
     assert argv[3:] == ["storbench-gosbench", "/w/out", "/w/job.yaml", "2100", "2", ""]
     argv = ADAPTER.command("/w/job.yaml", "/w/out", "h1")
     assert argv[3:] == ["storbench-gosbench", "/w/out", "/w/job.yaml", "2000", "1", "8888"]

@@ -380,10 +380,10 @@ def test_render_errors(params, target, message):
 def test_service_mode_commands():
     assert ADAPTER.has_services and ADAPTER.default_port == 7761
     assert ADAPTER.service_start_command("client01", 7761) == ["warp", "client", ":7761"]
-    assert ADAPTER.service_stop_command(["client01:7761"]) == ["true"]
-    argv = ADAPTER.controller_command("/w/job.warp", "/w/out", ["c1:7761", "c2:7761"])
+    assert ADAPTER.service_stop_command(["client01:7761"]) == []  # no quit: the runner kills
+    argv = ADAPTER.controller_command(["/w/a.warp", "/w/b.warp"], "/w/out", ["c1:7761", "c2:7761"])
     assert argv[:2] == ["sh", "-c"] and argv[3:] == [
-        "storbench-warp", "/w/job.warp", "/w/out", "--warp-client=c1:7761,c2:7761"
+        "storbench-warp", "/w/a.warp", "/w/out", "--warp-client=c1:7761,c2:7761"
     ]  # fmt: skip
     assert ADAPTER.version_command() == ["warp", "--version"]
     assert get_tool("warp") is ADAPTER and ADAPTER.target_types == ("s3",)
@@ -437,7 +437,7 @@ def test_command_passes_each_line_as_one_argument_and_analyzes(tmp_path):
 def test_controller_command_appends_the_clients(tmp_path):
     job = tmp_path / "job.warp"
     job.write_text("put\n--host=127.0.0.1:9000\n")
-    argv = ADAPTER.controller_command(str(job), str(tmp_path / "out"), ["c1:7761", "c2:7761"])
+    argv = ADAPTER.controller_command([str(job)], str(tmp_path / "out"), ["c1:7761", "c2:7761"])
     assert run_command(tmp_path, argv).returncode == 0
     assert (tmp_path / "args.txt").read_text().splitlines() == [
         "put", "--host=127.0.0.1:9000", "--warp-client=c1:7761,c2:7761",
