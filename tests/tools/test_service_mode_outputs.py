@@ -1,0 +1,93 @@
+"""Service-mode runs of elbencho, warp and GOSBench on four sshd lab hosts, as storbench ran
+them (tests/fixtures/<tool>/storbench-*/README.md): the rows equal the tools' own numbers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from storbench.analysis.ingest import iteration_rows
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
+MIB = 1 << 20
+
+
+def staged(tmp_path: Path, fixture: str) -> Path:
+    """The fixture in the layout the workflow left it in: raw/<run>/it1 and jobs/<run>/."""
+    source = FIXTURES / fixture
+    manifest = json.loads((source / "run.json").read_text())
+    iteration = tmp_path / "raw" / manifest["run_id"] / "it1"
+    shutil.copytree(source / "a1", iteration / "a1")
+    shutil.copy(source / "run.json", iteration / "run.json")
+    job = (iteration / manifest["job_file"]).resolve()
+    job.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source / Path(manifest["job_file"]).name, job)
+    return iteration / "run.json"
+
+
+def by_host(rows: list[dict], op: str) -> dict:
+    return {row["host"]: row for row in rows if row["op"] == op}
+
+
+def test_elbencho_service_rows_per_host_from_each_service_and_totals_from_elbencho(tmp_path):
+    rows, series = iteration_rows(
+        str(staged(tmp_path, "elbencho/storbench-service-4hosts-dir")), with_timeseries=True
+    )
+    writes = by_host(rows, "write")
+    assert sorted(writes) == [*HOSTS, "all"]
+    # each host: its service's LAST DONE column (127.0.0.5.service.log: IOPS 1494, 32 MiB)
+    assert writes["127.0.0.5"]["iops"] == 1494 and writes["127.0.0.5"]["bytes"] == 32 * MIB
+    assert writes["127.0.0.3"]["iops"] == 1758 and writes["127.0.0.3"]["duration_s"] == 0.018
+    assert {writes[h]["pct_source"] for h in HOSTS} == {None}  # a service prints no latency
+    # 'all': elbencho's own totals (results.csv WRITE row), latency from its merged histogram
+    assert writes["all"]["iops"] == 5979 and writes["all"]["bytes"] == 128 * MIB
+    assert writes["all"]["pct_source"] == "histogram"
+    assert {row["hosts_in_run"] for row in rows} == {4}
+    assert {row["bs"] for row in rows if row["op"] == "write"} == {MIB}
+    assert {row["host"] for row in series or []} <= {*HOSTS, "all"}
+
+
+def test_elbencho_service_second_iteration_reads_only_its_own_log_part(tmp_path):
+    rows, _ = iteration_rows(str(staged(tmp_path, "elbencho/storbench-service-4hosts-file")))
+    reads = by_host(rows, "read")
+    log = (FIXTURES / "elbencho/storbench-service-4hosts-file/a1/127.0.0.3.service.log").read_text()
+    assert log.count("LABEL: randread_bs4k_qd4_nj2") == 1  # iteration 2's part of the log
+    assert reads["127.0.0.3"]["iops"] == 1440225 and reads["127.0.0.3"]["bytes"] == 16 * MIB
+    assert reads["all"]["iops"] == 1160011 and reads["all"]["bytes"] == 64 * MIB
+
+
+def test_warp_distributed_rows_per_client_and_the_sum(tmp_path):
+    rows, series = iteration_rows(
+        str(staged(tmp_path, "warp/storbench-distributed-4clients")), with_timeseries=True
+    )
+    puts = by_host(rows, "write")
+    clients = sorted(h for h in puts if h != "all")
+    assert clients == ["warp-client-0kFy", "warp-client-6HRV", "warp-client-oe0F", "warp-client-xGVk"]
+    # warp's per-client throughput (analyze.json throughput_by_client): 1431 objects in 5013 ms
+    assert puts["warp-client-0kFy"]["ios"] == 1431
+    assert puts["warp-client-0kFy"]["iops"] == pytest.approx(1431 / 5.013)
+    assert puts["warp-client-0kFy"]["bw_bytes_s"] == pytest.approx(93782016 / 5.013)
+    # 'all' sums the clients: 5751 requests, as warp's total_requests says
+    assert puts["all"]["ios"] == 5751 and puts["all"]["bytes"] == 376897536
+    assert puts["all"]["bw_bytes_s"] == pytest.approx(sum(puts[c]["bw_bytes_s"] for c in clients))
+    assert puts["all"]["pct_source"] is None  # never an average of the clients' percentiles
+    assert {row["hosts_in_run"] for row in rows} == {4}
+    assert series and {row["host"] for row in series} == {"all"}
+
+
+def test_gosbench_service_rows_per_worker_and_gosbenchs_sum(tmp_path):
+    rows, _ = iteration_rows(str(staged(tmp_path, "gosbench/storbench-service-4workers")))
+    writes = by_host(rows, "write")
+    assert sorted(writes) == [*HOSTS, "all"]
+    # 127.0.0.3's worker: PROM VALUES Operations:991 Bytes:4.059136e+06 Duration:4.003378306s
+    worker = writes["127.0.0.3"]
+    assert worker["ios"] == 991 and worker["bytes"] == 4059136
+    assert worker["duration_s"] == pytest.approx(4.003378306)
+    assert worker["lat_mean_ns"] == pytest.approx(7.557013118062563e6)
+    # 'all': the server's PERF RESULTS (Total Operations=4073, the sum of the four workers)
+    assert writes["all"]["ios"] == 4073 == sum(writes[h]["ios"] for h in HOSTS)
+    assert writes["all"]["bw_bytes_s"] == pytest.approx(4.160953506107256e6)
