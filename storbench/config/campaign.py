@@ -147,6 +147,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for name, experiment in experiments.items():
         if experiment is not None:
             _check_shared_bucket(name, experiment, host_groups, problems)
+            _check_controller_address(name, experiment, raw["hosts"], problems)
             _check_steps(name, experiment, host_groups, problems)
     if "network" in raw:
         _check_network(raw["network"], host_groups, problems)
@@ -366,6 +367,7 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
             "workdir",
             "keep_attempts",
             "service_ports",
+            "controller_address",
         ):
             if option in group:
                 spec[option] = group[option]
@@ -703,12 +705,32 @@ def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: lis
     service mode the tool gives each client its own object names."""
     hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
     if experiment.target.get("type") == "s3" and hosts > 1 and experiment.execution != "service":
-        services = [n for n in _known_tools() if "service" in _tools_by_name(n).execution]
+        services = [
+            n
+            for n in _known_tools()
+            if "service" in _tools_by_name(n).execution and "s3" in _tools_by_name(n).target_types
+        ]
         problems.append(
             f"experiments.{name}.execution: an S3 experiment on {hosts} hosts runs in service "
             f"mode (execution: service; tools: {', '.join(services)}), where the tool gives "
             "each client its own objects; standalone S3 runs use one host"
         )
+
+
+def _check_controller_address(name: str, experiment, groups: dict, problems: list[str]) -> None:
+    """Workers that dial the controller need its address as the hosts reach it."""
+    if experiment.execution != "service" or experiment.tool not in _known_tools():
+        return
+    if not get_tool(experiment.tool).workers_dial_controller:
+        return
+    for group in experiment.host_groups:
+        spec = groups.get(group) or {}
+        if spec.get("transport") == "ssh" and "controller_address" not in spec:
+            problems.append(
+                f"hosts.{group}.controller_address: {experiment.tool} workers on these hosts "
+                f"dial the controller (experiment {name}); give the controller's address as "
+                "these hosts reach it"
+            )
 
 
 def _check_target_set(key: str, spec: dict, names: list[str], raw: dict, problems: list[str]):

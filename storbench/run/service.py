@@ -136,6 +136,8 @@ def _start_workers(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[st
         controller = host_spec.controller_address or LOCAL_CONTROLLER
         own_port = services.port_of(host_spec, spec.tool, tool.worker_port)
         argv = tool.worker_command(controller, port, own_port)
+        if not argv:  # the tool's client starts what runs on the hosts itself
+            return argv
         folder = services.service_dir(host_spec, spec.tool, port)
         with open_transport(host_spec) as transport:
             transport.kill_matching(" ".join(argv))  # a worker an interrupted run left
@@ -153,8 +155,9 @@ def _stop_workers(spec: RunSpec, hosts: list[dict], workers: dict[str, list[str]
         with open_transport(host_spec) as transport:
             transport.kill_matching(" ".join(workers[host_spec.name]))
 
+    started = [h for h in hosts if workers.get(h["name"])]
     with contextlib.suppress(Exception):  # best effort; `snakemake cleanup` is the backstop
-        services.on_every_host([h for h in hosts if h["name"] in workers], stop, "stopping")
+        services.on_every_host(started, stop, "stopping")
 
 
 def _check_one_job(spec: RunSpec, hosts: list[dict], job_files: dict[str, str]) -> None:

@@ -254,6 +254,7 @@ class ToolAdapter:
     # for each run (worker_command) instead of once per campaign
     service_per_run: bool = False
     worker_port: int = 0  # a per-run worker's own listening port, if it has one
+    workers_dial_controller: bool = False  # workers connect to the controller (its address)
 
     def service_start_command(self, host: str, port: int) -> list[str]:
         """argv that starts the tool's service on a host (in the foreground)."""

@@ -165,6 +165,7 @@ class GosbenchAdapter(ToolAdapter):
     service_job_shared = True  # the server hands its one config to every worker
     service_log_results = True  # each worker logs its own results (PROM VALUES)
     service_per_run = True  # workers exit when the server's tests are done
+    workers_dial_controller = True
     worker_port = PROMETHEUS_PORT  # a worker's own listener; service_ports.gosbench moves it
 
     def template_context(self, spec: dict) -> dict:

@@ -30,14 +30,15 @@ Parameter file (``templates/vdbench/job.vdb.j2``) from the experiment's options:
   ``fsd_<name>``, ``fwd_<name>``, ``rd_<name>`` or ``hd_<name>`` (added to that line).
   Other options are an error: vdbench would run the same test for every value.
 
-Hosts: by default every host of the experiment runs the same file on its own, and the
+Hosts: standalone, every host of the experiment runs the same file on its own, and the
 per-host path holds ``$storbench_host``, which vdbench replaces with the
-``storbench_host=<host>`` argument of :meth:`command`. One vdbench master can instead drive
-several hosts (its slaves, started over ssh): ``vdbench_hosts: "client01,client02"`` (give
-the experiment a host group holding only the master), or ``multihost: true`` for the render
-spec's own ``hosts`` (names, or dicts with ``name`` and ``address``; this needs a runner
-that starts the file on one host only, which storbench's runner does not do yet: it starts
-it on every host of the group). The file then has ``hd=default,vdbench=<vdbench_dir>
+``storbench_host=<host>`` argument of :meth:`command`. In service mode
+(``execution: service``) one vdbench master on the controller drives every host of the run
+(its slaves, which it starts over ssh itself): the file has one ``hd=`` line per host and
+one SD per host and LUN (``sdN`` for a single target, ``sdN_M`` for LUN M of a target set),
+so a target set of many LUNs over a host group is one vdbench run. ``vdbench_hosts:
+"client01,client02"`` names the driven hosts by hand (give the experiment a host group
+holding only the master). The file then has ``hd=default,vdbench=<vdbench_dir>
 (default /opt/vdbench),user=root,shell=ssh`` (``hd_user``/``hd_shell`` override), one
 ``hd=hdN,system=<host>`` per host and one ``sd=sdN,host=hdN`` (or ``fsd``/``fwd``) each;
 a directory target's per-host folders must then exist on the slaves (storbench creates the
@@ -62,8 +63,10 @@ those four escape characters, ``$``, ``!``, ``#host``, unbalanced parentheses an
 outside them (:func:`value_problem`); lists such as ``wd_xfersize: "(4k,50,8k,50)"`` pass.
 
 Parsing: :mod:`storbench.tools.vdbench_output`. Rows per host from its output folder plus
-``host='all'`` rows; a multi-host (``hd=``) output reports the aggregate only, so it gives
-``all`` rows alone.
+``host='all'`` rows; a multi-host (``hd=``) output's flatfile holds the aggregate only, so it
+gives ``all`` rows alone (vdbench's per-host HTML reports are not parsed: no multi-host
+vdbench output could be captured here, vdbench is not obtainable from the registries).
+A target set standalone: one SD per member on each host (``sd*``).
 """
 
 from __future__ import annotations
@@ -151,10 +154,15 @@ class VdbenchAdapter(ToolAdapter):
     )
     capabilities = Capabilities(
         target_types=("directory", "block"),
+        execution=("standalone", "service"),
+        target_sets=True,
         interval_series=True,
         import_formats=("output folder", "flatfile.html"),
     )
     output_is_folder = True
+    default_port = 5570  # vdbench's own master port (its slaves connect back to it)
+    service_job_shared = True  # one parameter file with an hd= line per host
+    service_per_run = True  # vdbench's master starts its slaves over ssh itself (hd shell=ssh)
 
     # --- render ---------------------------------------------------------------------------
 
@@ -193,6 +201,15 @@ class VdbenchAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION]
 
+    def worker_command(self, controller: str, port: int, own_port: int) -> list[str]:
+        return []  # nothing to start: the master starts a slave on each hd= host itself
+
+    def controller_command(
+        self, job_path: list[str], output_path: str, endpoints: list[str]
+    ) -> list[str]:
+        """One vdbench master here for every host (its hd= lines); the files are equal."""
+        return self.command(job_path[0], output_path, "")
+
     def offered_iops(self, params: dict, hosts: int) -> float | None:
         # a raw workload's rd iorate is its rate on the host; fwdrate counts file operations
         if params.get("workload", "raw") != "raw":
@@ -217,6 +234,16 @@ class VdbenchAdapter(ToolAdapter):
 
         rows = []
         aggregate_only = []
+        if manifest.execution == "service" and manifest.controller:  # one master's output
+            folder = raw_dir / manifest.controller["output"]
+            runs = vdbench_output.read_runs(vdbench_output.flatfile_path(folder))
+            host_base = _with_version(base, manifest.hosts[0].get("tool_version"))
+            if len(manifest.hosts) == 1:
+                rows = vdbench_output.result_rows(
+                    runs, host=manifest.hosts[0]["name"], base=host_base, folder=folder
+                )
+                return rows + aggregate_hosts(rows)
+            return _all_rows(runs, host_base, folder)
         for host in manifest.hosts:
             folder = raw_dir / host["output"]
             runs = vdbench_output.read_runs(vdbench_output.flatfile_path(folder))
@@ -234,6 +261,11 @@ class VdbenchAdapter(ToolAdapter):
         from storbench.tools import vdbench_output
 
         rows = []
+        if manifest.execution == "service" and manifest.controller:
+            flatfile = vdbench_output.flatfile_path(raw_dir / manifest.controller["output"])
+            runs = vdbench_output.read_runs(flatfile)
+            name = manifest.hosts[0]["name"] if len(manifest.hosts) == 1 else ALL_HOSTS
+            return vdbench_output.timeseries_rows(runs, host=name, base=base, source=flatfile)
         for host in manifest.hosts:
             flatfile = vdbench_output.flatfile_path(raw_dir / host["output"])
             runs = vdbench_output.read_runs(flatfile)
@@ -296,7 +328,9 @@ def parameter_file(spec: dict) -> dict:
     if mode not in (RAW, FILESYSTEM):
         raise VdbenchJobError(f"vdbench: workload must be {RAW} or {FILESYSTEM}, got {mode!r}")
     _check_options(params, mode)
-    hosts = _hd_hosts(_driven_hosts(params, spec.get("hosts") or []))
+    hosts = _hd_hosts(
+        _driven_hosts(params, spec.get("hosts") or [], spec.get("execution") or "standalone")
+    )
     target = spec["target"]
     build = _raw_definitions if mode == RAW else _filesystem_definitions
     storage, workloads, run = build(params, target, hosts)
@@ -327,11 +361,13 @@ def _check_options(params: dict, mode: str) -> None:
         raise VdbenchJobError("vdbench raw workloads have no numjobs; use iodepth (threads per SD)")
 
 
-def _driven_hosts(params: dict, spec_hosts: list) -> list:
-    """Hosts one vdbench master drives (hd=): vdbench_hosts, or the spec's with multihost."""
+def _driven_hosts(params: dict, spec_hosts: list, execution: str = "standalone") -> list:
+    """Hosts one vdbench master drives (hd=): vdbench_hosts, or the spec's in service mode
+    (or with multihost)."""
     if "vdbench_hosts" in params:
         return _host_names(params["vdbench_hosts"])
-    return spec_hosts if _truthy(params.get("multihost", False)) else []
+    driven = execution == "service" or _truthy(params.get("multihost", False))
+    return list(spec_hosts) if driven else []
 
 
 def _host_names(value) -> list[str]:
@@ -375,13 +411,22 @@ def _raw_definitions(params: dict, target: dict, hosts: list[dict]) -> tuple:
         *_optional("openflags", _openflags(params)),
         *_passthrough(params, "sd_").items(),
     ]
+    members = target.get("members") or [target]
     if hosts:
         storage = [_definition("sd", "default", shared)] if shared else []
         storage += [
             _definition(
-                "sd", f"sd{index}", [("host", host["hd"]), ("lun", _lun(target, host["name"]))]
+                "sd", _sd_name(index, number, members), [("host", host["hd"]), ("lun", lun)]
             )
             for index, host in enumerate(hosts, start=1)
+            for number, lun in enumerate((_lun(m, host["name"]) for m in members), start=1)
+        ]
+        sd = "sd*"
+    elif len(members) > 1:
+        storage = [_definition("sd", "default", shared)] if shared else []
+        storage += [
+            _definition("sd", f"sd{number}", [("lun", _lun(member, HOST_VARIABLE))])
+            for number, member in enumerate(members, start=1)
         ]
         sd = "sd*"
     else:
@@ -400,6 +445,8 @@ def _raw_definitions(params: dict, target: dict, hosts: list[dict]) -> tuple:
 
 
 def _filesystem_definitions(params: dict, target: dict, hosts: list[dict]) -> tuple:
+    if target.get("members"):
+        raise VdbenchJobError("vdbench: a target set runs a raw workload (one SD per LUN)")
     if target["type"] != "directory":
         raise VdbenchJobError("vdbench: a filesystem workload needs a directory target")
     missing = [option for option in ("files", "size") if option not in params]
@@ -501,6 +548,11 @@ def _scalar(value):
     if isinstance(value, bool):
         return "yes" if value else "no"
     return value
+
+
+def _sd_name(host_index: int, number: int, members: list) -> str:
+    """sd<host> for one LUN per host, sd<host>_<lun> for a target set (several LUNs each)."""
+    return f"sd{host_index}" if len(members) == 1 else f"sd{host_index}_{number}"
 
 
 def _lun(target: dict, host: str) -> str:

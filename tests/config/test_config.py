@@ -140,21 +140,64 @@ def test_redaction_hides_secret_values():
     assert "hunter2" not in text and "AKIA" not in text and "secret_key" in text
 
 
-def test_s3_experiments_refuse_several_hosts_until_service_mode():
-    raw = {
-        "hosts": {"clients": {"transport": "ssh", "nodes": "c[1-2]"}},
-        "targets": {
-            "minio": {
-                "type": "s3",
-                "endpoint": "http://127.0.0.1:9000",
-                "bucket_prefix": "sb",
-                "credentials": {"access_key_env": "A", "secret_key_env": "B"},
-            }
-        },
-        "experiments": {"obj": {"tool": "warp", "hosts": "clients", "target": "minio"}},
-    }
-    with pytest.raises(ConfigError, match=r"experiments\.obj\.hosts: S3 experiments run from one"):
+S3_CAMPAIGN = {
+    "hosts": {"clients": {"transport": "ssh", "nodes": "c[1-2]"}},
+    "targets": {
+        "minio": {
+            "type": "s3",
+            "endpoint": "http://127.0.0.1:9000",
+            "bucket_prefix": "sb",
+            "credentials": {"access_key_env": "A", "secret_key_env": "B"},
+        }
+    },
+    "experiments": {"obj": {"tool": "warp", "hosts": "clients", "target": "minio"}},
+}
+
+
+def test_s3_on_several_hosts_runs_in_service_mode():
+    with pytest.raises(ConfigError, match=r"experiments\.obj\.execution: an S3 experiment on 2"):
+        load_campaign(copy.deepcopy(S3_CAMPAIGN))
+    for tool in ("warp", "elbencho"):
+        raw = copy.deepcopy(S3_CAMPAIGN)
+        raw["experiments"]["obj"].update(tool=tool, execution="service", job={"rw": "write"})
+        campaign = load_campaign(raw)
+        assert campaign.experiments["obj"].execution == "service"
+
+
+def test_gosbench_workers_need_the_controllers_address():
+    raw = copy.deepcopy(S3_CAMPAIGN)
+    raw["experiments"]["obj"].update(tool="gosbench", execution="service")
+    with pytest.raises(ConfigError) as caught:
         load_campaign(raw)
+    assert caught.value.problems == [
+        "hosts.clients.controller_address: gosbench workers on these hosts dial the controller "
+        "(experiment obj); give the controller's address as these hosts reach it"
+    ]
+    raw["hosts"]["clients"]["controller_address"] = "10.0.0.1"
+    hosts = load_campaign(raw).hosts_of("obj")
+    assert {host["controller_address"] for host in hosts} == {"10.0.0.1"}
+
+
+def test_service_ports_per_host_group():
+    raw = copy.deepcopy(S3_CAMPAIGN)
+    raw["experiments"]["obj"]["execution"] = "service"
+    raw["hosts"]["clients"]["service_ports"] = {"warp": 7800, "dd": 1}
+    assert problems_of_raw(raw) == [
+        "hosts.clients.service_ports.dd: not a tool with a service "
+        "(tools: elbencho, fio, gosbench, vdbench, warp)"
+    ]
+    raw["hosts"]["clients"]["service_ports"] = {"warp": 7800}
+    from storbench.hosts.services import endpoint
+
+    hosts = load_campaign(raw).hosts_of("obj")
+    assert [endpoint(host, 7761, "warp") for host in hosts] == ["c1:7800", "c2:7800"]
+    assert [endpoint(host, 8765, "fio") for host in hosts] == ["c1:8765", "c2:8765"]
+
+
+def problems_of_raw(raw) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_campaign(raw)
+    return caught.value.problems
 
 
 def test_tool_must_support_the_target_type():

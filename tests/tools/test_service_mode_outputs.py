@@ -66,7 +66,12 @@ def test_warp_distributed_rows_per_client_and_the_sum(tmp_path):
     )
     puts = by_host(rows, "write")
     clients = sorted(h for h in puts if h != "all")
-    assert clients == ["warp-client-0kFy", "warp-client-6HRV", "warp-client-oe0F", "warp-client-xGVk"]
+    assert clients == [
+        "warp-client-0kFy",
+        "warp-client-6HRV",
+        "warp-client-oe0F",
+        "warp-client-xGVk",
+    ]
     # warp's per-client throughput (analyze.json throughput_by_client): 1431 objects in 5013 ms
     assert puts["warp-client-0kFy"]["ios"] == 1431
     assert puts["warp-client-0kFy"]["iops"] == pytest.approx(1431 / 5.013)

@@ -1,0 +1,33 @@
+"""Service mode sends one job to every service: per-host job files must then be equal."""
+
+from __future__ import annotations
+
+import pytest
+
+from storbench.core.specs import RunSpec
+from storbench.run.attempt import RunError
+from storbench.run.service import _check_one_job
+
+
+def spec() -> RunSpec:
+    return RunSpec.from_dict({
+        "experiment": "files", "run_id": "write_nj4", "tool": "elbencho", "params": {},
+        "target": {"name": "scratch", "type": "directory", "path": "/mnt/x"},
+        "hosts": [{"name": "c1"}, {"name": "c2"}, {"name": "c3"}], "timeout_s": 60,
+    })  # fmt: skip
+
+
+def test_equal_job_files_pass_and_different_ones_name_the_hosts(tmp_path):
+    files = {}
+    for host, threads in (("c1", 4), ("c2", 4), ("c3", 8)):
+        files[host] = str(tmp_path / f"{host}.elbencho")
+        (tmp_path / f"{host}.elbencho").write_text(f"threads={threads}\n")
+    hosts = [{"name": "c1"}, {"name": "c2"}]
+    _check_one_job(spec(), hosts, files)
+    with pytest.raises(RunError) as caught:
+        _check_one_job(spec(), [*hosts, {"name": "c3"}], files)
+    assert str(caught.value) == (
+        "files/write_nj4: elbencho services all run the controller's one job, but the job files "
+        "of c3 differ from c1's (host facts with different values); use standalone execution "
+        "or equal values"
+    )
