@@ -284,8 +284,10 @@ def config_test(spec: dict) -> dict:
 
     params = spec["params"]
     if "bs" not in params:
-        raise _render_error("set bs (the object size)")
-    size, unit = object_size_in_units(units.parse_size(params["bs"]))
+        raise _render_error("set bs (the object size, or a range such as 1k-100000k)")
+    low, high = _size_range(params["bs"])
+    unit = min(object_size_in_units(low)[1], object_size_in_units(high)[1], key=_UNIT_ORDER.index)
+    size, size_max = low // _UNIT_BYTES[unit], high // _UNIT_BYTES[unit]
     part = params.get("part_size")
     part_size = 0  # gosbench's default: no multipart uploads
     if part:
@@ -306,6 +308,9 @@ def config_test(spec: dict) -> dict:
         "name": spec["run_id"],
         **weights(params),
         "size": size,
+        "size_max": size_max,
+        # a range: each object's size drawn evenly from it (gosbench's 'random')
+        "size_distribution": "constant" if size == size_max else "random",
         "unit": unit,
         "part_size": part_size,
         "objects": objects,
@@ -341,6 +346,20 @@ def weights(params: dict) -> dict:
     if not any(chosen.values()):
         raise _render_error("every operation weight is 0")
     return chosen
+
+
+_UNIT_ORDER = ("B", "KB", "MB", "GB", "TB")
+
+
+def _size_range(value) -> tuple[int, int]:
+    """bs as (smallest, largest) object size: '4k' -> (4096, 4096), '1k-100000k' a range."""
+    text = str(value)
+    low_text, dash, high_text = text.partition("-")
+    low = units.parse_size(low_text if dash else value)
+    high = units.parse_size(high_text) if dash else low
+    if high < low:
+        raise _render_error(f"bs {text!r}: the range's end is below its start")
+    return low, high
 
 
 def object_size_in_units(size: int) -> tuple[int, str]:

@@ -19,7 +19,14 @@ from storbench.plan import specs as plan
 from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolOutputError
-from storbench.tools.gosbench import ADAPTER, load_results, object_size_in_units, weights
+from storbench.tools.base import RenderError as BaseRenderError
+from storbench.tools.gosbench import (
+    ADAPTER,
+    config_test,
+    load_results,
+    object_size_in_units,
+    weights,
+)
 from tests.manifests import as_manifest
 from tests.minio import S3_DEMO_TARGET
 from tests.paths import FIXTURES as SHARED_FIXTURES
@@ -465,3 +472,17 @@ def test_keys_with_quotes_survive_the_filled_config():
         text = text.replace(placeholder, ADAPTER.job_file_secret(key))
     s3_config = yaml.safe_load(text)["s3_config"][0]
     assert (s3_config["access_key"], s3_config["secret_key"]) == (access, secret)
+
+
+def test_an_object_size_range_draws_sizes_at_random():
+    """The Virtuozzo guide's 'size_min: 1, size_max: 100000, unit: KB, random'."""
+    spec = {"run_id": "r", "params": {"bs": "1k-100000k", "runtime": "900s", "rw": "write"},
+            "target": {"bucket": "b"}, "hosts": ["h1", "h2"]}  # fmt: skip
+    test = config_test(spec)
+    assert (test["size"], test["size_max"], test["unit"]) == (1, 100000, "KB")
+    assert test["size_distribution"] == "random" and test["workers"] == 2
+    spec["params"]["bs"] = "4k"
+    assert config_test(spec)["size_distribution"] == "constant"
+    spec["params"]["bs"] = "1m-4k"
+    with pytest.raises(BaseRenderError, match="below its start"):
+        config_test(spec)

@@ -727,3 +727,32 @@ def test_workflow_runs_parses_and_reports_a_vdbench_experiment(tmp_path, monkeyp
     )
     assert series.num_rows == 40  # 5 intervals x 8 (run, op) pairs
     assert (workdir / "reports/loop/index.html").is_file()
+
+
+def test_service_mode_drives_every_host_with_an_sd_per_host_and_lun():
+    """One master for the run's hosts: hd= per host, sdH_L per host H and LUN L of the set."""
+    luns = [{"name": f"lun{n}", "type": "block", "path": f"/dev/mapper/lun{n}"} for n in (1, 2)]
+    spec = {
+        "experiment": "afa", "run_id": "rw_t-all", "tool": "vdbench", "execution": "service",
+        "hosts": ["c1", "c2"], "point": {},
+        "target": {"name": "set", "type": "block", "members": luns, "path": luns[0]["path"]},
+        "params": {"rw": "rw", "bs": "4k", "rwmixread": 20, "iodepth": 16, "runtime": "60s"},
+    }  # fmt: skip
+    lines = render_job(spec).splitlines()
+    assert lines[1:4] == [
+        "hd=default,vdbench=/opt/vdbench,user=root,shell=ssh",
+        "hd=hd1,system=c1",
+        "hd=hd2,system=c2",
+    ]
+    assert [line for line in lines if line.startswith("sd=")] == [
+        "sd=default,threads=16",
+        "sd=sd1_1,host=hd1,lun=/dev/mapper/lun1",
+        "sd=sd1_2,host=hd1,lun=/dev/mapper/lun2",
+        "sd=sd2_1,host=hd2,lun=/dev/mapper/lun1",
+        "sd=sd2_2,host=hd2,lun=/dev/mapper/lun2",
+    ]
+    assert "wd=wd1,sd=sd*,xfersize=4k,rdpct=20,seekpct=0" in lines
+    # the master runs once, on the controller, without the per-host variable
+    argv = ADAPTER.controller_command(["/w/c1.vdb", "/w/c2.vdb"], "/w/out", ["c1:5570", "c2:5570"])
+    assert argv[3:] == ["storbench-vdbench", "/w/c1.vdb", "/w/out", ""]
+    assert ADAPTER.worker_command("ctl", 5570, 0) == [] and ADAPTER.service_per_run
