@@ -57,13 +57,18 @@ RESULT_FOLDER_SUFFIX = "-elbencho"
 PATH_LINE = "#storbench-path="
 HOST_PLACEHOLDER = "{host}"
 
-# sh -c script: $1 job file, $2 host name ('' for the controller), then elbencho's argv
+# sh -c script: $1 job file, $2 host name ('' for the controller), then elbencho's argv; every
+# path line of the job file (one per target of a set) becomes one path argument, in order
 _PATH_FROM_JOB_FILE = (
-    f"path=$(sed -n 's/^{PATH_LINE}//p' \"$1\" | head -n 1); "
-    f'[ -n "$path" ] || {{ echo "$1: no {PATH_LINE} line" >&2; exit 2; }}; '
+    'job=$1 host=$2; shift 2; found=0; '
+    'while IFS= read -r line || [ -n "$line" ]; do '
+    f'case $line in "{PATH_LINE}"*) path=${{line#"{PATH_LINE}"}}; '
     f'case $path in *"{HOST_PLACEHOLDER}"*) '
-    f'path="${{path%%"{HOST_PLACEHOLDER}"*}}$2${{path#*"{HOST_PLACEHOLDER}"}}";; esac; '
-    'shift 2; exec "$@" "$path"'
+    f'path="${{path%%"{HOST_PLACEHOLDER}"*}}$host${{path#*"{HOST_PLACEHOLDER}"}}";; esac; '
+    'set -- "$@" "$path"; found=1;; esac; '
+    'done < "$job"; '
+    f'[ "$found" = 1 ] || {{ echo "$job: no {PATH_LINE} line" >&2; exit 2; }}; '
+    'exec "$@"'
 )
 
 PHASE_OPTIONS = {  # storbench phase name -> elbencho long option
@@ -133,6 +138,7 @@ class ElbenchoAdapter(ToolAdapter):
     capabilities = Capabilities(
         target_types=("directory", "block", "s3"),
         execution=("standalone", "service"),
+        target_sets=True,
         interval_series=True,
         import_formats=("result folder (resfile, csvfile, live csv)",),
     )
@@ -146,16 +152,17 @@ class ElbenchoAdapter(ToolAdapter):
 
     def template_context(self, spec: dict) -> dict:
 
+        target = spec["target"]
         try:
-            options = job_options(spec["params"], spec["target"], spec["run_id"])
-            path = benchmark_path(spec["target"])
+            options = job_options(spec["params"], target, spec["run_id"])
+            paths = [benchmark_path(member) for member in target.get("members") or [target]]
         except ValueError as error:
             raise RenderError(f"elbencho experiment {spec['experiment']}: {error}") from None
         return {
             "experiment": spec["experiment"],
             "run_id": spec["run_id"],
-            "target": spec["target"],
-            "path_line": PATH_LINE + path,
+            "target": target,
+            "path_line": "\n".join(PATH_LINE + path for path in paths),
             "options": options,
             "point": spec["point"],
         }

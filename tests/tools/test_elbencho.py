@@ -767,3 +767,20 @@ def test_adapter_declares_its_capabilities():
     assert (ADAPTER.has_services, ADAPTER.default_port) == (True, 1611)
     assert ADAPTER.output_is_folder and ADAPTER.job_suffix == ".elbencho"
     assert "https://github.com/breuner/elbencho" in ADAPTER.install_hint
+
+
+def test_a_target_set_gives_elbencho_every_path_in_one_run(fake_elbencho):
+    """elbencho takes several benchmark paths; a target set's members are each one of them."""
+    members = [
+        {"name": "lun1", "type": "block", "path": "/dev/mapper/lun1"},
+        {"name": "lun2", "type": "block", "path": "/dev/mapper/lun 2"},
+    ]
+    target = {"name": "luns", "type": "block", "path": "/dev/mapper/lun1", "members": members}
+    spec = {**DIRECTORY_SPEC, "target": target, "params": {"rw": "randread", "bs": "4k"}}
+    job = fake_elbencho / "job.elbencho"
+    job.write_text(render_job(spec))
+    done = subprocess.run(
+        ADAPTER.command(str(job), "/o", "n"), capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines()[-2:] == ["/dev/mapper/lun1", "/dev/mapper/lun 2"]
+    assert ADAPTER.capabilities.target_sets
