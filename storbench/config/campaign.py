@@ -561,7 +561,13 @@ def _experiment(
     if soak:
         job = {**job, "runtime": units.fio_duration(soak["chunk_s"])}
         iterations = soak["chunks"]
-    if soak or spec.get("faults"):
+    if (soak or spec.get("faults")) and spec["tool"] in _known_tools():
+        if not _tool(spec).capabilities.interval_series:
+            problems.append(
+                f"{key}.{'soak' if soak else 'faults'}: {spec['tool']} reports no per-interval "
+                f"series, which a {'soak' if soak else 'fault'} is judged by (tools with one: "
+                f"{_tools_with('interval_series')})"
+            )
         job = _tool(spec).with_interval_series(job)
     target = dict(raw["targets"].get(target_names[0]) or {})
     steps = None

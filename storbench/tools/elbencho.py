@@ -60,7 +60,7 @@ HOST_PLACEHOLDER = "{host}"
 # sh -c script: $1 job file, $2 host name ('' for the controller), then elbencho's argv; every
 # path line of the job file (one per target of a set) becomes one path argument, in order
 _PATH_FROM_JOB_FILE = (
-    'job=$1 host=$2; shift 2; found=0; '
+    "job=$1 host=$2; shift 2; found=0; "
     'while IFS= read -r line || [ -n "$line" ]; do '
     f'case $line in "{PATH_LINE}"*) path=${{line#"{PATH_LINE}"}}; '
     f'case $path in *"{HOST_PLACEHOLDER}"*) '

@@ -81,6 +81,8 @@ from storbench.core.units import UnitError, fio_size, parse_duration
 from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "$storbench_host"
+SEARCH_OPTIONS = ("iodepth", "rate", "rd_distribution")
+ARRIVALS = {"poisson": "exponential", "linear": "deterministic"}  # vdbench rd distribution=
 HOST_ARGUMENT = "storbench_host"
 DEFAULT_VDBENCH_DIR = "/opt/vdbench"
 SD_FILE = "vdb.file"
@@ -156,6 +158,7 @@ class VdbenchAdapter(ToolAdapter):
         target_types=("directory", "block"),
         execution=("standalone", "service"),
         target_sets=True,
+        search_metrics=("iops",),  # rd iorate holds an offered rate (raw workloads)
         interval_series=True,
         import_formats=("output folder", "flatfile.html"),
     )
@@ -209,6 +212,29 @@ class VdbenchAdapter(ToolAdapter):
     ) -> list[str]:
         """One vdbench master here for every host (its hd= lines); the files are equal."""
         return self.command(job_path[0], output_path, "")
+
+    def search_job_problems(self, job: dict) -> list[str]:
+        """A search sets threads (iodepth), iorate (rate) and the arrival distribution."""
+        problems = [
+            f"{option}: set by the search for each probe; remove it"
+            for option in SEARCH_OPTIONS
+            if option in job
+        ]
+        if "runtime" not in job:
+            problems.append("runtime: a search needs a runtime for each probe (e.g. 30s)")
+        if str(job.get("workload", RAW)) != RAW:
+            problems.append("workload: a search holds a raw workload's iorate (not fwdrate)")
+        return problems
+
+    def probe_options(
+        self, params: dict, iodepth: int, rate_per_job: int | None, arrivals: str | None
+    ) -> dict:
+        """Closed loop: iodepth threads per SD at iorate=max; open loop: iorate on the host
+        with vdbench's exponential (Poisson) or deterministic (linear) arrivals."""
+        if rate_per_job is None:
+            return {**params, "iodepth": iodepth}
+        distribution = ARRIVALS[arrivals or "poisson"]
+        return {**params, "iodepth": iodepth, "rate": rate_per_job, "rd_distribution": distribution}
 
     def offered_iops(self, params: dict, hosts: int) -> float | None:
         # a raw workload's rd iorate is its rate on the host; fwdrate counts file operations

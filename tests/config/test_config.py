@@ -208,3 +208,17 @@ def test_tool_must_support_the_target_type():
     }
     with pytest.raises(ConfigError, match=r"experiments\.e\.target: warp cannot benchmark a block"):
         load_campaign(raw)
+
+
+def test_a_soak_needs_a_tool_with_per_interval_series():
+    raw = copy.deepcopy(S3_CAMPAIGN)
+    raw["hosts"]["clients"]["nodes"] = "c1"
+    raw["experiments"]["obj"].update(
+        tool="gosbench", job={"rw": "write", "bs": "4k"}, soak={"duration": "1h", "chunk": "5m"}
+    )
+    assert problems_of_raw(raw) == [
+        "experiments.obj.soak: gosbench reports no per-interval series, which a soak is judged "
+        "by (tools with one: elbencho, fio, iperf3, vdbench, warp)"
+    ]
+    raw["experiments"]["obj"]["tool"] = "warp"
+    assert load_campaign(raw).experiments["obj"].soak["chunks"] == 12

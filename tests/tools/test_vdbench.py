@@ -756,3 +756,40 @@ def test_service_mode_drives_every_host_with_an_sd_per_host_and_lun():
     argv = ADAPTER.controller_command(["/w/c1.vdb", "/w/c2.vdb"], "/w/out", ["c1:5570", "c2:5570"])
     assert argv[3:] == ["storbench-vdbench", "/w/c1.vdb", "/w/out", ""]
     assert ADAPTER.worker_command("ctl", 5570, 0) == [] and ADAPTER.service_per_run
+
+
+def test_latency_slo_search_holds_vdbench_iorate():
+    """vdbench's rd iorate holds an offered rate: closed-loop probes set threads, open-loop
+    ones iorate with exponential (Poisson) or deterministic (linear) arrivals."""
+    from storbench.config.campaign import ConfigError, load_campaign
+
+    job = {"rw": "randread", "bs": "4k", "runtime": "30s", "direct": 1}
+    assert ADAPTER.search_job_problems(job) == []
+    assert ADAPTER.search_job_problems({**job, "rate": 100, "workload": "filesystem"}) == [
+        "rate: set by the search for each probe; remove it",
+        "workload: a search holds a raw workload's iorate (not fwdrate)",
+    ]
+    closed = ADAPTER.probe_options(job, 8, None, None)
+    assert closed == {**job, "iodepth": 8}
+    block = {"name": "lun", "type": "block", "path": "/dev/mapper/lun1"}
+    params = ADAPTER.probe_options(job, 8, 25000, "poisson")
+    spec = {**SPEC, "params": params, "point": {}, "target": block}
+    lines = render_job(spec).splitlines()
+    assert any(
+        line.startswith("rd=rd1,wd=wd1,iorate=25000,elapsed=30,interval=1") for line in lines
+    )
+    assert any(line.startswith("rd=rd1,") and "distribution=exponential" in line for line in lines)
+    assert ADAPTER.probe_options(job, 8, 10, "linear")["rd_distribution"] == "deterministic"
+    raw = {
+        "hosts": {"h": {"transport": "local"}},
+        "targets": {"lun": {"type": "block", "path": "/dev/mapper/lun1"}},
+        "experiments": {
+            "slo": {"tool": "vdbench", "hosts": "h", "target": "lun", "job": job,
+                    "search": {"objective": {"metric": "iops", "latency": "p99",
+                                             "limit": "2ms"}}},
+        },
+    }  # fmt: skip
+    assert load_campaign(raw).experiments["slo"].search["arrivals"] == "poisson"
+    raw["experiments"]["slo"]["job"] = {**job, "iodepth": 4}
+    with pytest.raises(ConfigError, match=r"experiments\.slo\.job\.iodepth: set by the search"):
+        load_campaign(raw)
