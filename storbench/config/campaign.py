@@ -512,7 +512,7 @@ def _experiment(
         _check_target_set(key, spec, target_names, raw, problems)
     job = dict(spec.get("job") or {})
     if "dataset" in spec or "precondition" in spec or "flush" in spec:
-        _check_prepared_tool(key, spec, target_names, problems)
+        _check_prepared_tool(key, spec, target_names, raw, problems)
         job = prepare_plan.experiment_job(
             name, spec, job, datasets, recipes, target_names[0], problems
         )
@@ -645,13 +645,25 @@ def _tools_with(capability: str) -> str:
     return ", ".join(names) or "none"
 
 
-def _check_prepared_tool(key: str, spec: dict, target_names: list[str], problems: list[str]):
-    """Datasets and recipes are laid out on one target; the runs must find them there."""
+def _check_prepared_tool(
+    key: str, spec: dict, target_names: list[str], raw: dict, problems: list[str]
+):
+    """Datasets and recipes are laid out on one target; the runs must find them there.
+
+    A recipe preconditions a block device as a whole, so any tool's runs use it; datasets and
+    recipes on directories are files named for the tools with prepared_runs."""
     if spec["tool"] in _known_tools() and not _tool(spec).capabilities.prepared_runs:
-        problems.append(
-            f"{key}: datasets and preconditioning are used by "
-            f"{_tools_with('prepared_runs')} experiments"
-        )
+        target = raw["targets"].get(target_names[0]) or {}
+        if "dataset" in spec:
+            problems.append(
+                f"{key}.dataset: datasets are laid out in files only "
+                f"{_tools_with('prepared_runs')} experiments read"
+            )
+        elif target.get("type") != "block":
+            problems.append(
+                f"{key}.precondition: {spec['tool']} runs use a preconditioned block target; "
+                f"a directory's region files are read by {_tools_with('prepared_runs')} only"
+            )
     if len(target_names) > 1:
         problems.append(f"{key}.target: a prepared experiment runs on one target, not a set")
     if "job_file" in spec:

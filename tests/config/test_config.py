@@ -222,3 +222,37 @@ def test_a_soak_needs_a_tool_with_per_interval_series():
     ]
     raw["experiments"]["obj"]["tool"] = "warp"
     assert load_campaign(raw).experiments["obj"].soak["chunks"] == 12
+
+
+def test_any_tool_runs_on_a_preconditioned_block_device():
+    """The IDC plan: fio preconditions the LUN, vdbench (or elbencho) measures it."""
+    raw = {
+        "hosts": {"loadgen": {"transport": "local"}},
+        "targets": {
+            "lun": {"type": "block", "path": "/dev/mapper/afa_lun0", "capacity": "1TiB"},
+            "dir": {"type": "directory", "path": "/mnt/afa", "capacity": "1TiB"},
+        },
+        "preconditioning": {
+            "afa": {
+                "target": "lun", "hosts": "loadgen",
+                "passes": [{"name": "fill", "fraction": "100%", "bs": "128k"}],
+            },
+            "afa_dir": {
+                "target": "dir", "hosts": "loadgen",
+                "passes": [{"name": "fill", "fraction": "100%", "bs": "1m"}],
+            },
+        },
+        "experiments": {
+            "baseline": {
+                "tool": "vdbench", "hosts": "loadgen", "target": "lun", "precondition": "afa",
+                "job": {"rw": "randrw", "rwmixread": 65, "bs": "8k", "runtime": "2h"},
+            },
+        },
+    }  # fmt: skip
+    assert load_campaign(copy.deepcopy(raw)).experiments["baseline"].precondition == "afa"
+    raw["experiments"]["baseline"].update(target="dir", precondition="afa_dir")
+    raw["experiments"]["baseline"]["job"]["size"] = "1g"
+    assert problems_of_raw(raw) == [
+        "experiments.baseline.precondition: vdbench runs use a preconditioned block target; "
+        "a directory's region files are read by fio only"
+    ]

@@ -422,7 +422,7 @@ PROBLEMS = {
     ),
     "non-fio tool with a dataset": (
         lambda raw: raw["experiments"]["on_dataset"].update(tool="elbencho"),
-        "experiments.on_dataset: datasets and preconditioning are used by fio experiments",
+        "experiments.on_dataset.dataset: datasets are laid out in files only fio experiments read",
     ),
     "flush host not among the recipe's hosts": (
         lambda raw: recipe(raw).update(flush={"command": "true", "host": "array-admin"}),
