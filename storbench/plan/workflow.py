@@ -185,7 +185,8 @@ class WorkflowPlan:
     def services_marker(self, experiment: str) -> list[str] | str:
         """Service-mode runs need the campaign's services (started once, stopped at the end)."""
         exp = self.campaign.experiments[experiment]
-        return paths.services_marker(exp.tool) if exp.tool in self.service_tools else []
+        campaign_long = exp.execution == "service" and exp.tool in self.service_tools
+        return paths.services_marker(exp.tool) if campaign_long else []
 
     def host_preflights(self, host: str) -> list[str]:
         """Preflight first: it names every bad host at once, telemetry would stop at the first."""
