@@ -82,13 +82,16 @@ def preparation_locks():
     }
 
 
+# Every target of the config gets its cap of one run job here (a profile or --resources value
+# stays, and must be 1), so a new target name needs no profile edit.
+for target in PLAN.used_targets:
+    workflow.global_resources.setdefault(lock_name(target), 1)
 missing_caps = PLAN.missing_lock_caps(workflow.global_resources)
 if missing_caps:
     raise WorkflowError(
-        "each storage target needs a run-job cap of 1; missing or not 1: "
-        f"{', '.join(missing_caps)}. Add them under 'resources:' in "
-        "profiles/default/config.yaml or pass --resources "
-        + " ".join(f"{name}=1" for name in missing_caps)
+        "each storage target needs a run-job cap of 1; not 1: "
+        f"{', '.join(missing_caps)}. Remove them from the profile's 'resources:' and from "
+        "--resources, or set them to 1"
     )
 
 
@@ -186,7 +189,7 @@ def s3_target_json(wildcards):
     return PLAN.s3_target(wildcards.target)
 
 
-def cleanup_spec_json():
+def cleanup_spec_json(wildcards):
     return PLAN.cleanup_spec()
 
 
@@ -221,7 +224,9 @@ def campaign_telemetry(wildcards):
     return PLAN.campaign_telemetry()
 
 
-def campaign_meta_json():
+# Params are functions of wildcards: a string param would have Snakemake expand every
+# '{...}' in it, and configs carry braces ("{cores}" host facts).
+def campaign_meta_json(wildcards):
     return PLAN.campaign_meta()
 
 

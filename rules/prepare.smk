@@ -24,7 +24,7 @@ rule cleanup:
     conda:
         "../envs/storbench.yaml"
     params:
-        spec=cleanup_spec_json(),
+        spec=cleanup_spec_json,
     shell:
         "storbench cleanup --spec {params.spec:q} > {log:q} 2>&1"
 

@@ -149,7 +149,7 @@ rule campaign_report:
     conda:
         "../envs/storbench.yaml"
     params:
-        meta=campaign_meta_json(),
+        meta=campaign_meta_json,
         out_dir=lambda wildcards, output: os.path.dirname(output.html),
     shell:
         "storbench campaign-report --meta {params.meta:q} --out-dir {params.out_dir:q}"

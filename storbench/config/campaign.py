@@ -146,6 +146,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     }
     for name, experiment in experiments.items():
         if experiment is not None:
+            _warn_short_runs(name, experiment)
             _check_shared_bucket(name, experiment, host_groups, problems)
             _check_controller_address(name, experiment, raw["hosts"], problems)
             _check_steps(name, experiment, host_groups, problems)
@@ -732,6 +733,31 @@ def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: lis
             f"experiments.{name}.execution: an S3 experiment on {hosts} hosts runs in service "
             f"mode (execution: service; tools: {', '.join(services)}), where the tool gives "
             "each client its own objects; standalone S3 runs use one host"
+        )
+
+
+# The reference guides' shortest measured runs: 60 s for file and block, 900 s for S3
+MIN_RUNTIME_S = {"directory": 60.0, "block": 60.0, "s3": 900.0}
+
+
+def _warn_short_runs(name: str, experiment) -> None:
+    """A warning, not an error: short runs are fine for trying a config, not for a report."""
+    if experiment.search or experiment.soak:
+        return
+    minimum = MIN_RUNTIME_S.get(experiment.target.get("type", ""))
+    values = [experiment.job.get("runtime"), *experiment.sweep.get("runtime", [])]
+    seconds = []
+    for value in values:
+        try:
+            seconds.append(units.parse_duration(value))
+        except (TypeError, ValueError, units.UnitError):
+            continue
+    if minimum and seconds and min(seconds) < minimum:
+        print(
+            f"storbench: warning: experiments.{name}: runs of {min(seconds):g} s; the reference "
+            f"guides measure {experiment.target['type']} targets for at least {minimum:g} s "
+            "(fine for trying a config, short for a report)",
+            file=sys.stderr,
         )
 
 

@@ -256,3 +256,15 @@ def test_any_tool_runs_on_a_preconditioned_block_device():
         "experiments.baseline.precondition: vdbench runs use a preconditioned block target; "
         "a directory's region files are read by fio only"
     ]
+
+
+def test_runs_shorter_than_the_guides_minimums_are_warned_about(capsys):
+    load_campaign(copy.deepcopy(VALID))  # 5 s runs on a directory
+    assert capsys.readouterr().err == (
+        "storbench: warning: experiments.demo: runs of 5 s; the reference guides measure "
+        "directory targets for at least 60 s (fine for trying a config, short for a report)\n"
+    )
+    raw = copy.deepcopy(VALID)
+    raw["experiments"]["demo"]["job"]["runtime"] = "2m"
+    load_campaign(raw)
+    assert capsys.readouterr().err == ""

@@ -161,13 +161,27 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def test_missing_target_lock_cap_fails_fast(tmp_path):
+def test_every_target_is_capped_without_a_profile(tmp_path):
+    """The workflow caps each target's lock at one run job itself: no profile, two cores, two
+    runs on one target, and they still run one after the other."""
+    config = tiny_config(tmp_path / "target", rw=("read", "write"))
+    config["experiments"]["tiny"]["iterations"] = 1
+    snakemake(tmp_path, config, "--workflow-profile", "none")
+    windows = []
+    for manifest in (tmp_path / "results/tiny/raw").glob("*/it1/run.json"):
+        (host,) = json.loads(manifest.read_text())["hosts"]
+        windows.append((host["start_time"], host["end_time"]))
+    (first, second) = sorted(windows)
+    assert first[1] <= second[0]
+
+
+def test_a_target_cap_other_than_one_is_refused(tmp_path):
     result = snakemake(
-        tmp_path, tiny_config(tmp_path / "target"), "--workflow-profile", "none", check=False
+        tmp_path, tiny_config(tmp_path / "target"), "--resources", "lock_scratch=2", check=False
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "lock_scratch" in output and "--resources lock_scratch=1" in output
+    assert "run-job cap of 1; not 1: lock_scratch" in output
     assert not (tmp_path / "results").exists()
 
 
@@ -198,3 +212,14 @@ def test_rerun_after_a_failure_keeps_the_failed_raw_output(tmp_path):
     assert "no_such_engine" in (it_dir / "a1/localhost.stderr").read_text()
     rows = pq.read_table(tmp_path / "results/tiny/summary.parquet").to_pylist()
     assert {r["attempt"] for r in rows} == {2}
+
+
+def test_host_fact_braces_are_safe_in_every_rule(tmp_path):
+    """'{cores}' (the host-facts documentation's first example) reaches params as text:
+    Snakemake must not read it as a wildcard in any rule, the campaign report's included."""
+    config = tiny_config(tmp_path / "target")
+    config["experiments"]["tiny"]["job"]["numjobs"] = "{cores}"
+    for target in ("all", "cleanup"):
+        done = snakemake(tmp_path, config, "-n", "--forceall", target)
+        assert "WildcardError" not in done.stdout + done.stderr
+    assert "campaign_report" in snakemake(tmp_path, config, "-n", "--forceall").stdout
