@@ -289,5 +289,15 @@ def search_probe_markers(wildcards):
     return PLAN.probe_markers(wildcards.experiment)
 
 
+# ancient: order only; a rerun of an earlier experiment does not make these runs outdated
+def runs_before(wildcards):
+    before = PLAN.runs_before(wildcards.experiment, wildcards.run_id)
+    return [ancient(path) for path in before]
+
+
+def probes_before(wildcards):
+    return [ancient(path) for path in PLAN.runs_before(wildcards.experiment)]
+
+
 def earlier_probe_markers(wildcards):
     return PLAN.earlier_probe_markers(wildcards.experiment, wildcards.probe)

@@ -56,6 +56,7 @@ rule run_iteration:
         bucket=experiment_bucket_marker,
         services=services_marker,
         preparation=experiment_preparation,
+        before=runs_before,
         # ancient: a repeated preflight must not make finished runs look outdated
         preflight=ancient(paths.preflight()),
     output:

@@ -5,6 +5,7 @@
 rule search_probe:
     input:
         earlier=earlier_probe_markers,
+        before=probes_before,
         # ancient: a repeated preflight must not make finished probes look outdated
         preflight=ancient(paths.preflight()),
         preparation=experiment_preparation,

@@ -150,6 +150,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             _check_shared_bucket(name, experiment, host_groups, problems)
             _check_controller_address(name, experiment, raw["hosts"], problems)
             _check_steps(name, experiment, host_groups, problems)
+    _check_order(experiments, problems)
     if "network" in raw:
         _check_network(raw["network"], host_groups, problems)
     if "data_path" in raw:
@@ -378,7 +379,11 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
         spec["connect_timeout"] = connect_timeout
         if "unresponsive_after" in group:
             spec["unresponsive_s"] = unresponsive
+        if "data_address" in group:
+            spec["data_address"] = _data_address(group["data_address"], node, len(specs) + 1)
         specs.append(spec)
+    if "data_address" in group and (problem := _data_address_problem(group["data_address"])):
+        problems.append(f"{key}.data_address: {problem}")
     for tool in group.get("service_ports", {}):
         if tool not in _known_tools() or not get_tool(tool).has_services:
             services = [n for n in _known_tools() if get_tool(n).has_services]
@@ -391,6 +396,23 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
         problems.append(f"{key}.identity: {problem}")
         return []
     return specs
+
+
+DATA_ADDRESS_FIELD = re.compile(r"\{([^{}]*)\}")
+
+
+def _data_address(pattern: str, node: str, position: int) -> str:
+    """'{name}-100g' -> 'client001-100g', '192.168.100.{n}' -> the node's 1-based position."""
+    return DATA_ADDRESS_FIELD.sub(
+        lambda m: node if m.group(1) == "name" else str(position), pattern
+    )
+
+
+def _data_address_problem(pattern: str) -> str | None:
+    unknown = [f for f in DATA_ADDRESS_FIELD.findall(pattern) if f not in ("name", "n")]
+    if unknown:
+        return f"unknown field {{{unknown[0]}}} (fields: {{name}}, {{n}})"
+    return None
 
 
 def private_file_problem(path: str) -> str | None:
@@ -604,6 +626,11 @@ def _experiment(
         ),
         soak=soak,
         allow_commands=spec.get("allow_commands") is True,
+        after=tuple(
+            [spec["after"]] if isinstance(spec.get("after"), str) else spec.get("after", ())
+        ),
+        ordered=spec.get("ordered") is True,
+        wait_s=positive_duration(f"{key}.wait", spec["wait"], problems) if "wait" in spec else None,
     )
 
 
@@ -734,6 +761,37 @@ def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: lis
             f"mode (execution: service; tools: {', '.join(services)}), where the tool gives "
             "each client its own objects; standalone S3 runs use one host"
         )
+
+
+def _check_order(experiments: dict, problems: list[str]) -> None:
+    """after: names other experiments, and no chain of them comes back to where it started."""
+    for name, experiment in experiments.items():
+        if experiment is None:
+            continue
+        for other in experiment.after:
+            if other == name:
+                problems.append(f"experiments.{name}.after: an experiment cannot wait for itself")
+            elif other not in experiments:
+                problems.append(
+                    f"experiments.{name}.after: unknown experiment {other!r} "
+                    f"(defined: {', '.join(experiments)})"
+                )
+    for name in experiments:
+        chain = _after_cycle(name, experiments, [name])
+        if chain and chain[0] == min(chain[:-1]):  # each circle reported once
+            problems.append(f"experiments.{name}.after: a circle: {' -> '.join(chain)}")
+
+
+def _after_cycle(name: str, experiments: dict, path: list[str]) -> list[str] | None:
+    experiment = experiments.get(path[-1])
+    for other in experiment.after if experiment is not None else ():
+        if other == name and len(path) > 1:
+            return [*path, other]
+        if other in experiments and other not in path:
+            found = _after_cycle(name, experiments, [*path, other])
+            if found:
+                return found
+    return None
 
 
 # The reference guides' shortest measured runs: 60 s for file and block, 900 s for S3

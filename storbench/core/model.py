@@ -40,6 +40,9 @@ class Experiment:
     fault_analysis: dict | None = None  # dip and recovery settings (storbench.config.fault_config)
     soak: dict | None = None  # chunks of a soak run (storbench.config.fault_config.soak_plan)
     allow_commands: bool = False  # job options that run commands on the hosts (exec_prerun)
+    after: tuple[str, ...] = ()  # experiments whose runs all finish before this one starts
+    ordered: bool = False  # the runs go one after another, in the order the sweep writes them
+    wait_s: float | None = None  # a pause before each run
 
     @cached_property
     def uses_host_facts(self) -> bool:
@@ -121,6 +124,8 @@ class Host:
     service_ports: dict = dataclasses.field(default_factory=dict)
     # the controller's address as this host reaches it (workers that dial the controller)
     controller_address: str | None = None
+    # the address the tools' traffic uses (a data network), when it is not the SSH address
+    data_address: str | None = None
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
@@ -164,6 +169,11 @@ class Host:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @property
+    def tool_address(self) -> str:
+        """Where the tools reach this host: its data-path address, else its SSH address."""
+        return self.data_address or self.address
 
 
 def parse_jump(jump: str) -> tuple[str | None, str, int]:

@@ -111,9 +111,10 @@ class RunSpec(StepSpec):
     preparation: dict | None = None  # dataset / recipe tokens the target must still match
     prep_state: str | None = None  # the preparation state the run is tagged with
     reprepared: tuple[str, ...] = ()  # hosts whose dataset was laid out again before the run
+    wait_s: float | None = None  # a pause before the run (the experiment's wait)
 
     KIND = "run"
-    OPTIONAL = ("service", "faults", "preparation", "prep_state", "reprepared")
+    OPTIONAL = ("service", "faults", "preparation", "prep_state", "reprepared", "wait_s")
 
     def host_specs(self) -> list[Host]:
         return [Host.from_dict(host) for host in self.hosts]

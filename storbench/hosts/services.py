@@ -56,12 +56,12 @@ def service_dir(spec: Host, tool: str, port: int) -> str:
 
 def service_marker(spec: Host, tool_name: str, port: int) -> str:
     port = port_of(spec, tool_name, port)
-    return " ".join(get_tool(tool_name).service_start_command(spec.address, port))
+    return " ".join(get_tool(tool_name).service_start_command(spec.tool_address, port))
 
 
 def endpoint(host: dict, port: int, tool: str = "") -> str:
     spec = host_spec(host)
-    return f"{spec.address}:{port_of(spec, tool, port)}"
+    return f"{spec.tool_address}:{port_of(spec, tool, port)}"
 
 
 def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
@@ -80,7 +80,9 @@ def stop_services(hosts: list[dict], tool_name: str, port: int) -> None:
 
 
 def _ask_to_quit(hosts: list[dict], tool_name: str, port: int) -> None:
-    answering = [h for h in hosts if _accepts(host_spec(h).address, _port(h, tool_name, port), 2)]
+    answering = [
+        h for h in hosts if _accepts(host_spec(h).tool_address, _port(h, tool_name, port), 2)
+    ]
     argv = get_tool(tool_name).service_stop_command(
         [endpoint(host, port, tool_name) for host in answering]
     )
@@ -110,7 +112,7 @@ def ensure_services(hosts: list[dict], tool_name: str, port: int) -> None:
     down = [
         host
         for host in hosts
-        if not _accepts(host_spec(host).address, _port(host, tool_name, port), 2)
+        if not _accepts(host_spec(host).tool_address, _port(host, tool_name, port), 2)
     ]
     if down:
         start_services(down, tool_name, port)
@@ -120,15 +122,15 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
     spec = host_spec(host)
     folder = service_dir(spec, tool_name, port)
     port = port_of(spec, tool_name, port)
-    argv = get_tool(tool_name).service_start_command(spec.address, port)
-    if not _accepts(spec.address, port, timeout_s=2):
+    argv = get_tool(tool_name).service_start_command(spec.tool_address, port)
+    if not _accepts(spec.tool_address, port, timeout_s=2):
         with open_transport(spec) as transport:
             transport.kill_matching(" ".join(argv))  # a stale service that no longer answers
             code, _, err = transport.shell(detached_script(folder, argv), timeout_s=START_TIMEOUT_S)
             if code != 0:
                 raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
         _wait_ready(spec, port, folder)
-    return {"host": spec.name, "endpoint": f"{spec.address}:{port}", "folder": folder}
+    return {"host": spec.name, "endpoint": f"{spec.tool_address}:{port}", "folder": folder}
 
 
 def detached_script(folder: str, argv: list[str]) -> str:
@@ -144,12 +146,12 @@ def detached_script(folder: str, argv: list[str]) -> str:
 def _wait_ready(spec: Host, port: int, folder: str) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if _accepts(spec.address, port, timeout_s=1):
+        if _accepts(spec.tool_address, port, timeout_s=1):
             return
         time.sleep(0.1)
     raise HostError(
         spec.name,
-        f"service not answering on {spec.address}:{port} after {READY_TIMEOUT_S:.0f} s "
+        f"service not answering on {spec.tool_address}:{port} after {READY_TIMEOUT_S:.0f} s "
         f"(its log: {folder}/service.log)",
     )
 

@@ -137,6 +137,7 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> RunSpec:
             ),
             "faults": experiment.faults,
             "preparation": preparation_spec(campaign, name),
+            "wait_s": experiment.wait_s,
         }
     )
 

@@ -134,6 +134,27 @@ class WorkflowPlan:
             for k in self.iterations(experiment)
         ]
 
+    def finished_markers(self, experiment: str) -> list[str]:
+        """What exists once every run of the experiment is done (a search: its result)."""
+        if self.campaign.experiments[experiment].search:
+            return [paths.search_result(experiment)]
+        return self.manifests(experiment)
+
+    def runs_before(self, experiment: str, run_id: str | None = None) -> list[str]:
+        """What a run waits for: the experiments it comes after, and in an ordered sweep
+        every iteration of the run before it."""
+        exp = self.campaign.experiments[experiment]
+        before = [marker for other in exp.after for marker in self.finished_markers(other)]
+        if exp.ordered and run_id is not None:
+            order = list(self.runs[experiment])
+            position = order.index(run_id) if run_id in order else 0
+            if position:
+                previous = order[position - 1]
+                before += [
+                    paths.manifest(experiment, previous, k) for k in self.iterations(experiment)
+                ]
+        return before
+
     def parsed_iterations(self, experiment: str) -> list[str]:
         return [
             paths.parsed(experiment, run_id, k)

@@ -19,6 +19,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -285,6 +286,9 @@ def run_iteration(
 
     job_file: one job file for every host, or {host: job file} for per-host job files.
     """
+    if spec.wait_s:  # the workflow holds the target meanwhile: nothing else runs on it
+        print(f"storbench: waiting {spec.wait_s:g} s before the run (experiment wait)", flush=True)
+        time.sleep(spec.wait_s)
     host_jobs = job_file if isinstance(job_file, dict) else None
     job_texts = {
         host["name"]: Path(host_jobs[host["name"]] if host_jobs else str(job_file)).read_text()

@@ -3,7 +3,8 @@ and all at once.
 
 The server host runs one ``iperf3 --server`` per client on consecutive ports (``port`` ..
 ``port+N-1``; an iperf3 server serves one client at a time), bound to the server's address
-(its Host ``address``, which is what the clients connect to). Each server runs under
+(its Host ``tool_address``: the data-path address if the group gives one, else its SSH
+address; that is what the clients connect to). Each server runs under
 ``timeout`` sized for the whole check, so a lost storbench cannot leave one running for long.
 
 Phase ``single``: each client alone, one after the other. Phase ``all``: every client at
@@ -208,7 +209,7 @@ class _Check:
     def _server_line(self, port: int, lifetime: float) -> str:
         log = posixpath.join(self.server_dir, f"server-{port}.log")
         argv = ["timeout", "-s", "TERM", "-k", str(KILL_AFTER_S), str(int(lifetime))]
-        argv += self.tool.network_server_command(self.server.address, port, log)
+        argv += self.tool.network_server_command(self.server.tool_address, port, log)
         out = shlex.quote(posixpath.join(self.server_dir, f"server-{port}.out"))
         return f"nohup {shlex.join(argv)} </dev/null >{out} 2>&1 &"
 
@@ -286,7 +287,7 @@ class _Check:
         job_files = {}
         for client in clients:
             text = self.tool.network_job(
-                self.server.address, self.ports[client["name"]], self.duration, self.parallel
+                self.server.tool_address, self.ports[client["name"]], self.duration, self.parallel
             )
             job_files[client["name"]] = str(jobs_dir / f"{client['name']}{self.tool.job_suffix}")
             atomic.write_text(job_files[client["name"]], text)
@@ -328,13 +329,13 @@ class _Check:
     def _params(self) -> dict:
         return {
             "server": self.server.name,
-            "address": self.server.address,
+            "address": self.server.tool_address,
             "duration_s": self.duration,
             "parallel": self.parallel,
         }
 
     def _where(self, port: int) -> str:
-        return f"{self.server.name} ({self.server.address}) port {port}"
+        return f"{self.server.name} ({self.server.tool_address}) port {port}"
 
     def _raise_if_failed(self, phase: str, errors: list[str]) -> None:
         if errors:

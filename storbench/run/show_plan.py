@@ -80,6 +80,26 @@ def describe_recipe(recipe) -> list[str]:
     return lines
 
 
+def _describe_services(campaign: Campaign, experiment, tool) -> list[str]:
+    service = plan.service_spec(campaign, experiment.tool)
+    port = service["port"]
+    if tool.service_per_run:
+        lines = [f"   workers (started for each run; the controller's side listens on {port}):"]
+    else:
+        lines = [f"   services (started once per campaign, port {port}):"]
+    for host in campaign.hosts_of(experiment.name):
+        spec = Host.from_dict(_host_fields(host))
+        own = spec.service_ports.get(experiment.tool)
+        if tool.service_per_run:
+            controller = spec.controller_address or "127.0.0.1"
+            argv = tool.worker_command(controller, port, own or tool.worker_port)
+            text = shlex.join(argv) if argv else f"(started by {tool.name} itself)"
+        else:
+            text = shlex.join(tool.service_start_command(spec.tool_address, own or port))
+        lines.append(f"     {host['name']}: {text}")
+    return lines
+
+
 def describe_experiment(campaign: Campaign, name: str) -> list[str]:
     experiment = campaign.experiments[name]
     tool = get_tool(experiment.tool)
@@ -89,13 +109,14 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
         f"{len(runs)} run(s) x {experiment.iterations} iteration(s), "
         f"target {experiment.target_name}",
     ]
+    if experiment.after:
+        lines.append(f"   after: every run of {', '.join(experiment.after)}")
+    if experiment.ordered:
+        lines.append("   ordered: each run starts when the one before it is done")
+    if experiment.wait_s:
+        lines.append(f"   wait: {experiment.wait_s:g} s before each run, holding the target")
     if experiment.execution == "service":
-        service = plan.service_spec(campaign, experiment.tool)
-        lines.append(f"   services (started once per campaign, port {service['port']}):")
-        for host in service["hosts"]:
-            address = Host.from_dict(_host_fields(host)).address
-            argv = tool.service_start_command(address, service["port"])
-            lines.append(f"     {host['name']}: {shlex.join(argv)}")
+        lines += _describe_services(campaign, experiment, tool)
     if experiment.search:
         lines += _describe_search(experiment)
     if experiment.faults:
@@ -168,7 +189,7 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
     jobs = _job_texts(campaign, name, run, hosts)
     if experiment.execution == "service":
         port = tool.default_port
-        endpoints = [f"{Host.from_dict(_host_fields(h)).address}:{port}" for h in hosts]
+        endpoints = [f"{Host.from_dict(_host_fields(h)).tool_address}:{port}" for h in hosts]
         job_paths = [paths.host_job(name, run.run_id, h["name"], tool.job_suffix) for h in hosts]
         output = f"{paths.iteration_dir(name, run.run_id, '<k>')}/a<n>/controller.json"
         argv = tool.controller_command(job_paths, output, endpoints)

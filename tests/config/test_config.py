@@ -268,3 +268,44 @@ def test_runs_shorter_than_the_guides_minimums_are_warned_about(capsys):
     raw["experiments"]["demo"]["job"]["runtime"] = "2m"
     load_campaign(raw)
     assert capsys.readouterr().err == ""
+
+
+def test_after_names_other_experiments_without_a_circle():
+    raw = copy.deepcopy(VALID)
+    demo = raw["experiments"]["demo"]
+    raw["experiments"] = {
+        "a": {**demo, "after": "c", "job": {**demo["job"], "runtime": "2m"}},
+        "b": {**demo, "after": ["a"], "ordered": True, "wait": "30s"},
+        "c": {**demo, "after": ["b"]},
+        "d": {**demo, "after": ["d", "nosuch"]},
+    }
+    problems = problems_of_raw(raw)
+    assert problems == [
+        "experiments.d.after: an experiment cannot wait for itself",
+        "experiments.d.after: unknown experiment 'nosuch' (defined: a, b, c, d)",
+        "experiments.a.after: a circle: a -> c -> b -> a",
+    ]
+    raw["experiments"]["a"].pop("after")
+    raw["experiments"]["d"]["after"] = "c"
+    experiments = load_campaign(raw).experiments
+    assert experiments["b"].after == ("a",) and experiments["b"].ordered
+    assert experiments["b"].wait_s == 30.0 and experiments["a"].wait_s is None
+
+
+def test_a_data_path_address_per_host_apart_from_its_ssh_name():
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"]["data_address"] = "192.168.100.{n}"
+    raw["hosts"]["fast"] = {"nodes": "c[1-2]", "transport": "ssh", "data_address": "{name}-100g"}
+    campaign = load_campaign(raw)
+    from storbench.core.model import Host
+
+    clients = [Host.from_dict(h) for h in campaign.host_groups["clients"]]
+    assert [(h.address, h.tool_address) for h in clients[:2]] == [
+        ("client01", "192.168.100.1"),
+        ("client02", "192.168.100.2"),
+    ]
+    assert [h["data_address"] for h in campaign.host_groups["fast"]] == ["c1-100g", "c2-100g"]
+    raw["hosts"]["fast"]["data_address"] = "{name}-{rack}"
+    assert problems_of_raw(raw) == [
+        "hosts.fast.data_address: unknown field {rack} (fields: {name}, {n})"
+    ]

@@ -1,5 +1,6 @@
 """The whole workflow through real Snakemake and real fio on a local directory."""
 
+import copy
 import csv
 import json
 import subprocess
@@ -223,3 +224,28 @@ def test_host_fact_braces_are_safe_in_every_rule(tmp_path):
         done = snakemake(tmp_path, config, "-n", "--forceall", target)
         assert "WildcardError" not in done.stdout + done.stderr
     assert "campaign_report" in snakemake(tmp_path, config, "-n", "--forceall").stdout
+
+
+def test_after_and_ordered_runs_keep_their_order_and_wait(tmp_path):
+    """Write before read across experiments, a sweep in its written order, a wait before
+    each run: Snakemake dependencies, so two cores still run them one after another."""
+    config = tiny_config(tmp_path / "target", rw=("write",))
+    config["experiments"]["tiny"]["iterations"] = 1
+    reader = copy.deepcopy(config["experiments"]["tiny"])
+    reader.update(after="tiny", ordered=True, wait="1s")
+    reader["sweep"] = {"rw": ["randread", "read"], "bs": ["4k"]}
+    config["experiments"]["reads"] = reader
+    config["targets"]["other"] = {"type": "directory", "path": str(tmp_path / "other")}
+    reader["target"] = "other"  # another target: only the order keeps it from running at once
+    snakemake(tmp_path, config)
+
+    def window(experiment: str, run_id: str) -> tuple[str, str]:
+        manifest = tmp_path / f"results/{experiment}/raw/{run_id}/it1/run.json"
+        (host,) = json.loads(manifest.read_text())["hosts"]
+        return host["start_time"], host["end_time"]
+
+    write = window("tiny", "write_bs4k_nj1")
+    randread, read = window("reads", "randread_bs4k_nj1"), window("reads", "read_bs4k_nj1")
+    assert write[1] <= randread[0] and randread[1] <= read[0]
+    log = (tmp_path / "results/reads/logs/run/read_bs4k_nj1.it1.log").read_text()
+    assert "waiting 1 s before the run (experiment wait)" in log
