@@ -603,6 +603,7 @@ def _experiment(
         target_name=target_names[0],
         target=target,
         target_set=tuple(target_names) if len(target_names) > 1 else (),
+        together_only=spec.get("together_only") is True,
         iterations=iterations,
         job=job,
         sweep=sweep,

@@ -11,12 +11,17 @@ from storbench.config.sweep import _UNSAFE, PlanError, run_id, sweep_points
 from storbench.core.model import Campaign, Run
 
 
-def target_choices(target_set: tuple[str, ...]) -> list[tuple[str | None, tuple[str, ...]]]:
-    """(label, targets): each target of a set alone, then all of them at once."""
+def target_choices(
+    target_set: tuple[str, ...], together_only: bool = False
+) -> list[tuple[str | None, tuple[str, ...]]]:
+    """(label, targets): each target of a set alone, then all of them at once (or only that)."""
     if not target_set:
         return [(None, ())]
+    together = ("t-all", tuple(target_set))
+    if together_only:
+        return [together]
     alone = [(f"t-{_UNSAFE.sub('-', name)}", (name,)) for name in target_set]
-    return [*alone, ("t-all", tuple(target_set))]
+    return [*alone, together]
 
 
 def client_steps(steps: dict | None, hosts: list[str]) -> list[tuple[str | None, tuple[str, ...]]]:
@@ -56,7 +61,9 @@ def experiment_runs(campaign: Campaign, name: str) -> list[Run]:
         if base_id in seen:
             raise PlanError(f"sweep points {seen[base_id]} and {point} both get run id {base_id!r}")
         seen[base_id] = point
-        for target_label, targets in target_choices(experiment.target_set):
+        for target_label, targets in target_choices(
+            experiment.target_set, experiment.together_only
+        ):
             for step, step_hosts in steps:
                 labels = [base_id, target_label, step]
                 runs.append(

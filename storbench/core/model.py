@@ -26,6 +26,7 @@ class Experiment:
     timeout: float | None
     schedule: str | None = None  # schedule file whose workloads are the runs
     target_set: tuple[str, ...] = ()  # several targets: runs on each alone and on all at once
+    together_only: bool = False  # a target set's runs use all its targets at once, never one
     execution: str = "standalone"  # or "service": tool services driven by one controller
     steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
     rwmixreadhost: int | None = None  # percent of a run's hosts that read

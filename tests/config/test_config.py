@@ -309,3 +309,16 @@ def test_a_data_path_address_per_host_apart_from_its_ssh_name():
     assert problems_of_raw(raw) == [
         "hosts.fast.data_address: unknown field {rack} (fields: {name}, {n})"
     ]
+
+
+def test_a_target_set_together_only_never_runs_one_target_alone():
+    raw = copy.deepcopy(VALID)
+    raw["targets"]["disk2"] = {"type": "directory", "path": "/var/tmp/storbench/disk2"}
+    demo = raw["experiments"]["demo"]
+    demo["target"] = ["scratch", "disk2"]
+    runs = load_campaign(copy.deepcopy(raw)).experiment_runs("demo")
+    assert len(runs) == 8 * 3
+    demo["together_only"] = True
+    runs = load_campaign(raw).experiment_runs("demo")
+    assert len(runs) == 8 and {run.targets for run in runs} == {("scratch", "disk2")}
+    assert runs[0].run_id.endswith("_t-all")
