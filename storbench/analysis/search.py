@@ -115,6 +115,8 @@ def search_result(spec: ProbeSpec, markers: list[dict]) -> dict:
     objective = objective_of(spec)
     history = history_of(markers)
     answer = slo_search.result(history, objective, **search_options(spec))
+    if search.get("block_size") and answer.get("rate_iops") is not None:
+        answer["bw_bytes_s"] = answer["rate_iops"] * search["block_size"]
     if answer["status"] == slo_search.RUNNING:
         answer["status"] = "unfinished"
         answer["reason"] = (

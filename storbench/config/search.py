@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-from storbench.core.units import parse_duration
+from storbench.core.units import parse_duration, parse_size
 from storbench.tools import get_tool, known_tools
 
 DEFAULT_MAX_IODEPTH = 64
@@ -53,6 +53,14 @@ def settings(key: str, spec: dict, problems: list[str]) -> dict | None:
     if tool is not None:
         problems += [f"{key}.job.{p}" for p in tool.search_job_problems(spec.get("job") or {})]
     objective = _objective(key, search, problems)
+    block_size = None
+    if objective is not None and objective.metric == "bandwidth":
+        block_size = _one_block_size((spec.get("job") or {}).get("bs"))
+        if block_size is None:
+            problems.append(
+                f"{key}.search.objective.metric: bandwidth needs one block size in job.bs "
+                "(the search holds IOPS; bandwidth is IOPS x bs)"
+            )
     if objective is None or len(problems) > before:
         return None
     max_iodepth = int(search.get("max_iodepth", DEFAULT_MAX_IODEPTH))
@@ -65,7 +73,20 @@ def settings(key: str, spec: dict, problems: list[str]) -> dict | None:
         "iterations": iterations,
         "arrivals": search.get("arrivals", "poisson"),
         "probes": probe_budget(max_iodepth, max_probes, iterations),
+        **({"block_size": block_size} if block_size else {}),
     }
+
+
+def _one_block_size(value) -> int | None:
+    """bs as one size in bytes; None for a range, a list, a read/write pair or none."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str) and any(mark in value for mark in (",", "-", ":", "/")):
+        return None
+    try:
+        return parse_size(value)
+    except ValueError:
+        return None
 
 
 def _objective(key: str, search: dict, problems: list[str]) -> Objective | None:
@@ -99,7 +120,9 @@ def probe_ids(search_settings: dict) -> list[str]:
 LATENCY_KEYS = ("mean", "p50", "p90", "p99", "p99.9", "p99.99")
 
 
-METRICS = ("iops",)
+# bandwidth: with one block size, the highest bandwidth within the limit is the highest IOPS
+# times that size, so the search runs on IOPS and reports both
+METRICS = ("iops", "bandwidth")
 
 
 @dataclass(frozen=True, kw_only=True)

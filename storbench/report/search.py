@@ -240,7 +240,13 @@ def answer_box(result: dict, confirmation: dict | None) -> dict:
         f"{answer['probes']} probes: {answer['closed_probes']} closed-loop, "
         f"{answer['open_probes']} open-loop, {answer['confirm_probes']} confirmation"
     )
-    if answer["status"] == slo_search.FOUND:
+    if answer["status"] == slo_search.FOUND and answer.get("bw_bytes_s") is not None:
+        headline = (
+            f"{answer['bw_bytes_s'] / 1e9:,.2f} GB/s ({answer['rate_iops']:,.0f} IOPS) "
+            f"sustained with {condition}"
+        )
+        state = "achieved"
+    elif answer["status"] == slo_search.FOUND:
         headline = f"{answer['rate_iops']:,.0f} IOPS sustained with {condition}"
         state = "achieved"
     elif answer["status"] == slo_search.NOT_MET:

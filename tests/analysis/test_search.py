@@ -20,6 +20,7 @@ from storbench.config import search as search_settings
 from storbench.core.results import ALL_HOSTS
 from storbench.core.specs import ProbeSpec
 from storbench.plan import search, slo_search
+from storbench.plan import specs as plan_specs
 from tests.workflow.test_workflow import snakemake
 
 THINK_TIME_US = 1000
@@ -314,3 +315,32 @@ def test_report_lists_every_probe(finished_search):
     assert "data:image/png;base64," in html
     assert (workdir / "reports/slo/search.svg").stat().st_size > 0
     assert math.isfinite(float(rows[0]["achieved_iops"]))
+
+
+def test_a_bandwidth_objective_needs_one_block_size(tmp_path):
+    """Elastifile's question: the highest bandwidth with latency within the limit."""
+    raw = search_config(tmp_path)
+    raw["experiments"]["slo"]["search"]["objective"]["metric"] = "bandwidth"
+    raw["experiments"]["slo"]["job"]["bs"] = "1m"
+    settings = config.load_campaign(raw).experiments["slo"].search
+    assert settings["objective"]["metric"] == "bandwidth" and settings["block_size"] == 1 << 20
+    raw["experiments"]["slo"]["job"]["bs"] = "64k,1m"
+    assert problems_of(raw) == [
+        "experiments.slo.search.objective.metric: bandwidth needs one block size in job.bs "
+        "(the search holds IOPS; bandwidth is IOPS x bs)"
+    ]
+
+
+def test_the_bandwidth_answer_is_the_iops_answer_times_the_block_size(finished_search):
+    workdir, _ = finished_search
+    markers = markers_of(workdir)
+    campaign = config.load_campaign(search_config(workdir / "target", arrivals="linear"))
+    spec = plan_specs.search_spec(campaign, "slo")
+    iops_answer = search_probe.search_result(spec, markers)["answer"]
+    assert "bw_bytes_s" not in iops_answer and iops_answer["rate_iops"] is not None
+    search = {**spec.search, "block_size": 4096}
+    search["objective"] = {**search["objective"], "metric": "bandwidth"}
+    bandwidth = ProbeSpec.from_dict({**spec.to_dict(), "search": search})
+    answer = search_probe.search_result(bandwidth, markers)["answer"]
+    assert answer["rate_iops"] == iops_answer["rate_iops"]
+    assert answer["bw_bytes_s"] == answer["rate_iops"] * 4096
