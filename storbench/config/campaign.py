@@ -358,7 +358,7 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     )
     if connect_timeout is None or unresponsive is None:
         return []
-    specs = []
+    specs: list[dict] = []
     for node in nodes:
         spec = {"name": node, "group": name, "transport": group["transport"]}
         for option in (
