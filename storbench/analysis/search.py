@@ -92,7 +92,7 @@ def measured_probe(
     if not rows:
         raise SearchError(f"{run['run_id']}: the run completed no I/O")
     if not all(row["hist_ns"] for row in rows):
-        raise SearchError(f"{run['run_id']}: fio gave no latency histogram (json+ output)")
+        raise SearchError(f"{run['run_id']}: the tool gave no latency histogram for every row")
     values, counts = histogram.merge((row["hist_ns"], row["hist_count"]) for row in rows)
     percentiles = histogram.percentiles(values, counts, PERCENTILES)
     ios = sum(row["ios"] for row in rows)
