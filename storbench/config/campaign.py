@@ -139,6 +139,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
 
+    storage = _storage_names(raw.get("storage"), problems)
     datasets, recipes = prepare_plan.load(raw, host_groups, problems)
     experiments = {
         name: _experiment(name, spec, raw, problems, datasets, recipes, host_groups)
@@ -174,6 +175,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         experiments=experiments,
         datasets=datasets,
         recipes=recipes,
+        storage=storage,
     )
     planned = {}
     for name in experiments:
@@ -206,7 +208,32 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         )
     if problems:
         raise ConfigError(problems, source)
-    return dataclasses.replace(campaign, runs=planned)
+    campaign = dataclasses.replace(campaign, runs=planned)
+    for name in planned:
+        _warn_cached_data(campaign, name)
+    return campaign
+
+
+def _warn_cached_data(campaign: Campaign, name: str) -> None:
+    """The guides size data at 3 x the cluster's memory or more, so caches cannot serve it."""
+    memory = campaign.storage.get("storage_mem")
+    experiment = campaign.experiments[name]
+    if not memory or experiment.target.get("type") not in ("directory", "block"):
+        return
+    tool = _tool({"tool": experiment.tool}) if experiment.tool in _known_tools() else None
+    sizes = []
+    for run in campaign.runs[name]:
+        per_host = tool.bytes_per_host(run.params) if tool else None
+        if per_host:
+            hosts = len(run.hosts) or len(campaign.hosts_of(name))
+            sizes.append(per_host * hosts)
+    if sizes and min(sizes) < 3 * memory:
+        print(
+            f"storbench: warning: experiments.{name}: {min(sizes) / 1e9:,.1f} GB of data in "
+            f"its smallest run, under 3 x the storage memory ({3 * memory / 1e9:,.1f} GB): "
+            "the cluster's caches can serve it",
+            file=sys.stderr,
+        )
 
 
 RESERVED_REPORT_FOLDERS = frozenset({"compare", "targets", "network"})
@@ -572,7 +599,7 @@ def _experiment(
             problems.append(f"{key}.max_start_skew: {error}")
     _check_execution(key, spec, problems)
     _check_host_split(key, spec, job, sweep, problems)
-    _check_host_expressions(key, spec, job, sweep, problems)
+    _check_host_expressions(key, spec, job, sweep, problems, storage="storage" in raw)
     search_settings = None
     if "search" in spec:
         search_settings = search.settings(key, spec, problems)
@@ -733,10 +760,39 @@ def _check_host_split(key: str, spec: dict, job: dict, sweep: dict, problems: li
         problems.append(f"{key}.rwmixreadhost: a ready job_file cannot be split; use a template")
 
 
-def _check_host_expressions(
-    key: str, spec: dict, job: dict, sweep: dict, problems: list[str]
-) -> None:
+def _check_storage_names(key: str, job: dict, sweep: dict, problems: list[str]) -> None:
+    """storage_* names need the config's storage section (and its cores or memory)."""
+    values = [(f"{key}.job.{option}", value) for option, value in job.items()]
+    for option, swept in sweep.items():
+        lists = swept.items() if option == "zip" else [(option, swept)]
+        values += [(f"{key}.sweep.{name}", v) for name, listed in lists for v in listed]
+    for where, value in values:
+        used = sorted(hostfacts.used_names(value) & set(hostfacts.STORAGE_NAMES))
+        if used:
+            problems.append(
+                f"{where}: {used[0]} needs the storage cluster declared in storage: "
+                "(nodes, cores, memory)"
+            )
 
+
+def _storage_names(storage: dict | None, problems: list[str]) -> dict:
+    if not storage:
+        return {}
+    declared = dict(storage)
+    if "memory" in declared:
+        try:
+            declared["memory"] = units.parse_size(declared["memory"])
+        except units.UnitError as error:
+            problems.append(f"storage.memory: {error}")
+            declared.pop("memory")
+    return hostfacts.storage_names(declared)
+
+
+def _check_host_expressions(
+    key: str, spec: dict, job: dict, sweep: dict, problems: list[str], *, storage: bool
+) -> None:
+    if not storage:
+        _check_storage_names(key, job, sweep, problems)
     problems += hostfacts.check(job, f"{key}.job")
     for option, values in sweep.items():
         lists = values.items() if option == "zip" else [(option, values)]

@@ -18,6 +18,9 @@ Names an expression may use:
 - ``nic_speed``: speed of the host's fastest NIC in Mbit/s (0 if no NIC reports one)
 - ``hosts``: number of hosts in the run
 - ``host_index``: position of this host in the run, from 0
+- ``storage_nodes``, ``storage_cores``, ``storage_mem``, ``storage_mem_gib``: the storage
+  cluster as the config's ``storage:`` section declares it (nodes, their cores and memory in
+  all), for sizing rules such as Elastifile's ``numjobs: "{storage_cores // 2}"``
 
 Allowed: numbers, those names, ``+ - * / // % **``, unary ``+``/``-``, parentheses, and the
 functions ``min max round int ceil floor abs``. A value that is one expression alone becomes
@@ -49,7 +52,9 @@ def _round(number, ndigits=None):
     return round(number, ndigits)
 
 
-NAMES = ("cores", "sockets", "mem", "mem_gib", "nic_speed", "hosts", "host_index")
+HOST_NAMES = ("cores", "sockets", "mem", "mem_gib", "nic_speed", "hosts", "host_index")
+STORAGE_NAMES = ("storage_nodes", "storage_cores", "storage_mem", "storage_mem_gib")
+NAMES = HOST_NAMES + STORAGE_NAMES
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min,
     "max": max,
@@ -111,6 +116,40 @@ def expression_names(facts: dict, *, hosts_in_run: int, host_index: int) -> dict
         "hosts": hosts_in_run,
         "host_index": host_index,
     }
+
+
+def storage_names(storage: dict | None) -> dict:
+    """The storage_* names from a config's storage section (per node: cores, memory bytes)."""
+    if not storage:
+        return {}
+    nodes = int(storage["nodes"])
+    cores = int(storage["cores"]) * nodes if "cores" in storage else None
+    mem = int(storage["memory"]) * nodes if "memory" in storage else None
+    return {
+        "storage_nodes": nodes,
+        "storage_cores": cores,
+        "storage_mem": mem,
+        "storage_mem_gib": mem / 2**30 if mem is not None else None,
+    }
+
+
+def used_names(value) -> set[str]:
+    """The names the expressions in a value use (unparsable ones use none)."""
+    found: set[str] = set()
+    if not has_expression(value):
+        return found
+    try:
+        parts = split_expressions(value)
+    except HostFactError:
+        return found
+    for part in parts:
+        if isinstance(part, _Expression):
+            try:
+                tree = _parse(part.source)
+            except HostFactError:
+                continue
+            found |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return found
 
 
 def evaluate(text: str, names: dict):

@@ -65,6 +65,7 @@ class Campaign:
     datasets: dict = field(default_factory=dict)  # name -> config.preparation.Dataset
     recipes: dict = field(default_factory=dict)  # name -> config.preparation.Recipe
     runs: dict = field(default_factory=dict)  # experiment name -> tuple[Run, ...], in plan order
+    storage: dict = field(default_factory=dict)  # the storage_* expression names (storage:)
 
     def experiment_runs(self, name: str) -> list[Run]:
         """The planned runs; a search experiment has none: its probes are decided as it goes."""

@@ -142,8 +142,10 @@ class RenderSpec(StepSpec):
     host: str | None = None  # a per-host job: which host, its index, its read/write role
     host_index: int | None = None
     role: str | None = None
+    storage: dict | None = None  # the storage_* names, for jobs whose expressions use them
 
     KIND = "render"
+    OPTIONAL = ("storage",)
     PER_HOST: ClassVar[tuple[str, ...]] = ("host", "host_index", "role")
 
     def to_dict(self) -> dict:

@@ -9,7 +9,7 @@ import re
 
 from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
-from storbench.core import units
+from storbench.core import hostfacts, units
 from storbench.core.model import Campaign, Run
 from storbench.core.specs import ProbeSpec, RenderSpec, RunSpec, StepSpec
 from storbench.plan import preparation as prepare_plan
@@ -97,6 +97,7 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
             "template": experiment.template,
             "job_file": experiment.job_file,
             "execution": experiment.execution,
+            "storage": _storage_names_used(campaign, run.params),
         }
     )
     if host is None:
@@ -111,6 +112,12 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
         host_index=hosts.index(host),
         role=role,
     )
+
+
+def _storage_names_used(campaign: Campaign, params: dict) -> dict | None:
+    """The storage_* names, only for a job that uses one (other specs stay as they were)."""
+    used = set().union(*(hostfacts.used_names(value) for value in params.values()))
+    return campaign.storage if used & set(hostfacts.STORAGE_NAMES) else None
 
 
 def role_params(tool: str, params: dict, role: str | None) -> dict:

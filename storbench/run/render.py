@@ -61,9 +61,12 @@ def with_host_facts(spec: RenderSpec | dict, facts: dict) -> RenderSpec:
     spec = RenderSpec.from_dict(spec)
     if spec.host_index is None:
         raise RenderError(f"{spec.experiment}/{spec.run_id}: host facts need a per-host job")
-    names = hostfacts.expression_names(
-        facts, hosts_in_run=len(spec.hosts), host_index=spec.host_index
-    )
+    names = {
+        **hostfacts.expression_names(
+            facts, hosts_in_run=len(spec.hosts), host_index=spec.host_index
+        ),
+        **(spec.storage or {}),
+    }
     try:
         params = hostfacts.resolve(spec.params, names)
     except hostfacts.HostFactError as error:

@@ -322,3 +322,31 @@ def test_a_target_set_together_only_never_runs_one_target_alone():
     runs = load_campaign(raw).experiment_runs("demo")
     assert len(runs) == 8 and {run.targets for run in runs} == {("scratch", "disk2")}
     assert runs[0].run_id.endswith("_t-all")
+
+
+def test_storage_facts_in_job_values_and_the_cached_data_warning(capsys):
+    """Elastifile's rules (threads = cluster cores / 2, files = cluster cores) as expressions,
+    and a warning when a run's data fits in 3 x the cluster's memory."""
+    from storbench.plan import specs as plan_specs
+    from storbench.run.render import with_host_facts
+
+    raw = copy.deepcopy(VALID)
+    demo = raw["experiments"]["demo"]
+    demo["job"] = {**demo["job"], "runtime": "2m", "iodepth": "{storage_cores // 2}"}
+    demo["sweep"] = {"rw": ["read"]}
+    assert problems_of_raw(copy.deepcopy(raw)) == [
+        "experiments.demo.job.iodepth: storage_cores needs the storage cluster declared in "
+        "storage: (nodes, cores, memory)"
+    ]
+    raw["storage"] = {"nodes": 4, "cores": 16, "memory": "1GiB"}
+    campaign = load_campaign(raw)
+    assert campaign.storage["storage_cores"] == 64 and campaign.storage["storage_mem"] == 4 << 30
+    (run,) = campaign.experiment_runs("demo")
+    spec = plan_specs.render_spec(campaign, "demo", run, host="localhost")
+    facts = {"cores": 8, "mem_bytes": 1 << 34}
+    assert with_host_facts(spec, facts).params["iodepth"] == 32
+    plain = load_campaign(copy.deepcopy(VALID))
+    plain_spec = plan_specs.render_spec(plain, "demo", plain.experiment_runs("demo")[0])
+    assert "storage" not in plain_spec.to_dict()
+    err = capsys.readouterr().err
+    assert "experiments.demo: 0.3 GB of data in its smallest run, under 3 x the storage" in err

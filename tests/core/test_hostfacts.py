@@ -149,7 +149,8 @@ def test_check_names_the_key_without_any_facts():
     problems = check(params, "experiments.demo.job")
     assert problems == [
         "experiments.demo.job.size: {2 * mem / coers}: unknown name 'coers' (known: cores, "
-        "sockets, mem, mem_gib, nic_speed, hosts, host_index)",
+        "sockets, mem, mem_gib, nic_speed, hosts, host_index, storage_nodes, storage_cores, "
+        "storage_mem, storage_mem_gib)",
         "experiments.demo.job.iodepth: {cores.real}: attribute access is not allowed",
         "experiments.demo.job.runtime: {1 +}: syntax error: invalid syntax",
         "experiments.demo.job.nrfiles: {min}: min is a function: call it, e.g. min(...)",
@@ -175,7 +176,7 @@ def test_names_from_synthetic_facts():
         "hosts": 20,
         "host_index": 7,
     }
-    assert set(names) == set(hostfacts.NAMES)
+    assert set(names) == set(hostfacts.HOST_NAMES)
     no_speed = expression_names({"nics": [{"name": "eth0", "speed_mbps": None}]},
                                 hosts_in_run=1, host_index=0)  # fmt: skip
     assert no_speed["nic_speed"] == 0

@@ -343,7 +343,7 @@ def test_split_rate_per_fio_job():
         ({"tolerance": 0}, "tolerance"),
         ({"tolerance": 0.6}, "tolerance"),
         ({"tolerance": -0.01}, "tolerance"),
-        ({"metric": "bandwidth"}, "metric"),
+        ({"metric": "throughput"}, "metric"),
         ({"min_achieved": 1.5}, "min_achieved"),
     ],
 )
