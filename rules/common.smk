@@ -295,6 +295,19 @@ def runs_before(wildcards):
     return [ancient(path) for path in before]
 
 
+def run_setup_markers(wildcards):
+    markers = PLAN.setup_markers(wildcards.experiment, wildcards.run_id)
+    return [ancient(marker) for marker in markers]
+
+
+def probe_setup_markers(wildcards):
+    return [ancient(marker) for marker in PLAN.setup_markers(wildcards.experiment)]
+
+
+def setup_spec_json(wildcards):
+    return PLAN.setup_spec(wildcards.step, wildcards.host)
+
+
 def probes_before(wildcards):
     return [ancient(path) for path in PLAN.runs_before(wildcards.experiment)]
 

@@ -29,6 +29,23 @@ rule cleanup:
         "storbench cleanup --spec {params.spec:q} > {log:q} 2>&1"
 
 
+# A client set-up step (setup:) on one host: a mount, a per-target attribute; undone by cleanup.
+rule host_setup:
+    output:
+        marker=paths.setup_marker(),
+    log:
+        paths.campaign_log("setup/{step}/{host}.log"),
+    wildcard_constraints:
+        step=names_pattern(list(PLAN.campaign.setups)),
+    localrule: True
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        spec=setup_spec_json,
+    shell:
+        "storbench setup --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+
+
 # Host facts (kernel, CPU, memory, NICs, mount of the target, tool versions), once per campaign.
 rule telemetry:
     input:

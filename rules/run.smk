@@ -36,6 +36,9 @@ rule render_host_job:
 
 # Every host reachable, the tool installed, free space and clock offset, before any run.
 rule preflight:
+    input:
+        # the target may be a mount a set-up step makes
+        setup=probe_setup_markers,
     output:
         report=paths.preflight(),
     log:
@@ -57,6 +60,7 @@ rule run_iteration:
         services=services_marker,
         preparation=experiment_preparation,
         before=runs_before,
+        setup=run_setup_markers,
         # ancient: a repeated preflight must not make finished runs look outdated
         preflight=ancient(paths.preflight()),
     output:

@@ -6,6 +6,7 @@ rule search_probe:
     input:
         earlier=earlier_probe_markers,
         before=probes_before,
+        setup=probe_setup_markers,
         # ancient: a repeated preflight must not make finished probes look outdated
         preflight=ancient(paths.preflight()),
         preparation=experiment_preparation,

@@ -176,6 +176,15 @@ def _cleanup(args) -> int:
     return 0
 
 
+def _setup(args) -> int:
+    # this step's modules only: every step starts fast
+    from storbench.run import setup
+
+    marker = setup.run_setup(args.spec, args.output)
+    print(f"setup {marker['step']} on {marker['host']}: {marker['state']} ({marker['command']})")
+    return 0
+
+
 def _services(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.core import atomic
@@ -489,6 +498,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="{services: [service spec], buckets: [{target, buckets}]}",
     )
     cleanup.set_defaults(handler=_cleanup)
+
+    setup = steps.add_parser("setup", help="run one client set-up step on one host")
+    setup.add_argument("--spec", type=json_argument, required=True, help="setup spec (JSON)")
+    setup.add_argument("--output", required=True, help="marker to publish once it is done")
+    setup.set_defaults(handler=_setup)
 
     service = steps.add_parser("services", help="start or stop tool services on the hosts")
     service.add_argument("action", choices=("start", "stop"))

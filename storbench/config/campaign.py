@@ -19,6 +19,7 @@ import yaml
 from storbench.config import datapath, fault_config, schedule, search
 from storbench.config import preparation as prepare_plan
 from storbench.config import runs as config_runs
+from storbench.config import setup as setup_config
 from storbench.config.sweep import MAX_RUNS, PlanError
 from storbench.config.values import positive_duration
 from storbench.core import hostfacts, paths, units
@@ -140,6 +141,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     }
 
     storage = _storage_names(raw.get("storage"), problems)
+    setups = setup_config.load(raw, host_groups, problems)
     datasets, recipes = prepare_plan.load(raw, host_groups, problems)
     experiments = {
         name: _experiment(name, spec, raw, problems, datasets, recipes, host_groups)
@@ -150,6 +152,13 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             _warn_short_runs(name, experiment)
             _check_shared_bucket(name, experiment, host_groups, problems)
             _check_controller_address(name, experiment, raw["hosts"], problems)
+            experiment_hosts = [
+                host["name"] for group in experiment.host_groups
+                for host in host_groups.get(group, [])
+            ]  # fmt: skip
+            setup_config.check_experiment(
+                f"experiments.{name}", list(experiment.setup), experiment_hosts, setups, problems
+            )
             _check_steps(name, experiment, host_groups, problems)
     _check_order(experiments, problems)
     if "network" in raw:
@@ -176,6 +185,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         datasets=datasets,
         recipes=recipes,
         storage=storage,
+        setups=setups,
     )
     planned = {}
     for name in experiments:
@@ -239,7 +249,7 @@ def _warn_cached_data(campaign: Campaign, name: str) -> None:
 RESERVED_REPORT_FOLDERS = frozenset({"compare", "targets", "network"})
 # results/<experiment>/ sits beside these folders, and `snakemake <name>` names these rules
 RESERVED_EXPERIMENT_NAMES = frozenset(
-    {"telemetry", "network", "logs", "targets", "services", "compare"}
+    {"telemetry", "network", "logs", "targets", "services", "compare", "setup"}
     | {"all", "plan", "cleanup", "results", "reports"}
 )
 # host 'all' is the aggregate row, 'controller' the service-mode controller's output, and
@@ -659,6 +669,9 @@ def _experiment(
         ),
         ordered=spec.get("ordered") is True,
         wait_s=positive_duration(f"{key}.wait", spec["wait"], problems) if "wait" in spec else None,
+        setup=tuple(
+            [spec["setup"]] if isinstance(spec.get("setup"), str) else spec.get("setup", ())
+        ),
     )
 
 

@@ -44,6 +44,7 @@ class Experiment:
     after: tuple[str, ...] = ()  # experiments whose runs all finish before this one starts
     ordered: bool = False  # the runs go one after another, in the order the sweep writes them
     wait_s: float | None = None  # a pause before each run
+    setup: tuple[str, ...] = ()  # client set-up steps done on the hosts before the runs
 
     @cached_property
     def uses_host_facts(self) -> bool:
@@ -66,6 +67,7 @@ class Campaign:
     recipes: dict = field(default_factory=dict)  # name -> config.preparation.Recipe
     runs: dict = field(default_factory=dict)  # experiment name -> tuple[Run, ...], in plan order
     storage: dict = field(default_factory=dict)  # the storage_* expression names (storage:)
+    setups: dict = field(default_factory=dict)  # name -> config.setup.SetupStep
 
     def experiment_runs(self, name: str) -> list[Run]:
         """The planned runs; a search experiment has none: its probes are decided as it goes."""

@@ -135,6 +135,10 @@ def services_marker(tool: str = "{tool}") -> str:
     return f"{SERVICES_DIR}/{component(tool, 'tool')}.json"
 
 
+def setup_marker(step: str = "{step}", host: str = "{host}") -> str:
+    return f"{RESULTS}/setup/{component(step, 'setup step')}/{component(host, 'host')}.json"
+
+
 def campaign_log(name: str) -> str:
     return f"{RESULTS}/logs/{name}"
 

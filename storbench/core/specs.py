@@ -218,8 +218,28 @@ class CleanupSpec(StepSpec):
 
     services: tuple[dict, ...] = ()  # {tool, port, hosts} per tool run as a service
     buckets: tuple[dict, ...] = ()  # {target, buckets} per S3 target
+    setups: tuple[dict, ...] = ()  # SetupSpec mappings whose undo cleanup runs
 
     KIND = "cleanup"
+    OPTIONAL = ("setups",)
+
+
+@dataclass(frozen=True)
+class SetupSpec(StepSpec):
+    """One client set-up step on one host (storbench.config.setup)."""
+
+    step: str
+    host: dict  # the config host mapping
+    host_index: int  # the host's position among the step's hosts, from 0
+    hosts: int  # how many hosts the step has
+    command: str
+    timeout_s: float
+    check: str | None = None
+    undo: str | None = None
+    storage: dict | None = None  # the storage_* names, when the config declares storage:
+
+    KIND = "setup"
+    OPTIONAL = ("check", "undo", "storage")
 
 
 @dataclass(frozen=True)

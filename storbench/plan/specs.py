@@ -9,9 +9,9 @@ import re
 
 from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
-from storbench.core import hostfacts, units
+from storbench.core import hostfacts, paths, units
 from storbench.core.model import Campaign, Run
-from storbench.core.specs import ProbeSpec, RenderSpec, RunSpec, StepSpec
+from storbench.core.specs import ProbeSpec, RenderSpec, RunSpec, SetupSpec, StepSpec
 from storbench.plan import preparation as prepare_plan
 from storbench.tools import get_tool
 
@@ -247,6 +247,34 @@ def network_spec(campaign: Campaign) -> dict | None:
         "parallel": network.get("parallel", 1),
         "min_fraction": network.get("min_fraction", 0.8),
     }
+
+
+def setup_spec(campaign: Campaign, step_name: str, host: str) -> SetupSpec:
+    step = campaign.setups[step_name]
+    hosts = [h["name"] for h in step.step_hosts()]
+    if host not in hosts:
+        raise PlanError(f"setup step {step_name!r} does not run on host {host!r}")
+    return SetupSpec(
+        step=step_name,
+        host=step.step_hosts()[hosts.index(host)],
+        host_index=hosts.index(host),
+        hosts=len(hosts),
+        command=step.command,
+        timeout_s=step.timeout_s,
+        check=step.check,
+        undo=step.undo,
+        storage=campaign.storage or None,
+    )
+
+
+def setup_markers(campaign: Campaign, experiment: str, hosts: list[str]) -> list[str]:
+    """The set-up markers the experiment's runs on these hosts wait for."""
+    markers = []
+    for name in campaign.experiments[experiment].setup:
+        step = campaign.setups[name]
+        on = [h["name"] for h in step.step_hosts()]
+        markers += [paths.setup_marker(name, host) for host in on if step.once or host in hosts]
+    return markers
 
 
 def service_tools(campaign: Campaign) -> list[str]:

@@ -217,6 +217,20 @@ class WorkflowPlan:
             if any(h["name"] == host for h in self.campaign.hosts_of(name))
         ]
 
+    def setup_markers(self, experiment: str, run_id: str | None = None) -> list[str]:
+        """The set-up steps done on the run's hosts (a search: the experiment's hosts)."""
+        if not self.campaign.experiments[experiment].setup:
+            return []
+        if run_id is None:
+            hosts = [h["name"] for h in self.campaign.hosts_of(experiment)]
+        else:
+            run = self.run(experiment, run_id)
+            hosts = [h["name"] for h in specs.run_hosts(self.campaign, experiment, run)]
+        return specs.setup_markers(self.campaign, experiment, hosts)
+
+    def setup_spec(self, step: str, host: str) -> str:
+        return specs.to_json(specs.setup_spec(self.campaign, step, host))
+
     def experiment_telemetry(self, experiment: str) -> list[str]:
         return [paths.telemetry(h["name"]) for h in self.campaign.hosts_of(experiment)]
 
@@ -241,7 +255,14 @@ class WorkflowPlan:
                 entry = buckets.setdefault(target["name"], {"target": target, "buckets": []})
                 entry["buckets"].append(target["bucket"])
         services = [specs.service_spec(self.campaign, tool) for tool in self.service_tools]
-        return CleanupSpec(services=tuple(services), buckets=tuple(buckets.values())).to_json()
+        setups = [
+            specs.setup_spec(self.campaign, name, host["name"]).to_dict()
+            for name, step in self.campaign.setups.items()
+            for host in step.step_hosts()
+        ]
+        return CleanupSpec(
+            services=tuple(services), buckets=tuple(buckets.values()), setups=tuple(setups)
+        ).to_json()
 
     def network_spec(self) -> str:
         spec = specs.network_spec(self.campaign)

@@ -1,4 +1,5 @@
-"""What a campaign leaves behind, undone: tool services at the workflow's end, and buckets."""
+"""What a campaign leaves behind, undone: tool services at the workflow's end, buckets, and the
+client set-up steps (their undo commands)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from storbench.core.specs import CleanupSpec
 from storbench.hosts import services
 from storbench.plan import specs
 from storbench.run import s3
+from storbench.run import setup as host_setup
 
 
 def cleanup(spec: CleanupSpec | dict) -> list[str]:
@@ -28,6 +30,7 @@ def cleanup(spec: CleanupSpec | dict) -> list[str]:
                 Path(s3.marker_path(target["name"], bucket)).unlink(missing_ok=True)
             listed = ", ".join(removed) or "(none)"
             done.append(f"target {target['name']}: removed buckets {listed}")
+    done += host_setup.undo_setups(list(spec.setups))
     return done
 
 

@@ -80,6 +80,26 @@ def describe_recipe(recipe) -> list[str]:
     return lines
 
 
+def _describe_setup(campaign: Campaign, step_name: str) -> list[str]:
+    # lazy: the set-up's command text is only needed here and on the hosts
+    from storbench.run.setup import SetupError, command_text
+
+    step = campaign.setups[step_name]
+    scope = "the first host" if step.once else "each host"
+    lines = [f"   setup {step_name} (before the runs, on {scope}; undone by cleanup):"]
+    for host in step.step_hosts():
+        spec = plan.setup_spec(campaign, step_name, host["name"])
+        try:
+            parts = [f"check: {command_text(spec, spec.check)}"] if spec.check else []
+            parts.append(command_text(spec, spec.command))
+            if spec.undo:
+                parts.append(f"undo: {command_text(spec, spec.undo)}")
+        except SetupError as error:
+            parts = [str(error)]
+        lines.append(f"     {host['name']}: " + " | ".join(parts))
+    return lines
+
+
 def _describe_services(campaign: Campaign, experiment, tool) -> list[str]:
     service = plan.service_spec(campaign, experiment.tool)
     port = service["port"]
@@ -109,6 +129,8 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
         f"{len(runs)} run(s) x {experiment.iterations} iteration(s), "
         f"target {experiment.target_name}",
     ]
+    for step_name in experiment.setup:
+        lines += _describe_setup(campaign, step_name)
     if experiment.after:
         lines.append(f"   after: every run of {', '.join(experiment.after)}")
     if experiment.ordered:

@@ -350,3 +350,26 @@ def test_storage_facts_in_job_values_and_the_cached_data_warning(capsys):
     assert "storage" not in plain_spec.to_dict()
     err = capsys.readouterr().err
     assert "experiments.demo: 0.3 GB of data in its smallest run, under 3 x the storage" in err
+
+
+def test_setup_steps_are_checked_against_their_hosts_and_names():
+    raw = copy.deepcopy(VALID)
+    raw["setup"] = {
+        "mounts": {"hosts": "clients", "command": "mount vip{host_index % 4 + 1}:/ /mnt/x",
+                   "check": "mountpoint -q /mnt/x", "undo": "umount /mnt/x"},
+        "bad": {"hosts": "clients", "command": "echo {cores}"},
+    }  # fmt: skip
+    raw["experiments"]["demo"]["setup"] = ["mounts", "nosuch"]
+    assert problems_of_raw(copy.deepcopy(raw)) == [
+        "setup.bad.command: cores comes from the host's telemetry, which runs after the set-up "
+        "(its mounts); use host_index, hosts or storage_*",
+        "experiments.demo.setup: step 'mounts' does not run on localhost (its hosts: "
+        "client01, client02, client03, client04)",
+        "experiments.demo.setup: unknown setup step 'nosuch' (defined: mounts, bad)",
+    ]
+    raw["setup"].pop("bad")
+    raw["setup"]["mounts"]["hosts"] = ["localhost", "clients"]
+    raw["experiments"]["demo"]["setup"] = "mounts"
+    campaign = load_campaign(raw)
+    assert [h["name"] for h in campaign.setups["mounts"].hosts][:2] == ["localhost", "client01"]
+    assert campaign.experiments["demo"].setup == ("mounts",)
