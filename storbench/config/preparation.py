@@ -61,10 +61,11 @@ class Pass:
     name: str
     number: int
     fraction: float
-    bs: int
+    bs: int  # the largest block size: chunks and passes are whole multiples of it
     pattern: str
     repeat: int
     compressibility: int | None
+    bs_mix: dict | None = None  # {"bsrange": "4k-16k"} or {"bssplit": "4k/50:16k/50"}
 
 
 @dataclass(frozen=True)
@@ -258,12 +259,17 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
             f"{key}.target: hosts sharing one directory (per_host_subdir: false) "
             "would write the same region file; keep per-host subdirectories"
         )
-    capacity = _size(
-        f"{key}.capacity",
-        spec.get("capacity", (target or {}).get("capacity")),
-        problems,
-        missing="needs a capacity (here or on the target)",
-    )
+    capacity_value = spec.get("capacity", (target or {}).get("capacity"))
+    writes = any(part in spec for part in ("passes", "wipc", "rounds"))
+    if writes or capacity_value is not None:
+        capacity = _size(
+            f"{key}.capacity",
+            capacity_value,
+            problems,
+            missing="needs a capacity (here or on the target)",
+        )
+    else:  # a flush-only (or purge-only) recipe writes nothing
+        capacity = 0
     job = dict(spec.get("job") or {})
     for option in PASS_FORBIDDEN:
         if option in job:
@@ -280,7 +286,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         except units.UnitError as error:
             problems.append(f"{where}.fraction: {error}")
             continue
-        bs = _size(f"{where}.bs", item["bs"], problems)
+        bs, mix = _block_sizes(f"{where}.bs", item["bs"], problems)
         if bs:
             passes.append(
                 Pass(
@@ -291,6 +297,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
                     item.get("pattern", "sequential"),
                     item.get("repeat", 1),
                     item.get("compressibility"),
+                    mix,
                 )
             )
     names = [p.name for p in passes]
@@ -307,8 +314,8 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         cliff["plateau_s"] = _duration(f"{key}.cliff.plateau", cliff.pop("plateau"), problems)
     rounds = _rounds(f"{key}.rounds", spec["rounds"], problems) if "rounds" in spec else None
     flush = _flush(f"{key}.flush", spec["flush"], hosts, problems) if "flush" in spec else None
-    if not passes and rounds is None and "purge" not in spec:
-        problems.append(f"{key}: nothing to do (give passes, wipc, rounds or purge)")
+    if not passes and rounds is None and "purge" not in spec and flush is None:
+        problems.append(f"{key}: nothing to do (give passes, wipc, rounds, purge or flush)")
     if capacity and hosts and capacity // len(hosts) < ALIGN:
         problems.append(f"{key}.capacity: at least 1MiB per host ({len(hosts)} hosts)")
     for pass_ in passes:
@@ -404,6 +411,34 @@ def _flush(key: str, spec: dict, hosts, problems: list[str]) -> dict:
     return flush
 
 
+def _block_sizes(key: str, value, problems: list[str]) -> tuple[int | None, dict | None]:
+    """(largest block size, fio's mix option or None) of a pass's bs."""
+    text = str(value)
+    if ":" in text or "/" in text:
+        sizes, shares = [], []
+        for part in text.split(":"):
+            size_text, _, share = part.partition("/")
+            size = _size(key, size_text, problems)
+            if size is None or not share.isdigit():
+                problems.append(f"{key}: {text!r} is not a split such as 4k/50:16k/50")
+                return None, None
+            sizes.append(size)
+            shares.append(int(share))
+        if sum(shares) != 100:
+            problems.append(f"{key}: the split's percentages add up to {sum(shares)}, not 100")
+            return None, None
+        return max(sizes), {"bssplit": text}
+    if "-" in text:
+        low, high = (_size(key, part, problems) for part in text.split("-", 1))
+        if low is None or high is None:
+            return None, None
+        if low > high:
+            problems.append(f"{key}: the range {text!r} ends below its start")
+            return None, None
+        return high, {"bsrange": text}
+    return _size(key, value, problems), None
+
+
 def _size(key: str, value, problems: list[str], missing: str = "is required") -> int | None:
     if value is None:
         problems.append(f"{key}: {missing}")
@@ -468,7 +503,8 @@ def experiment_job(
             return job
         if spec.get("flush") and recipe.flush is None:
             problems.append(f"{key}.flush: recipe {recipe.name!r} has no flush")
-        if recipe.target["type"] == "directory" and "dataset" not in spec:
+        writes = recipe.passes or recipe.rounds
+        if recipe.target["type"] == "directory" and "dataset" not in spec and writes:
             job = {"filename": REGION_FILE, "size": recipe.slice_bytes, **job}
     elif "flush" in spec:
         problems.append(f"{key}.flush: only with a precondition recipe")

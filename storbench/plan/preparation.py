@@ -127,5 +127,6 @@ def stage_spec(recipe: Recipe, stage: Stage) -> StageSpec:
             "compressibility": p.compressibility,
             "pass_bytes": recipe.pass_bytes(p),
             "chunk_bytes": recipe.chunk_bytes(p),
+            **({"bs_mix": p.bs_mix} if p.bs_mix else {}),  # only then: specs stay as they were
         }
     return StageSpec.from_dict(spec)

@@ -78,7 +78,7 @@ def pass_sections(spec: StageSpec, host_index: int, host: str) -> tuple[dict, li
     region, start = region_options(recipe, host_index, host)
     done = (p["chunk"] - 1) * p["chunk_bytes"]
     size = min(p["chunk_bytes"], p["pass_bytes"] - done)
-    options = {"bs": p["bs"], "end_fsync": 1}
+    options = {**(p.get("bs_mix") or {"bs": p["bs"]}), "end_fsync": 1}
     if p["pattern"] == "sequential":
         options.update(rw="write", offset=start + done, size=size)
     else:  # random writes anywhere in the slice; each chunk a fresh seed

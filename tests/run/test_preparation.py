@@ -171,3 +171,41 @@ def test_plan_shows_every_stage_and_the_purge_command_before_anything_runs(tmp_p
     assert "stages in order (4): purge, p1-fill-r1-c1, p1-fill-r1-c2, p1-fill-r1-c3" in text
     assert "     | offset=0\n     | size=8m" in text  # the first chunk: the first 8 MiB
     assert not (tmp_path / "target").exists()  # nothing touched
+
+
+def test_a_pass_of_mixed_block_sizes_and_a_flush_only_recipe(tmp_path):
+    """The IDC plan's 4k-16k aging (fio bsrange) writes the pass's bytes exactly; a recipe
+    with only a flush writes nothing and tags the runs before/after it."""
+    from storbench.config import campaign as config
+    from storbench.run import show_plan
+
+    raw = chunked_config(tmp_path / "target")
+    recipe = raw["preconditioning"]["fill"]
+    recipe["job"] = {"ioengine": "psync"}
+    recipe["passes"] = [
+        {"name": "aging", "fraction": "50%", "bs": "4k-16k", "pattern": "random"},
+        {"name": "mix", "fraction": "25%", "bs": "4k/50:16k/50"},
+    ]
+    recipe.pop("chunk")
+    raw["preconditioning"]["drain"] = {"target": "scratch", "flush": {"wait": "1s"}}
+    raw["experiments"]["drained"] = {
+        "tool": "fio", "hosts": "localhost", "target": "scratch", "precondition": "drain",
+        "flush": "after", "job": {"runtime": "1s", "ioengine": "psync", "rw": "write",
+                                  "bs": "4k", "size": "1MiB"},
+    }  # fmt: skip
+    campaign = config.load_campaign(raw)
+    assert campaign.recipes["drain"].stages() == []  # nothing to write
+    text = show_plan.describe_campaign(campaign)
+    assert "| bsrange=4k-16k" in text and "| bssplit=4k/50:16k/50" in text
+    snakemake(tmp_path, raw)
+    summary = read_json(tmp_path / "results/targets/scratch/precondition/fill/prepared.json")
+    written = {p["name"]: p["bytes_written"] for p in summary["passes"]}
+    # fio's own byte counts: a random pass of mixed sizes may end one block past its bytes
+    assert 12 * MIB <= written["aging"] < 12 * MIB + 16 * 1024
+    assert written["mix"] == 6 * MIB
+    rows = pq.read_table(tmp_path / "results/drained/summary.parquet").to_pylist()
+    assert {row["prep_state"] for row in rows} == {"drain, after flush"}
+    assert not (tmp_path / "target/localhost/storbench-region").stat().st_size > 24 * MIB
+    with pytest.raises(config.ConfigError, match=r"passes\[1\]\.bs: the split's percentages"):
+        recipe["passes"][1]["bs"] = "4k/50:16k/40"
+        config.load_campaign(raw)
