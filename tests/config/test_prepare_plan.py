@@ -443,7 +443,7 @@ PROBLEMS = {
     ),
     "recipe with nothing to do": (
         lambda raw: recipe(raw).update(passes=[]),
-        "preconditioning.afa: nothing to do (give passes, wipc, rounds or purge)",
+        "preconditioning.afa: nothing to do (give passes, wipc, rounds, purge or flush)",
     ),
     "recipe on S3": (
         lambda raw: (
