@@ -442,7 +442,7 @@ PROBLEMS = {
         "preconditioning.afa.chunk: at least 1MiB",
     ),
     "recipe with nothing to do": (
-        lambda raw: recipe(raw).update(passes=[]),
+        lambda raw: (recipe(raw).update(passes=[]), recipe(raw).pop("flush", None)),
         "preconditioning.afa: nothing to do (give passes, wipc, rounds, purge or flush)",
     ),
     "recipe on S3": (
