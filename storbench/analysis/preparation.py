@@ -48,7 +48,8 @@ def run_stage(spec: StageSpec | dict, marker_path: str) -> dict:
     if spec.kind == "purge":
         marker["purge"] = purge(recipe, spec.command or "", recipe_dir / "raw" / "purge")
     elif spec.kind == "pass":
-        marker.update(_pass(spec, recipe_dir))
+        seen = _cliff_seen(spec, Path(marker_path).parent)
+        marker.update(_skipped_pass(spec, seen) if seen else _pass(spec, recipe_dir))
     elif spec.kind == "round":
         marker.update(_round(spec, recipe_dir, Path(marker_path).parent))
     marker.update(started=started, finished=now_text(), duration_s=elapsed_s(clock))
@@ -90,6 +91,50 @@ def _pass(spec: StageSpec, recipe_dir: Path) -> dict:
         ],
         "raw": str(Path("raw") / spec.stage / "run.json"),
         "attempt": manifest.attempt,
+    }
+
+
+def _cliff_seen(spec: StageSpec, stages_dir: Path) -> str | None:
+    """For a pass repeated until its write cliff: the earlier repeat that showed one."""
+    p = spec.pass_settings()
+    if p.get("until") != "cliff" or p["repeat"] == 1:
+        return None
+    prefix = f"p{p['number']}-{p['name']}-r"
+    series = []
+    for repeat in range(1, p["repeat"]):
+        markers = sorted(stages_dir.glob(f"{prefix}{repeat}.json")) + sorted(
+            stages_dir.glob(f"{prefix}{repeat}-c*.json"), key=lambda path: _chunk_number(path)
+        )
+        if not markers:
+            raise PrepareError(f"{spec.stage}: repeat {repeat} has no marker; run in order")
+        for path in markers:
+            stage = json.loads(path.read_text())
+            if stage.get("skipped"):
+                return stage.get("cliff_seen_in") or f"repeat {repeat}"
+            series.append([writecliff.Interval(**i) for i in stage["series"]])
+        options = spec.recipe.cliff
+        cliff = writecliff.detect(
+            writecliff.concatenate(series),
+            fraction=options.get("fraction", 0.5),
+            sustain=options.get("sustain", 3),
+            plateau_s=options.get("plateau_s"),
+        )
+        if cliff is not None:
+            return f"repeat {repeat}"
+    return None
+
+
+def _chunk_number(path: Path) -> int:
+    return int(path.stem.rsplit("-c", 1)[1])
+
+
+def _skipped_pass(spec: StageSpec, seen: str) -> dict:
+    return {
+        "pass": {**spec.pass_settings(), "bytes": 0},
+        "skipped": True,
+        "cliff_seen_in": seen,
+        "elements": {},
+        "series": [],
     }
 
 
@@ -165,8 +210,11 @@ def finish(recipe: RecipeSpec | dict, stage_paths: list[str], output: str) -> di
                     key: p[key]
                     for key in ("name", "number", "repeats", "chunks", "fraction", "bs", "pattern")
                 }
-                | {"bytes_written": 0, "duration_s": 0.0, "series": []}
+                | {"bytes_written": 0, "duration_s": 0.0, "series": [], "repeats_skipped": 0}
             )
+        if stage.get("skipped"):
+            passes[-1]["repeats_skipped"] += 1 if stage["pass"]["chunk"] == 1 else 0
+            continue
         passes[-1]["bytes_written"] += p["bytes"]
         passes[-1]["duration_s"] += stage["duration_s"]
         passes[-1]["series"].append([writecliff.Interval(**i) for i in stage["series"]])

@@ -66,6 +66,7 @@ class Pass:
     repeat: int
     compressibility: int | None
     bs_mix: dict | None = None  # {"bsrange": "4k-16k"} or {"bssplit": "4k/50:16k/50"}
+    until_cliff: bool = False  # repeat only until a write cliff was seen (at most repeat times)
 
 
 @dataclass(frozen=True)
@@ -298,6 +299,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
                     item.get("repeat", 1),
                     item.get("compressibility"),
                     mix,
+                    item.get("until") == "cliff",
                 )
             )
     names = [p.name for p in passes]

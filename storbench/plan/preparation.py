@@ -127,6 +127,8 @@ def stage_spec(recipe: Recipe, stage: Stage) -> StageSpec:
             "compressibility": p.compressibility,
             "pass_bytes": recipe.pass_bytes(p),
             "chunk_bytes": recipe.chunk_bytes(p),
-            **({"bs_mix": p.bs_mix} if p.bs_mix else {}),  # only then: specs stay as they were
+            # only when set: the specs of existing recipes stay as they were
+            **({"bs_mix": p.bs_mix} if p.bs_mix else {}),
+            **({"until": "cliff"} if p.until_cliff else {}),
         }
     return StageSpec.from_dict(spec)

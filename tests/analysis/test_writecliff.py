@@ -190,3 +190,47 @@ def test_no_cliff_in_the_real_status_interval_run():
     assert plateau_bw(series) == 126459904.0
     assert detect(series) is None
     assert aggregate(rows, op="write") == []
+
+
+def until_cliff_campaign(tmp_path):
+    from storbench.config import campaign as config
+
+    return config.load_campaign({
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"lun": {"type": "directory", "path": str(tmp_path / "t"), "capacity": "8MiB"}},
+        "preconditioning": {"afa": {"target": "lun", "hosts": "localhost", "passes": [
+            {"name": "fill", "fraction": "85%", "bs": "128k", "repeat": 3, "until": "cliff"}]}},
+        "experiments": {"e": {"tool": "fio", "hosts": "localhost", "target": "lun",
+                              "precondition": "afa", "job": {"rw": "read", "runtime": "1m"}}},
+    })  # fmt: skip
+
+
+def write_pass_marker(stages_dir, stage_id: str, bandwidths: list[float]) -> None:
+    import json
+
+    series = [{"t_s": i + 1.0, "interval_s": 1.0, "bytes": bw, "bw_bytes_s": bw}
+              for i, bw in enumerate(bandwidths)]  # fmt: skip
+    stages_dir.mkdir(parents=True, exist_ok=True)
+    (stages_dir / f"{stage_id}.json").write_text(json.dumps({"series": series, "skipped": False}))
+
+
+def test_a_pass_repeated_until_its_cliff_skips_the_repeats_after_it(tmp_path):
+    """The IDC plan repeats its 85 % pass only when no write cliff showed."""
+    from storbench.analysis import preparation
+    from storbench.plan import preparation as plan_prepare
+
+    recipe = until_cliff_campaign(tmp_path).recipes["afa"]
+    stages = {stage.stage_id: stage for stage in recipe.stages()}
+    assert list(stages) == ["p1-fill-r1", "p1-fill-r2", "p1-fill-r3"]
+    second = plan_prepare.stage_spec(recipe, stages["p1-fill-r2"])
+    assert second.pass_settings()["until"] == "cliff"
+    stages_dir = tmp_path / "stages"
+    write_pass_marker(stages_dir, "p1-fill-r1", [100e6] * 10)  # flat: no cliff yet
+    assert preparation._cliff_seen(second, stages_dir) is None
+    write_pass_marker(stages_dir, "p1-fill-r1", [100e6] * 10 + [20e6] * 5)  # the cliff
+    assert preparation._cliff_seen(second, stages_dir) == "repeat 1"
+    marker = preparation.run_stage(second, str(stages_dir / "p1-fill-r2.json"))
+    assert marker["skipped"] and marker["cliff_seen_in"] == "repeat 1"
+    assert marker["pass"]["bytes"] == 0 and not (tmp_path / "t").exists()  # no I/O at all
+    third = plan_prepare.stage_spec(recipe, stages["p1-fill-r3"])
+    assert preparation._cliff_seen(third, stages_dir) == "repeat 1"
