@@ -66,9 +66,10 @@ def as_frame(table) -> pd.DataFrame:
 
 
 def latest_attempts(frame: pd.DataFrame) -> pd.DataFrame:
-    """Keep only the last attempt of each (experiment, run_id, iteration, host, job, op)."""
+    """Keep only the last attempt of each (experiment, run_id, iteration, host, job, op, target)."""
     # A retried iteration must count once, with the result of the attempt that succeeded.
     keys = ["experiment", "run_id", "iteration", "host", "job", "op"]
+    keys += ["target"] if "target" in frame else []  # a network mesh: one row per link
     attempt = frame["attempt"].fillna(0)
     ordered = frame.assign(_attempt=attempt).sort_values("_attempt", kind="stable")
     return ordered.drop_duplicates(keys, keep="last").drop(columns="_attempt")

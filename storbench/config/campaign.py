@@ -949,6 +949,22 @@ def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> N
 
 def _check_network(network: dict, host_groups: dict, problems: list[str]) -> None:
     hosts = {host["name"] for group in host_groups.values() for host in group}
+    if ("server" in network) != ("clients" in network):
+        problems.append("network: server and clients go together (one server check)")
+    if "server" not in network and "mesh" not in network:
+        problems.append("network: give server and clients, or mesh (or both)")
+    for index, group in enumerate(network.get("mesh", [])):
+        if group not in host_groups:
+            problems.append(f"network.mesh[{index}]: unknown host group {group!r}")
+    mesh_hosts = {h["name"] for g in network.get("mesh", []) for h in host_groups.get(g, [])}
+    if "mesh" in network and len(mesh_hosts) < 2:
+        problems.append("network.mesh: a mesh needs at least 2 hosts")
+    parallel = network.get("parallel")
+    for group in parallel if isinstance(parallel, dict) else ():
+        if group not in host_groups:
+            problems.append(f"network.parallel.{group}: unknown host group")
+    if "server" not in network or "clients" not in network:
+        return
     if network["server"] not in hosts:
         problems.append(f"network.server: unknown host {network['server']!r}")
     for index, group in enumerate(network["clients"]):

@@ -235,13 +235,20 @@ def network_spec(campaign: Campaign) -> dict | None:
     if not network:
         return None
     hosts = [host for group in campaign.host_groups.values() for host in group]
-    server = next(host for host in hosts if host["name"] == network["server"])
-    clients: dict[str, dict] = {}
-    for group in network["clients"]:
-        clients.update((host["name"], host) for host in campaign.host_groups[group])
+    checks: dict = {}
+    if "server" in network:
+        checks["server"] = next(host for host in hosts if host["name"] == network["server"])
+        clients: dict[str, dict] = {}
+        for group in network["clients"]:
+            clients.update((host["name"], host) for host in campaign.host_groups[group])
+        checks["clients"] = list(clients.values())
+    if "mesh" in network:
+        mesh: dict[str, dict] = {}
+        for group in network["mesh"]:
+            mesh.update((host["name"], host) for host in campaign.host_groups[group])
+        checks["mesh"] = list(mesh.values())
     return {
-        "server": server,
-        "clients": list(clients.values()),
+        **checks,
         "port": network.get("port", 5201),
         "duration_s": units.parse_duration(network.get("duration", "10s")),
         "parallel": network.get("parallel", 1),

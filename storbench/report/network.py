@@ -58,7 +58,12 @@ NETWORK_COLUMNS = (
 )
 
 
-PHASE_TITLES = {"single": "each client alone", "all": "all clients at once"}
+PHASE_TITLES = {
+    "single": "each client alone",
+    "all": "all clients at once",
+    "pairs": "mesh: each link alone",
+    "mesh": "mesh: every host at once",
+}
 
 
 BITS_PER_BYTE = 8
@@ -109,16 +114,24 @@ def build_network_report(parquet_path, out_dir, *, min_fraction: float) -> dict[
 def network_table(rows: pd.DataFrame, min_fraction: float) -> pd.DataFrame:
     """Per phase and client: send, receive, the compared bandwidth, median, fraction, flag.
 
-    The phase's aggregate (host 'all') follows its clients, without median or flag.
+    The phase's aggregate (host 'all') follows its clients, without median or flag. A mesh
+    phase lists each link ('a → b') as its client.
     """
-
+    if "target" in rows:
+        mesh = (
+            rows["run_id"].isin(netcheck.MESH_PHASES)
+            & (rows["host"] != results.ALL_HOSTS)
+            & rows["target"].notna()
+        )
+        links = rows["host"].astype(str) + " → " + rows["target"].astype(str)
+        rows = rows.assign(host=rows["host"].where(~mesh, links))
     means = rows.groupby(["run_id", "host", "op"], sort=False, dropna=False)["bw_bytes_s"].mean()
     records = [
         {"run_id": run_id, "host": host, "op": op, "bw_bytes_s": None if is_missing(bw) else bw}
         for (run_id, host, op), bw in means.items()
     ]
     slow = {(item["phase"], item["host"]) for item in netcheck.slow_clients(records, min_fraction)}
-    phases = [p for p in netcheck.PHASES if p in set(rows["run_id"])]
+    phases = [p for p in (*netcheck.PHASES, *netcheck.MESH_PHASES) if p in set(rows["run_id"])]
     phases += sorted(set(rows["run_id"]) - set(phases))
     out = []
     for phase in phases:

@@ -48,13 +48,16 @@ from storbench.tools.base import ToolOutputError
 
 EXPERIMENT = "network"
 PHASES = ("single", "all")
+MESH_PHASES = ("pairs", "mesh")  # every ordered pair alone; rounds of every node at once
 CLIENT_SLACK_S = 30.0  # beyond the test duration: connecting, the JSON summary
 READY_TIMEOUT_S = 15.0  # servers must listen within this
 READY_POLL_S = 0.1
 SERVER_MARGIN_S = 120.0  # server lifetime beyond the planned tests
 SHELL_TIMEOUT_S = 60.0
 MANIFEST_NAME = "run.json"
-SPEC_KEYS = frozenset({"server", "clients", "port", "duration_s", "parallel", "min_fraction"})
+SPEC_KEYS = frozenset(
+    {"server", "clients", "mesh", "port", "duration_s", "parallel", "min_fraction"}
+)
 TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
 _SERVER_LOG = re.compile(r"/server-(\d+)\.log\b")
 
@@ -73,22 +76,89 @@ def run_network_check(spec: dict, out_dir) -> list[dict]:
     "parallel": int}; host dicts are config host dicts (Host keys plus "group").
     A "min_fraction" key is allowed (for :func:`slow_clients`) and not used here.
     """
-    check = _Check(spec, Path(out_dir))
+    unknown = sorted(set(spec) - SPEC_KEYS)
+    if unknown:
+        raise ValueError(f"network check spec: unknown key(s) {', '.join(unknown)}")
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt) if in_main_thread else None
+    rows: list[dict] = []
     try:
-        try:
-            check.start_servers()
-            rows = check.run_single()
-            rows += check.run_all()
-        except BaseException as error:  # the run engine has stopped the clients already
-            check.stop_servers_after(error)
-            raise
-        check.stop_servers()
+        if spec.get("server"):
+            rows += _server_check(spec, Path(out_dir))
+        if spec.get("mesh"):
+            rows += _mesh_check(spec, Path(out_dir))
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous_term or signal.SIG_DFL)
+    return rows
+
+
+def _server_check(spec: dict, out_dir: Path) -> list[dict]:
+    """Every client to the one server: alone, then all at once."""
+    check = _Check({k: v for k, v in spec.items() if k != "mesh"}, out_dir)
+    try:
+        check.start_servers()
+        rows = check.run_single()
+        rows += check.run_all()
+    except BaseException as error:  # the run engine has stopped the clients already
+        check.stop_servers_after(error)
+        raise
+    check.stop_servers()
     check.remove_remote_dirs()
+    return rows
+
+
+def _mesh_check(spec: dict, out_dir: Path) -> list[dict]:
+    """The Virtuozzo guide's full mesh: every node serves and every node is a client.
+
+    Phase ``pairs``: each ordered pair alone, one after the other (every link on its own).
+    Phase ``mesh``: rounds r = 1 .. N-1 in which node i sends to node i+r (mod N), every node
+    at once, so each node sends one stream and receives one: the network under full load.
+    """
+    nodes = list(spec["mesh"])
+    if len(nodes) < 2:
+        raise ValueError("network.mesh: a mesh needs at least 2 hosts")
+    base = {k: v for k, v in spec.items() if k not in ("mesh", "server", "clients")}
+    # each node its own block of ports, so nodes that share a machine never share a port
+    first_port = int(base.get("port", 5201))
+    checks = {
+        node["name"]: _Check(
+            {
+                **base,
+                "port": first_port + index * (len(nodes) - 1),
+                "server": node,
+                "clients": [n for n in nodes if n["name"] != node["name"]],
+            },
+            out_dir / "servers-of" / node["name"],
+        )
+        for index, node in enumerate(nodes)
+    }
+    started: list[_Check] = []
+    try:
+        for check in checks.values():
+            check.start_servers()
+            started.append(check)
+        rows: list[dict] = []
+        for server, check in checks.items():
+            for client in check.client_dicts:
+                iteration_dir = out_dir / "pairs" / server / client["name"]
+                rows += check.run_links("pairs", {client["name"]: check}, [client], iteration_dir)
+        for shift in range(1, len(nodes)):
+            pairs = {
+                node["name"]: checks[nodes[(index + shift) % len(nodes)]["name"]]
+                for index, node in enumerate(nodes)
+            }
+            measured = next(iter(checks.values())).run_links(
+                "mesh", pairs, nodes, out_dir / "mesh" / f"r{shift}", iteration=shift
+            )
+            rows += measured + [{**row, "target": None} for row in aggregate_hosts(measured)]
+    except BaseException as error:
+        for check in started:
+            check.stop_servers_after(error)
+        raise
+    for check in started:
+        check.stop_servers()
+        check.remove_remote_dirs()
     return rows
 
 
@@ -107,6 +177,7 @@ def slow_clients(rows: list[dict], min_fraction: float) -> list[dict]:
     """
     if not 0 < min_fraction <= 1:
         raise ValueError(f"network.min_fraction must be in (0, 1], got {min_fraction!r}")
+    rows = as_links(rows)
     flagged = []
     for phase in dict.fromkeys(row["run_id"] for row in rows):
         bandwidth = _client_bandwidth([row for row in rows if row["run_id"] == phase])
@@ -125,6 +196,16 @@ def slow_clients(rows: list[dict], min_fraction: float) -> list[dict]:
                     }
                 )
     return flagged
+
+
+def as_links(rows: list[dict]) -> list[dict]:
+    """Mesh rows named by their link ('a → b'), so each link is one client of its phase."""
+    return [
+        {**row, "host": f"{row['host']} → {row['target']}"}
+        if row["run_id"] in MESH_PHASES and row["host"] != ALL_HOSTS and row.get("target")
+        else row
+        for row in rows
+    ]
 
 
 def describe_slow_clients(flagged: list[dict], min_fraction: float) -> str:
@@ -175,12 +256,20 @@ class _Check:
                 f"{self.port + len(self.clients) - 1}, beyond 65535"
             )
         self.duration = _whole_seconds(spec.get("duration_s", 10))
-        self.parallel = _integer(spec.get("parallel", 1), "network.parallel", 1, 128)
+        self.parallel = spec.get("parallel", 1)
+        for client in self.client_dicts:
+            _integer(self.streams_of(client), "network.parallel", 1, 128)
         self.out_dir = out_dir
         self.token = f"netcheck-{uuid.uuid4().hex[:12]}"  # in every command line of this check
         self.server_dir = posixpath.join(self.server.workdir, self.token, "servers")
         self.ports = {c.name: self.port + i for i, c in enumerate(self.clients)}
         self.tool = network_tool()
+
+    def streams_of(self, client: dict) -> int:
+        """Parallel streams of a client: one number, or one per host group (default 1)."""
+        if isinstance(self.parallel, dict):
+            return self.parallel.get(client.get("group"), 1)
+        return self.parallel
 
     # -- servers --
 
@@ -279,15 +368,40 @@ class _Check:
             measured = self._run_phase("all", self.client_dicts, self.out_dir / "all")
         except (RunError, ToolOutputError) as error:
             self._raise_if_failed("all", [_failure_lines(error)])
-        return measured + aggregate_hosts(measured)
+        return measured + [{**row, "target": None} for row in aggregate_hosts(measured)]
 
-    def _run_phase(self, phase: str, clients: list[dict], iteration_dir: Path) -> list[dict]:
+    def run_links(
+        self, phase: str, servers: dict, clients: list[dict], iteration_dir: Path, iteration=1
+    ) -> list[dict]:
+        """One run of these clients, each to its own server's check (mesh phases); a mesh
+        round is its own iteration."""
+        try:
+            return self._run_phase(phase, clients, iteration_dir, servers, iteration)
+        except (RunError, ToolOutputError) as error:
+            lines = [f"network check, phase {phase}: failed"]
+            lines += [f"  {line}" for line in _failure_lines(error).splitlines()]
+            lines.append(f"raw output kept in {iteration_dir}")
+            raise NetcheckError("\n".join(lines)) from None
+
+    def _run_phase(
+        self,
+        phase: str,
+        clients: list[dict],
+        iteration_dir: Path,
+        servers: dict | None = None,
+        iteration: int = 1,
+    ) -> list[dict]:
+        servers = servers or {client["name"]: self for client in clients}
         jobs_dir = iteration_dir / "jobs"
         jobs_dir.mkdir(parents=True, exist_ok=True)
         job_files = {}
         for client in clients:
+            check = servers[client["name"]]
             text = self.tool.network_job(
-                self.server.tool_address, self.ports[client["name"]], self.duration, self.parallel
+                check.server.tool_address,
+                check.ports[client["name"]],
+                self.duration,
+                self.streams_of(client),
             )
             job_files[client["name"]] = str(jobs_dir / f"{client['name']}{self.tool.job_suffix}")
             atomic.write_text(job_files[client["name"]], text)
@@ -306,10 +420,12 @@ class _Check:
         rows = []
         for host in manifest.hosts:
             output = raw_dir / host["output"]
+            check = servers[host["name"]]
             base = {
                 "experiment": EXPERIMENT,
                 "run_id": phase,
-                "iteration": 1,
+                "target": check.server.name,  # the server this client measured against
+                "iteration": iteration,
                 "attempt": manifest.attempt,
                 "tool": self.tool.name,
                 "hosts_in_run": len(clients),
@@ -320,9 +436,10 @@ class _Check:
                 "end_time": host["end_time"],
             }
             try:
-                rows.append(self.tool.network_row(output, host["name"], base))
+                row = self.tool.network_row(output, host["name"], base)
+                rows.append({**row, "target": check.server.name})
             except ToolOutputError as error:
-                where = f"{self.tool.name} to {self._where(self.ports[host['name']])}"
+                where = f"{self.tool.name} to {check._where(check.ports[host['name']])}"
                 raise ToolOutputError(f"host {host['name']}: {where}: {error}") from error
         return rows
 
@@ -353,7 +470,8 @@ class _Check:
         for client in self.clients:
             if client.transport != "local":  # a local client works in the raw folder itself
                 folders[client.name] = [
-                    posixpath.join(client.workdir, EXPERIMENT, phase) for phase in PHASES
+                    posixpath.join(client.workdir, EXPERIMENT, phase)
+                    for phase in (*PHASES, *MESH_PHASES)
                 ]
         for host in [self.server, *self.clients]:
             quoted = " ".join(shlex.quote(folder) for folder in folders.get(host.name, []))

@@ -373,3 +373,19 @@ def test_setup_steps_are_checked_against_their_hosts_and_names():
     campaign = load_campaign(raw)
     assert [h["name"] for h in campaign.setups["mounts"].hosts][:2] == ["localhost", "client01"]
     assert campaign.experiments["demo"].setup == ("mounts",)
+
+
+def test_a_network_mesh_and_streams_per_group():
+    from storbench.plan import specs as plan_specs
+
+    raw = copy.deepcopy(VALID)
+    raw["network"] = {"mesh": ["clients"], "parallel": {"clients": 4}, "duration": "5s"}
+    spec = plan_specs.network_spec(load_campaign(raw))
+    assert [h["name"] for h in spec["mesh"]] == ["client01", "client02", "client03", "client04"]
+    assert "server" not in spec and spec["parallel"] == {"clients": 4}
+    raw["network"] = {"mesh": ["localhost"], "server": "localhost", "parallel": {"nosuch": 2}}
+    assert problems_of_raw(raw) == [
+        "network: server and clients go together (one server check)",
+        "network.mesh: a mesh needs at least 2 hosts",
+        "network.parallel.nosuch: unknown host group",
+    ]

@@ -42,6 +42,15 @@ def free_port_pair() -> int:
     raise RuntimeError("no two consecutive free ports on 127.0.0.1")
 
 
+def free_port_block(count: int) -> int:
+    """A port p with p .. p+count-1 all free on 127.0.0.1 right now."""
+    for _ in range(100):
+        port = free_port_pair()
+        if port + count <= 65536 and all(_bindable(p) for p in range(port, port + count)):
+            return port
+    raise RuntimeError(f"no {count} consecutive free ports on 127.0.0.1")
+
+
 def _bindable(port: int) -> bool:
     with socket.socket() as probe:
         try:
@@ -320,3 +329,47 @@ def test_the_server_cannot_be_its_own_client(tmp_path):
     spec = {"server": server, "clients": [server], "port": 5201, "duration_s": 1, "parallel": 1}
     with pytest.raises(ValueError, match="host 127.0.0.1 is the iperf3 server itself"):
         run_network_check(spec, tmp_path / "out")
+
+
+def test_a_full_mesh_measures_every_link_alone_and_every_host_at_once(ssh_lab, tmp_path):
+    """The Virtuozzo guide's network test: every node an iperf3 server, every node a client;
+    streams per host group (here 2 for the first group, 1 for the others)."""
+    hosts = ssh_lab.host_groups(3, lambda server: tmp_path / "remote" / server.address)
+    nodes = [{**group_hosts, "name": group_hosts["nodes"], "group": name}
+             for name, group_hosts in hosts.items()]  # fmt: skip
+    for node in nodes:
+        node.pop("nodes")
+    names = [node["name"] for node in nodes]
+    spec = {"mesh": nodes, "port": free_port_block(6), "duration_s": 1,
+            "parallel": {"client1": 2}}  # fmt: skip
+    out_dir = tmp_path / "out"
+    rows = run_network_check(spec, out_dir)
+    pairs = {(r["host"], r["target"]): r for r in rows if r["run_id"] == "pairs"}
+    assert sorted(pairs) == sorted((a, b) for a in names for b in names if a != b)
+    for (client, server), row in pairs.items():
+        document = json.loads((out_dir / "pairs" / server / client / "a1" / f"{client}.json")
+                              .read_text())  # fmt: skip
+        assert {c["remote_host"] for c in document["start"]["connected"]} == {server}
+        assert row["bytes"] == document["end"]["sum_received"]["bytes"] > 0
+        streams = document["start"]["test_start"]["num_streams"]
+        assert streams == (2 if client == names[0] else 1) and row["hosts_in_run"] == 1
+    mesh = [r for r in rows if r["run_id"] == "mesh" and r["host"] != "all"]
+    # rounds 1 and 2: host i sends to host i+1, then to i+2 (mod 3): every link once
+    assert sorted((r["host"], r["target"]) for r in mesh) == sorted(pairs)
+    totals = [r for r in rows if r["run_id"] == "mesh" and r["host"] == "all"]
+    assert len(totals) == 2 and all(r["hosts_in_run"] == 3 for r in mesh)
+    by_round = {}
+    for row in mesh:
+        by_round.setdefault(row["raw_path"].split("/mesh/")[1].split("/")[0], []).append(row)
+    assert sorted(t["bytes"] for t in totals) == sorted(
+        sum(r["bytes"] for r in group) for group in by_round.values()
+    )
+    assert slow_clients(rows, 0.01) == []
+    # the report lists each link of a mesh phase as its own line
+    from storbench.report.network import build_network_report
+
+    write_results(rows, tmp_path / "network.parquet")
+    written = build_network_report(tmp_path / "network.parquet", tmp_path / "report",
+                                   min_fraction=0.8)  # fmt: skip
+    table = written["network.csv"].read_text()
+    assert f"pairs,{names[0]} → {names[1]}," in table and f"mesh,{names[2]} → {names[0]}," in table
