@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -413,48 +414,68 @@ def json_argument(text: str):
         raise argparse.ArgumentTypeError(f"not valid JSON ({error})") from None
 
 
+class _Version(argparse.Action):
+    """--version, read from the installed package only when asked (steps start fast)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version  # lazy: only when asked
+
+        try:
+            text = version("storbench")
+        except PackageNotFoundError:
+            text = "(not installed as a package)"
+        print(f"storbench {text}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="storbench", description=__doc__)
+    parser.add_argument("--version", action=_Version, help="print storbench's version")
     steps = parser.add_subparsers(dest="step", required=True)
 
     check = steps.add_parser("check", help="validate a config and show the planned runs")
-    check.add_argument("--config", default="config/config.yaml")
+    check.add_argument("--config", default="config/config.yaml", help="the campaign config (YAML)")
     check.add_argument("--runs", action="store_true", help="list every run id")
     check.set_defaults(handler=_check)
 
     render = steps.add_parser("render", help="render one run's job file")
     render.add_argument("--spec", type=json_argument, required=True, help="render spec (JSON)")
-    render.add_argument("--output", required=True)
+    render.add_argument("--output", required=True, help="job file to write")
     render.add_argument("--facts", help="the host's telemetry (JSON), for host-fact expressions")
     render.set_defaults(handler=_render)
 
     run = steps.add_parser("run", help="run one iteration on every host of the run")
     run.add_argument("--spec", type=json_argument, required=True, help="run spec (JSON)")
-    run.add_argument("--iteration", type=int, required=True)
+    run.add_argument("--iteration", type=int, required=True, help="iteration number, from 1")
     run.add_argument("--job", required=True, nargs="+", help="rendered job file, or one per host")
     run.add_argument("--manifest", required=True, help="run.json to publish on success")
     run.set_defaults(handler=_run)
 
     parse = steps.add_parser("parse", help="raw output of one iteration -> Parquet")
-    parse.add_argument("--manifest", required=True)
-    parse.add_argument("--output", required=True)
+    parse.add_argument("--manifest", required=True, help="the iteration's run.json")
+    parse.add_argument("--output", required=True, help="result Parquet to write")
     parse.add_argument("--timeseries", help="Parquet file for per-interval rows")
     parse.set_defaults(handler=_parse)
 
     gather = steps.add_parser("gather", help="concatenate an experiment's parsed Parquet files")
-    gather.add_argument("--output", required=True)
+    gather.add_argument("--output", required=True, help="the experiment's summary Parquet to write")
     gather.add_argument("--timeseries", help="Parquet file for the per-interval rows")
-    gather.add_argument("parsed", nargs="+")
+    gather.add_argument("parsed", nargs="+", help="parsed iteration Parquet files")
     gather.set_defaults(handler=_gather)
 
     report = steps.add_parser("report", help="tables, figures and index.html of an experiment")
-    report.add_argument("--summary", required=True)
-    report.add_argument("--out-dir", required=True)
+    report.add_argument("--summary", required=True, help="the experiment's summary Parquet")
+    report.add_argument("--out-dir", required=True, help="folder of the report")
     report.add_argument("--meta", type=json_argument, required=True, help="report metadata (JSON)")
     report.add_argument("--timeseries", help="the experiment's per-interval series (Parquet)")
     report.add_argument("--manifests", nargs="*", help="run manifests with fault records")
     report.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
-    report.add_argument("job_files", nargs="*")
+    report.add_argument(
+        "job_files", nargs="*", help="the job files the runs used (shown in the report)"
+    )
     report.set_defaults(handler=_report)
 
     campaign = steps.add_parser(
@@ -463,15 +484,15 @@ def build_parser() -> argparse.ArgumentParser:
     campaign.add_argument(
         "--meta", type=json_argument, required=True, help="campaign description (JSON)"
     )
-    campaign.add_argument("--out-dir", required=True)
+    campaign.add_argument("--out-dir", required=True, help="folder of the campaign report")
     campaign.add_argument("--summaries", nargs="*", default=[], help="grid experiments' Parquet")
     campaign.add_argument("--searches", nargs="*", default=[], help="searches' search.json")
     campaign.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
     campaign.set_defaults(handler=_campaign_report)
 
     printing = steps.add_parser("pdf", help="print an HTML report to PDF with headless Chromium")
-    printing.add_argument("--html", required=True)
-    printing.add_argument("--pdf", required=True)
+    printing.add_argument("--html", required=True, help="the report page to print")
+    printing.add_argument("--pdf", required=True, help="PDF to write")
     printing.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
     printing.set_defaults(handler=_pdf)
 
@@ -479,12 +500,12 @@ def build_parser() -> argparse.ArgumentParser:
     preflight.add_argument(
         "--spec", type=json_argument, required=True, help="preflight spec (JSON)"
     )
-    preflight.add_argument("--output", required=True)
+    preflight.add_argument("--output", required=True, help="preflight report (JSON) to write")
     preflight.set_defaults(handler=_preflight)
 
     bucket = steps.add_parser("prepare-bucket", help="create an S3 target's bucket")
     bucket.add_argument("--target", type=json_argument, required=True, help="target (JSON)")
-    bucket.add_argument("--bucket", required=True)
+    bucket.add_argument("--bucket", required=True, help="bucket name")
     bucket.add_argument("--marker", required=True, help="JSON marker to publish")
     bucket.set_defaults(handler=_prepare_bucket)
 
@@ -505,7 +526,9 @@ def build_parser() -> argparse.ArgumentParser:
     setup.set_defaults(handler=_setup)
 
     service = steps.add_parser("services", help="start or stop tool services on the hosts")
-    service.add_argument("action", choices=("start", "stop"))
+    service.add_argument(
+        "action", choices=("start", "stop"), help="start or stop every host's service"
+    )
     service.add_argument(
         "--spec", type=json_argument, required=True, help="{tool, port, hosts} (JSON)"
     )
@@ -515,7 +538,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan_step = steps.add_parser(
         "plan", help="per run and host: command lines and job files, touching no host"
     )
-    plan_step.add_argument("--config", default="config/config.yaml")
+    plan_step.add_argument(
+        "--config", default="config/config.yaml", help="the campaign config (YAML)"
+    )
     plan_step.add_argument(
         "--config-json", type=json_argument, help="the campaign config as JSON (from Snakemake)"
     )
@@ -527,26 +552,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--spec", type=json_argument, required=True, help="{server, clients, port, ...} (JSON)"
     )
     network.add_argument("--out-dir", required=True, help="folder for the raw iperf3 JSON")
-    network.add_argument("--parquet", required=True)
+    network.add_argument("--parquet", required=True, help="result Parquet to write")
     network.set_defaults(handler=_network)
 
     network_report = steps.add_parser("network-report", help="the network check's report")
-    network_report.add_argument("--parquet", required=True)
-    network_report.add_argument("--out-dir", required=True)
-    network_report.add_argument("--min-fraction", type=float, default=0.8)
+    network_report.add_argument(
+        "--parquet", required=True, help="the network check's result Parquet"
+    )
+    network_report.add_argument("--out-dir", required=True, help="folder of the report")
+    network_report.add_argument(
+        "--min-fraction",
+        type=float,
+        default=0.8,
+        help="flag clients below this fraction of the median",
+    )
     network_report.set_defaults(handler=_network_report)
 
     facts = steps.add_parser("telemetry", help="capture one host's facts")
     facts.add_argument(
         "--spec", type=json_argument, required=True, help="{host, targets, tools} (JSON)"
     )
-    facts.add_argument("--output", required=True)
+    facts.add_argument("--output", required=True, help="telemetry (JSON) to write")
     facts.set_defaults(handler=_telemetry)
 
     prepare = steps.add_parser(
         "prepare", help="datasets and preconditioning: one stage, summary, flush or report"
     )
-    prepare.add_argument("action", choices=("dataset", "stage", "finish", "flush", "report"))
+    prepare.add_argument(
+        "action",
+        choices=("dataset", "stage", "finish", "flush", "report"),
+        help="which preparation step",
+    )
     prepare.add_argument("--spec", type=json_argument, help="dataset, stage or recipe spec (JSON)")
     prepare.add_argument("--output", help="marker to publish")
     prepare.add_argument("--prepared", help="report: the recipe's prepared.json")
@@ -558,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
     search = steps.add_parser(
         "search", help="latency-SLO search: one probe, the gathered result, or the report"
     )
-    search.add_argument("action", choices=("probe", "gather", "report"))
+    search.add_argument("action", choices=("probe", "gather", "report"), help="which search step")
     search.add_argument("--spec", type=json_argument, help="probe/gather: the search spec (JSON)")
     search.add_argument("--probe", help="probe: its id, p01, p02 ...")
     search.add_argument("--output", help="probe: its marker; gather: search.json")
@@ -573,7 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     comparison = steps.add_parser(
         "compare", help="compare two experiments' results, or check a comparison's regressions"
     )
-    compare_steps = comparison.add_subparsers(dest="action", required=True)
+    compare_steps = comparison.add_subparsers(dest="action", required=True, help="report or check")
     compare_report = compare_steps.add_parser(
         "report", help="write comparison.csv/.md, index.html, regressions.json, unmatched.csv"
     )
@@ -600,7 +636,11 @@ def build_parser() -> argparse.ArgumentParser:
     imports = steps.add_parser(
         "import", help="turn a tool's outputs made outside storbench into result Parquet"
     )
-    imports.add_argument("--tool", required=True)
+    imports.add_argument(
+        "--tool",
+        required=True,
+        help="the tool that wrote the outputs (fio, elbencho, vdbench, warp, gosbench, iperf3)",
+    )
     imports.add_argument("--experiment", default="imported", help="experiment name in the rows")
     imports.add_argument("-o", "--output", required=True, help="Parquet file to write")
     imports.add_argument("paths", nargs="+", help="raw output files or folders")
@@ -661,6 +701,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
+    except BrokenPipeError:  # `storbench check --runs | head`: the reader had enough
+        # stdout's buffer would raise again at exit; point it at /dev/null first
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("storbench: interrupted", file=sys.stderr)
         return 130

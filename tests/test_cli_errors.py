@@ -69,3 +69,46 @@ def test_a_spec_that_is_not_json_names_the_option(step, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"storbench {step}: error: argument --spec: not valid JSON" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_version_help_texts_and_a_closed_pipe():
+    import argparse
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    from storbench.cli import build_parser
+
+    done = subprocess.run([sys.executable, "-m", "storbench", "--version"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0 and done.stdout == f"storbench {version('storbench')}\n"
+    parser = build_parser()
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"storbench {name} {action.option_strings or action.dest}"
+    # `storbench check --runs | head -1`: no BrokenPipeError traceback
+    piped = subprocess.run(
+        f"{sys.executable} -m storbench check --config config/examples/scale-test.yaml --runs"
+        " | head -1",
+        shell=True, capture_output=True, text=True,
+    )  # fmt: skip
+    assert "Traceback" not in piped.stderr and "BrokenPipeError" not in piped.stderr
+    assert piped.stdout.startswith("bw_100g: fio on 20 host(s)")
+
+
+def test_the_package_declares_compatible_ranges_and_the_environment_pins_them():
+    import tomllib
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    dependencies = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert not [d for d in dependencies if "==" in d]
+    pins = {
+        line.split("==")[0].lower(): line.split("==")[1]
+        for line in (repo / "envs/requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+    for dependency in dependencies:
+        name = dependency.split(">=")[0].lower()
+        assert name in pins, f"{name} is not pinned in envs/requirements.txt"
