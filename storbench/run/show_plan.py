@@ -30,7 +30,63 @@ def describe_campaign(campaign: Campaign, experiments: list[str] | None = None) 
         lines += describe_recipe(campaign.recipes[recipe])
     for name in names:
         lines += describe_experiment(campaign, name)
+    lines += describe_wall_time(campaign, names)
     return "\n".join(lines) + "\n"
+
+
+def describe_wall_time(campaign: Campaign, names: list[str]) -> list[str]:
+    """The campaign's expected wall time from the planned durations, one line per experiment
+    (the IDC plan's table of hours): runtime + ramp_time + wait per run and iteration."""
+    rows, total, unknown = [], 0.0, []
+    for name in names:
+        experiment = campaign.experiments[name]
+        if experiment.search:
+            search_settings = experiment.search
+            runs, iterations = search_settings["probes"], 1
+            params_list = [experiment.job]
+            what = f"up to {runs} probes"
+        else:
+            planned = campaign.experiment_runs(name)
+            runs, iterations = len(planned), experiment.iterations
+            params_list = [run.params for run in planned]
+            what = f"{runs} run(s) x {iterations}"
+        seconds = [_run_seconds(params) for params in params_list]
+        if not seconds or any(s is None for s in seconds):
+            unknown.append(name)
+            continue
+        wait = experiment.wait_s or 0.0
+        per_iteration = sum(s for s in seconds if s is not None) + wait * len(seconds)
+        if experiment.search:
+            per_iteration = (seconds[0] or 0.0) * runs + wait * runs
+        spent = per_iteration * iterations
+        total += spent
+        rows.append(f"   {name:<28} {what:<24} {_hours(spent):>10}")
+    lines = [
+        "== expected wall time (runtime + ramp_time + wait of each run; tool start-up,",
+        "   preparation and parsing not counted)",
+        *rows,
+        f"   {'campaign':<28} {'':<24} {_hours(total):>10}",
+    ]
+    if unknown:
+        lines.append(f"   not estimated (no runtime in the job): {', '.join(unknown)}")
+    return lines
+
+
+def _run_seconds(params: dict) -> float | None:
+    from storbench.core.units import UnitError, parse_duration
+
+    if "runtime" not in params:
+        return None
+    try:
+        return parse_duration(params["runtime"]) + parse_duration(params.get("ramp_time", 0))
+    except (UnitError, ValueError, TypeError):
+        return None
+
+
+def _hours(seconds: float) -> str:
+    hours, rest = divmod(int(round(seconds)), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
 
 
 def describe_dataset(dataset) -> list[str]:

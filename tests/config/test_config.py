@@ -389,3 +389,13 @@ def test_a_network_mesh_and_streams_per_group():
         "network.mesh: a mesh needs at least 2 hosts",
         "network.parallel.nosuch: unknown host group",
     ]
+
+
+def test_plan_prints_the_campaigns_expected_wall_time():
+    from storbench.run.show_plan import describe_wall_time
+
+    raw = copy.deepcopy(VALID)  # 8 runs x 3 iterations of 5 s + 1 s ramp
+    raw["experiments"]["demo"]["wait"] = "4s"
+    lines = describe_wall_time(load_campaign(raw), ["demo"])
+    assert lines[2].split() == ["demo", "8", "run(s)", "x", "3", "4m", "00s"]  # 8 x 3 x 10 s
+    assert lines[3].split() == ["campaign", "4m", "00s"]
