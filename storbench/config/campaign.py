@@ -549,6 +549,7 @@ def _experiment(
 ) -> Experiment | None:
 
     key = f"experiments.{name}"
+    before = len(problems)
     if spec["tool"] not in known_tools():
         problems.append(
             f"{key}.tool: unknown tool {spec['tool']!r} (known: {', '.join(known_tools())})"
@@ -608,6 +609,8 @@ def _experiment(
         except units.UnitError as error:
             problems.append(f"{key}.max_start_skew: {error}")
     _check_execution(key, spec, problems)
+    if tool is not None and "job_file" not in spec and len(problems) == before:
+        _check_tool_options(key, tool, job, sweep, problems)
     _check_host_split(key, spec, job, sweep, problems)
     _check_host_expressions(key, spec, job, sweep, problems, storage="storage" in raw)
     search_settings = None
@@ -756,6 +759,26 @@ def _check_execution(key: str, spec: dict, problems: list[str]) -> None:
         )
     if "job_file" in spec:
         problems.append(f"{key}.execution: service mode renders per-host job files; use a template")
+
+
+MAX_OPTION_SECTIONS = 500  # a sweep's distinct values checked by the tool (one section each)
+
+
+def _check_tool_options(key: str, tool: str, job: dict, sweep: dict, problems: list[str]):
+    """The tool's own verdict on the job options (fio --parse-only), naming the key."""
+    sections = [dict(job)]
+    swept: set[str] = set()
+    for option, values in sweep.items():
+        if option == "zip":
+            swept |= set(values)
+            length = min((len(listed) for listed in values.values()), default=0)
+            sections += [{**job, **{o: v[i] for o, v in values.items()}} for i in range(length)]
+        else:
+            swept.add(option)
+            sections += [{**job, option: value} for value in values]
+    for option, why in get_tool(tool).option_problems(sections[:MAX_OPTION_SECTIONS]).items():
+        where = "sweep" if option in swept else "job"
+        problems.append(f"{key}.{where}.{option}: {why}")
 
 
 def _check_host_split(key: str, spec: dict, job: dict, sweep: dict, problems: list[str]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from storbench.config import search
 from storbench.core import paths
 from storbench.core.model import Campaign, Host, Run
+from storbench.core.units import UnitError, parse_duration
 from storbench.plan import preparation as prepare_plan
 from storbench.plan import slo_search
 from storbench.plan import specs as plan
@@ -73,8 +74,6 @@ def describe_wall_time(campaign: Campaign, names: list[str]) -> list[str]:
 
 
 def _run_seconds(params: dict) -> float | None:
-    from storbench.core.units import UnitError, parse_duration
-
     if "runtime" not in params:
         return None
     try:

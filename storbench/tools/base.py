@@ -146,6 +146,11 @@ class ToolAdapter:
         """A key as the job file must spell it where a placeholder stands (quoting)."""
         return key
 
+    def option_problems(self, sections: list[dict]) -> dict[str, str]:
+        """{option: why} for job options (each section a job with one swept value applied)
+        that the tool itself would refuse, checked at `storbench check` time; none by default."""
+        return {}
+
     def target_path_problem(self, path: str) -> str | None:
         """Why a directory or block target's path would not reach the tool intact, or None."""
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from storbench.core.hostfacts import has_expression
 from storbench.core.options import normalized_options
 from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, parse_duration, parse_size
@@ -80,6 +81,16 @@ class FioAdapter(ToolAdapter):
             # a service-mode job records its actual start on the host (the runner reads it back)
             "start_stamp": spec.get("execution") == "service",
         }
+
+    def option_problems(self, sections: list[dict]) -> dict[str, str]:
+        # lazy: a fio process at check time only
+        from storbench.tools import fio_options
+
+        normalized = [
+            normalized_options({k: 1 if has_expression(v) else v for k, v in section.items()})
+            for section in sections
+        ]
+        return fio_options.option_problems(normalized, frozenset(COMMAND_LINE_OPTIONS))
 
     def bytes_per_host(self, params: dict) -> int | None:
         try:

@@ -399,3 +399,27 @@ def test_plan_prints_the_campaigns_expected_wall_time():
     lines = describe_wall_time(load_campaign(raw), ["demo"])
     assert lines[2].split() == ["demo", "8", "run(s)", "x", "3", "4m", "00s"]  # 8 x 3 x 10 s
     assert lines[3].split() == ["campaign", "4m", "00s"]
+
+
+def test_fio_refuses_misspelt_options_and_values_at_check_time():
+    """`fio --parse-only` (fio is installed here) names each bad option and the nearest."""
+    raw = copy.deepcopy(VALID)
+    raw["experiments"]["demo"]["job"].update(ioengin="libaio", io_depth=4)
+    raw["experiments"]["demo"]["sweep"]["rw"] = ["read", "randred"]
+    assert problems_of_raw(raw) == [
+        "experiments.demo.job.ioengin: fio has no option 'ioengin' (did you mean 'ioengine'?)",
+        "experiments.demo.job.io_depth: fio has no option 'io_depth' (did you mean 'iodepth'?)",
+        "experiments.demo.sweep.rw: fio does not take rw='randred' (did you mean 'randread'?); "
+        "valid: read, write, trim, randread, randwrite, randtrim, rw, readwrite, randrw, "
+        "trimwrite, randtrimwrite",
+    ]
+
+
+def test_without_fio_the_pinned_versions_option_list_catches_misspellings():
+    from storbench.tools import fio_options
+
+    sections = [{"ioengin": "libaio", "rw": "randred", "hipri": 1, "iodepth": 4}]
+    problems = fio_options._by_list(sections, frozenset())
+    assert problems["ioengin"] == "fio has no option 'ioengin' (did you mean 'ioengine'?)"
+    assert problems["rw"].startswith("fio does not take rw='randred' (did you mean 'randread'?)")
+    assert set(problems) == {"ioengin", "rw"}  # an engine option (hipri) is not refused

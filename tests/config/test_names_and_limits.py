@@ -73,7 +73,10 @@ def test_reserved_host_names_are_refused(host):
 
 @pytest.mark.parametrize("value", ["..", ".", "-x", "_x"], ids=repr)
 def test_a_swept_value_that_makes_an_unsafe_run_id_is_refused(value):
-    (problem,) = problems_of(sweep(rw=[value, "read"]))
+    def mutate(raw):  # elbencho: fio itself would refuse these rw values first
+        raw["experiments"]["demo"].update(tool="elbencho", sweep={"rw": [value, "read"]})
+
+    (problem,) = problems_of(mutate)
     assert problem.startswith("experiments.demo.sweep: run id")
     assert "cannot name a folder" in problem and "change the swept value" in problem
 

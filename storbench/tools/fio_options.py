@@ -1,0 +1,122 @@
+"""fio's own check of job options at `storbench check` time: `fio --parse-only`.
+
+A job with ``rw: randred``, ``ioengin:`` or ``io_depth:`` would fail when fio runs, in the
+middle of a campaign. With fio installed here, the experiment's options (one section per
+swept value) go through ``fio --parse-only``, which names each bad option and the nearest
+valid one ("Did you mean ioengine?"); without fio, the option names are compared with the
+list of the pinned fio version (data/fio-3.33-options.txt) and only close misspellings are
+refused (engine-specific options are not in that list). Host-fact values are checked as 1.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from storbench.core import hostfacts
+
+OPTION_LIST = Path(__file__).parent / "data" / "fio-3.33-options.txt"
+RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite",
+             "randrw", "trimwrite", "randtrimwrite")  # fmt: skip
+PARSE_TIMEOUT_S = 20
+_BAD_OPTION = re.compile(r"^Bad option <([^=>]+)(?:=[^>]*)?>")
+_DID_YOU_MEAN = re.compile(r"^Did you mean (\S+)\?")
+_FAILED_PARSING = re.compile(r"^fio: failed parsing ([^=]+)=(.*)$")
+
+
+MAX_PASSES = 4  # fio stops at the first bad section: check again without what it named
+
+
+def option_problems(sections: list[dict], skip: frozenset[str]) -> dict[str, str]:
+    """{option: why} for the options fio would refuse, over every section's options."""
+    fio = shutil.which("fio")
+    if fio is None:
+        return _by_list(sections, skip)
+    problems: dict[str, str] = {}
+    for _ in range(MAX_PASSES):
+        found = _parse_only(fio, sections, skip | frozenset(problems))
+        if not found:
+            break
+        problems.update(found)
+    return problems
+
+
+def _job_text(sections: list[dict], skip: frozenset[str]) -> str:
+    lines = []
+    for index, options in enumerate(sections):
+        lines.append(f"[check{index}]")
+        for option, value in options.items():
+            if option in skip:
+                continue
+            text = "1" if hostfacts.has_expression(value) else str(value)
+            lines.append(f"{option}={text}")
+    return "\n".join(lines) + "\n"
+
+
+def _parse_only(fio: str, sections: list[dict], skip: frozenset[str]) -> dict[str, str]:
+    return dict(_parse_job_text(fio, _job_text(sections, skip)))
+
+
+@functools.lru_cache(maxsize=256)  # one fio process per distinct job in a process
+def _parse_job_text(fio: str, text: str) -> tuple[tuple[str, str], ...]:
+    with tempfile.NamedTemporaryFile("w", suffix=".fio", prefix="storbench-check-") as job:
+        job.write(text)
+        job.flush()
+        try:
+            done = subprocess.run(
+                [fio, "--parse-only", job.name],
+                capture_output=True, text=True, timeout=PARSE_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return ()  # fio could not check it here; the run will
+    problems: dict[str, str] = {}
+    lines = (done.stderr + done.stdout).splitlines()
+    for number, line in enumerate(lines):
+        if match := _BAD_OPTION.match(line.strip()):
+            option = match.group(1)
+            hint = ""
+            if number + 1 < len(lines) and (near := _DID_YOU_MEAN.match(lines[number + 1].strip())):
+                hint = f" (did you mean {near.group(1)!r}?)"
+            problems.setdefault(option, f"fio has no option {option!r}{hint}")
+        elif match := _FAILED_PARSING.match(line.strip()):
+            option, value = match.group(1), match.group(2)
+            problems.setdefault(option, _value_problem(option, value))
+    return tuple(problems.items())
+
+
+def _value_problem(option: str, value: str) -> str:
+    if option in ("rw", "readwrite"):
+        near = difflib.get_close_matches(value.split(":")[0], RW_VALUES, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        return f"fio does not take {option}={value!r}{hint}; valid: {', '.join(RW_VALUES)}"
+    return f"fio does not take {option}={value!r} (fio --parse-only)"
+
+
+@functools.cache
+def known_options() -> frozenset[str]:
+    lines = OPTION_LIST.read_text().splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def _by_list(sections: list[dict], skip: frozenset[str]) -> dict[str, str]:
+    known = known_options()
+    problems: dict[str, str] = {}
+    for options in sections:
+        for option in options:
+            if option in skip or option in known:
+                continue
+            near = difflib.get_close_matches(option, known, n=1, cutoff=0.8)
+            if near:
+                problems.setdefault(option, f"fio has no option {option!r} (did you mean "
+                                            f"{near[0]!r}?)")  # fmt: skip
+        rw = options.get("rw")
+        if isinstance(rw, str) and not hostfacts.has_expression(rw):
+            if rw.split(":")[0] not in RW_VALUES:  # noqa: SIM102  (narrows rw for mypy)
+                problems.setdefault("rw", _value_problem("rw", rw))
+    return problems
