@@ -116,7 +116,7 @@ def _by_list(sections: list[dict], skip: frozenset[str]) -> dict[str, str]:
                 problems.setdefault(option, f"fio has no option {option!r} (did you mean "
                                             f"{near[0]!r}?)")  # fmt: skip
         rw = options.get("rw")
-        if isinstance(rw, str) and not hostfacts.has_expression(rw):
-            if rw.split(":")[0] not in RW_VALUES:  # noqa: SIM102  (narrows rw for mypy)
-                problems.setdefault("rw", _value_problem("rw", rw))
+        rw_text = rw if isinstance(rw, str) and not hostfacts.has_expression(rw) else None
+        if rw_text is not None and rw_text.split(":")[0] not in RW_VALUES:
+            problems.setdefault("rw", _value_problem("rw", rw_text))
     return problems
