@@ -729,7 +729,9 @@ def _check_prepared_tool(
         if "dataset" in spec:
             problems.append(
                 f"{key}.dataset: datasets are laid out in files only "
-                f"{_tools_with('prepared_runs')} experiments read"
+                f"{_tools_with('prepared_runs')} experiments read; write the data with "
+                f"{spec['tool']} in an experiment of its own and start this one after it "
+                "(after:), which keeps its runs as the cached preparation"
             )
         elif target.get("type") != "block":
             problems.append(

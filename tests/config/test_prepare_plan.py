@@ -422,7 +422,9 @@ PROBLEMS = {
     ),
     "non-fio tool with a dataset": (
         lambda raw: raw["experiments"]["on_dataset"].update(tool="elbencho"),
-        "experiments.on_dataset.dataset: datasets are laid out in files only fio experiments read",
+        "experiments.on_dataset.dataset: datasets are laid out in files only fio experiments "
+        "read; write the data with elbencho in an experiment of its own and start this one "
+        "after it (after:), which keeps its runs as the cached preparation",
     ),
     "flush host not among the recipe's hosts": (
         lambda raw: recipe(raw).update(flush={"command": "true", "host": "array-admin"}),
