@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from storbench.config.schedule import schedule_runs
 from storbench.config.sweep import _UNSAFE, PlanError, run_id, sweep_points
+from storbench.core import hostfacts
 from storbench.core.model import Campaign, Run
 
 
@@ -85,6 +86,10 @@ def _workloads(experiment):
         for name, line_params in schedule_runs(experiment.schedule):
             yield name, {**experiment.job, **line_params}, line_params
         return
-    for point in sweep_points(experiment.sweep):
-        params = {**experiment.job, **point}
-        yield run_id(params, point), params, point
+    points = [({**experiment.job, **point}, point) for point in sweep_points(experiment.sweep)]
+    ids = [run_id(params, point) for params, point in points]
+    for (params, point), plain in zip(points, ids, strict=True):
+        # host-fact values of one option ('{cores}', '{cores * 2}') are written out only
+        # where the plain 'host' label would give two points one id
+        spelled = ids.count(plain) > 1 and any(hostfacts.has_expression(v) for v in point.values())
+        yield run_id(params, point, spell_expressions=spelled), params, point

@@ -75,9 +75,12 @@ def point_count(sweep: dict) -> int:
     return count * math.prod(len(values) for key, values in sweep.items() if key != "zip")
 
 
-def _label(option: str, value) -> str:
+def _label(option: str, value, spell: bool = False) -> str:
 
     if hostfacts.has_expression(value):
+        if spell:  # two host-fact values of one option: 'njhost-cores-2' for '{cores * 2}'
+            words = re.sub(r"[^A-Za-z0-9.]+", "-", str(value)).strip("-")
+            return f"host-{words}"
         return "host"  # computed per host from its facts: 'njhost'
     if option in SIZE_OPTIONS and "-" not in str(value) and "," not in str(value):
         try:
@@ -87,13 +90,15 @@ def _label(option: str, value) -> str:
     return _UNSAFE.sub("-", str(value))
 
 
-def run_id(params: dict, point: dict) -> str:
+def run_id(params: dict, point: dict, spell_expressions: bool = False) -> str:
+    """The run id; spell_expressions writes host-fact values out (for sweeps that would give
+    two points the same 'host' label)."""
     parts = []
     named = {option for option, _ in RUN_ID_PARTS}
     for option, prefix in RUN_ID_PARTS:
         if option in params:
-            parts.append(prefix + _label(option, params[option]))
+            parts.append(prefix + _label(option, params[option], spell_expressions))
     for option, value in point.items():
         if option not in named:
-            parts.append(f"{option}-{_label(option, value)}")
+            parts.append(f"{option}-{_label(option, value, spell_expressions)}")
     return "_".join(parts) or "run"

@@ -423,3 +423,13 @@ def test_without_fio_the_pinned_versions_option_list_catches_misspellings():
     assert problems["ioengin"] == "fio has no option 'ioengin' (did you mean 'ioengine'?)"
     assert problems["rw"].startswith("fio does not take rw='randred' (did you mean 'randread'?)")
     assert set(problems) == {"ioengin", "rw"}  # an engine option (hipri) is not refused
+
+
+def test_two_host_fact_values_of_one_option_get_distinct_run_ids():
+    raw = copy.deepcopy(VALID)
+    raw["experiments"]["demo"]["sweep"] = {"numjobs": ["{cores}", "{cores * 2}", 4], "rw": ["read"]}
+    runs = load_campaign(raw).experiment_runs("demo")
+    assert [run.run_id for run in runs] == ["read_njhost-cores", "read_njhost-cores-2", "read_nj4"]
+    raw["experiments"]["demo"]["sweep"] = {"numjobs": ["{cores}"], "rw": ["read", "write"]}
+    runs = load_campaign(raw).experiment_runs("demo")
+    assert [run.run_id for run in runs] == ["read_njhost", "write_njhost"]  # ids as before
