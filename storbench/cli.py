@@ -261,6 +261,7 @@ def _import(args) -> int:
 
     # this step's modules only: every step starts fast
     from storbench.core import results
+    from storbench.core.aggregate import with_hosts_in_run
     from storbench.tools import get_tool, known_tools
 
     if args.tool not in known_tools():
@@ -274,6 +275,7 @@ def _import(args) -> int:
     rows = tool.import_outputs(paths, base)
     if not rows:
         raise ImportInputError(f"no {args.tool} results found in {', '.join(args.paths)}")
+    rows = with_hosts_in_run(rows)
     results.write_rows(rows, args.output)
     runs = sorted({row["run_id"] for row in rows})
     print(f"{args.output}: {len(rows)} rows from {len(runs)} run(s) of {args.tool}")

@@ -135,3 +135,21 @@ def _merged_percentiles(group: list[dict]) -> dict:
 def _has_latency(row: dict) -> bool:
     """False for ops that did I/O but measured nothing (e.g. the one failed write of a job)."""
     return row.get("pct_source") is not None or row.get("lat_mean_ns") is not None
+
+
+def with_hosts_in_run(rows: list[dict]) -> list[dict]:
+    """Rows whose hosts_in_run is unset get the number of hosts their run and iteration have
+    rows for (imported outputs); a run with only 'all' rows keeps it unknown."""
+    hosts: dict[tuple, set] = {}
+    for row in rows:
+        if row.get("host") != ALL_HOSTS:
+            hosts.setdefault((row.get("run_id"), row.get("iteration")), set()).add(row["host"])
+    return [
+        row
+        if row.get("hosts_in_run") is not None
+        else {
+            **row,
+            "hosts_in_run": len(hosts.get((row.get("run_id"), row.get("iteration")), ())) or None,
+        }  # fmt: skip
+        for row in rows
+    ]

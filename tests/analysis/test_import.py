@@ -50,3 +50,13 @@ def test_fio_refuses_an_iperf3_file_and_unknown_tools(tmp_path, capsys):
     assert main(["import", "--tool", "bonnie", "-o", str(output), str(iperf)]) == 1
     assert "unknown tool 'bonnie'" in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_imported_rows_know_how_many_hosts_their_run_had(tmp_path, capsys):
+    """A fio client/server output: hosts_in_run is its number of servers on every row."""
+    fixture = FIXTURES / "fio/client-server.jsonplus.json"
+    output = tmp_path / "imported.parquet"
+    assert main(["import", "--tool", "fio", "-o", str(output), str(fixture)]) == 0
+    rows = pq.read_table(output).to_pylist()
+    hosts = {row["host"] for row in rows} - {"all"}
+    assert len(hosts) > 1 and {row["hosts_in_run"] for row in rows} == {len(hosts)}
