@@ -199,9 +199,18 @@ class ToolAdapter:
 
     # --- latency-SLO search (capabilities.search_metrics) ---------------------------------
 
+    search_options: tuple[str, ...] = ()  # job options a search sets for each probe
+
     def search_job_problems(self, job: dict) -> list[str]:
         """'<option>: <problem>' for job options a search cannot run (it sets some itself)."""
-        return []
+        problems = [
+            f"{option}: set by the search for each probe; remove it"
+            for option in self.search_options
+            if option in job
+        ]
+        if self.capabilities.search_metrics and "runtime" not in job:
+            problems.append("runtime: a search needs a runtime for each probe (e.g. 10s)")
+        return problems
 
     def jobs_per_host(self, params: dict) -> int:
         """How many workers share a host's offered rate (rates step by hosts x this)."""

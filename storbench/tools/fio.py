@@ -53,6 +53,7 @@ class FioAdapter(ToolAdapter):
     )
     preparation_template = "fio/prepare.fio.j2"
     default_port = 8765  # fio's own default server port
+    search_options = SEARCH_OPTIONS
 
     def template_context(self, spec: dict) -> dict:
 
@@ -176,13 +177,7 @@ class FioAdapter(ToolAdapter):
         return None
 
     def search_job_problems(self, job: dict) -> list[str]:
-        problems = [
-            f"{option}: set by the search for each probe; remove it"
-            for option in SEARCH_OPTIONS
-            if option in job
-        ]
-        if "runtime" not in job:
-            problems.append("runtime: a search needs a runtime for each probe (e.g. 10s)")
+        problems = super().search_job_problems(job)
         numjobs = job.get("numjobs", 1)
         if not isinstance(numjobs, int) or isinstance(numjobs, bool) or numjobs < 1:
             problems.append(f"numjobs: a search needs a whole number >= 1, not {numjobs!r}")

@@ -432,9 +432,6 @@ def load_results(path: Path) -> list[dict]:
 
 def perf_results(text: str, *, source) -> list[dict]:
     """The PERF RESULTS lines of the server's log (logrus text, keys with spaces)."""
-    # parsing only: render and run stay light
-    from storbench.tools.warp import parse_go_duration
-
     results = []
     for line in text.splitlines():
         if 'msg="PERF RESULTS"' not in line:
@@ -444,14 +441,7 @@ def perf_results(text: str, *, source) -> list[dict]:
         if missing:
             raise ToolOutputError(f"{source}: PERF RESULTS line lacks {', '.join(missing)}")
         try:
-            results.append({
-                "test": fields["test"],
-                "operations": float(fields["operations"]),
-                "bytes": float(fields["bytes"]),
-                "bw": float(fields["bw"]),
-                "latency_ms": float(fields["latency_ms"]),
-                "runtime_s": parse_go_duration(fields["runtime"]),
-            })  # fmt: skip
+            results.append(_result_numbers(fields, fields["runtime"]))
         except ValueError as error:
             raise ToolOutputError(f"{source}: PERF RESULTS line: {error}") from None
     if not results:
@@ -555,15 +545,26 @@ def worker_results(path: Path) -> list[dict]:
     results = []
     for line in path.read_text(errors="replace").splitlines():
         if match := _PROM_VALUES.search(line):
-            results.append({
-                "test": match["test"],
-                "operations": float(match["operations"]),
-                "bytes": float(match["bytes"]),
-                "bw": float(match["bw"]),
-                "latency_ms": float(match["latency_ms"]),
-                "runtime_s": go_duration_s(match["duration"]),
-            })  # fmt: skip
+            try:
+                results.append(_result_numbers(match.groupdict(), match["duration"]))
+            except ValueError as error:
+                raise ToolOutputError(f"{path}: PROM VALUES line: {error}") from None
     return results
+
+
+def _result_numbers(values: dict, runtime: str) -> dict:
+    """One test's result, from a PERF RESULTS (server) or PROM VALUES (worker) line."""
+    # parsing only: render and run stay light
+    from storbench.tools.warp import parse_go_duration
+
+    return {
+        "test": values["test"],
+        "operations": float(values["operations"]),
+        "bytes": float(values["bytes"]),
+        "bw": float(values["bw"]),
+        "latency_ms": float(values["latency_ms"]),
+        "runtime_s": parse_go_duration(runtime),
+    }
 
 
 def _worker_rows(path: Path, host: str, totals: list[dict], tests: dict) -> list[dict]:
@@ -586,15 +587,6 @@ def _worker_rows(path: Path, host: str, totals: list[dict], tests: dict) -> list
             "lat_mean_ns": result["latency_ms"] * 1e6,
         })  # fmt: skip
     return rows
-
-
-def go_duration_s(text: str) -> float:
-    """Seconds of a Go duration as it prints ('8.0531682s', '1m2.5s', '950ms')."""
-    factors = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-    parts = re.findall(r"([0-9.]+)(h|ms|us|µs|ns|m|s)", text)
-    if not parts or "".join(number + unit for number, unit in parts) != text:
-        raise ToolOutputError(f"gosbench duration {text!r} is not a Go duration")
-    return sum(float(number) * factors[unit] for number, unit in parts)
 
 
 def _operation(test: dict, source) -> tuple[str, str, int | None]:

@@ -166,6 +166,7 @@ class VdbenchAdapter(ToolAdapter):
     default_port = 5570  # vdbench's own master port (its slaves connect back to it)
     service_job_shared = True  # one parameter file with an hd= line per host
     service_per_run = True  # vdbench's master starts its slaves over ssh itself (hd shell=ssh)
+    search_options = SEARCH_OPTIONS
 
     # --- render ---------------------------------------------------------------------------
 
@@ -215,13 +216,7 @@ class VdbenchAdapter(ToolAdapter):
 
     def search_job_problems(self, job: dict) -> list[str]:
         """A search sets threads (iodepth), iorate (rate) and the arrival distribution."""
-        problems = [
-            f"{option}: set by the search for each probe; remove it"
-            for option in SEARCH_OPTIONS
-            if option in job
-        ]
-        if "runtime" not in job:
-            problems.append("runtime: a search needs a runtime for each probe (e.g. 30s)")
+        problems = super().search_job_problems(job)
         if str(job.get("workload", RAW)) != RAW:
             problems.append("workload: a search holds a raw workload's iorate (not fwdrate)")
         return problems
