@@ -503,7 +503,6 @@ def result_rows(
         if test is None:
             raise ToolOutputError(f"{source}: test {result['test']!r} is not in the config")
         op, rw, rwmixread = _operation(test, source)
-        operations, payload, bw = result["operations"], result["bytes"], result["bw"]
         rows.append({
             **inherited,
             **unmeasured,
@@ -515,12 +514,7 @@ def result_rows(
             "numjobs": test.get("parallel_clients"),
             "rwmixread": rwmixread,
             "runtime_s": _runtime_s(test),
-            "bytes": round(payload),
-            "ios": round(operations),
-            "duration_s": result["runtime_s"],
-            "bw_bytes_s": bw,
-            "iops": operations * bw / payload if payload else None,
-            "lat_mean_ns": result["latency_ms"] * 1e6,
+            **_measures(result),
             "lat_basis": "lat",
             "tool_version": tool_version,
         })  # fmt: skip
@@ -575,18 +569,21 @@ def _worker_rows(path: Path, host: str, totals: list[dict], tests: dict) -> list
         total = by_test.get(result["test"])
         if total is None:
             continue  # a test of another run in the same log part
-        operations, payload, bw = result["operations"], result["bytes"], result["bw"]
-        rows.append({
-            **total,
-            "host": host,
-            "bytes": round(payload),
-            "ios": round(operations),
-            "duration_s": result["runtime_s"],
-            "bw_bytes_s": bw,
-            "iops": operations * bw / payload if payload else None,
-            "lat_mean_ns": result["latency_ms"] * 1e6,
-        })  # fmt: skip
+        rows.append({**total, "host": host, **_measures(result)})
     return rows
+
+
+def _measures(result: dict) -> dict:
+    """Counts and rates of one result; iops = ios x bw / bytes (exact for one object size)."""
+    operations, payload, bw = result["operations"], result["bytes"], result["bw"]
+    return {
+        "bytes": round(payload),
+        "ios": round(operations),
+        "duration_s": result["runtime_s"],
+        "bw_bytes_s": bw,
+        "iops": operations * bw / payload if payload else None,
+        "lat_mean_ns": result["latency_ms"] * 1e6,
+    }
 
 
 def _operation(test: dict, source) -> tuple[str, str, int | None]:
