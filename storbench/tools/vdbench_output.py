@@ -241,10 +241,11 @@ def _run_start(match: re.Match) -> RunStart:
     rest = match.group("rest")
     loops_match = _FOR_LOOPS.search(rest)
     loops = {}
-    if loops_match:
+    if loops_match:  # 'For loops: None' for a run without any: no loop named None
         for pair in loops_match.group("loops").split():
-            key, _, value = pair.partition("=")
-            loops[key] = value
+            key, equals, value = pair.partition("=")
+            if equals:
+                loops[key] = value
     elapsed = _ELAPSED.search(rest)
     return RunStart(
         name=match.group("name"), loops=loops, elapsed_s=int(elapsed.group(1)) if elapsed else None

@@ -793,3 +793,15 @@ def test_latency_slo_search_holds_vdbench_iorate():
     raw["experiments"]["slo"]["job"] = {**job, "iodepth": 4}
     with pytest.raises(ConfigError, match=r"experiments\.slo\.job\.iodepth: set by the search"):
         load_campaign(raw)
+
+
+def test_a_run_without_for_loops_has_no_loop_named_none():
+    """vdbench writes 'For loops: None' for a run without any: the run id stays 'rd1'."""
+    from storbench.tools import vdbench_output
+
+    line = "Starting RD=rd1; I/O rate: Uncontrolled MAX; elapsed=10; For loops: None"
+    (start,) = [vdbench_output._run_start(m) for m in vdbench_output._START.finditer(line)]
+    assert start.loops == {} and vdbench_output.run_label(start.name, start.loops) == "rd1"
+    line = "Starting RD=rd1; I/O rate: Uncontrolled MAX; elapsed=10; For loops: xfersize=4k"
+    (start,) = [vdbench_output._run_start(m) for m in vdbench_output._START.finditer(line)]
+    assert start.loops == {"xfersize": "4k"}
