@@ -72,6 +72,8 @@ def undo_setups(specs: list[dict]) -> list[str]:
         spec = SetupSpec.from_dict(raw)
         host = spec.host["name"]
         marker = Path(paths.setup_marker(spec.step, host))
+        if not marker.exists():
+            continue  # never done by this campaign (or undone already): nothing to undo
         if spec.undo:
             try:
                 command = command_text(spec, spec.undo)

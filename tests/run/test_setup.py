@@ -90,6 +90,7 @@ def test_mounts_are_made_before_the_runs_kept_when_done_and_undone_by_cleanup(
         snakemake(tmp_path, config, "cleanup")
         assert not any(mounted(tmp_path / "mnt" / address) for address in addresses)
         assert not list((tmp_path / "results/setup/scratch").glob("*.json"))
+        snakemake(tmp_path, config, "cleanup")  # again: nothing left to undo, no umount error
     finally:
         for address in addresses:
             subprocess.run(["umount", str(tmp_path / "mnt" / address)], capture_output=True)
