@@ -80,12 +80,18 @@ def stop_services(hosts: list[dict], tool_name: str, port: int) -> None:
 
 
 def _ask_to_quit(hosts: list[dict], tool_name: str, port: int) -> None:
-    answering = [
-        h for h in hosts if _accepts(host_spec(h).tool_address, _port(h, tool_name, port), 2)
-    ]
-    argv = get_tool(tool_name).service_stop_command(
-        [endpoint(host, port, tool_name) for host in answering]
-    )
+    tool = get_tool(tool_name)
+    if not hosts or not tool.service_stop_command([endpoint(hosts[0], port, tool_name)]):
+        return  # the tool has no quit command: the kill below stops its services
+
+    def answers(host: dict) -> bool:
+        return _accepts(host_spec(host).tool_address, _port(host, tool_name, port), 2)
+
+    workers = max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))
+    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quit") as pool:
+        up = list(pool.map(answers, hosts))
+    answering = [host for host, answered in zip(hosts, up, strict=True) if answered]
+    argv = tool.service_stop_command([endpoint(host, port, tool_name) for host in answering])
     if not answering or not argv:
         return
     with contextlib.suppress(OSError, subprocess.SubprocessError):  # the kill below stops them
