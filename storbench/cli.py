@@ -217,6 +217,16 @@ def _plan(args) -> int:
     return 0
 
 
+def _progress(args) -> int:
+    # this step's modules only: every step starts fast
+    from storbench.config import campaign as config
+    from storbench.run import progress
+
+    campaign = config.load_campaign_file(args.config)
+    print(progress.campaign_progress(campaign, Path(args.workdir)).describe())
+    return 0
+
+
 def _network(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.run import netcheck
@@ -521,6 +531,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="{services: [service spec], buckets: [{target, buckets}]}",
     )
     cleanup.set_defaults(handler=_cleanup)
+
+    progress = steps.add_parser(
+        "progress", help="how far a campaign is: runs done, started, planned time left"
+    )
+    progress.add_argument("--config", default="config/config.yaml", help="the campaign config")
+    progress.add_argument("--workdir", default=".", help="the workflow's working directory")
+    progress.set_defaults(handler=_progress)
 
     setup = steps.add_parser("setup", help="run one client set-up step on one host")
     setup.add_argument("--spec", type=json_argument, required=True, help="setup spec (JSON)")

@@ -51,7 +51,7 @@ def describe_wall_time(campaign: Campaign, names: list[str]) -> list[str]:
             runs, iterations = len(planned), experiment.iterations
             params_list = [run.params for run in planned]
             what = f"{runs} run(s) x {iterations}"
-        seconds = [_run_seconds(params) for params in params_list]
+        seconds = [run_seconds(params) for params in params_list]
         if not seconds or any(s is None for s in seconds):
             unknown.append(name)
             continue
@@ -61,19 +61,19 @@ def describe_wall_time(campaign: Campaign, names: list[str]) -> list[str]:
             per_iteration = (seconds[0] or 0.0) * runs + wait * runs
         spent = per_iteration * iterations
         total += spent
-        rows.append(f"   {name:<28} {what:<24} {_hours(spent):>10}")
+        rows.append(f"   {name:<28} {what:<24} {hours_text(spent):>10}")
     lines = [
         "== expected wall time (runtime + ramp_time + wait of each run; tool start-up,",
         "   preparation and parsing not counted)",
         *rows,
-        f"   {'campaign':<28} {'':<24} {_hours(total):>10}",
+        f"   {'campaign':<28} {'':<24} {hours_text(total):>10}",
     ]
     if unknown:
         lines.append(f"   not estimated (no runtime in the job): {', '.join(unknown)}")
     return lines
 
 
-def _run_seconds(params: dict) -> float | None:
+def run_seconds(params: dict) -> float | None:
     if "runtime" not in params:
         return None
     try:
@@ -82,7 +82,7 @@ def _run_seconds(params: dict) -> float | None:
         return None
 
 
-def _hours(seconds: float) -> str:
+def hours_text(seconds: float) -> str:
     hours, rest = divmod(int(round(seconds)), 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"

@@ -3,6 +3,7 @@
 import copy
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -249,3 +250,22 @@ def test_after_and_ordered_runs_keep_their_order_and_wait(tmp_path):
     assert write[1] <= randread[0] and randread[1] <= read[0]
     log = (tmp_path / "results/reads/logs/run/read_bs4k_nj1.it1.log").read_text()
     assert "waiting 1 s before the run (experiment wait)" in log
+
+
+def test_progress_counts_the_published_runs_and_the_planned_time_left(tmp_path):
+    """`storbench progress` beside a campaign: one of two runs done, one started and failed."""
+    config = tiny_config(tmp_path / "target", rw=("read", "write"))
+    config["experiments"]["tiny"]["iterations"] = 1
+    config["experiments"]["tiny"]["job"]["runtime"] = "3s"
+    snakemake(tmp_path, config, "results/tiny/raw/read_bs4k_nj1/it1/run.json")
+    attempt = tmp_path / "results/tiny/raw/write_bs4k_nj1/it1/a1"
+    attempt.mkdir(parents=True)  # as a run that started and has not published
+    done = subprocess.run(
+        [sys.executable, "-m", "storbench", "progress", "--config", "campaign.yaml"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[0] == "runs done: 1 of 2 (50%)"
+    assert lines[1] == "started, no result yet (running or failed): tiny/write_bs4k_nj1 it1"
+    assert lines[2].startswith("planned time left: 0m 03s (finish about ")
