@@ -144,6 +144,7 @@ def write_manifest(
         "tool": "fio",
         "execution": "service",
         "params": {"bs": "4k", "iodepth": 2, "numjobs": numjobs, "rate_iops": 50, "runtime": "4s"},
+        "job_file": "job.fio",
         "job_file_sha256": "",
         "raw_dir": raw_dir.name,
         "controller": {"output": "controller.json"},
