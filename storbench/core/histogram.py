@@ -7,6 +7,8 @@ value of the first bin whose cumulative count reaches p/100 of all samples.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterable, Sequence
 
 Histogram = tuple[list[int], list[int]]  # (bin values ascending, counts)
@@ -14,17 +16,20 @@ Histogram = tuple[list[int], list[int]]  # (bin values ascending, counts)
 
 def from_mapping(bins: dict) -> Histogram:
     """fio json+ ``bins`` ({"19584": 1, ...}) -> sorted (values, counts)."""
-    pairs = sorted((int(value), int(count)) for value, count in bins.items())
+    pairs = sorted(zip(map(int, bins), map(int, bins.values()), strict=True))
     return [v for v, _ in pairs], [c for _, c in pairs]
 
 
 def merge(histograms: Iterable[tuple[Sequence[int], Sequence[int]]]) -> Histogram:
     totals: dict[int, int] = {}
+    get = totals.get
     for values, counts in histograms:
-        for value, count in zip(values, counts, strict=True):
-            totals[int(value)] = totals.get(int(value), 0) + int(count)
+        if len(values) != len(counts):
+            raise ValueError(f"a histogram of {len(values)} values and {len(counts)} counts")
+        for value, count in zip(values, counts):  # noqa: B905  (lengths checked above)
+            totals[value] = get(value, 0) + count
     ordered = sorted(totals.items())
-    return [v for v, _ in ordered], [c for _, c in ordered]
+    return [int(v) for v, _ in ordered], [int(c) for _, c in ordered]
 
 
 def percentiles(values: Sequence[int], counts: Sequence[int], ps: Sequence[float]) -> list:
@@ -32,20 +37,15 @@ def percentiles(values: Sequence[int], counts: Sequence[int], ps: Sequence[float
     total = sum(counts)
     if total == 0:
         return [None] * len(ps)
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    result: list = [None] * len(ps)
-    cumulative = 0
-    k = 0
-    for value, count in zip(values, counts, strict=True):
-        cumulative += count
-        while k < len(order) and cumulative >= ps[order[k]] / 100.0 * total:
-            result[order[k]] = float(value)
-            k += 1
-        if k == len(order):
-            break
-    for i in order[k:]:  # float rounding can leave p=100 just past the last bin
-        result[i] = float(values[-1])
-    return result
+    if len(values) != len(counts):
+        raise ValueError(f"a histogram of {len(values)} values and {len(counts)} counts")
+    cumulative = list(itertools.accumulate(counts))
+    last = len(values) - 1
+    # the first bin whose cumulative count reaches p/100 of the samples; float rounding can
+    # leave p=100 just past the last bin
+    return [
+        float(values[min(bisect.bisect_left(cumulative, p / 100.0 * total), last)]) for p in ps
+    ]
 
 
 def mean(values: Sequence[int], counts: Sequence[int]) -> float | None:

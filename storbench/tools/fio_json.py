@@ -88,15 +88,12 @@ def _one_document(text: str, start: int) -> dict | None:
     except ImportError:  # the standard library's decoder below does the same, slower
         return None
     body = text[start:].rstrip()
+    if "\n<" in body:  # fio --client puts '<host> ...' note lines between the document's lines
+        body = "\n".join(line for line in body.split("\n") if not line.startswith("<"))
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
-        # fio --client puts '<host> ...' note lines between the document's lines
-        kept = [line for line in body.split("\n") if not line.startswith("<")]
-        try:
-            document = orjson.loads("\n".join(kept))
-        except orjson.JSONDecodeError:
-            return None
+        return None
     return document if isinstance(document, dict) else None
 
 
