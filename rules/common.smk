@@ -291,7 +291,9 @@ def search_probe_markers(wildcards):
 
 # ancient: order only; a rerun of an earlier experiment does not make these runs outdated
 def runs_before(wildcards):
-    before = PLAN.runs_before(wildcards.experiment, wildcards.run_id)
+    before = PLAN.runs_before(
+        wildcards.experiment, wildcards.run_id, wildcards.iteration
+    )
     return [ancient(path) for path in before]
 
 

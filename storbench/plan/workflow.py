@@ -140,11 +140,15 @@ class WorkflowPlan:
             return [paths.search_result(experiment)]
         return self.manifests(experiment)
 
-    def runs_before(self, experiment: str, run_id: str | None = None) -> list[str]:
-        """What a run waits for: the experiments it comes after, and in an ordered sweep
-        every iteration of the run before it."""
+    def runs_before(
+        self, experiment: str, run_id: str | None = None, iteration: int | str | None = None
+    ) -> list[str]:
+        """What a run waits for: the experiments it comes after, in an ordered sweep every
+        iteration of the run before it, and in a soak the chunk before (chunks are one series)."""
         exp = self.campaign.experiments[experiment]
         before = [marker for other in exp.after for marker in self.finished_markers(other)]
+        if exp.soak and run_id is not None and iteration is not None and int(iteration) > 1:
+            before.append(paths.manifest(experiment, run_id, int(iteration) - 1))
         if exp.ordered and run_id is not None:
             order = list(self.runs[experiment])
             position = order.index(run_id) if run_id in order else 0

@@ -433,3 +433,21 @@ def test_two_host_fact_values_of_one_option_get_distinct_run_ids():
     raw["experiments"]["demo"]["sweep"] = {"numjobs": ["{cores}"], "rw": ["read", "write"]}
     runs = load_campaign(raw).experiment_runs("demo")
     assert [run.run_id for run in runs] == ["read_njhost", "write_njhost"]  # ids as before
+
+
+def test_the_chunks_of_a_soak_run_in_order():
+    """A soak's chunks are one series: chunk k waits for chunk k-1 (not so other iterations)."""
+    from storbench.plan.workflow import WorkflowPlan
+
+    raw = copy.deepcopy(VALID)
+    demo = raw["experiments"]["demo"]
+    demo.pop("iterations")
+    demo["job"].pop("runtime")
+    demo["soak"] = {"duration": "3m", "chunk": "1m"}
+    demo["sweep"] = {"rw": ["randread"]}
+    plan = WorkflowPlan(load_campaign(raw))
+    (run_id,) = plan.runs["demo"]
+    assert plan.runs_before("demo", run_id, 1) == []
+    assert plan.runs_before("demo", run_id, 3) == [f"results/demo/raw/{run_id}/it2/run.json"]
+    plain = WorkflowPlan(load_campaign(copy.deepcopy(VALID)))
+    assert plain.runs_before("demo", next(iter(plain.runs["demo"])), 2) == []
