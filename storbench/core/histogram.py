@@ -43,9 +43,7 @@ def percentiles(values: Sequence[int], counts: Sequence[int], ps: Sequence[float
     last = len(values) - 1
     # the first bin whose cumulative count reaches p/100 of the samples; float rounding can
     # leave p=100 just past the last bin
-    return [
-        float(values[min(bisect.bisect_left(cumulative, p / 100.0 * total), last)]) for p in ps
-    ]
+    return [float(values[min(bisect.bisect_left(cumulative, p / 100.0 * total), last)]) for p in ps]
 
 
 def mean(values: Sequence[int], counts: Sequence[int]) -> float | None:

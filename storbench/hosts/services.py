@@ -81,8 +81,8 @@ def stop_services(hosts: list[dict], tool_name: str, port: int) -> None:
 
 def _ask_to_quit(hosts: list[dict], tool_name: str, port: int) -> None:
     tool = get_tool(tool_name)
-    if not hosts or not tool.service_stop_command([endpoint(hosts[0], port, tool_name)]):
-        return  # the tool has no quit command: the kill below stops its services
+    if not tool.service_stop_command([endpoint(host, port, tool_name) for host in hosts]):
+        return  # no hosts, or the tool has no quit command: the kill below stops its services
 
     def answers(host: dict) -> bool:
         return _accepts(host_spec(host).tool_address, _port(host, tool_name, port), 2)

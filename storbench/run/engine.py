@@ -301,7 +301,7 @@ def run_iteration(
     try:
         watch.start()
         if spec.execution == "service":
-            placement = run_service_iteration(spec, local_dir, host_jobs or {})
+            placement = run_service_iteration(spec, local_dir, host_jobs or {}, job_texts)
         else:
             placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts)
     except BaseException as error:

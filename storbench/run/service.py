@@ -38,8 +38,12 @@ from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
 LOCAL_CONTROLLER = "127.0.0.1"  # hosts on the controller's own machine reach it here
 
 
-def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, str]) -> dict:
-    """Run the controller; return the manifest part {controller, hosts} (raises on failure)."""
+def run_service_iteration(
+    spec: RunSpec, local_dir: Path, job_files: dict[str, str], job_texts: dict[str, str]
+) -> dict:
+    """Run the controller; return the manifest part {controller, hosts} (raises on failure).
+
+    job_files: each host's job file; job_texts: their texts, as the engine read them."""
     tool = get_tool(spec.tool)
     port = (spec.service or {})["port"]
     hosts = list(spec.hosts)
@@ -47,7 +51,7 @@ def run_service_iteration(spec: RunSpec, local_dir: Path, job_files: dict[str, s
     if missing:
         raise RunError(f"no job file for host(s) {', '.join(missing)}")
     if tool.service_job_shared:
-        _check_one_job(spec, hosts, job_files)
+        _check_one_job(spec, hosts, job_texts)
     if not tool.service_per_run:
         services.ensure_services(hosts, spec.tool, port)
     holder = target_lock.holder(spec.timeout_s)
@@ -160,11 +164,10 @@ def _stop_workers(spec: RunSpec, hosts: list[dict], workers: dict[str, list[str]
         services.on_every_host(started, stop, "stopping")
 
 
-def _check_one_job(spec: RunSpec, hosts: list[dict], job_files: dict[str, str]) -> None:
+def _check_one_job(spec: RunSpec, hosts: list[dict], texts: dict[str, str]) -> None:
     """The tool sends one job to every service: host-fact values must not differ by host."""
-    texts = {h["name"]: Path(job_files[h["name"]]).read_text() for h in hosts}
     first = hosts[0]["name"]
-    differ = [name for name, text in texts.items() if text != texts[first]]
+    differ = [h["name"] for h in hosts if texts[h["name"]] != texts[first]]
     if differ:
         raise RunError(
             f"{spec.experiment}/{spec.run_id}: {spec.tool} services all run the controller's "

@@ -18,14 +18,11 @@ def spec() -> RunSpec:
 
 
 def test_equal_job_files_pass_and_different_ones_name_the_hosts(tmp_path):
-    files = {}
-    for host, threads in (("c1", 4), ("c2", 4), ("c3", 8)):
-        files[host] = str(tmp_path / f"{host}.elbencho")
-        (tmp_path / f"{host}.elbencho").write_text(f"threads={threads}\n")
+    texts = {host: f"threads={threads}\n" for host, threads in (("c1", 4), ("c2", 4), ("c3", 8))}
     hosts = [{"name": "c1"}, {"name": "c2"}]
-    _check_one_job(spec(), hosts, files)
+    _check_one_job(spec(), hosts, texts)
     with pytest.raises(RunError) as caught:
-        _check_one_job(spec(), [*hosts, {"name": "c3"}], files)
+        _check_one_job(spec(), [*hosts, {"name": "c3"}], texts)
     assert str(caught.value) == (
         "files/write_nj4: elbencho services all run the controller's one job, but the job files "
         "of c3 differ from c1's (host facts with different values); use standalone execution "

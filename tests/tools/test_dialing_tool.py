@@ -22,6 +22,7 @@ import pytest
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.specs import Manifest
 from storbench.tools.base import Capabilities, ToolAdapter, ToolOutputError
+from tests.tools.test_new_tool import register_tool
 from tests.workflow.test_workflow import snakemake
 
 pytestmark = pytest.mark.workflow
@@ -128,14 +129,7 @@ ADAPTER = DialAdapter()
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory) -> dict:
     site = tmp_path_factory.mktemp("site")
-    dist = site / "storbench_dialbench-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: storbench-dialbench\nVersion: 1\n")
-    (dist / "entry_points.txt").write_text(
-        f"[storbench.tools]\n{TOOL} = tests.tools.test_dialing_tool:ADAPTER\n"
-    )
-    path = os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path.rstrip(os.pathsep)}
+    return register_tool(site, TOOL, "tests.tools.test_dialing_tool:ADAPTER")
 
 
 @pytest.mark.ssh

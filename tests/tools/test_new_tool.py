@@ -131,18 +131,21 @@ def dd_row(text: str, host: str, op: str, base: dict) -> dict:
 ADAPTER = DdAdapter()
 
 
+def register_tool(site: Path, tool: str, adapter: str) -> dict:
+    """The environment in which an adapter is registered as another distribution would do
+    it: a storbench.tools entry point in a dist-info folder on the path."""
+    dist = site / f"storbench_{tool}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: storbench-{tool}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[storbench.tools]\n{tool} = {adapter}\n")
+    path = os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path.rstrip(os.pathsep)}
+
+
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory) -> dict:
     """The adapter as another distribution would register it: an entry point on the path."""
-    site = tmp_path_factory.mktemp("site")
-    dist = site / "storbench_ddbench-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: storbench-ddbench\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(
-        f"[storbench.tools]\n{TOOL} = tests.tools.test_new_tool:ADAPTER\n"
-    )
-    path = os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path.rstrip(os.pathsep)}
+    return register_tool(tmp_path_factory.mktemp("site"), TOOL, "tests.tools.test_new_tool:ADAPTER")
 
 
 def dd_config(hosts: dict, target: Path, execution: str) -> dict:
