@@ -7,6 +7,7 @@ size: '4kk'``) before any job starts; nothing is written.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import sys
@@ -30,7 +31,7 @@ from storbench.core.options import (
     PERCENT_SIZE_OPTIONS,
     SIZE_OPTIONS,
 )
-from storbench.core.schema_names import ALL_HOSTS, CONTROLLER
+from storbench.core.schema_names import ALL_HOSTS, CONTROLLER, PIVOT_DIMENSIONS
 from storbench.tools import get_tool, known_tools, preparation_tool
 from storbench.tools.base import job_file_text
 
@@ -292,7 +293,58 @@ def _report_problems(raw: dict) -> list[str]:
         ]
     if name in RESERVED_REPORT_FOLDERS:
         return [f"report.name: reports/{name}/ is used by storbench; choose another name"]
-    return []
+    return _table_problems(raw)
+
+
+RESERVED_TABLE_NAMES = ("key_results", "bandwidth", "latency", "prep_state", "per_host", "scaling")
+
+
+def _table_problems(raw: dict) -> list[str]:
+    """report.tables: known experiments, and dimensions the chosen experiments have."""
+    problems = []
+    for name, spec in ((raw.get("report") or {}).get("tables") or {}).items():
+        key = f"report.tables.{name}"
+        if name in RESERVED_TABLE_NAMES:
+            problems.append(
+                f"{key}: tables/{name}.* is a table storbench writes; choose another name"
+            )
+        listed = [e for e in spec.get("experiments") or [] if e in raw["experiments"]]
+        chosen = listed or list(raw["experiments"])
+        for index, experiment in enumerate(spec.get("experiments") or []):
+            if experiment not in raw["experiments"]:
+                problems.append(f"{key}.experiments[{index}]: unknown experiment {experiment!r}")
+        known = set(PIVOT_DIMENSIONS)
+        for experiment in chosen:
+            known |= _experiment_dimensions(raw["experiments"].get(experiment) or {})
+        for part in ("rows", "columns"):
+            for index, dimension in enumerate(spec.get(part) or []):
+                if dimension not in known:
+                    problems.append(
+                        f"{key}.{part}[{index}]: {dimension!r} is no result column, parameter "
+                        f"or label of {', '.join(chosen)}{_did_you_mean(dimension, known)}"
+                    )
+        for dimension in spec.get("where") or {}:
+            if dimension not in known:
+                problems.append(
+                    f"{key}.where.{dimension}: unknown dimension{_did_you_mean(dimension, known)}"
+                )
+        if "storage_node" in (spec.get("per") or []) and not (raw.get("storage") or {}).get(
+            "nodes"
+        ):
+            problems.append(f"{key}.per: storage_node needs storage.nodes (the storage cluster)")
+    return problems
+
+
+def _experiment_dimensions(spec: dict) -> set[str]:
+    """An experiment's job options, swept parameters and labels."""
+    sweep = spec.get("sweep") or {}
+    zipped = sweep["zip"] if isinstance(sweep.get("zip"), dict) else {}
+    return {*(spec.get("job") or {}), *sweep, *zipped, *(spec.get("labels") or {})} - {"zip"}
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _count_values(value, limit: int) -> int:

@@ -16,6 +16,27 @@ def percentile_column(p: float) -> str:
 
 PERCENTILE_COLUMNS = tuple(percentile_column(p) for p in PERCENTILES)
 
+# What a config's report.tables may pivot on (beside sweep parameters and experiment labels)
+# and show in a cell.
+PIVOT_DIMENSIONS = (
+    "experiment",
+    "tool",
+    "target",
+    "step",
+    "hosts_in_run",
+    "prep_state",
+    "rw",
+    "bs",
+    "iodepth",
+    "numjobs",
+    "rwmixread",
+    "op",
+)
+PIVOT_PERCENTILES = {
+    f"p{p:g}": column for p, column in zip(PERCENTILES, PERCENTILE_COLUMNS, strict=True)
+}
+PIVOT_VALUES = ("bw", "iops", "lat_mean", *PIVOT_PERCENTILES)
+
 # The op column: block/file I/O, object and metadata operations, and network directions.
 OPERATIONS = (
     "read",

@@ -367,6 +367,7 @@ class WorkflowPlan:
                 "target": campaign.experiments[name].target_name,
                 "job": campaign.experiments[name].job,
                 "runs": len(self.runs[name]) or None,
+                "labels": campaign.raw["experiments"][name].get("labels") or {},
             }
             for name in campaign.default_experiments
         }
@@ -382,6 +383,8 @@ class WorkflowPlan:
             "hosts": hosts,
             "targets": redacted(campaign.raw["targets"]),
             "config_yaml": redacted_yaml(campaign.raw),
+            "tables": self.report_settings.get("tables") or {},
+            "storage": campaign.raw.get("storage") or {},
         }
         return json.dumps(meta, sort_keys=True)
 

@@ -29,7 +29,7 @@ import pandas as pd
 from storbench.analysis import stats
 from storbench.core import results
 from storbench.core.numbers import NS_PER_US, is_missing, scaled
-from storbench.report import environment, tables, toolkit
+from storbench.report import environment, pivot, tables, toolkit
 from storbench.report import paper_tables as report_tables
 
 TEMPLATE_NAME = "campaign.html.j2"
@@ -48,8 +48,10 @@ def build_campaign_report(
     """Write the campaign report; return {file name: path}.
 
     ``meta``: title, name, experiments {name: {tool, kind, description, iterations, hosts,
-    target, job}}, hosts [{name, group, transport}], targets {name: redacted spec},
-    config_yaml (redacted), generated_by; every key is optional.
+    target, job, labels}}, hosts [{name, group, transport}], targets {name: redacted spec},
+    config_yaml (redacted), generated_by, tables (report.tables: the pivot tables the config
+    chooses, storbench.report.pivot) and storage (nodes, cores, memory); every key is
+    optional.
     """
     out_dir = Path(out_dir)
     raw = results.read_parquet(list(summaries)).to_pandas() if summaries else None
@@ -65,6 +67,10 @@ def build_campaign_report(
         written[f"{report_tables.TABLE_DIR}/{name}"] = path
     paper_tables = report_tables.report_tables(raw, summary) if summary is not None else {}
     written.update(report_tables.write_tables(paper_tables, out_dir))
+    chosen_tables = pivot.pivot_tables(summary, raw, meta)
+    for stem, table in chosen_tables.items():
+        for name, path in tables.write_all(table, table_dir, stem).items():
+            written[f"{report_tables.TABLE_DIR}/{name}"] = path
 
     png, svg, caption = peaks_figure(key_rows)
     written[f"{PEAKS_FIGURE}.png"] = toolkit.write_file(out_dir / f"{PEAKS_FIGURE}.png", png)
@@ -76,6 +82,7 @@ def build_campaign_report(
         "key_table": toolkit.paper_table_context({KEY_RESULTS: key_table})[0],
         "experiments": experiment_links(experiments, key_rows),
         "figures": [figure],
+        "chosen_tables": toolkit.paper_table_context(chosen_tables),
         "paper_tables": toolkit.paper_table_context(
             {k: v for k, v in paper_tables.items() if k != toolkit.PER_HOST_TABLE}
         ),

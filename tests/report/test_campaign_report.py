@@ -32,15 +32,32 @@ CAMPAIGN = "paper"
 TABLE_SUFFIXES = ("csv", "md", "tex", "html")
 
 
+STORAGE_NODES = 2
+PLAN_TABLES = {
+    # WildFire's layout: block size x queue depth, IOPS and bandwidth per cell
+    "qd_grid": {
+        "experiments": ["qd"],
+        "rows": ["bs"],
+        "columns": ["iodepth"],
+        "values": ["iops", "bw"],
+        "per": ["system", "storage_node"],
+    },
+    # VAST's layout: a label (the client network there) x read/write, latency in ms
+    "by_pattern": {"rows": ["pattern"], "columns": ["rw"], "values": ["bw", "lat_mean"]},
+}
+
+
 def campaign_config(target: Path) -> dict:
     job = {"size": "8MiB", "runtime": "2s", "ioengine": "libaio", "direct": 0}
     return {
         "hosts": {"localhost": {"transport": "local"}},
         "targets": {"scratch": {"type": "directory", "path": str(target)}},
-        "report": {"name": CAMPAIGN, "title": "Campaign under test"},
+        "report": {"name": CAMPAIGN, "title": "Campaign under test", "tables": PLAN_TABLES},
+        "storage": {"nodes": STORAGE_NODES},
         "experiments": {
             "qd": {
                 "description": "queue depth sweep",
+                "labels": {"pattern": "random"},
                 "tool": "fio",
                 "hosts": "localhost",
                 "target": "scratch",
@@ -53,6 +70,7 @@ def campaign_config(target: Path) -> dict:
                 "hosts": "localhost",
                 "target": "scratch",
                 "iterations": ITERATIONS,
+                "labels": {"pattern": "sequential"},
                 "job": {**job, "bs": "1m", "iodepth": 2},
                 "sweep": {"rw": ["read", "write"]},
             },
@@ -229,3 +247,43 @@ def test_parquet_loads_the_same_in_pandas_polars_and_duckdb(campaign):
     assert dict(duckdb.sql(query).fetchall()) == pytest.approx(by_pandas, rel=1e-12)
     (histogram,) = duckdb.sql(f"select hist_ns, hist_count from '{path}' limit 1").fetchall()
     assert len(histogram[0]) == len(histogram[1]) > 0  # list columns survive
+
+
+def table_csv(campaign: Path, stem: str) -> list[dict]:
+    with open(campaign / "reports" / CAMPAIGN / "tables" / f"{stem}.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_plan_tables_pivot_the_means_the_config_asks_for(campaign):
+    rows = rows_of(campaign, "qd")
+    iops, bw = cell_means(rows, "iops"), cell_means(rows, "bw_bytes_s")
+    table = table_csv(campaign, "qd_grid")
+    assert [row["bs"] for row in table] == ["4k", "64k"]
+    for row in table:
+        for depth in (1, 4):
+            run_id = f"randread_bs{row['bs']}_qd{depth}"
+            shown = float(row[f"iodepth {depth} IOPS"])
+            assert shown == pytest.approx(iops[run_id], rel=1e-2)
+            assert float(row[f"iodepth {depth} IOPS per node"]) == pytest.approx(
+                iops[run_id] / STORAGE_NODES, rel=1e-2
+            )
+            assert float(row[f"iodepth {depth} GB/s"]) == pytest.approx(bw[run_id] / 1e9, rel=1e-2)
+    by_pattern = {row["pattern"]: row for row in table_csv(campaign, "by_pattern")}
+    assert set(by_pattern) == {"random", "sequential"}
+    seq = rows_of(campaign, "seq")
+    seq_bw = cell_means(seq, "bw_bytes_s")
+    for rw in ("read", "write"):
+        assert float(by_pattern["sequential"][f"{rw} GB/s"]) == pytest.approx(
+            seq_bw[f"{rw}_bs1m_qd2"] / 1e9, rel=1e-2
+        )
+        lat = seq[seq["run_id"] == f"{rw}_bs1m_qd2"]
+        weighted = (lat["lat_mean_ns"] * lat["ios"]).sum() / lat["ios"].sum() / 1e6
+        assert float(by_pattern["sequential"][f"{rw} mean latency (ms)"]) == pytest.approx(
+            weighted, rel=1e-2
+        )
+    # four runs of the qd sweep share the random/randread cell: the note names what differs
+    assert " / " in by_pattern["random"]["randread GB/s"]
+    tex = (campaign / "reports" / CAMPAIGN / "tables" / "by_pattern.tex").read_text()
+    assert "they differ in bs, iodepth" in tex
+    html = (campaign / "reports" / CAMPAIGN / "index.html").read_text()
+    assert "Tables of the plan" in html and 'id="table-qd-grid"' in html
