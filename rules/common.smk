@@ -241,6 +241,25 @@ def dataset_spec_json(wildcards):
     return PLAN.dataset_spec(wildcards.dataset, wildcards.target)
 
 
+def dataset_preflights(wildcards):
+    return [
+        ancient(p) for p in PLAN.preparation_preflights("dataset", wildcards.dataset)
+    ]
+
+
+def recipe_preflights(wildcards):
+    return [ancient(p) for p in PLAN.preparation_preflights("recipe", wildcards.recipe)]
+
+
+# ancient: new telemetry alone never prepares a dataset again (its token says when to)
+def dataset_facts(wildcards):
+    return [ancient(p) for p in PLAN.preparation_facts("dataset", wildcards.dataset)]
+
+
+def recipe_facts(wildcards):
+    return [ancient(p) for p in PLAN.preparation_facts("recipe", wildcards.recipe)]
+
+
 def previous_stage_marker(wildcards):
     return PLAN.previous_stage_marker(
         wildcards.recipe, wildcards.target, wildcards.stage

@@ -3,6 +3,9 @@
 
 
 rule prepare_dataset:
+    input:
+        preflight=dataset_preflights,
+        facts=dataset_facts,
     output:
         marker=paths.dataset_marker(),
     log:
@@ -22,6 +25,8 @@ rule prepare_dataset:
 rule precondition_stage:
     input:
         previous=previous_stage_marker,
+        preflight=recipe_preflights,
+        facts=recipe_facts,
     output:
         marker=paths.stage_marker(),
     log:

@@ -703,6 +703,7 @@ def _experiment(
         job_file=spec.get("job_file"),
         timeout=timeout,
         schedule=spec.get("schedule"),
+        schedule_values=_schedule_values(spec.get("schedule")),
         execution=spec.get("execution", "standalone"),
         steps=steps,
         rwmixreadhost=spec.get("rwmixreadhost"),
@@ -997,6 +998,17 @@ def _check_target_set(key: str, spec: dict, names: list[str], raw: dict, problem
         )
     if "job_file" in spec:
         problems.append(f"{key}.target: a target set renders its job files; use a template")
+
+
+def _schedule_values(path: str | None) -> tuple:
+    """The values of a (checked) schedule file's lines; () without one."""
+    if not path:
+        return ()
+    try:
+        runs = schedule.schedule_runs(path)
+    except schedule.ScheduleError:
+        return ()  # _check_schedule reports it
+    return tuple(value for _, params in runs for value in params.values())
 
 
 def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> None:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from storbench.config.sweep import PlanError, run_id, sweep_points
-from storbench.core import units
+from storbench.core import hostfacts, units
 
 REGION_FILE = "storbench-region"
 STATE_DIR = ".storbench"
@@ -33,6 +33,13 @@ ALIGN = 1 << 20  # slices and chunks are whole MiB, so every common block size d
 DEFAULT_CHUNK_TIMEOUT_S = 24 * 3600.0
 LAYOUT_OPTIONS = ("size", "filesize", "nrfiles", "filename_format")
 PASS_FORBIDDEN = ("numjobs", "rw", "bs", "size", "io_size", "offset", "filename", "runtime")
+# Names an expression may use without the host's telemetry.
+TELEMETRY_FREE = frozenset({"hosts", "host_index", *hostfacts.STORAGE_NAMES})
+
+
+def names_used(*jobs: dict) -> set[str]:
+    """The host-fact and storage names the expressions of these job options use."""
+    return {name for job in jobs for value in job.values() for name in hostfacts.used_names(value)}
 
 
 @dataclass(frozen=True)
@@ -44,10 +51,16 @@ class Dataset:
     method: str  # 'layout' (fio create_only) or 'write'
     job: dict
     timeout_s: float
+    storage: dict = field(default_factory=dict)  # storage_* names, when the job uses one
 
     @property
     def sha256(self) -> str:
         return _digest({"target": self.target, "method": self.method, "job": self.job})
+
+    @property
+    def needs_telemetry(self) -> bool:
+        """A job value computed from each host's facts ({cores}, {mem})."""
+        return bool(names_used(self.job) - TELEMETRY_FREE)
 
     def layout_options(self) -> dict:
         """What an experiment on the dataset needs to find its files."""
@@ -118,6 +131,16 @@ class Recipe:
     flush: dict | None
     timeout_s: float | None
     raw: dict = field(default_factory=dict)
+    storage: dict = field(default_factory=dict)  # storage_* names, when a job uses one
+
+    @property
+    def needs_telemetry(self) -> bool:
+        """A job value computed from each host's facts ({cores}, {mem})."""
+        return bool(names_used(*self.jobs) - TELEMETRY_FREE)
+
+    @property
+    def jobs(self) -> tuple[dict, ...]:
+        return (self.job, self.rounds.job) if self.rounds else (self.job,)
 
     @property
     def sha256(self) -> str:
@@ -235,12 +258,39 @@ def _dataset(name, spec, raw, host_groups, problems) -> Dataset | None:
         if option in job:
             problems.append(f"{key}.job.{option}: storbench sets it for a dataset")
     _check_sizes(f"{key}.job", job, problems)
+    storage = _check_expressions(f"{key}.job", job, raw, problems)
     timeout = _duration(f"{key}.timeout", spec.get("timeout"), problems)
     if timeout is None:
         timeout = DEFAULT_CHUNK_TIMEOUT_S
     if len(problems) > before or target is None:
         return None
-    return Dataset(name, spec["target"], target, hosts, spec.get("method", "layout"), job, timeout)
+    method = spec.get("method", "layout")
+    return Dataset(name, spec["target"], target, hosts, method, job, timeout, storage)
+
+
+def _check_expressions(key: str, job: dict, raw: dict, problems: list[str]) -> dict:
+    """Host-fact expressions are checked now, computed per host when the job runs.
+
+    Returns the storage_* names when the job uses one (they need the storage: section).
+    """
+    problems += hostfacts.check(job, key)
+    storage = sorted(names_used(job) & set(hostfacts.STORAGE_NAMES))
+    if not storage:
+        return {}
+    if not raw.get("storage"):
+        problems.append(f"{key}: {storage[0]} needs the storage cluster declared in storage:")
+        return {}
+    return hostfacts.storage_names(_storage_values(raw["storage"]))
+
+
+def _storage_values(storage: dict) -> dict:
+    values = dict(storage)
+    if "memory" in values:
+        try:
+            values["memory"] = units.parse_size(values["memory"])
+        except units.UnitError:
+            values.pop("memory")  # the storage: section reports it
+    return values
 
 
 def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
@@ -328,6 +378,9 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         ):
             problems.append(f"{key}.passes: pass {pass_.name!r} is smaller than one block")
     timeout = _duration(f"{key}.timeout", spec["timeout"], problems) if "timeout" in spec else None
+    storage = _check_expressions(f"{key}.job", job, raw, problems)
+    if rounds is not None:
+        storage |= _check_expressions(f"{key}.rounds.job", rounds.job, raw, problems)
     if len(problems) > before or target is None or capacity is None or interval is None:
         return None
     return Recipe(
@@ -346,6 +399,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         flush=flush,
         timeout_s=timeout,
         raw=spec,
+        storage=storage,
     )
 
 
@@ -467,6 +521,8 @@ def _duration(key: str, value, problems: list[str]) -> float | None:
 
 def _check_sizes(key: str, job: dict, problems: list[str]) -> None:
     for option in ("size", "filesize", "bs"):
+        if hostfacts.has_expression(job.get(option)):
+            continue  # computed per host (hostfacts.check looks at it)
         if option in job and not str(job[option]).endswith("%"):
             _size(f"{key}.{option}", job[option], problems)
 
@@ -556,6 +612,8 @@ def _same_value(option: str, value, prepared) -> bool:
 
 
 def _check_numjobs(key, spec, job, layout, dataset_name, problems) -> None:
+    if hostfacts.has_expression(layout.get("numjobs")):
+        return  # computed per host: an experiment asking for more jobs finds no files at run time
     prepared = int(layout.get("numjobs", 1))
     wanted = [value for _, option, value in _option_values(spec, job) if option == "numjobs"]
     for value in wanted:

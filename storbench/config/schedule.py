@@ -37,11 +37,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from storbench.core import units
+from storbench.core import hostfacts, units
 
 REQUIRED = ("rw", "bs", "numjobs", "iodepth")
 ALIASES = {"readwrite": "rw", "blocksize": "bs"}
 HARNESS_OPTIONS = frozenset({"tag"})  # shape the name, never reach fio
+HOST_COUNT = "host"  # the name's count when numjobs or iodepth is a host-fact expression
 OPS = {
     "read": "rd",
     "randread": "rd_rnd",
@@ -112,14 +113,17 @@ def job_name(options: dict, workload: int, where: str = "schedule") -> str:
             f"{where}: missing {', '.join('--' + m for m in missing)} (the job name needs"
             f" {', '.join(REQUIRED)})"
         )
-    numjobs = _positive(options, "numjobs", where)
-    iodepth = _positive(options, "iodepth", where)
+    if any(hostfacts.has_expression(options[o]) for o in ("numjobs", "iodepth")):
+        depth, threads = HOST_COUNT, HOST_COUNT  # one name for every host's own count
+    else:
+        numjobs = _positive(options, "numjobs", where)
+        depth, threads = str(numjobs * _positive(options, "iodepth", where)), str(numjobs)
     parts = [
         _op(options, where),
         "qd",
-        str(numjobs * iodepth),
+        depth,
         _UNSAFE.sub("-", str(options["bs"])),
-        f"{numjobs}w",
+        f"{threads}w",
     ]
     if _flag(options, "create_only", where):
         parts.append("co")
@@ -174,7 +178,11 @@ def _split_token(token: str, where: str) -> tuple[str, object]:
 
 
 def _check_value(name: str, value, token: str, where: str):
-    problem = None
+    if hostfacts.has_expression(value):  # computed per host from its facts, as in a job
+        for found in hostfacts.check({name: value}, "x"):
+            raise ScheduleError(f"{where}: bad token {token!r}: {found.partition(': ')[2]}")
+        return value
+    problem: str | None = None
     if name in ("numjobs", "iodepth") and not (isinstance(value, int) and value >= 1):
         problem = "expected a whole number >= 1"
     elif name in ("tag", "create_only") and value not in (0, 1):

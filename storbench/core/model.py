@@ -25,6 +25,7 @@ class Experiment:
     job_file: str | None
     timeout: float | None
     schedule: str | None = None  # schedule file whose workloads are the runs
+    schedule_values: tuple = ()  # every value of the schedule's lines (host facts among them)
     target_set: tuple[str, ...] = ()  # several targets: runs on each alone and on all at once
     together_only: bool = False  # a target set's runs use all its targets at once, never one
     execution: str = "standalone"  # or "service": tool services driven by one controller
@@ -51,7 +52,7 @@ class Experiment:
         """Whether any job or swept value is computed per host from its telemetry (asked once
         per job while Snakemake plans, so kept)."""
 
-        values = list(self.job.values())
+        values = list(self.job.values()) + list(self.schedule_values)
         for option, swept in self.sweep.items():
             lists = swept.values() if option == "zip" else [swept]
             values += [value for values_ in lists for value in values_]

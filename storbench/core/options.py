@@ -3,7 +3,7 @@ unambiguous spelling in a job file."""
 
 from __future__ import annotations
 
-from storbench.core import units
+from storbench.core import hostfacts, units
 
 SIZE_OPTIONS = frozenset({"bs", "blocksize", "size", "filesize", "io_size", "offset"})
 DURATION_OPTIONS = frozenset({"runtime", "ramp_time", "startdelay", "status_interval"})
@@ -15,7 +15,9 @@ def normalized_options(params: dict) -> dict[str, object]:
     options: dict[str, object] = {}
     for option, value in params.items():
         text = str(value)
-        if (
+        if hostfacts.has_expression(value):
+            options[option] = value  # shown as written (plan); resolved per host before a run
+        elif (
             option in SIZE_OPTIONS
             and not text.endswith("%")
             and "-" not in text

@@ -256,8 +256,10 @@ class DatasetSpec(StepSpec):
     timeout_s: float
     raw_dir: str
     tokens: dict  # host name -> token path on that host
+    storage: dict | None = None  # storage_* names, when the job uses one
 
     KIND = "dataset"
+    OPTIONAL = ("storage",)
 
 
 @dataclass(frozen=True)
@@ -280,8 +282,10 @@ class RecipeSpec(StepSpec):
     dir: str
     recipe_spec: dict  # the recipe as configured (its hash is ``sha256``)
     tokens: dict
+    storage: dict | None = None  # storage_* names, when a job uses one
 
     KIND = "recipe"
+    OPTIONAL = ("storage",)
 
 
 @dataclass(frozen=True)

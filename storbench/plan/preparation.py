@@ -60,6 +60,7 @@ def dataset_spec(dataset: Dataset) -> DatasetSpec:
                 h["name"]: token_path(dataset.target, h, "dataset", dataset.name)
                 for h in dataset.hosts
             },
+            "storage": dataset.storage or None,
         }
     )
 
@@ -98,6 +99,7 @@ def recipe_spec(recipe: Recipe) -> RecipeSpec:
                 h["name"]: token_path(recipe.target, h, "precondition", recipe.name)
                 for h in recipe.hosts
             },
+            "storage": recipe.storage or None,
         }
     )
 

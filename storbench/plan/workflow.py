@@ -421,6 +421,23 @@ class WorkflowPlan:
             )
         return specs.to_json(prepare_plan.dataset_spec(found))
 
+    def preparation_preflights(self, kind: str, name: str) -> list[str]:
+        """The preflights of the experiments on a dataset or recipe: its target may be a mount
+        that a set-up step makes, and the preflight waits for those steps."""
+        key = "dataset" if kind == "dataset" else "precondition"
+        return [
+            paths.preflight(experiment)
+            for experiment in self.experiments
+            if getattr(self.campaign.experiments[experiment], key) == name
+        ]
+
+    def preparation_facts(self, kind: str, name: str) -> list[str]:
+        """Telemetry of the hosts of a dataset or recipe whose job uses their facts."""
+        found = (self.campaign.datasets if kind == "dataset" else self.campaign.recipes)[name]
+        if not found.needs_telemetry:
+            return []
+        return [paths.telemetry(host["name"]) for host in found.hosts]
+
     def stage(self, recipe: str, target: str, stage: str):
         for candidate in self.recipe(recipe, target).stages():
             if candidate.stage_id == stage:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storbench.config.preparation import REGION_FILE
-from storbench.core import atomic, paths
+from storbench.core import atomic, hostfacts, paths
 from storbench.core.model import Host
 from storbench.core.options import normalized_options
 from storbench.core.specs import DatasetSpec, Manifest, RecipeSpec, RunSpec, StageSpec
@@ -138,6 +138,9 @@ def run_jobs(
     host_jobs = {}
     for index, host in enumerate(hosts):
         global_options, sections = sections_of(index, host["name"])
+        names = FactNames(spec_like, host["name"])
+        global_options = names.resolved(global_options)
+        sections = [{**s, "options": names.resolved(s["options"])} for s in sections]
         path = jobs_dir / f"{host['name']}{preparation_tool().job_suffix}"
         atomic.write_text(
             path, render(f"{spec_like.name} {name}", host["name"], global_options, sections)
@@ -155,6 +158,32 @@ def run_jobs(
     manifest_path = kind_dir / "raw" / name / "run.json"
     manifest = run_iteration(run_spec, 1, host_jobs, str(manifest_path))
     return manifest, manifest_path.parent / manifest.raw_dir
+
+
+class FactNames:
+    """One host's expression names ({cores}, {host_index}, {storage_cores}), read when used."""
+
+    def __init__(self, spec_like: DatasetSpec | RecipeSpec, host: str):
+        self.spec_like, self.host = spec_like, host
+
+    def resolved(self, options: dict) -> dict:
+        if not any(hostfacts.has_expression(value) for value in options.values()):
+            return options
+        try:
+            return hostfacts.resolve(options, self.names())
+        except hostfacts.HostFactError as error:
+            raise PrepareError(f"host {self.host}: {error}") from None
+
+    def names(self) -> dict:
+        telemetry = Path(paths.telemetry(self.host))
+        facts = json.loads(telemetry.read_text()) if telemetry.exists() else {}
+        every_host = [h["name"] for h in self.spec_like.hosts]
+        return {
+            **hostfacts.expression_names(
+                facts, hosts_in_run=len(every_host), host_index=every_host.index(self.host)
+            ),
+            **(self.spec_like.storage or {}),
+        }
 
 
 def parse_rows(manifest: Manifest, raw_dir: Path) -> list[dict]:

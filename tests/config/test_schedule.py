@@ -174,3 +174,35 @@ def test_schedule_runs_errors_name_the_file(tmp_path):
         schedule_runs(empty)
     with pytest.raises(ScheduleError, match=r"missing\.sch: cannot read schedule file"):
         schedule_runs(tmp_path / "missing.sch")
+
+
+def test_host_fact_values_are_kept_for_each_host_and_named_once(tmp_path):
+    """A schedule sized per client (threads = its cores, size = 2 x its RAM per thread)."""
+    from storbench.config import campaign as config
+    from storbench.run import show_plan
+
+    text = (
+        "--rw=randread --numjobs={cores} --iodepth=8 --bs=4k '--size={2 * mem // cores}'\n"
+        "--rw=write --numjobs={cores} --iodepth=1 --bs=1m --size={2*mem//cores}\n"
+    )
+    entries = parse_schedule(text, "hosts.sch")
+    assert [e.name for e in entries] == ["rd_rnd_qd_host_4k_hostw", "wr_qd_host_1m_hostw"]
+    assert entries[0].params["numjobs"] == "{cores}"
+    assert entries[0].params["size"] == "{2 * mem // cores}"
+    with pytest.raises(ScheduleError, match=r"hosts.sch:1: bad token '--runtime=\{ram\}'.*'ram'"):
+        parse_schedule("--rw=read --numjobs=1 --iodepth=1 --bs=4k --runtime={ram}\n", "hosts.sch")
+    path = tmp_path / "hosts.sch"
+    path.write_text(text)
+    campaign = config.load_campaign(
+        {
+            "hosts": {"h": {"transport": "local"}},
+            "targets": {"t": {"type": "directory", "path": str(tmp_path / "t")}},
+            "experiments": {
+                "s": {"tool": "fio", "hosts": "h", "target": "t", "schedule": str(path),
+                      "job": {"runtime": "60s"}}
+            },
+        }
+    )  # fmt: skip
+    assert campaign.experiments["s"].uses_host_facts  # rendered per host from telemetry
+    shown = show_plan.describe_campaign(campaign)
+    assert "| size={2 * mem // cores}" in shown and "| numjobs={cores}" in shown

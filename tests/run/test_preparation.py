@@ -209,3 +209,59 @@ def test_a_pass_of_mixed_block_sizes_and_a_flush_only_recipe(tmp_path):
     with pytest.raises(config.ConfigError, match=r"passes\[1\]\.bs: the split's percentages"):
         recipe["passes"][1]["bs"] = "4k/50:16k/40"
         config.load_campaign(raw)
+
+
+def test_dataset_and_recipe_sizes_from_host_and_storage_facts(ssh_lab, tmp_path):
+    """Virtuozzo's prepare-set (size from each client's RAM and cores) and Elastifile's
+    threads = cluster cores / 2, as a dataset and a recipe over two SSH hosts."""
+    groups = ssh_lab.host_groups(2, lambda server: tmp_path / "work" / server.address)
+    addresses = [group["nodes"] for group in groups.values()]
+    config = {
+        "hosts": groups,
+        "storage": {"nodes": 2, "cores": 3},
+        "targets": {
+            "share": {"type": "directory", "path": str(tmp_path / "share")},
+            "region": {"type": "directory", "path": str(tmp_path / "region"),
+                       "capacity": "4MiB"},
+        },
+        "datasets": {
+            "prepare_set": {
+                "target": "share",
+                "method": "write",
+                "job": {"numjobs": "{min(cores, 2)}", "nrfiles": 1,
+                        "filesize": "{host_index + 1}MiB"},
+            }
+        },
+        "preconditioning": {
+            "fill": {
+                "target": "region",
+                "job": {"ioengine": "psync", "iodepth": "{storage_cores // 2}"},
+                "passes": [{"name": "fill", "fraction": "100%", "bs": "128k"}],
+            }
+        },
+        "experiments": {
+            "reader": {"tool": "fio", "hosts": list(groups), "target": "share",
+                       "dataset": "prepare_set",
+                       "job": {"runtime": "1s", "ioengine": "psync", "rw": "randread",
+                               "bs": "4k"}},
+            "after_fill": {"tool": "fio", "hosts": list(groups), "target": "region",
+                           "precondition": "fill",
+                           "job": {"runtime": "1s", "ioengine": "psync", "rw": "randread",
+                                   "bs": "4k"}},
+        },
+    }  # fmt: skip
+    snakemake(tmp_path, config)
+    cores = read_json(tmp_path / f"results/telemetry/{addresses[0]}.json")["cores"]
+    jobs = min(cores, 2)
+    for index, address in enumerate(addresses):
+        files = sorted((tmp_path / "share" / address).glob("prepare_set.*"))
+        assert [f.name for f in files] == [f"prepare_set.{j}.0" for j in range(jobs)]
+        assert {f.stat().st_size for f in files} == {(index + 1) * MIB}
+    marker = read_json(tmp_path / "results/targets/share/datasets/prepare_set.json")
+    assert marker["bytes_written"] == jobs * (1 + 2) * MIB  # fio's own count, both hosts
+    stage_jobs = tmp_path / "results/targets/region/precondition/fill/jobs"
+    for address in addresses:
+        (job,) = stage_jobs.glob(f"*/{address}.fio")
+        assert "iodepth=3" in job.read_text()  # 2 nodes x 3 cores / 2
+    manifest = read_json(tmp_path / "results/reader/raw/randread_bs4k_njhost/it1/run.json")
+    assert manifest["prep_state"] == "dataset prepare_set"
