@@ -73,10 +73,16 @@ def target_locks():
 
 
 def preparation_locks():
-    """Preparation jobs hold their target's lock: no benchmark runs on a target being prepared."""
+    """Preparation jobs hold the locks of the targets they write (a recipe's passes may name
+    other targets): no benchmark runs on a target being prepared."""
     return {
         lock_name(target): (
-            lambda wildcards, target=target: int(wildcards.target == target)
+            lambda wildcards, target=target: int(
+                target
+                in PLAN.preparation_targets(
+                    wildcards.target, getattr(wildcards, "recipe", None)
+                )
+            )
         )
         for target in PLAN.used_targets
     }

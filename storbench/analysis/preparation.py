@@ -69,6 +69,7 @@ def _pass(spec: StageSpec, recipe_dir: Path) -> dict:
         lambda index, host: pass_sections(spec, index, host),
         timeout_s=chunk_timeout(spec, spec.pass_settings()["chunk_bytes"]),
         params=params,
+        members=tuple(spec.pass_settings().get("targets") or ()),
     )
     rows = parse_rows(manifest, raw_dir)
     base = {

@@ -770,6 +770,19 @@ def _tools_with(capability: str) -> str:
     return ", ".join(names) or "none"
 
 
+def _recipe_covers(spec: dict, target_names: list[str], raw: dict) -> bool:
+    """A block target set whose every member the named recipe writes."""
+    recipe = (raw.get("preconditioning") or {}).get(spec.get("precondition"))
+    if "dataset" in spec or not isinstance(recipe, dict):
+        return False
+    written = {recipe.get("target")}
+    for pass_ in recipe.get("passes") or []:
+        named = pass_.get("target") if isinstance(pass_, dict) else None
+        written |= {named} if isinstance(named, str) else set(named or [])
+    targets = [raw["targets"].get(name) or {} for name in target_names]
+    return set(target_names) <= written and all(t.get("type") == "block" for t in targets)
+
+
 def _check_prepared_tool(
     key: str, spec: dict, target_names: list[str], raw: dict, problems: list[str]
 ):
@@ -791,8 +804,11 @@ def _check_prepared_tool(
                 f"{key}.precondition: {spec['tool']} runs use a preconditioned block target; "
                 f"a directory's region files are read by {_tools_with('prepared_runs')} only"
             )
-    if len(target_names) > 1:
-        problems.append(f"{key}.target: a prepared experiment runs on one target, not a set")
+    if len(target_names) > 1 and not _recipe_covers(spec, target_names, raw):
+        problems.append(
+            f"{key}.target: a prepared experiment runs on one target, or on a set of block "
+            "targets that its recipe's passes write (passes: target: [...])"
+        )
     if "job_file" in spec:
         problems.append(f"{key}.job_file: a prepared experiment renders its job; use a template")
 

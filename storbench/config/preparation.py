@@ -80,6 +80,7 @@ class Pass:
     compressibility: int | None
     bs_mix: dict | None = None  # {"bsrange": "4k-16k"} or {"bssplit": "4k/50:16k/50"}
     until_cliff: bool = False  # repeat only until a write cliff was seen (at most repeat times)
+    targets: tuple[dict, ...] = ()  # other targets written together; () = the recipe's target
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,14 @@ class Recipe:
         if not self.chunk:
             return max(self.pass_bytes(pass_), pass_.bs)
         return max(pass_.bs, self.chunk // pass_.bs * pass_.bs)
+
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        """Every target the recipe writes (its own and those its passes name), in order."""
+        names = [self.target_name]
+        for pass_ in self.passes:
+            names += [t["name"] for t in pass_.targets if t["name"] not in names]
+        return tuple(names)
 
     def stages(self) -> list[Stage]:
         stages: list[Stage] = []
@@ -338,6 +347,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
             problems.append(f"{where}.fraction: {error}")
             continue
         bs, mix = _block_sizes(f"{where}.bs", item["bs"], problems)
+        pass_targets = _pass_targets(where, item, target, capacity_value, raw, problems)
         if bs:
             passes.append(
                 Pass(
@@ -350,6 +360,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
                     item.get("compressibility"),
                     mix,
                     item.get("until") == "cliff",
+                    pass_targets,
                 )
             )
     names = [p.name for p in passes]
@@ -401,6 +412,39 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         raw=spec,
         storage=storage,
     )
+
+
+def _pass_targets(where, item, recipe_target, capacity, raw, problems) -> tuple[dict, ...]:
+    """The targets a pass writes when it names its own (each as the recipe's region)."""
+    if "target" not in item:
+        return ()
+    names = [item["target"]] if isinstance(item["target"], str) else list(item["target"])
+    found = []
+    for index, name in enumerate(names):
+        key = f"{where}.target" + (f"[{index}]" if not isinstance(item["target"], str) else "")
+        if name not in raw["targets"]:
+            problems.append(
+                f"{key}: unknown target {name!r} (defined: {', '.join(raw['targets'])})"
+            )
+            continue
+        target = {"name": name, **raw["targets"][name]}
+        if recipe_target is not None and target["type"] != recipe_target["type"]:
+            problems.append(
+                f"{key}: {name!r} is a {target['type']} target, the recipe's is "
+                f"{recipe_target['type']}"
+            )
+        own = target.get("capacity")
+        try:
+            if own and capacity and units.parse_size(own) < units.parse_size(capacity):
+                problems.append(
+                    f"{key}: {name!r} holds {own}, under the recipe's capacity {capacity}"
+                )
+        except units.UnitError:
+            pass  # the capacity itself is reported where it is set
+        found.append(target)
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    problems += [f"{where}.target: {name!r} is named twice" for name in duplicates]
+    return tuple(found)
 
 
 def _rounds(key: str, spec: dict, problems: list[str]) -> Rounds | None:

@@ -132,5 +132,6 @@ def stage_spec(recipe: Recipe, stage: Stage) -> StageSpec:
             # only when set: the specs of existing recipes stay as they were
             **({"bs_mix": p.bs_mix} if p.bs_mix else {}),
             **({"until": "cliff"} if p.until_cliff else {}),
+            **({"targets": list(p.targets)} if p.targets else {}),
         }
     return StageSpec.from_dict(spec)

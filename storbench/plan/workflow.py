@@ -56,7 +56,7 @@ class WorkflowPlan:
         return sorted(
             {t for e in campaign.experiments.values() for t in (e.target_set or (e.target_name,))}
             | {d.target_name for d in campaign.datasets.values()}
-            | {r.target_name for r in campaign.recipes.values()}
+            | {t for r in campaign.recipes.values() for t in r.target_names}
         )
 
     @functools.cached_property
@@ -420,6 +420,12 @@ class WorkflowPlan:
                 f"dataset {found.name!r} is on target {found.target_name!r}, not {target!r}"
             )
         return specs.to_json(prepare_plan.dataset_spec(found))
+
+    def preparation_targets(self, target: str, recipe: str | None) -> tuple[str, ...]:
+        """The targets a preparation job writes: a dataset's, or every target of a recipe."""
+        if recipe is None:
+            return (target,)
+        return self.recipe(recipe, target).target_names
 
     def preparation_preflights(self, kind: str, name: str) -> list[str]:
         """The preflights of the experiments on a dataset or recipe: its target may be a mount

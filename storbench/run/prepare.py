@@ -62,9 +62,11 @@ def render(purpose: str, host: str, global_options: dict, sections: list[dict]) 
     )
 
 
-def region_options(recipe: RecipeSpec, host_index: int, host: str) -> tuple[dict, int]:
-    """(fio options naming the host's region, the region's first byte)."""
-    target = recipe.target
+def region_options(
+    recipe: RecipeSpec, host_index: int, host: str, target: dict | None = None
+) -> tuple[dict, int]:
+    """(fio options naming the host's region of target (default the recipe's), its first byte)."""
+    target = target or recipe.target
     if target["type"] == "block":
         return {"filename": target["path"]}, host_index * recipe.slice_bytes
 
@@ -87,6 +89,14 @@ def pass_sections(spec: StageSpec, host_index: int, host: str) -> tuple[dict, li
         )
     if p["compressibility"] is not None:
         options.update(buffer_compress_percentage=p["compressibility"], refill_buffers=1)
+    if p.get("targets"):  # one section per target, all in one group: their bytes add up
+        sections = []
+        for target in p["targets"]:
+            own_region, own_start = region_options(recipe, host_index, host, target)
+            section = {**options, **own_region}
+            section["offset"] = own_start + (done if p["pattern"] == "sequential" else 0)
+            sections.append({"name": spec.stage, "options": section, "together": True})
+        return {**recipe.job, "group_reporting": 1}, sections
     global_options = {**recipe.job, **region, "group_reporting": 1}
     return global_options, [{"name": spec.stage, "options": options}]
 
@@ -131,8 +141,13 @@ def run_jobs(
     *,
     timeout_s: float,
     params: dict,
+    members: tuple[dict, ...] = (),
 ) -> tuple[Manifest, Path]:
-    """Render each host's job, run them all at once, return (manifest, raw folder)."""
+    """Render each host's job, run them all at once, return (manifest, raw folder).
+
+    ``members``: the targets the job writes when they are not the spec's own target (a pass
+    on another target set): the runner makes their directories and takes their locks.
+    """
     jobs_dir = kind_dir / "jobs" / name
     jobs_dir.mkdir(parents=True, exist_ok=True)
     host_jobs = {}
@@ -150,7 +165,7 @@ def run_jobs(
         experiment=f"targets-{spec_like.target['name']}-{spec_like.name}",
         run_id=name,
         tool=preparation_tool().name,
-        target=spec_like.target,
+        target={**spec_like.target, "members": list(members)} if members else spec_like.target,
         params=params,
         hosts=tuple(hosts),
         timeout_s=timeout_s,

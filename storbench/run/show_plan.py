@@ -130,7 +130,9 @@ def describe_recipe(recipe) -> list[str]:
         spec = prepare_plan.stage_spec(recipe, stage)
         sections = prepare.pass_sections if stage.kind == "pass" else prepare.round_sections
         text = prepare.render(stage.stage_id, host, *sections(spec, 0, host))
-        lines.append(f"   -- first {stage.kind} stage {stage.stage_id}:")
+        others = stage.pass_.targets if stage.pass_ else ()
+        on = f" on {', '.join(t['name'] for t in others)}" if others else ""
+        lines.append(f"   -- first {stage.kind} stage {stage.stage_id}{on}:")
         lines += _job_listing({host: text}, ".fio")
     return lines
 

@@ -265,3 +265,44 @@ def test_dataset_and_recipe_sizes_from_host_and_storage_facts(ssh_lab, tmp_path)
         assert "iodepth=3" in job.read_text()  # 2 nodes x 3 cores / 2
     manifest = read_json(tmp_path / "results/reader/raw/randread_bs4k_njhost/it1/run.json")
     assert manifest["prep_state"] == "dataset prepare_set"
+
+
+def test_a_pass_on_another_target_set(tmp_path):
+    """The IDC plan's order: precondition every LUN, then age another set of them; each
+    pass writes its own targets' regions together (one fio group: fio's bytes add up)."""
+    from storbench.config import campaign as config
+    from storbench.run import show_plan
+
+    raw = chunked_config(tmp_path / "lun1")
+    raw["targets"] = {
+        name: {"type": "directory", "path": str(tmp_path / name), "capacity": "8MiB"}
+        for name in ("lun1", "lun2", "lun3")
+    }
+    recipe = raw["preconditioning"]["fill"]
+    recipe.update(target="lun1", job={"ioengine": "psync"}, capacity="8MiB")
+    recipe.pop("chunk")
+    recipe["passes"] = [
+        {"name": "precondition", "fraction": "100%", "bs": "128k",
+         "target": ["lun1", "lun2", "lun3"]},
+        {"name": "aging", "fraction": "50%", "bs": "4k-16k", "pattern": "random", "target": "lun3"},
+    ]  # fmt: skip
+    raw["experiments"]["after"]["target"] = "lun1"
+    campaign = config.load_campaign(raw)
+    assert campaign.recipes["fill"].target_names == ("lun1", "lun2", "lun3")
+    text = show_plan.describe_campaign(campaign)
+    assert "stage p1-precondition-r1 on lun1, lun2, lun3:" in text
+    assert "stage p2-aging-r1 on lun3:" in text
+    snakemake(tmp_path, raw)
+    prepared = read_json(tmp_path / "results/targets/lun1/precondition/fill/prepared.json")
+    written = {p["name"]: p["bytes_written"] for p in prepared["passes"]}
+    assert written["precondition"] == 3 * 8 * MIB  # fio's own count over the three regions
+    assert 4 * MIB <= written["aging"] < 4 * MIB + 16 * 1024
+    for name in ("lun1", "lun2", "lun3"):
+        assert (tmp_path / name / "localhost/storbench-region").stat().st_size == 8 * MIB
+    bad = {**raw["preconditioning"]["fill"]}
+    bad["passes"] = [{"name": "x", "fraction": "10%", "bs": "4k", "target": ["lun9"]}]
+    raw["preconditioning"]["fill"] = bad
+    with pytest.raises(
+        config.ConfigError, match=r"passes\[0\]\.target\[0\]: unknown target 'lun9'"
+    ):
+        config.load_campaign(raw)
