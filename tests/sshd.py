@@ -131,10 +131,11 @@ class SshLab:
         self.known_hosts.write_text("")
         self.servers: list[SshServer] = []
 
-    def start(self, address: str) -> SshServer:
-        """Start one more sshd on address and add its host key to known_hosts."""
+    def start(self, address: str, port: int | None = None) -> SshServer:
+        """Start one more sshd on address (and port, default a free one) and add its host key
+        to known_hosts."""
         server_dir = self.directory / f"sshd-{len(self.servers)}-{address}"
-        server = start_sshd(address, server_dir, self.authorized_keys)
+        server = start_sshd(address, server_dir, self.authorized_keys, port)
         self.servers.append(server)
         with open(self.known_hosts, "a") as known_hosts:
             known_hosts.write(server.known_hosts_line() + "\n")

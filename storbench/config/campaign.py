@@ -668,6 +668,11 @@ def _experiment(
     search_settings = None
     if "search" in spec:
         search_settings = search.settings(key, spec, problems)
+        _check_search_expressions(key, spec, job, problems)
+        if spec["tool"] in _known_tools():
+            for warning in _tool(spec).search_job_warnings(job):
+                option, _, why = warning.partition(": ")
+                print(f"storbench: warning: {_job_key(key, spec, option)}: {why}", file=sys.stderr)
 
     host_names = [host["name"] for group in groups for host in host_groups.get(group, [])]
     fault_config.check_faults(key, spec, job, host_names, problems)
@@ -1025,6 +1030,33 @@ def _schedule_values(path: str | None) -> tuple:
     except schedule.ScheduleError:
         return ()  # _check_schedule reports it
     return tuple(value for _, params in runs for value in params.values())
+
+
+SEARCH_NAMES = frozenset({"hosts", *hostfacts.STORAGE_NAMES})
+
+
+def _job_key(key: str, spec: dict, option: str) -> str:
+    """Where a job option of an experiment is set: its own job, else its dataset's."""
+    if option in (spec.get("job") or {}) or "dataset" not in spec:
+        return f"{key}.job.{option}"
+    return f"datasets.{spec['dataset']}.job.{option}"
+
+
+def _check_search_expressions(key: str, spec: dict, job: dict, problems: list[str]) -> None:
+    """A search sends one job to every host and splits its rate evenly over their jobs."""
+    for option, value in job.items():
+        per_host = sorted(hostfacts.used_names(value) - SEARCH_NAMES)
+        if per_host:
+            where = (
+                f"{key}.job.{option}"
+                if option in (spec.get("job") or {})
+                else (f"datasets.{spec.get('dataset')}.job.{option}")
+            )
+            problems.append(
+                f"{where}: a latency-SLO search runs one job on every host and splits its rate "
+                f"evenly over their jobs: {per_host[0]} differs per host; use a number, "
+                "{hosts} or storage facts ({storage_cores // 2 // hosts})"
+            )
 
 
 def _check_schedule(key: str, spec: dict, sweep: dict, problems: list[str]) -> None:

@@ -152,12 +152,15 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> RunSpec:
 def search_spec(campaign: Campaign, name: str) -> ProbeSpec:
     """What every probe job of a search experiment needs; the probe sets run id and options."""
     experiment = campaign.experiments[name]
+    hosts = campaign.hosts_of(name)
+    # one job for every host: only {hosts} and storage facts (the config refuses the others)
+    names = {"hosts": len(hosts), **(_storage_names_used(campaign, experiment.job) or {})}
     return ProbeSpec(
         experiment=name,
         tool=experiment.tool,
         target=experiment_target(campaign, name),
-        params=experiment.job,
-        hosts=tuple(campaign.hosts_of(name)),
+        params=hostfacts.resolve(experiment.job, names),
+        hosts=tuple(hosts),
         timeout_s=iteration_timeout(experiment.job, experiment.timeout),
         template=experiment.template,
         # the chain's length is the workflow's business: a larger budget keeps finished probes

@@ -16,7 +16,8 @@ network × read/write) or WildFire's block size × threads with IOPS and bandwid
 A dimension is a result column (tool, experiment, target, step, hosts_in_run, rw, bs,
 iodepth, numjobs, rwmixread, op, prep_state), a sweep parameter of the run, or a label the
 experiment declares (``labels: {network: 100GbE}``). Each value is the mean over the
-iterations of the system row (host 'all'). Without ``op`` as a dimension, bandwidth and IOPS
+iterations of the system row (host 'all'); a target set's run counts by its sum over the
+set's targets unless ``target`` is a dimension. Without ``op`` as a dimension, bandwidth and IOPS
 of a mixed run are the sum of its read and write (the run's total), the mean latency is
 weighted by I/O count, and percentiles are shown only where the run has one operation
 (percentiles of different operations cannot be combined from their summaries).
@@ -67,6 +68,8 @@ def pivot_table(
     runs = _runs(summary, raw, meta, settings)
     dimensions = [*settings["rows"], *settings["columns"]]
     per_op = "op" in dimensions
+    if "target" not in dimensions:
+        runs = _set_totals(runs)
     records = _run_records(runs, per_op)
     nodes = ((meta.get("storage") or {}).get("nodes")) or None
     column_keys = _ordered_keys(records, settings["columns"])
@@ -191,6 +194,15 @@ def _same(value, option) -> bool:
         return float(value) == float(option)
     except (TypeError, ValueError):
         return False
+
+
+def _set_totals(runs: pd.DataFrame) -> pd.DataFrame:
+    """A target set's run only by its sum rows (target 'a+b+...'), not each member too."""
+    if runs.empty or "target" not in runs:
+        return runs
+    members = runs["target"].fillna("").astype(str).str.count(r"\+")
+    widest = members.groupby([runs["experiment"], runs["run_id"]]).transform("max")
+    return runs[members == widest]
 
 
 def _run_records(runs: pd.DataFrame, per_op: bool) -> list[dict]:

@@ -22,7 +22,7 @@ def now() -> str:
 
 
 def output_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
-    if not path.exists():
+    if not path.is_file():
         return ""
     text = path.read_bytes().decode("utf-8", errors="replace")
     return "\n".join(text.strip().splitlines()[-lines:])

@@ -84,12 +84,15 @@ def run_service_iteration(
         logs = _keep_service_logs(spec, tool, hosts, port, local_dir, prepared)
         if exit_code != 0:
             reason = exit_reason(exit_code)
-            tail = output_tail(local_dir / f"{CONTROLLER}.stderr") or output_tail(
-                local_dir / f"{CONTROLLER}.stdout"
+            # fio --client writes its clients' errors into its output file, not to stderr
+            sources = (f"{CONTROLLER}.stderr", f"{CONTROLLER}.stdout", output_path.name)
+            source, tail = next(
+                ((name, text) for name in sources if (text := output_tail(local_dir / name))),
+                ("stderr", None),
             )
             raise RunError(
                 f"{spec.experiment}/{spec.run_id}: {spec.tool} client {reason}; "
-                f"stderr tail:\n    "
+                f"{source} tail:\n    "
                 + "\n    ".join((tail or "(empty)").splitlines())
                 + f"\nraw output kept in {local_dir}"
             )

@@ -212,6 +212,10 @@ class ToolAdapter:
             problems.append("runtime: a search needs a runtime for each probe (e.g. 10s)")
         return problems
 
+    def search_job_warnings(self, job: dict) -> list[str]:
+        """Known tool faults a search's probes would meet with this job (warnings)."""
+        return []
+
     def jobs_per_host(self, params: dict) -> int:
         """How many workers share a host's offered rate (rates step by hosts x this)."""
         return 1

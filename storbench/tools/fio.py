@@ -31,6 +31,7 @@ WRITE_PATTERNS = {
     "randread": "randwrite",
     "randwrite": "randwrite",
 }
+PATTERNS_WITH_WRITES = {"write", "randwrite", "rw", "readwrite", "randrw", "trimwrite"}
 
 
 class FioAdapter(ToolAdapter):
@@ -179,9 +180,24 @@ class FioAdapter(ToolAdapter):
     def search_job_problems(self, job: dict) -> list[str]:
         problems = super().search_job_problems(job)
         numjobs = job.get("numjobs", 1)
+        if has_expression(numjobs):
+            return problems  # the config allows {hosts} and storage facts only
         if not isinstance(numjobs, int) or isinstance(numjobs, bool) or numjobs < 1:
             problems.append(f"numjobs: a search needs a whole number >= 1, not {numjobs!r}")
         return problems
+
+    def search_job_warnings(self, job: dict) -> list[str]:
+        writes = str(job.get("rw", "read")).partition(":")[0] in PATTERNS_WITH_WRITES
+        files = job.get("nrfiles", 1)
+        if writes and str(files) != "1" and str(job.get("openfiles", "")) != "1":
+            # seen here with fio 3.33: 5 of 8 runs of such a job abort; upstream fio PR #2028
+            # (Dec 2025) keeps sync I/O out of rate limiting
+            return [
+                f"nrfiles: {files!r} with writes at an offered rate (rate_iops): fio 3.33 "
+                "aborts in rate_ddir ('Assertion ddir_rw(ddir) failed') in most such runs; "
+                "add openfiles: 1 to the job, or use nrfiles: 1"
+            ]
+        return []
 
     def jobs_per_host(self, params: dict) -> int:
         return int(params.get("numjobs", 1))
