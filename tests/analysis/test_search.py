@@ -84,7 +84,10 @@ def test_settings_and_probe_budget(tmp_path):
         (lambda e: e["job"].update(iodepth=8), "experiments.slo.job.iodepth: set by the search"),
         (lambda e: e["job"].update(rate_iops=100), "experiments.slo.job.rate_iops: set by"),
         (lambda e: e["job"].pop("runtime"), "experiments.slo.job.runtime: a search needs"),
-        (lambda e: e["job"].update(numjobs="{cores}"), "experiments.slo.job.numjobs: a search"),
+        (
+            lambda e: e["job"].update(numjobs="{cores}"),
+            "experiments.slo.job.numjobs: a latency-SLO search runs one job on every host",
+        ),
         (
             lambda e: e["search"]["objective"].update(limit="fast"),
             "experiments.slo.search.objective.limit: not a duration",
