@@ -270,25 +270,20 @@ def _telemetry(args) -> int:
 def _import(args) -> int:
 
     # this step's modules only: every step starts fast
-    from storbench.core import results
-    from storbench.core.aggregate import with_hosts_in_run
-    from storbench.tools import get_tool, known_tools
+    from storbench.analysis import importing
+    from storbench.tools import known_tools
 
-    if args.tool not in known_tools():
+    tools = [args.tool] if args.tool else list(known_tools())
+    if args.tool and args.tool not in known_tools():
         raise ImportInputError(f"unknown tool {args.tool!r} (known: {', '.join(known_tools())})")
-    paths = [Path(p) for p in args.paths]
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        raise ImportInputError(f"no such file or folder: {', '.join(missing)}")
-    base = {"experiment": args.experiment, "iteration": 1, "attempt": 1, "tool": args.tool}
-    tool = get_tool(args.tool)
-    rows = tool.import_outputs(paths, base)
-    if not rows:
-        raise ImportInputError(f"no {args.tool} results found in {', '.join(args.paths)}")
-    rows = with_hosts_in_run(rows)
-    results.write_rows(rows, args.output)
-    runs = sorted({row["run_id"] for row in rows})
-    print(f"{args.output}: {len(rows)} rows from {len(runs)} run(s) of {args.tool}")
+    lines = importing.import_outputs(
+        [Path(p) for p in args.paths],
+        tools,
+        experiment=args.experiment,
+        output=Path(args.output),
+        series_output=Path(args.series) if args.series else None,
+    )
+    print("\n".join(lines))
     return 0
 
 
@@ -657,11 +652,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imports.add_argument(
         "--tool",
-        required=True,
-        help="the tool that wrote the outputs (fio, elbencho, vdbench, warp, gosbench, iperf3)",
+        help="only this tool's outputs (fio, elbencho, vdbench, warp, gosbench, iperf3); "
+        "default: every tool, each recognising its own files by content",
     )
     imports.add_argument("--experiment", default="imported", help="experiment name in the rows")
     imports.add_argument("-o", "--output", required=True, help="Parquet file to write")
+    imports.add_argument(
+        "--series",
+        help="Parquet file for the per-interval series (default <output>.timeseries.parquet)",
+    )
     imports.add_argument("paths", nargs="+", help="raw output files or folders")
     imports.set_defaults(handler=_import)
     return parser
@@ -669,6 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     # this step's modules only: every step starts fast
+    from storbench.analysis.importing import ImportInputError as UnreadableImport
     from storbench.config.campaign import ConfigError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
@@ -690,6 +690,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         HostError,
         ImportInputError,
+        UnreadableImport,
         NetcheckError,
         PdfError,
         PreflightError,

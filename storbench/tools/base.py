@@ -308,6 +308,20 @@ class ToolAdapter:
         """Per-interval rows from one iteration's raw files; none by default."""
         return []
 
+    def recognizes(self, path: Path, head: bytes) -> bool:
+        """Whether a file is this tool's output, by its content (``head``: its first bytes,
+        decompressed when the tool writes compressed files); ``storbench import`` asks."""
+        return False
+
+    def claims_folder(self, folder: Path) -> bool:
+        """Whether a folder is one output of this tool as a whole (imported as one unit)."""
+        return False
+
+    def import_series(self, paths: list[Path], base: dict) -> list[dict]:
+        """Per-interval rows of outputs made elsewhere, as ``parse_timeseries`` gives them for
+        the workflow's own runs; none by default."""
+        return []
+
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         """Rows from raw outputs produced outside storbench (``storbench import``).
 

@@ -237,6 +237,24 @@ class ElbenchoAdapter(ToolAdapter):
 
         return elbencho_results.parse_run_timeseries(manifest, raw_dir, base)
 
+    def recognizes(self, path: Path, head: bytes) -> bool:
+        first = head.lstrip()[:200]
+        return first.startswith((b"ISO date,label,path type,", b"ISO DATE:", b"OPERATION ")) or (
+            first.startswith(b"{") and b'"phase_type"' in first
+        )
+
+    def claims_folder(self, folder: Path) -> bool:
+        # parsing only: render and run stay light
+        from storbench.tools.elbencho_results import RESULT_FILES
+
+        return any((folder / name).is_file() for name in RESULT_FILES)
+
+    def import_series(self, paths: list[Path], base: dict) -> list[dict]:
+        # parsing only: render and run stay light
+        from storbench.tools import elbencho_results
+
+        return elbencho_results.import_series(paths, base)
+
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         # parsing only: render and run stay light
         from storbench.tools import elbencho_results

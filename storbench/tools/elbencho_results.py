@@ -976,6 +976,29 @@ def import_paths(paths: list[Path], base: dict) -> list[dict]:
     return rows
 
 
+def import_series(paths: list[Path], base: dict) -> list[dict]:
+    """The live CSV (--livecsv) beside each imported result, one series per label."""
+    rows = []
+    for path in map(Path, paths):
+        folder = path if path.is_dir() else path.parent
+        live = folder / LIVE_FILE
+        if not live.is_file():
+            continue
+        by_label: dict[str, list[LiveRow]] = {}
+        for live_row in read_live_csv(live):
+            by_label.setdefault(live_row.label or folder.name, []).append(live_row)
+        for run_id, live_rows in by_label.items():
+            rows += timeseries_rows(
+                live_rows,
+                host=base.get("host") or "localhost",
+                services={},
+                run_id=run_id,
+                base={**base, "run_id": run_id},
+                source=str(live),
+            )
+    return rows
+
+
 def _import_rows(phases: list[Phase], run_id: str, base: dict) -> list[dict]:
     service_mode = any((phase.hosts or 1) > 1 for phase in phases)
     host = ALL_HOSTS if service_mode else (base.get("host") or "localhost")

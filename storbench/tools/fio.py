@@ -267,6 +267,23 @@ class FioAdapter(ToolAdapter):
             )
         return rows
 
+    def recognizes(self, path: Path, head: bytes) -> bool:
+        return b'"fio version"' in head  # json, json+ or status-interval documents
+
+    def import_series(self, paths: list[Path], base: dict) -> list[dict]:
+        """The status-interval documents of each file (a run with --status-interval)."""
+        # parsing only: render and run stay light
+        from storbench.tools import fio_timeseries
+
+        rows = []
+        for path in _json_files(paths):
+            text = path.read_bytes().decode("utf-8", errors="replace")
+            run_base = {**base, "run_id": path.stem}
+            rows += fio_timeseries.rows_from_status_interval(
+                text, host=path.parent.name, base=run_base, source=str(path)
+            )
+        return rows
+
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         """Each json/json+ file is one run (run id = file stem) on one host (its folder name)."""
         # parsing only: render and run stay light

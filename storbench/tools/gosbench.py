@@ -242,6 +242,16 @@ class GosbenchAdapter(ToolAdapter):
             return host_rows + aggregate_hosts(host_rows)
         return rows
 
+    def recognizes(self, path: Path, head: bytes) -> bool:
+        if path.suffix in (".yaml", ".yml"):  # the test config: operation weights, object sizes
+            return b"s3_config" in head and b"tests" in head
+        if head.startswith(CSV_HEADER[0].encode() + b","):
+            return True  # gosbench_results.csv
+        return b'msg="PERF RESULTS"' in head and b"level=" in head  # the server's logrus log
+
+    def claims_folder(self, folder: Path) -> bool:
+        return (folder / RESULTS_CSV).is_file() or (folder / SERVER_LOG).is_file()
+
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         paths = [Path(path) for path in paths]
         configs = [path for path in paths if path.suffix in (".yaml", ".yml")]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 from storbench.core.aggregate import aggregate_hosts
@@ -219,6 +220,19 @@ class Iperf3Adapter(ToolAdapter):
         for host in manifest.hosts:
             path = raw_dir / host["output"]
             rows += interval_rows(load_result(path), host=host["name"], base=base, source=path)
+        return rows
+
+    def recognizes(self, path: Path, head: bytes) -> bool:
+        return re.search(rb'"version":\s*"iperf 3', head) is not None
+
+    def import_series(self, paths: list[Path], base: dict) -> list[dict]:
+        rows = []
+        for path in map(Path, paths):
+            document = load_result(path)
+            file_base = {**base, "run_id": path.stem}
+            rows += interval_rows(
+                document, host=client_address(document), base=file_base, source=path
+            )
         return rows
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:

@@ -295,6 +295,30 @@ class VdbenchAdapter(ToolAdapter):
             rows += vdbench_output.timeseries_rows(runs, host=name, base=base, source=flatfile)
         return rows
 
+    def recognizes(self, path: Path, head: bytes) -> bool:
+        return b"<title>Vdbench" in head and b"flatfile" in head
+
+    def claims_folder(self, folder: Path) -> bool:
+        flatfile = folder / "flatfile.html"
+        return flatfile.is_file() and self.recognizes(flatfile, flatfile.read_bytes()[:4096])
+
+    def import_series(self, paths: list[Path], base: dict) -> list[dict]:
+        """vdbench's interval lines (flatfile.html), per run as the rows are."""
+        # parsing only: render and run stay light
+        from storbench.tools import vdbench_output
+
+        rows = []
+        for path in paths:
+            flatfile = vdbench_output.flatfile_path(Path(path))
+            hosts = vdbench_output.reported_hosts(flatfile.parent)
+            host = ALL_HOSTS if len(hosts) > 1 else (hosts[0] if hosts else "localhost")
+            for run in vdbench_output.read_runs(flatfile):
+                run_base = {**base, "run_id": run.label}
+                rows += vdbench_output.timeseries_rows(
+                    [run], host=host, base=run_base, source=flatfile
+                )
+        return rows
+
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         """Output folders (or their flatfile.html); run_id is the RD name plus loop values."""
         # parsing only: render and run stay light

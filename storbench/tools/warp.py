@@ -183,6 +183,21 @@ class WarpAdapter(ToolAdapter):
             series += timeseries_rows(document, host=name, base=base, source=str(path))
         return series
 
+    def recognizes(self, path: Path, head: bytes) -> bool:
+        # the benchmark data (.json.zst, decompressed for head) or `warp analyze --json`
+        return b'"commandline":' in head and (
+            b'"total_requests"' in head or b'"by_op_type"' in head
+        )
+
+    def import_series(self, paths: list[Path], base: dict) -> list[dict]:
+        series = []
+        for path in map(Path, paths):
+            document = load_result(path)
+            name = ALL_HOSTS
+            run = {**base, "run_id": _run_id_of(path)}
+            series += timeseries_rows(document, host=name, base=run, source=str(path))
+        return series
+
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
         rows = []
         for path in map(Path, paths):

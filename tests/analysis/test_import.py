@@ -46,7 +46,7 @@ def test_fio_refuses_an_iperf3_file_and_unknown_tools(tmp_path, capsys):
     output = tmp_path / "out.parquet"
     iperf = FIXTURES / "iperf3/client-udp.json"
     assert main(["import", "--tool", "fio", "-o", str(output), str(iperf)]) == 1
-    assert "client-udp.json: not fio JSON output" in capsys.readouterr().err
+    assert "client-udp.json: iperf3 output, not fio" in capsys.readouterr().err
     assert main(["import", "--tool", "bonnie", "-o", str(output), str(iperf)]) == 1
     assert "unknown tool 'bonnie'" in capsys.readouterr().err
     assert not output.exists()

@@ -1,0 +1,185 @@
+"""`storbench import`: outputs made elsewhere, found by content in the folders a user has.
+
+``plan(paths, tools)`` walks each folder: a folder one tool claims as a whole (vdbench's
+output folder, an elbencho result folder, a GOSBench run folder) is one unit; any other file
+is offered to every tool (or the one asked for), which recognises its own outputs by their
+content, never by name (a fio status-interval output saved as ``.txt``, ``analyze-mixed.json``
+from warp, a folder of iperf3 JSON files). What no tool recognises is skipped and said so.
+A file named on the command line that is not the tool's output is an error, as is any
+recognised output that cannot be read whole (an empty or truncated file names itself).
+
+``import_outputs(...)`` then writes the rows (``-o``) and, where the outputs have them, the
+per-interval series (``--series``, default ``<output stem>.timeseries.parquet``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storbench.tools import get_tool, known_tools
+from storbench.tools.base import ToolOutputError
+
+HEAD_BYTES = 64 * 1024
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+class ImportInputError(ValueError):
+    pass
+
+
+@dataclass
+class ImportPlan:
+    units: dict[str, list[Path]] = field(default_factory=dict)  # tool -> files and folders
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+    named: set[Path] = field(default_factory=set)  # given on the command line: errors stop
+
+    def used(self) -> list[tuple[str, Path]]:
+        return [(tool, path) for tool, paths in self.units.items() for path in paths]
+
+
+def head_of(path: Path) -> bytes:
+    """A file's first bytes, decompressed when it is zstd data (warp's benchmark data)."""
+    with open(path, "rb") as handle:
+        head = handle.read(HEAD_BYTES)
+    if head.startswith(ZSTD_MAGIC):
+        # zstandard: only for .zst data
+        import zstandard
+
+        try:
+            with open(path, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as data:
+                return data.read(HEAD_BYTES)
+        except zstandard.ZstdError:
+            return b""
+    return head
+
+
+def plan(paths: list[Path], tools: list[str]) -> ImportPlan:
+    """Which tool imports which file or folder, and what is skipped (with the reason)."""
+    result = ImportPlan()
+    adapters = [(name, get_tool(name)) for name in tools]
+    for path in paths:
+        if path.is_dir():
+            if any(adapter.claims_folder(path) for _, adapter in adapters):
+                result.named.add(path)  # a named result folder: its errors stop the import
+            _walk(path, adapters, result)
+            continue
+        tool = _recognized_by(path, adapters)
+        if tool is None:
+            raise ImportInputError(_not_recognized(path, [name for name, _ in adapters]))
+        result.units.setdefault(tool, []).append(path)
+        result.named.add(path)
+    return result
+
+
+def _walk(folder: Path, adapters: list, result: ImportPlan) -> None:
+    for name, adapter in adapters:
+        if adapter.claims_folder(folder):
+            result.units.setdefault(name, []).append(folder)
+            return
+    for child in sorted(folder.iterdir()):
+        if child.is_dir():
+            _walk(child, adapters, result)
+        elif child.is_file():
+            tool = _recognized_by(child, adapters)
+            if tool is None:
+                result.skipped.append((child, _why_skipped(child, adapters)))
+            else:
+                result.units.setdefault(tool, []).append(child)
+
+
+def _recognized_by(path: Path, adapters: list) -> str | None:
+    try:
+        head = head_of(path)
+    except OSError:
+        return None
+    for name, adapter in adapters:
+        if adapter.recognizes(path, head):
+            return name
+    return None
+
+
+def _not_recognized(path: Path, tools: list[str]) -> str:
+    """A named file no asked tool recognises: say whose output it is, when another tool's."""
+    others = [(name, get_tool(name)) for name in known_tools() if name not in tools]
+    owner = _recognized_by(path, others) if path.is_file() else None
+    wanted = " or ".join(tools)
+    if owner:
+        return f"{path}: {owner} output, not {wanted} (recognised by content; try --tool {owner})"
+    if path.is_file() and path.stat().st_size == 0:
+        return f"{path}: empty file, not {wanted} output"
+    return f"{path}: not {wanted} output (recognised by content)"
+
+
+def _why_skipped(path: Path, adapters: list) -> str:
+    if path.stat().st_size == 0:
+        return "empty"
+    return "no tool's output" if len(adapters) > 1 else f"not {adapters[0][0]} output"
+
+
+def import_outputs(
+    paths: list[Path],
+    tools: list[str],
+    *,
+    experiment: str,
+    output: Path,
+    series_output: Path | None,
+) -> list[str]:
+    """Import every recognised output; write rows and series; return the report's lines."""
+    # parsing only: the result schema and pyarrow load here
+    from storbench.core import results
+    from storbench.core.aggregate import with_hosts_in_run
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise ImportInputError(f"no such file or folder: {', '.join(missing)}")
+    found = plan(paths, tools)
+    if not found.units:
+        raise ImportInputError(
+            f"no {' or '.join(tools)} results found in {', '.join(map(str, paths))}"
+        )
+    rows: list[dict] = []
+    series: list[dict] = []
+    for tool, units in found.units.items():
+        base = {"experiment": experiment, "iteration": 1, "attempt": 1, "tool": tool}
+        adapter = get_tool(tool)
+        tool_rows, tool_series = _read(adapter, units, base, found)
+        rows += with_hosts_in_run(tool_rows)
+        series += tool_series
+    if not rows:
+        raise ImportInputError(
+            f"no readable results in {', '.join(map(str, paths))}: "
+            + "; ".join(f"{path}: {why}" for path, why in found.skipped)
+        )
+    results.write_rows(rows, output)
+    lines = [f"used ({tool}): {path}" for tool, path in found.used()]
+    lines += [f"skipped: {path} ({why})" for path, why in found.skipped]
+    runs = sorted({(row["tool"], row["run_id"]) for row in rows})
+    lines.append(f"{output}: {len(rows)} rows from {len(runs)} run(s)")
+    if series:
+        stem = output.name.split(".")[0]
+        target = series_output or output.with_name(f"{stem}.timeseries.parquet")
+        results.write_timeseries(series, target)
+        lines.append(f"{target}: {len(series)} interval rows")
+    return lines
+
+
+def _read(adapter, units: list[Path], base: dict, found: ImportPlan) -> tuple[list, list]:
+    """Rows and series of a tool's units; a found (not named) unit it cannot read is skipped
+    with the reason (a truncated file names itself), a named one stops the import."""
+    while units:
+        try:
+            return adapter.import_outputs(units, base), adapter.import_series(units, base)
+        except ToolOutputError as error:
+            text = str(error)
+            culprits = [u for u in units if text.startswith(str(u)) and u not in found.named]
+            if not culprits:
+                raise
+            culprit = max(culprits, key=lambda u: len(str(u)))
+            units.remove(culprit)
+            rest = text[len(str(culprit)) :]
+            found.skipped.append((culprit, text if rest.startswith("/") else rest.lstrip(": ")))
+    return [], []
+
+
+__all__ = ["ImportInputError", "ImportPlan", "ToolOutputError", "import_outputs", "plan"]

@@ -1,0 +1,93 @@
+"""`storbench import` of a folder as a user has it: files found by content, series kept.
+
+The folder is laid out the way results travel between colleagues (renamed files, a tool's
+output one folder down, a failed run among good ones, notes beside them); every number
+checked here is the tool's own, read from the fixture independently of the import.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from storbench.cli import main
+from tests.paths import FIXTURES
+
+
+@pytest.fixture
+def user_folder(tmp_path):
+    folder = tmp_path / "from-a-colleague"
+    (folder / "fio").mkdir(parents=True)
+    # a status-interval output saved as .txt, under a name of its own
+    shutil.copy(FIXTURES / "fio/status-interval.json.txt", folder / "fio/nightly-run.txt")
+    shutil.copytree(FIXTURES / "iperf3", folder / "network")  # includes a refused run
+    (folder / "warp").mkdir()
+    shutil.copy(FIXTURES / "warp/analyze-mixed.json", folder / "warp/analyze-mixed.json")
+    shutil.copytree(FIXTURES / "vdbench/output-fileloop", folder / "vdbench/output")
+    shutil.copytree(FIXTURES / "elbencho/bigfile-rand4k", folder / "elbencho/bigfile")
+    (folder / "notes.md").write_text("# what we ran\n")
+    return folder
+
+
+def import_folder(folder, tmp_path, capsys, *extra):
+    output = tmp_path / "out" / "imported.parquet"
+    code = main(["import", "-o", str(output), *extra, str(folder)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rows = pq.read_table(output).to_pylist()
+    series_path = output.with_name("imported.timeseries.parquet")
+    series = pq.read_table(series_path).to_pylist() if series_path.exists() else []
+    return rows, series, captured.out
+
+
+def test_each_file_is_recognised_by_content_and_the_report_says_what_was_used(
+    user_folder, tmp_path, capsys
+):
+    rows, _, report = import_folder(user_folder, tmp_path, capsys)
+    assert {row["tool"] for row in rows} == {"fio", "iperf3", "warp", "vdbench", "elbencho"}
+    assert f"used (fio): {user_folder / 'fio/nightly-run.txt'}" in report
+    assert f"used (vdbench): {user_folder / 'vdbench/output'}" in report
+    assert f"used (warp): {user_folder / 'warp/analyze-mixed.json'}" in report
+    assert f"skipped: {user_folder / 'notes.md'} (no tool's output)" in report
+    refused = user_folder / "network/client-error-connection-refused.json"
+    assert f"skipped: {refused} (iperf3 failed: unable to connect to server" in report
+    assert f"used (iperf3): {refused}" not in report
+    iperf_runs = {row["run_id"] for row in rows if row["tool"] == "iperf3"}
+    assert (
+        "client-single-stream" in iperf_runs and "client-error-connection-refused" not in iperf_runs
+    )
+
+
+def test_series_are_the_tools_own_intervals(user_folder, tmp_path, capsys):
+    rows, series, _ = import_folder(user_folder, tmp_path, capsys)
+    # iperf3: one row per interval, bytes as iperf3 counted them
+    document = json.loads((FIXTURES / "iperf3/client-single-stream.json").read_text())
+    iperf = [r for r in series if r["tool"] == "iperf3" and r["run_id"] == "client-single-stream"]
+    assert [r["bytes"] for r in iperf] == [i["sum"]["bytes"] for i in document["intervals"]]
+    # fio: every status-interval document but the final one is an interval of the run
+    text = (FIXTURES / "fio/status-interval.json.txt").read_text()
+    documents = text.count('"fio version"')
+    fio = [r for r in series if r["tool"] == "fio" and r["run_id"] == "nightly-run"]
+    assert len({r["t_s"] for r in fio}) >= documents - 1 > 0
+    # elbencho: the live CSV's 'Total' lines of each phase, by label
+    live = (FIXTURES / "elbencho/bigfile-rand4k/live.csv").read_text().splitlines()[1:]
+    totals = [line.split(",") for line in live if line.split(",")[4] == "Total"]
+    elbencho = [r for r in series if r["tool"] == "elbencho"]
+    assert len(elbencho) == len(totals)
+    assert {r["run_id"] for r in elbencho} == {fields[1] for fields in totals}
+    assert {r["run_id"] for r in elbencho} <= {r["run_id"] for r in rows}
+    # vdbench: its interval lines, under the run ids of the rows
+    vdbench = [r for r in series if r["tool"] == "vdbench"]
+    assert vdbench and {r["run_id"] for r in vdbench} <= {r["run_id"] for r in rows}
+
+
+def test_one_tool_only_and_a_named_file_of_another_tool(user_folder, tmp_path, capsys):
+    rows, _, report = import_folder(user_folder / "network", tmp_path, capsys, "--tool", "iperf3")
+    assert {row["tool"] for row in rows} == {"iperf3"}
+    output = tmp_path / "other.parquet"
+    named = user_folder / "warp/analyze-mixed.json"
+    assert main(["import", "--tool", "fio", "-o", str(output), str(named)]) == 1
+    assert f"{named}: warp output, not fio" in capsys.readouterr().err
