@@ -263,9 +263,16 @@ def _json_histogram(subtree: dict):
 
 
 def read_csv(path: Path) -> list[Phase]:
-    lines = [line for line in _lines(path) if line.strip()]
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise ToolOutputError(f"{path}: file is empty")
+    if not text.endswith("\n") or lines[-1].count('"') % 2:
+        # elbencho ends every line; a cut inside the quoted path would still split into fields
+        raise ToolOutputError(
+            f"{path}:{len(text.splitlines())}: truncated: the last line ends without its "
+            "newline (the file was cut while being written or copied)"
+        )
     if not lines[0].startswith(CSV_HEADER_START):
         raise ToolOutputError(f"{path}: not an elbencho result CSV (no '{CSV_HEADER_START}...')")
     header = lines[0].split(",")

@@ -185,6 +185,8 @@ class WarpAdapter(ToolAdapter):
 
     def recognizes(self, path: Path, head: bytes) -> bool:
         # the benchmark data (.json.zst, decompressed for head) or `warp analyze --json`
+        if head.startswith(ZSTD_MAGIC):  # zstd that does not decompress: warp's, cut short
+            return path.name.endswith(".json.zst")
         return b'"commandline":' in head and (
             b'"total_requests"' in head or b'"by_op_type"' in head
         )
@@ -373,19 +375,30 @@ def load_result(path: Path) -> dict:
     return document
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
 def _decompress(path: Path, raw: bytes) -> bytes:
     # zstandard: only for .zst data
     import zstandard
 
+    frame = zstandard.ZstdDecompressor().decompressobj()
     try:
-        with zstandard.ZstdDecompressor().stream_reader(raw) as reader:
-            return reader.read()
+        data = frame.decompress(raw)
     except zstandard.ZstdError as error:
         raise ToolOutputError(f"{path}: not readable zstd data ({error})") from None
+    if not frame.eof:
+        raise ToolOutputError(
+            f"{path}: truncated: the zstd data ends inside its frame ({len(raw)} bytes; "
+            "the file was cut while being written or copied)"
+        )
+    return data
 
 
 def _not_json_reason(raw: bytes, error: Exception) -> str:
     text = raw.decode("utf-8", errors="replace")
+    if text.lstrip().startswith("{") and not text.rstrip().endswith("}"):
+        return f"truncated: the JSON document ends at byte {len(raw)} before it is complete"
     if "Report: " in text or "Operation: " in text:
         return (
             "warp's text report rounds every number (e.g. '2.09 MiB/s'); import the "

@@ -91,3 +91,38 @@ def test_one_tool_only_and_a_named_file_of_another_tool(user_folder, tmp_path, c
     named = user_folder / "warp/analyze-mixed.json"
     assert main(["import", "--tool", "fio", "-o", str(output), str(named)]) == 1
     assert f"{named}: warp output, not fio" in capsys.readouterr().err
+
+
+def cut(source, target, keep) -> None:
+    data = source.read_bytes()
+    target.write_bytes(data[: keep(data)])
+
+
+@pytest.mark.parametrize(
+    ("source", "name", "keep", "message"),
+    [
+        # inside the quoted path of the last line: every field is still there
+        ("elbencho/bigfile-rand4k/results.csv", "results.csv",
+         lambda data: data.find(b'"', data.rstrip().rfind(b"\n")) + 5,
+         "truncated: the last line ends without its newline"),
+        ("warp/analyze-mixed.json", "analyze-mixed.json", lambda data: len(data) // 2,
+         "truncated: the JSON document ends at byte"),
+        ("warp/warp-put.json.zst", "warp-put.json.zst", lambda data: len(data) - 6,
+         "truncated: the zstd data ends inside its frame"),
+    ],
+)  # fmt: skip
+def test_a_truncated_output_is_named_not_imported(source, name, keep, message, tmp_path, capsys):
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    cut(FIXTURES / source, folder / name, keep)
+    output = tmp_path / "imported.parquet"
+    assert main(["import", "-o", str(output), str(folder / name)]) == 1
+    err = capsys.readouterr().err
+    assert f"{folder / name}" in err and message in err, err
+    assert not output.exists()
+    # found one folder down, beside a good output: skipped, and the report says why
+    shutil.copy(FIXTURES / "iperf3/client-single-stream.json", tmp_path)
+    assert main(["import", "-o", str(output), str(tmp_path)]) == 0
+    report = capsys.readouterr().out
+    assert "skipped: " in report and message in report
+    assert f"used (iperf3): {tmp_path / 'client-single-stream.json'}" in report
