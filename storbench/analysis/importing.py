@@ -4,7 +4,9 @@
 output folder, an elbencho result folder, a GOSBench run folder) is one unit; any other file
 is offered to every tool (or the one asked for), which recognises its own outputs by their
 content, never by name (a fio status-interval output saved as ``.txt``, ``analyze-mixed.json``
-from warp, a folder of iperf3 JSON files). What no tool recognises is skipped and said so.
+from warp, a folder of iperf3 JSON files). A run folder storbench wrote (``run.json`` beside
+its attempt folder) is parsed by its manifest, exactly as the workflow's parse step does.
+What no tool recognises is skipped and said so.
 A file named on the command line that is not the tool's output is an error, as is any
 recognised output that cannot be read whole (an empty or truncated file names itself).
 
@@ -14,6 +16,8 @@ per-interval series (``--series``, default ``<output stem>.timeseries.parquet``)
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +25,8 @@ from storbench.tools import get_tool, known_tools
 from storbench.tools.base import ToolOutputError
 
 HEAD_BYTES = 64 * 1024
+STORBENCH_RUN = "storbench"  # a run folder storbench wrote: its manifest says how to parse it
+MANIFEST = "run.json"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
@@ -72,7 +78,23 @@ def plan(paths: list[Path], tools: list[str]) -> ImportPlan:
     return result
 
 
+def storbench_manifest(folder: Path) -> Path | None:
+    """The run manifest of an iteration folder storbench wrote (run.json beside its raw
+    attempt folder), or None."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return None
+    try:
+        raw_dir = json.loads(manifest.read_text()).get("raw_dir")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return manifest if isinstance(raw_dir, str) and (folder / raw_dir).is_dir() else None
+
+
 def _walk(folder: Path, adapters: list, result: ImportPlan) -> None:
+    if storbench_manifest(folder) is not None:  # parsed as the workflow parses it
+        result.units.setdefault(STORBENCH_RUN, []).append(folder)
+        return
     for name, adapter in adapters:
         if adapter.claims_folder(folder):
             result.units.setdefault(name, []).append(folder)
@@ -140,7 +162,14 @@ def import_outputs(
         )
     rows: list[dict] = []
     series: list[dict] = []
+    for folder in found.units.pop(STORBENCH_RUN, []):
+        run_rows, run_series = _storbench_run(folder, experiment, tools)
+        rows += run_rows
+        series += run_series
+        found.units.setdefault(STORBENCH_RUN, []).append(folder)
     for tool, units in found.units.items():
+        if tool == STORBENCH_RUN:
+            continue
         base = {"experiment": experiment, "iteration": 1, "attempt": 1, "tool": tool}
         adapter = get_tool(tool)
         tool_rows, tool_series = _read(adapter, units, base, found)
@@ -162,6 +191,24 @@ def import_outputs(
         results.write_timeseries(series, target)
         lines.append(f"{target}: {len(series)} interval rows")
     return lines
+
+
+def _storbench_run(folder: Path, experiment: str, tools: list[str]) -> tuple[list, list]:
+    """Rows and series of a run folder storbench wrote, exactly as its parse step gives them
+    (run id, hosts, per-host rows from each service's log), under the import's experiment."""
+    from storbench.analysis import ingest  # the workflow's own parse
+
+    path = storbench_manifest(folder)
+    assert path is not None  # _walk found it
+    manifest = ingest.read_manifest(path)
+    job_file = folder / manifest.job_file
+    beside = folder / Path(manifest.job_file).name
+    if not job_file.exists() and beside.is_file():  # the run folder moved without jobs/
+        manifest = dataclasses.replace(manifest, job_file=str(beside.resolve()))
+    rows, series = ingest.manifest_rows(manifest, folder, with_timeseries=True)
+    rows = [{**row, "experiment": experiment} for row in rows if row["tool"] in tools]
+    series = [{**row, "experiment": experiment} for row in series or [] if row["tool"] in tools]
+    return rows, series
 
 
 def _read(adapter, units: list[Path], base: dict, found: ImportPlan) -> tuple[list, list]:

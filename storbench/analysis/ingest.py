@@ -44,8 +44,13 @@ def _table(rows: list[dict], schema, manifest_path: str):
 def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
     """(result rows, per-interval rows or None) of one iteration; the standard library only."""
     manifest_file = Path(manifest_path)
-    manifest = _read_manifest(manifest_file)
-    raw_dir = manifest_file.parent / manifest.raw_dir
+    return manifest_rows(read_manifest(manifest_file), manifest_file.parent, with_timeseries)
+
+
+def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = False):
+    """(result rows, per-interval rows or None) of the iteration whose manifest sits in
+    folder (its raw files in folder / manifest.raw_dir)."""
+    raw_dir = folder / manifest.raw_dir
     hosts = manifest.hosts
     tool = get_tool(manifest.tool)
     offered = tool.offered_iops(manifest.params, len(hosts))
@@ -79,7 +84,7 @@ def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
     return rows, series
 
 
-def _read_manifest(path: Path) -> Manifest:
+def read_manifest(path: Path) -> Manifest:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:

@@ -126,3 +126,31 @@ def test_a_truncated_output_is_named_not_imported(source, name, keep, message, t
     report = capsys.readouterr().out
     assert "skipped: " in report and message in report
     assert f"used (iperf3): {tmp_path / 'client-single-stream.json'}" in report
+
+
+STORBENCH_RUNS = [
+    "elbencho/storbench-service-4hosts-dir",
+    "warp/storbench-distributed-4clients",
+    "gosbench/storbench-service-4workers",
+]
+COMPARED = ("run_id", "host", "op", "bytes", "ios", "iops", "bw_bytes_s", "lat_mean_ns",
+            "hosts_in_run", "step", "target", "start_time")  # fmt: skip
+
+
+@pytest.mark.parametrize("fixture", STORBENCH_RUNS)
+def test_a_run_folder_storbench_wrote_imports_as_its_parse_gives_it(fixture, tmp_path, capsys):
+    """The folder as it is (run.json beside a1/, the job file beside it): the same rows and
+    series as the workflow's own parse of the run in its results tree."""
+    from storbench.analysis.ingest import iteration_rows
+    from tests.tools.test_service_mode_outputs import staged
+
+    parsed, parsed_series = iteration_rows(str(staged(tmp_path, fixture)), with_timeseries=True)
+    rows, series, report = import_folder(FIXTURES / fixture, tmp_path, capsys)
+    assert f"used (storbench): {FIXTURES / fixture}" in report
+
+    def table(found):
+        return sorted(tuple(str(row.get(key)) for key in COMPARED) for row in found)
+
+    assert table(rows) == table(parsed)
+    assert {row["experiment"] for row in rows} == {"imported"}
+    assert len(series) == len(parsed_series or [])
