@@ -49,6 +49,7 @@ OPERATIONS = (
     "rmdir",
     "send",
     "receive",
+    "mixed",  # a tool's total over operations it does not report apart (a GOSBench mix)
 )
 _OP_ALIASES = {
     "get": "read",

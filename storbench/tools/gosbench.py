@@ -33,9 +33,9 @@ is not the bandwidth), lat_mean_ns = gosbench's average latency, which is the un
 mean of the workers' averages of whole milliseconds. No percentiles, no error count.
 
 op: gosbench mixes operations within one test and reports them together. A test with one
-non-zero weight gets that op (existing_read counts as read); a mixed test gets the op of
-the largest weight (read, write, delete, list on ties), rw='mixed' and rwmixread = the read
-share of the weights, so the row must be read as "this mix, dominated by op".
+non-zero weight gets that op (existing_read counts as read); a mixed test (read, write,
+delete, list by weight) gets op='mixed', rw='mixed' and rwmixread = the read share of the
+weights: gosbench's numbers are the mix's total, never one operation's.
 """
 
 from __future__ import annotations
@@ -606,8 +606,7 @@ def _operation(test: dict, source) -> tuple[str, str, int | None]:
         raise ToolOutputError(f"{source}: test {test.get('name')!r} has no non-zero weight")
     if len(used) == 1:
         return used[0], used[0], None
-    dominant = max(used, key=lambda op: (shares[op], -_OP_ORDER.index(op)))
-    return dominant, "mixed", round(100 * shares["read"] / sum(shares.values()))
+    return "mixed", "mixed", round(100 * shares["read"] / sum(shares.values()))
 
 
 def _constant_object_size(test: dict) -> int | None:

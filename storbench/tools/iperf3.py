@@ -30,6 +30,10 @@ of ``params_json`` (parameters, not measurements); :func:`transport_counters` gi
 Time series: the file's own ``intervals[]`` (the client measures the sending side, unless
 reversed), omitted (``--omit``) intervals left out; no timestamp, since iperf3 records the
 start only to the second.
+
+Import (``storbench import``): each file is one run seen by its own host: a client file as
+above; a server file alone is the server (its own address) receiving, or sending when the
+run was reversed (``file_view``).
 """
 
 from __future__ import annotations
@@ -229,10 +233,12 @@ class Iperf3Adapter(ToolAdapter):
         rows = []
         for path in map(Path, paths):
             document = load_result(path)
+            host, op = file_view(document)
             file_base = {**base, "run_id": path.stem}
-            rows += interval_rows(
-                document, host=client_address(document), base=file_base, source=path
-            )
+            rows += [
+                {**row, "op": op}
+                for row in interval_rows(document, host=host, base=file_base, source=path)
+            ]
         return rows
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
@@ -240,8 +246,9 @@ class Iperf3Adapter(ToolAdapter):
         rows = []
         for path in map(Path, paths):
             document = load_result(path)
+            host, op = file_view(document)
             file_base = {**base, "run_id": path.stem, "raw_path": str(path)}
-            per_host = [result_row(document, host=client_address(document), base=file_base)]
+            per_host = [{**result_row(document, host=host, base=file_base), "op": op}]
             rows += per_host + aggregate_hosts(per_host)
         return rows
 
@@ -293,6 +300,16 @@ def throughput_summary(document: dict) -> dict:
     if is_server_side(document) and op_of(document) == "receive":
         return end["sum_sent"]
     return end["sum_received"]
+
+
+def file_view(document: dict) -> tuple[str | None, str]:
+    """(host, op) of an imported file as its own host saw the run: a client file is the
+    client sending (or receiving, reversed); a server file alone is the server receiving
+    (or sending, reversed), never labelled as the client's send."""
+    if not is_server_side(document):
+        return client_address(document), op_of(document)
+    server = (document["start"].get("connected") or [{}])[0].get("local_host")
+    return server, "send" if op_of(document) == "receive" else "receive"
 
 
 def client_address(document: dict) -> str | None:

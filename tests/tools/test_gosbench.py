@@ -136,13 +136,13 @@ def test_import_with_the_config_given(tmp_path):
     assert len(ADAPTER.import_outputs(paths, BASE)) == 2
 
 
-def test_mixed_weights_give_the_dominant_op(tmp_path):
+def test_a_mixed_test_is_labelled_mixed_not_one_of_its_ops(tmp_path):
     config = yaml.safe_load((FIXTURES / "gosbench-config.yaml").read_text())
     config["tests"][0].update(read_weight=20, write_weight=70, delete_weight=10)
     path = tmp_path / "mixed.yaml"
     path.write_text(yaml.safe_dump(config))
     rows = by_test(ADAPTER.import_outputs([RUN / "gosbench_results.csv", path], BASE))
-    assert (rows["write-4k-8s"]["op"], rows["write-4k-8s"]["rw"]) == ("write", "mixed")
+    assert (rows["write-4k-8s"]["op"], rows["write-4k-8s"]["rw"]) == ("mixed", "mixed")
     assert rows["write-4k-8s"]["rwmixread"] == 20
 
 

@@ -317,15 +317,16 @@ def test_bidirectional_output_is_rejected():
 # --- import ------------------------------------------------------------------------------
 
 
-def test_import_one_run_per_file_with_client_address_as_host():
+def test_import_one_run_per_file_seen_by_its_own_host():
     paths = [FIXTURES / "client-parallel-4.json", FIXTURES / "server-parallel-4.json"]
     rows = ADAPTER.import_outputs(paths, {"experiment": "imported", "iteration": 1})
     keys = [(row["run_id"], row["host"], row["op"]) for row in rows]
     assert keys == [
         ("client-parallel-4", "127.0.0.1", "send"),
         ("client-parallel-4", ALL_HOSTS, "send"),
-        ("server-parallel-4", "127.0.0.1", "send"),
-        ("server-parallel-4", ALL_HOSTS, "send"),
+        # the server's file alone: the server (its own address) received
+        ("server-parallel-4", "127.0.0.1", "receive"),
+        ("server-parallel-4", ALL_HOSTS, "receive"),
     ]
     # both sides report the receiver's 6657146880 bytes in 3.001832 s
     assert {row["bytes"] for row in rows} == {6657146880}
