@@ -24,7 +24,9 @@ rows summed over them (see :func:`client_rows` for why not warp's own merged tot
 Results come from warp's aggregated JSON (``analyze --json`` or the ``.json.zst``), one row
 per operation type. bw_bytes_s and iops are warp's "Average" over its steady window
 (``throughput``: ramp-up and ramp-down dropped, iops counts objects per second as warp
-prints ``obj/s``); duration_s is that window; bytes, ios and errors count every request.
+prints ``obj/s``); bytes, ios and errors count every request of the run, and duration_s is
+the span they cover (first request's start to last request's end), so bytes / duration_s
+is the whole run's rate beside the steady window's bw_bytes_s.
 Latency is the request duration ('lat'). warp keeps per-segment request statistics
 (``requests_by_client``, ~10 s each): the mean and stdev here are pooled exactly over the
 segments (request-weighted), min/max are the extremes; p50/p90/p99 are merged the way
@@ -485,7 +487,7 @@ def client_rows(document: dict, rows: list[dict], source) -> list[dict]:
                 "bytes": int(total["total_bytes"]) if single_op and total else None,
                 "ios": int(total["total_requests"]) if single_op and total else None,
                 "errors": int(throughput.get("errors") or 0),
-                "duration_s": seconds or None,
+                "duration_s": span_s(total) if single_op and total else None,
                 "bw_bytes_s": throughput["bytes"] / seconds if seconds else None,
                 "iops": throughput["objects"] / seconds if seconds else None,
                 **(request_latency(requests) if requests["requests_by_client"][client] else {}),
@@ -576,6 +578,17 @@ def _object_size(document: dict) -> int | None:
     return max(sizes) if sizes and max(sizes) > 0 else None
 
 
+def span_s(entry: dict) -> float | None:
+    """Seconds from an entry's start_time to its end_time (RFC 3339, nanoseconds)."""
+    try:
+        start = datetime.datetime.fromisoformat(entry["start_time"].replace("Z", "+00:00"))
+        end = datetime.datetime.fromisoformat(entry["end_time"].replace("Z", "+00:00"))
+    except (KeyError, AttributeError, ValueError):
+        return None
+    seconds = (end - start).total_seconds()
+    return seconds if seconds > 0 else None
+
+
 def parse_go_duration(text: str) -> float:
     """Seconds of a Go duration string: '18.199755783s' -> 18.199755783, '1m30s' -> 90.0."""
     text = text.strip()
@@ -597,7 +610,7 @@ def _op_metrics(entry: dict, op_type: str, source) -> dict:
         "bytes": int(entry["total_bytes"]),
         "ios": int(entry["total_requests"]),
         "errors": int(entry["total_errors"]),
-        "duration_s": seconds or None,
+        "duration_s": span_s(entry),  # what bytes and ios cover
         "bw_bytes_s": throughput["bytes"] / seconds if seconds else None,
         "iops": throughput["objects"] / seconds if seconds else None,
         **request_latency(entry),
