@@ -15,7 +15,10 @@ from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTIL
 SUMMED = ("bytes", "ios", "bw_bytes_s", "iops", "errors")
 LATENCY_SUMMARY = ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns")
 PERCENTILE_FIELDS = (*PERCENTILE_COLUMNS, "lat_basis", "pct_source", "hist_ns", "hist_count")
-_METRICS = frozenset((*SUMMED, "duration_s", *LATENCY_SUMMARY, *PERCENTILE_FIELDS))
+TOOL_TOTALS = ("tool_bw_bytes_s", "tool_iops")  # the tool's own aggregate, never summed
+_METRICS = frozenset(
+    (*SUMMED, "duration_s", *LATENCY_SUMMARY, *PERCENTILE_FIELDS, "clat_mean_ns", *TOOL_TOTALS)
+)
 _PER_ROW_IDENTITY = frozenset(("host", "job", "op"))
 _JOINED_WHEN_DIFFERENT = frozenset(("command", "raw_path", "tool_version"))
 _CLONE_LABEL = re.compile(r"^(?P<base>.*)\[\d+\]$")  # fio numjobs clones: name[3]
@@ -53,7 +56,9 @@ def _base_job(job):
 
 
 def _aggregate(job, op, group: list[dict]) -> dict:
+    clat = {"clat_mean_ns": _weighted_mean(group, "clat_mean_ns")}
     return {
+        **(clat if any("clat_mean_ns" in row for row in group) else {}),
         **_shared_columns(group),
         "host": ALL_HOSTS,
         "job": job,
@@ -93,6 +98,14 @@ def _max(values):
 def _min(values):
     present = [value for value in values if value is not None]
     return min(present) if present else None
+
+
+def _weighted_mean(group: list[dict], column: str):
+    """The I/O-weighted mean of a per-row mean (None unless every row measured it)."""
+    if any(row.get(column) is None or not row.get("ios") for row in group):
+        return None
+    total = sum(row["ios"] for row in group)
+    return sum(row["ios"] * row[column] for row in group) / total
 
 
 def _pooled_latency(group: list[dict]) -> dict:

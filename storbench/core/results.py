@@ -21,7 +21,7 @@ from storbench.core.schema_names import (  # noqa: F401  re-exported
     percentile_column,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _IDENTITY = [
     ("experiment", pa.string()),
@@ -69,6 +69,12 @@ _METRICS = [
     ("hist_ns", pa.list_(pa.int64())),  # histogram bin values (ns), ascending
     ("hist_count", pa.list_(pa.int64())),  # count per bin, same length as hist_ns
     ("errors", pa.int64()),
+    # v5: the completion-latency mean beside lat_mean_ns (always submission to completion),
+    # the tool's own error code, and its own aggregate beside storbench's sum (host 'all')
+    ("clat_mean_ns", pa.float64()),
+    ("error_code", pa.int32()),
+    ("tool_bw_bytes_s", pa.float64()),
+    ("tool_iops", pa.float64()),
 ]
 _PROVENANCE = [
     ("tool_version", pa.string()),

@@ -1,8 +1,12 @@
 """Parse fio ``json`` / ``json+`` output into rows of the common result schema.
 
 Standalone runs give one output per host (``jobs[]``); a client/server run gives one output
-with ``client_stats[]`` holding one entry per server plus ``All clients``, which is skipped:
-the ``all`` rows are always recomputed from the per-host rows by :func:`aggregate_hosts`.
+with ``client_stats[]`` holding one entry per server plus ``All clients``: the ``all`` rows
+are always recomputed from the per-host rows by :func:`aggregate_hosts`, and fio's own
+``All clients`` bandwidth and IOPS are kept beside them (``tool_bw_bytes_s``,
+``tool_iops``), never used by the reports. ``lat_mean_ns`` is always fio's ``lat_ns``
+(submission to completion) and ``clat_mean_ns`` its ``clat_ns``; ``lat_basis`` names the
+basis of the percentiles and histogram. ``error_code`` is the job's ``error`` (an errno).
 """
 
 from __future__ import annotations
@@ -152,6 +156,7 @@ def _document_rows(doc: dict, host, base: dict, client_names: dict, source: str)
             "host": entry_host,
             "job": job,
             "errors": _entry_errors(entry),
+            "error_code": int(entry.get("error") or 0),
         }
         if doc.get("fio version") is not None:
             shared["tool_version"] = doc["fio version"]
@@ -269,6 +274,8 @@ def _op_metrics(stats: dict) -> dict:
         "bw_bytes_s": _float(stats.get("bw_bytes")),
         "iops": _float(stats.get("iops")),
     }
+    clat = stats.get("clat_ns") or {}
+    metrics["clat_mean_ns"] = float(clat["mean"]) if clat.get("N") else None
     return {**metrics, **_latency_summary(stats.get("lat_ns") or {}), **_percentiles(stats)}
 
 
@@ -323,6 +330,7 @@ def parse_outputs(
     sources: the file each output was read from, named in errors.
     """
     rows = []
+    totals: dict = {}
     for index, (host, text) in enumerate(outputs):
         source = "fio client output" if host is None else f"fio output of host {host}"
         if sources:
@@ -331,4 +339,27 @@ def parse_outputs(
         rows += rows_from_document(
             final, host=host, base=base, client_names=client_names, source=source
         )
-    return rows + aggregate_hosts(rows)
+        totals.update(_all_clients(final))
+    return rows + [_with_tool_totals(row, totals) for row in aggregate_hosts(rows)]
+
+
+def _all_clients(doc: dict) -> dict:
+    """{op: (bw, iops)} of fio's own 'All clients' entry (client/server output), kept beside
+    storbench's sum: fio divides the summed I/O by the aggregate runtime, and some fio
+    versions get it wrong, so the reports never use it."""
+    entries = [e for e in doc.get("client_stats") or [] if e.get("jobname") == ALL_CLIENTS]
+    if len(entries) != 1:
+        return {}
+    totals = {}
+    for op in OPS:
+        stats = entries[0].get(op) or {}
+        if stats.get("total_ios"):
+            totals[op] = (_float(stats.get("bw_bytes")), _float(stats.get("iops")))
+    return totals
+
+
+def _with_tool_totals(row: dict, totals: dict) -> dict:
+    if row["op"] not in totals:
+        return row
+    bw, iops = totals[row["op"]]
+    return {**row, "tool_bw_bytes_s": bw, "tool_iops": iops}

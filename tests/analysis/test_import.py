@@ -60,3 +60,33 @@ def test_imported_rows_know_how_many_hosts_their_run_had(tmp_path, capsys):
     rows = pq.read_table(output).to_pylist()
     hosts = {row["host"] for row in rows} - {"all"}
     assert len(hosts) > 1 and {row["hosts_in_run"] for row in rows} == {len(hosts)}
+
+
+def read_rows(tmp_path, capsys, fixture: str) -> list[dict]:
+    output = tmp_path / f"{fixture.replace('/', '-')}.parquet"
+    assert main(["import", "-o", str(output), str(FIXTURES / fixture)]) == 0, (
+        capsys.readouterr().err
+    )
+    return pq.read_table(output).to_pylist()
+
+
+def test_fio_keeps_both_means_its_error_code_and_its_own_all_clients(tmp_path, capsys):
+    import json
+
+    # standalone-group.json: percentiles of clat only; the means keep their own names
+    rows = read_rows(tmp_path, capsys, "fio/standalone-group.json")
+    job = json.loads((FIXTURES / "fio/standalone-group.json").read_text())["jobs"][0]
+    (read,) = [r for r in rows if r["host"] != "all" and r["job"] == job["jobname"]]
+    assert read["lat_basis"] == "clat"
+    assert read["lat_mean_ns"] == job["read"]["lat_ns"]["mean"] == 210957.733827
+    assert read["clat_mean_ns"] == job["read"]["clat_ns"]["mean"] == 202338.107613
+    # a job that failed with EINVAL keeps fio's errno
+    failed = read_rows(tmp_path, capsys, "fio/fail-einval-direct-io.stdout.txt")
+    assert {r["error_code"] for r in failed} == {22} and {r["errors"] for r in failed} == {1}
+    # client/server: 'all' is storbench's sum; fio's 'All clients' is kept beside it
+    served = read_rows(tmp_path, capsys, "fio/client-server.jsonplus.json")
+    (total,) = [r for r in served if r["host"] == "all" and r["op"] == "read"]
+    assert total["bw_bytes_s"] == 64241922 + 64160838
+    assert total["tool_bw_bytes_s"] == 128402761  # fio's own, 1 B/s over the sum here
+    hosts = [r for r in served if r["host"] != "all"]
+    assert all(r["tool_bw_bytes_s"] is None for r in hosts)
