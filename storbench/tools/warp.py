@@ -446,14 +446,21 @@ def rows_from_outputs(outputs: list[tuple], *, base: dict, params: dict) -> list
             per_host += [{**row, "host": host} for row in rows]
         elif _client_count(document) > 1:
             clients = client_rows(document, rows, path)
-            whole.append(clients + aggregate_hosts(clients))
+            merged = {row["op"]: row for row in rows}  # warp's own total, kept beside the sum
+            whole.append(clients + [_with_own(row, merged) for row in aggregate_hosts(clients)])
         else:
-            whole.append([{**row, "host": ALL_HOSTS} for row in rows])
+            whole.append([_with_own({**row, "host": ALL_HOSTS}, {}) for row in rows])
     if whole and (per_host or len(whole) > 1):
         raise ToolOutputError(
             f"{outputs[0][2]}: a distributed warp result next to other outputs of the same run"
         )
     return whole[0] if whole else per_host + aggregate_hosts(per_host)
+
+
+def _with_own(row: dict, merged: dict) -> dict:
+    """An 'all' row with warp's own total beside it (the row itself when it is warp's)."""
+    own = merged.get(row["op"], row)
+    return {**row, "tool_bw_bytes_s": own.get("bw_bytes_s"), "tool_iops": own.get("iops")}
 
 
 CLIENT_PREFIX = "warp-client-"  # warp names its clients by random ids, not by host

@@ -80,6 +80,8 @@ def test_warp_distributed_rows_per_client_and_the_sum(tmp_path):
     assert puts["all"]["ios"] == 5751 and puts["all"]["bytes"] == 376897536
     assert puts["all"]["bw_bytes_s"] == pytest.approx(sum(puts[c]["bw_bytes_s"] for c in clients))
     assert puts["all"]["pct_source"] is None  # never an average of the clients' percentiles
+    # warp's own merged total is kept beside the sum: its console printed 'Average: 25.69 MiB/s'
+    assert f"{puts['all']['tool_bw_bytes_s'] / MIB:.2f}" == "25.69"
     assert {row["hosts_in_run"] for row in rows} == {4}
     assert series and {row["host"] for row in series} == {"all"}
 
