@@ -1007,7 +1007,10 @@ def import_series(paths: list[Path], base: dict) -> list[dict]:
 
 
 def _import_rows(phases: list[Phase], run_id: str, base: dict) -> list[dict]:
-    service_mode = any((phase.hosts or 1) > 1 for phase in phases)
+    # console output has no header: it names no host and no host count, so its totals are
+    # elbencho's over whatever ran (one host or a service run's many): 'all' rows only
+    console = all(phase.command is None and phase.start is None for phase in phases)
+    service_mode = console or any((phase.hosts or 1) > 1 for phase in phases)
     host = ALL_HOSTS if service_mode else (base.get("host") or "localhost")
     rows = phase_rows(phases, host=host, run_id=run_id, params={}, base={**base, "run_id": run_id})
     return rows if service_mode else rows + aggregate_hosts(rows)

@@ -154,3 +154,21 @@ def test_a_run_folder_storbench_wrote_imports_as_its_parse_gives_it(fixture, tmp
     assert table(rows) == table(parsed)
     assert {row["experiment"] for row in rows} == {"imported"}
     assert len(series) == len(parsed_series or [])
+
+
+def test_elbencho_console_output_names_no_host(tmp_path, capsys):
+    """The console of a 2-host service run says neither host nor host count: its numbers
+    are elbencho's totals, so they become 'all' rows only (the same as its results file's)."""
+    console = read_rows_of(tmp_path, capsys, "elbencho/service-2hosts/console.stdout.txt")
+    results = read_rows_of(tmp_path, capsys, "elbencho/service-2hosts/results.txt")
+    assert {row["host"] for row in console} == {"all"}
+    by_op = {row["op"]: row for row in results if row["host"] == "all"}
+    for row in console:
+        assert (row["iops"], row["bytes"]) == (by_op[row["op"]]["iops"], by_op[row["op"]]["bytes"])
+
+
+def read_rows_of(tmp_path, capsys, fixture: str) -> list[dict]:
+    output = tmp_path / f"{fixture.replace('/', '-')}.parquet"
+    assert main(["import", "--tool", "elbencho", "-o", str(output), str(FIXTURES / fixture)]) == 0
+    capsys.readouterr()
+    return pq.read_table(output).to_pylist()
