@@ -172,3 +172,27 @@ def read_rows_of(tmp_path, capsys, fixture: str) -> list[dict]:
     assert main(["import", "--tool", "elbencho", "-o", str(output), str(FIXTURES / fixture)]) == 0
     capsys.readouterr()
     return pq.read_table(output).to_pylist()
+
+
+def test_a_real_fio_campaigns_raw_folder_imports_as_its_parse(tmp_path, capsys):
+    """A campaign run here (fio, two runs x two iterations, status intervals): importing its
+    results/<experiment>/raw folder as it is gives the rows and series its parse wrote."""
+    from tests.workflow.test_workflow import snakemake, tiny_config
+
+    config = tiny_config(tmp_path / "target")
+    config["experiments"]["tiny"]["job"]["status_interval"] = "1s"
+    config["report"] = {"pdf": False}
+    snakemake(tmp_path, config, "results/tiny/summary.parquet", "results/tiny/timeseries.parquet")
+    parsed = pq.read_table(tmp_path / "results/tiny/summary.parquet").to_pylist()
+    parsed_series = pq.read_table(tmp_path / "results/tiny/timeseries.parquet").to_pylist()
+    rows, series, report = import_folder(tmp_path / "results/tiny/raw", tmp_path, capsys)
+    assert report.count("used (storbench): ") == 4  # two runs x two iterations
+
+    def table(found, keys):
+        return sorted(tuple(str(row.get(key)) for key in keys) for row in found)
+
+    keys = (*COMPARED, "iteration", "p99_ns", "clat_mean_ns")
+    assert table(rows, keys) == table(parsed, keys)
+    series_keys = ("run_id", "iteration", "host", "op", "t_s", "bytes", "ios")
+    assert table(series, series_keys) == table(parsed_series, series_keys)
+    assert len(series) > 0
