@@ -167,7 +167,7 @@ KEY_COLUMNS = {
     "Tool": lambda r: r.get("tool"),
     "Kind": lambda r: r["kind"],
     "Runs": lambda r: r.get("runs"),
-    "n": lambda r: r.get("iterations"),
+    "n": lambda r: _small_n(r.get("iterations")),
 }
 
 
@@ -179,10 +179,12 @@ def key_results_table(rows: list[dict]) -> tables.Table:
     columns = {name: [_cell(pick(r)) for r in rows] for name, pick in KEY_COLUMNS.items()}
     columns |= {
         "Peak GB/s": [report_tables.fixed(v, bw_decimals) for v in bw],
-        "GB/s CI": [_interval(r, "bw", GB, bw_decimals) for r in rows],
+        "GB/s CI low": [_bound(r, "bw_ci_low", GB, bw_decimals) for r in rows],
+        "GB/s CI high": [_bound(r, "bw_ci_high", GB, bw_decimals) for r in rows],
         "Bandwidth peak at": [r.get("bw_run") for r in rows],
         "Peak IOPS": [report_tables.fixed(v, iops_decimals) for v in iops],
-        "IOPS CI": [_interval(r, "iops", 1.0, iops_decimals) for r in rows],
+        "IOPS CI low": [_bound(r, "iops_ci_low", 1.0, iops_decimals) for r in rows],
+        "IOPS CI high": [_bound(r, "iops_ci_high", 1.0, iops_decimals) for r in rows],
         "IOPS peak at": [r.get("iops_run") for r in rows],
         "p99 µs at peak IOPS": [
             report_tables.fixed(scaled(r.get("p99_ns"), NS_PER_US), 1) for r in rows
@@ -201,8 +203,13 @@ def key_results_table(rows: list[dict]) -> tables.Table:
         "merged histograms, cells with CoV above 5 %, and I/O errors. For a latency-SLO "
         "search, Peak IOPS is the highest offered rate found to meet the objective.",
         label="tab:key-results",
-        align="lllrr" + "rrl" * 2 + "rrr",
-        notes=("An empty cell: not applicable or not available.",),
+        align="lllrr" + "rrrl" * 2 + "rrr",
+        notes=(
+            "An empty cell: not applicable or not available.",
+            f"{SMALL_N_MARK} n below {SMALL_N}: an interval over so few iterations is wide "
+            "and rests on the normal assumption; read it as indicative only. A lower bound "
+            "below 0 is shown as 0 (bandwidth and IOPS are never negative).",
+        ),
     )
 
 
@@ -210,11 +217,20 @@ def _cell(value) -> str | None:
     return None if value is None else str(value)
 
 
-def _interval(row: dict, prefix: str, unit: float, decimals: int) -> str | None:
-    low, high = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
-    if low is None or high is None:
+SMALL_N = 3  # iterations below which a 95 % interval says little (flagged, never hidden)
+SMALL_N_MARK = "§"
+
+
+def _small_n(iterations) -> str | None:
+    if iterations is None:
         return None
-    return f"{low / unit:.{decimals}f} – {high / unit:.{decimals}f}"
+    return f"{iterations}{SMALL_N_MARK}" if int(iterations) < SMALL_N else str(iterations)
+
+
+def _bound(row: dict, key: str, unit: float, decimals: int) -> str | None:
+    """One bound of an interval as a number (CSV and LaTeX read it), never below 0."""
+    value = row.get(key)
+    return None if value is None else f"{max(value, 0.0) / unit:.{decimals}f}"
 
 
 def experiment_links(experiments: dict, key_rows: list[dict]) -> list[dict]:

@@ -228,10 +228,11 @@ def format_cov(cov) -> str:
 
 
 def format_interval(low, high, decimals: int) -> str:
-    """'3,120.5 – 3,279.5'; '–' when the interval is undefined (fewer than two iterations)."""
+    """'3,120.5 – 3,279.5'; '–' when the interval is undefined (fewer than two iterations).
+    Its quantities (bandwidth, IOPS) are never negative: a lower bound under 0 shows as 0."""
     if is_missing(low) or is_missing(high):
         return NO_VALUE
-    return f"{format_number(low, decimals)} – {format_number(high, decimals)}"
+    return f"{format_number(max(low, 0.0), decimals)} – {format_number(high, decimals)}"
 
 
 def _outlier_marked(text: str, outliers) -> str:

@@ -40,7 +40,9 @@ SYSTEM = "system"
 NODE = "node"
 CI_NOTE = (
     "CI: two-sided 95 % Student t confidence interval of the mean over the n iterations "
-    "(mean ± t(0.975, n − 1) · sd / √n); empty for n = 1."
+    "(mean ± t(0.975, n − 1) · sd / √n); empty for n = 1; with n = 2 or 3 it is wide and "
+    "only indicative; a lower bound under 0 is shown as 0 (IOPS and bandwidth are never "
+    "negative)."
 )
 MISSING_NOTE = "An empty cell: value not available."
 
@@ -96,6 +98,11 @@ def column_decimals(values, significant: int = SIGNIFICANT_DIGITS) -> int:
     return max(0, min(MAX_DECIMALS, significant - 1 - exponent))
 
 
+def non_negative(value):
+    """A lower bound of a quantity that is never negative (missing stays missing)."""
+    return value if is_missing(value) else max(float(value), 0.0)
+
+
 def fixed(value, decimals: int) -> str | None:
     """'1234.57' (decimals=2, no thousands separator: CSV and LaTeX read it); missing -> None."""
     return None if is_missing(value) else f"{float(value):.{decimals}f}"
@@ -121,7 +128,9 @@ def _metric_columns(frame: pd.DataFrame, column: str, unit: float, label: str) -
     decimals = column_decimals(means)
     return {
         label: [fixed(v, decimals) for v in means],
-        f"{label} CI low": [fixed(scaled(v, unit), decimals) for v in frame[f"{column}_ci_low"]],
+        f"{label} CI low": [
+            fixed(non_negative(scaled(v, unit)), decimals) for v in frame[f"{column}_ci_low"]
+        ],
         f"{label} CI high": [fixed(scaled(v, unit), decimals) for v in frame[f"{column}_ci_high"]],
     }
 
@@ -228,7 +237,7 @@ def prep_state_table(summary: pd.DataFrame) -> tables.Table | None:
         "State": [v if isinstance(v, str) else "" for v in frame["prep_state"]],
         "n": [_int_text(v) for v in frame["n"]],
         "IOPS": [fixed(v, decimals) for v in iops],
-        "IOPS CI low": [fixed(v, decimals) for v in frame["iops_ci_low"]],
+        "IOPS CI low": [fixed(non_negative(v), decimals) for v in frame["iops_ci_low"]],
         "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
         "Mean lat µs": [fixed(v, lat_decimals) for v in latency],
     }
@@ -281,7 +290,7 @@ def per_host_table(raw: pd.DataFrame, summary: pd.DataFrame) -> tables.Table:
         "Host": list(frame["host"]),
         "n": [_int_text(v) for v in frame["n"]],
         "IOPS": [fixed(v, decimals) for v in iops],
-        "IOPS CI low": [fixed(v, decimals) for v in frame["iops_ci_low"]],
+        "IOPS CI low": [fixed(non_negative(v), decimals) for v in frame["iops_ci_low"]],
         "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
         **_metric_columns(frame, "bw_bytes_s", GB, "GB/s"),
     }

@@ -102,7 +102,7 @@ def mean_and_ci(values) -> tuple[float, float, float]:
     assert len(values) == 3
     mean = statistics.fmean(values)
     half = T_975_DF2 * statistics.stdev(values) / math.sqrt(3)
-    return mean, mean - half, mean + half
+    return mean, max(mean - half, 0.0), mean + half  # tables show a negative bound as 0
 
 
 def is_outlier(values) -> list[bool]:
