@@ -144,6 +144,8 @@ def build_report(
             png, svg, caption = make_figure(name, summary, raw)
         written[f"{name}.png"] = write_file(out_dir / f"{name}.png", png)
         written[f"{name}.svg"] = write_file(out_dir / f"{name}.svg", svg)
+        if name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series):
+            continue  # the file exists for the rule; the page shows no empty figure
         figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
     host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
     figures = [f for f in figures if f not in host_figures]

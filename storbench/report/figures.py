@@ -149,6 +149,11 @@ def interval_series(timeseries: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def has_series(timeseries: pd.DataFrame | None) -> bool:
+    """Whether the runs left a per-interval series to draw."""
+    return timeseries is not None and not interval_series(timeseries).empty
+
+
 def timeseries_figure(timeseries: pd.DataFrame | None):
     series = interval_series(timeseries) if timeseries is not None else None
     if series is None or series.empty:
