@@ -147,6 +147,15 @@ def build_report(
         if name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series):
             continue  # the file exists for the rule; the page shows no empty figure
         figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
+    from storbench.report import extra_figures  # drawn only when the runs call for them
+
+    cells = cell_histograms(raw, summary)
+    labels = _cdf_labels([row for row, _, _ in cells]) if cells else []
+    for name, build in extra_figures.optional_figures(summary, cells, labels):
+        png, svg, caption = figure_files(build)
+        written[f"{name}.png"] = write_file(out_dir / f"{name}.png", png)
+        written[f"{name}.svg"] = write_file(out_dir / f"{name}.svg", svg)
+        figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
     host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
     figures = [f for f in figures if f not in host_figures]
     extra_sections = []

@@ -21,7 +21,12 @@ ITERATIONS = (1, 2, 3)
 HOSTS = ("hostA", "hostB")
 # Figures in the order of the page: report.FIGURES, then the further ones (report_figures).
 ALL_FIGURES = (*report.FIGURES, *report_figures.FIGURES)
-FIGURE_FILES = [f"{name}.{ext}" for name in ALL_FIGURES for ext in ("png", "svg")]
+# rows with histogram bins also get the latency histogram (storbench.report.extra_figures)
+HISTOGRAM_FILES = ["latency_histogram.png", "latency_histogram.svg"]
+FIGURE_FILES = [
+    *(f"{name}.{ext}" for name in ALL_FIGURES for ext in ("png", "svg")),
+    *HISTOGRAM_FILES,
+]
 # Paper tables every report exports (the preparation-state table only when rows record a state).
 TABLE_FILES = [
     f"tables/{stem}.{suffix}"
@@ -152,8 +157,9 @@ def test_html_is_offline_with_embedded_images(built):
     html = (out_dir / "index.html").read_text()
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html)
     assert "<link" not in html and "<script" not in html
-    # no per-interval series in these rows: the page leaves the empty time-series figure out
-    assert html.count('src="data:image/png;base64,') == len(ALL_FIGURES) - 1
+    # no per-interval series in these rows: the page leaves the empty time-series figure out,
+    # and their histogram bins add the latency histogram
+    assert html.count('src="data:image/png;base64,') == len(ALL_FIGURES)
 
 
 def test_meta_text_is_escaped(built):
@@ -206,7 +212,8 @@ def test_edge_cases(tmp_path):
     assert no_bins.endswith(f"<td>{report.NO_VALUE}</td>")  # p99 without histograms
     single = html.split("<td>randwrite-4k-qd4</td>")[1].split("</tr>")[0]
     assert "<td>50.0</td>" in single  # n=1: mean without ± sd
-    assert html.count("data:image/png;base64,") == len(ALL_FIGURES) - 1  # no series
+    # no series (- the time series), histogram bins (+ the latency histogram)
+    assert html.count("data:image/png;base64,") == len(ALL_FIGURES)
 
 
 def test_bandwidth_unit_follows_magnitude():
@@ -236,7 +243,8 @@ def test_figure_png_is_a_png():
 
 def test_empty_results_still_give_a_report(tmp_path):
     written = report.build_report(results.SCHEMA.empty_table(), tmp_path, title="empty", meta={})
-    assert set(written) == {"index.html", "summary.csv", "summary.md", *FIGURE_FILES, *TABLE_FILES}
+    no_histogram = set(FIGURE_FILES) - set(HISTOGRAM_FILES)  # no rows, no bins
+    assert set(written) == {"index.html", "summary.csv", "summary.md", *no_histogram, *TABLE_FILES}
     assert "<h1>empty</h1>" in written["index.html"].read_text()
 
 
@@ -346,9 +354,8 @@ def test_stepped_report_shows_scaling_table_with_efficiency(stepped):
     exported = (out_dir / "tables" / "scaling.md").read_text()
     assert "| h2 | 2 | 2 | 2.10 ± 0.14 | 1.050 | 2,003 ± 135 | 2.50 |" in exported
     assert "client links (2 x 10 Gbit/s) | 84.0 % |" in exported
-    assert html.count('src="data:image/png;base64,') == len(
-        ALL_FIGURES
-    )  # + scaling, - the empty time series
+    # + scaling and the latency histogram, - the empty time series
+    assert html.count('src="data:image/png;base64,') == len(ALL_FIGURES) + 1
     assert 'id="figure-scaling"' in html and "client links (2 x 10 Gbit/s) at 2 hosts" in html
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html)
 

@@ -21,11 +21,18 @@ import pytest
 from storbench.core import results
 from storbench.report import experiment as report
 from storbench.report import pdf
-from storbench.report.figures import TIMESERIES_FIGURE
+from storbench.report.extra_figures import HISTOGRAM_FIGURE
+from storbench.report.figures import PER_HOST_FIGURE, TIMESERIES_FIGURE
 from tests.report.test_report import ALL_FIGURES, META, campaign_rows
 
-# these rows have no per-interval series: the page leaves the empty time-series figure out
-SHOWN_FIGURES = tuple(name for name in ALL_FIGURES if name != TIMESERIES_FIGURE)
+# these rows have no per-interval series: the page leaves the empty time-series figure out;
+# their histogram bins add the latency histogram (after the main figures, before per-host)
+SHOWN_FIGURES = tuple(
+    shown
+    for name in ALL_FIGURES
+    if name != TIMESERIES_FIGURE
+    for shown in ((HISTOGRAM_FIGURE, name) if name == PER_HOST_FIGURE else (name,))
+)
 
 PNG_SIZE_OFFSET = 16  # width and height follow the signature and the IHDR chunk header
 PDF_POINTS_PER_INCH = 72

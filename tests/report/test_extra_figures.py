@@ -1,0 +1,63 @@
+"""The figures drawn only when the runs call for them: latency histogram, iodepth × numjobs."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from storbench.analysis import stats
+from storbench.core import results
+from storbench.report import experiment as report
+from storbench.report import extra_figures
+from tests.report.test_report import META
+
+MIB = 1 << 20
+
+
+def rows_2d() -> list[dict]:
+    rows = []
+    for depth in (1, 4, 16):
+        for jobs in (1, 2):
+            for iteration in (1, 2):
+                iops = 1000.0 * depth * jobs + iteration  # each cell's own mean, by hand below
+                rows.append({
+                    "experiment": "grid", "run_id": f"qd{depth}_nj{jobs}", "iteration": iteration,
+                    "attempt": 1, "tool": "fio", "host": "all", "job": "j", "op": "read",
+                    "rw": "randread", "bs": 4096, "iodepth": depth, "numjobs": jobs,
+                    "iops": iops, "bw_bytes_s": iops * 4096, "ios": int(iops),
+                    "lat_mean_ns": 1e5, "hist_ns": [50_000, 100_000 * depth],
+                    "hist_count": [900, 100], "lat_basis": "lat",
+                })  # fmt: skip
+    return rows
+
+
+def test_the_heat_map_cells_are_the_mean_iops_of_each_depth_and_jobs_pair():
+    summary = stats.summarize(results.table_from_rows(rows_2d()).to_pandas())
+    ((title, cells),) = extra_figures.heatmap_panels(summary)
+    assert title == "all runs"
+    grid = cells.pivot_table(index="numjobs", columns="iodepth", values="iops_mean")
+    for depth in (1, 4, 16):
+        for jobs in (1, 2):
+            expected = statistics.fmean(1000.0 * depth * jobs + it for it in (1, 2))
+            assert grid.loc[jobs, depth] == pytest.approx(expected)
+
+
+def test_one_dimensional_sweeps_get_no_heat_map():
+    rows = [row for row in rows_2d() if row["numjobs"] == 1]
+    assert (
+        extra_figures.heatmap_panels(stats.summarize(results.table_from_rows(rows).to_pandas()))
+        == []
+    )
+
+
+def test_the_report_embeds_both_figures_when_they_apply(tmp_path):
+    path = tmp_path / "rows.parquet"
+    results.write_rows(rows_2d(), path)
+    written = report.build_report(path, tmp_path / "out", title="grid", meta=META)
+    for name in (extra_figures.HISTOGRAM_FIGURE, extra_figures.HEATMAP_FIGURE):
+        assert written[f"{name}.png"].read_bytes().startswith(b"\x89PNG")
+        assert written[f"{name}.svg"].stat().st_size > 0
+    html = written["index.html"].read_text()
+    assert "Latency histogram per run and operation" in html
+    assert "Mean IOPS over queue depth × numjobs" in html
