@@ -32,6 +32,7 @@ WRITE_PATTERNS = {
     "randwrite": "randwrite",
 }
 PATTERNS_WITH_WRITES = {"write", "randwrite", "rw", "readwrite", "randrw", "trimwrite"}
+SYNC_ENGINES = frozenset({"psync", "sync", "pvsync", "pvsync2", "vsync"})
 
 
 class FioAdapter(ToolAdapter):
@@ -189,13 +190,14 @@ class FioAdapter(ToolAdapter):
     def search_job_warnings(self, job: dict) -> list[str]:
         writes = str(job.get("rw", "read")).partition(":")[0] in PATTERNS_WITH_WRITES
         files = job.get("nrfiles", 1)
-        if writes and str(files) != "1" and str(job.get("openfiles", "")) != "1":
-            # seen here with fio 3.33: 5 of 8 runs of such a job abort; upstream fio PR #2028
-            # (Dec 2025) keeps sync I/O out of rate limiting
+        engine = str(job.get("ioengine", "psync"))
+        if writes and str(files) != "1" and engine not in SYNC_ENGINES:
+            # measured here, fio 3.33: 8 of 12 such probes abort (libaio, 2 files per job,
+            # openfiles: 1 too); nrfiles: 1 or psync: none of 12
             return [
-                f"nrfiles: {files!r} with writes at an offered rate (rate_iops): fio 3.33 "
-                "aborts in rate_ddir ('Assertion ddir_rw(ddir) failed') in most such runs; "
-                "add openfiles: 1 to the job, or use nrfiles: 1"
+                f"nrfiles: {files!r} with writes at an offered rate (rate_iops) through "
+                f"{engine}: fio 3.33 aborts in rate_ddir ('Assertion ddir_rw(ddir) failed') in "
+                "most such runs; use nrfiles: 1 for the search, or a synchronous ioengine"
             ]
         return []
 

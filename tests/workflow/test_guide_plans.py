@@ -126,10 +126,9 @@ def test_elastifile_sizing_rules_searches_and_per_node_table(guide_lab, tmp_path
     share = Path(config["targets"]["ecfs"]["path"])
     for address in GROUP_ADDRESSES:
         files = sorted((share / address).glob("working_set.*"))
-        jobs, per_job = cores // 2 // len(GROUP_ADDRESSES), cores // (cores // 2)
-        assert len(files) == jobs * per_job
-        # 3 x the cluster's memory (4 MiB per node here) over the cluster's cores
-        assert {f.stat().st_size for f in files} == {3 * 3 * 4 * 2**20 // cores}
+        assert len(files) == cores // 2 // len(GROUP_ADDRESSES)  # one file per job
+        # 3 x the cluster's memory (4 MiB per node here) over its half cores (the jobs)
+        assert {f.stat().st_size for f in files} == {3 * 3 * 4 * 2**20 // (cores // 2)}
     for experiment, metric in (("oltp_iops", "iops"), ("bw_64k", "bandwidth")):
         answer = read_json(tmp_path / f"results/{experiment}/search.json")
         assert answer["objective"]["metric"] == metric
