@@ -69,6 +69,7 @@ from storbench.report.toolkit import (
     new_figure,
     paper_table_context,
     read_results,
+    readable_counts,
     recorded_versions,
     render_figure,
     runtime_text,
@@ -536,6 +537,7 @@ def iops_figure(summary: pd.DataFrame):
             ax.set_yscale("log")
         else:
             ax.set_ylim(bottom=0)
+            readable_counts(ax.yaxis)
         ax.set_title(panel_title)
         ax.set_xlabel("iodepth")
         ax.set_ylabel("IOPS")
@@ -1099,6 +1101,7 @@ def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
     bottlenecks = _theoretical_lines(axes[0], data, scale) if with_data_path else ""
     axes[0].set_ylabel(f"bandwidth ({unit})")
     axes[1].set_ylabel("IOPS")
+    readable_counts(axes[1].yaxis)
     if with_data_path:
         axes[2].axhline(100, color="black", linewidth=0.8, linestyle=":")
         efficiency = data["efficiency"].dropna()

@@ -69,6 +69,7 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
         ax.set_ylabel("latency (µs)")
         ax.set_yscale("log")
         ax.set_xlim(left=0)
+        toolkit.readable_counts(ax.xaxis)
     toolkit.figure_legend(fig, axes)
     caption = (
         "Latency against achieved IOPS as the queue depth grows (labels at the points: "
@@ -183,6 +184,7 @@ def timeseries_figure(timeseries: pd.DataFrame | None):
                 )
         ax.set_title(str(run_id), fontsize=6)
         ax.set_ylim(bottom=0)
+        toolkit.readable_counts(ax.yaxis)
         ax.tick_params(labelsize=5)
     for ax in axes[(nrows - 1) * ncols : len(shown)]:
         ax.set_xlabel("time (s)")

@@ -16,6 +16,7 @@ import jinja2  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from storbench.analysis import stats
 from storbench.core import atomic, paths, results
@@ -152,6 +153,23 @@ def new_figure(nrows: int = 1, ncols: int = 1, height_in: float = 3.0):
         squeeze=False,
     )
     return fig, list(axes.flat)
+
+
+COUNT_TICKS = 5  # at most this many labelled ticks on an IOPS axis: labels never run together
+
+
+def count_label(value: float, _position=None) -> str:
+    """20000 -> '20k', 1500000 -> '1.5M', 250 -> '250': short labels for counts per second."""
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:g}{suffix}"
+    return f"{value:g}"
+
+
+def readable_counts(axis) -> None:
+    """A linear axis of counts (IOPS): few ticks, short labels (20k, 1.5M)."""
+    axis.set_major_locator(MaxNLocator(nbins=COUNT_TICKS, steps=[1, 2, 2.5, 5, 10]))
+    axis.set_major_formatter(FuncFormatter(count_label))
 
 
 def empty_figure(message: str):

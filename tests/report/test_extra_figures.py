@@ -61,3 +61,31 @@ def test_the_report_embeds_both_figures_when_they_apply(tmp_path):
     html = written["index.html"].read_text()
     assert "Latency histogram per run and operation" in html
     assert "Mean IOPS over queue depth × numjobs" in html
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [(250, "250"), (20000, "20k"), (1500000, "1.5M"), (2.5e9, "2.5G"), (0, "0")],
+)
+def test_count_axes_have_short_labels(value, label):
+    from storbench.report.toolkit import count_label
+
+    assert count_label(value) == label
+
+
+def test_an_iops_axis_never_has_more_than_a_few_labels():
+    """'20000400006000080000100000': long labels ran together on a narrow panel."""
+    import matplotlib.pyplot as plt
+
+    from storbench.report.toolkit import COUNT_TICKS, readable_counts
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 100000], [1, 2])
+    readable_counts(ax.xaxis)
+    fig.canvas.draw()
+    shown = [t for t, label in zip(ax.get_xticks(), ax.get_xticklabels(), strict=True)
+             if 0 <= t <= 100000 and label.get_text()]  # fmt: skip
+    labels = [label.get_text() for label in ax.get_xticklabels() if label.get_text()]
+    plt.close(fig)
+    assert len(shown) <= COUNT_TICKS + 1
+    assert "100k" in labels and all(len(label) <= 4 for label in labels)
