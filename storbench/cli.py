@@ -275,7 +275,9 @@ def _import(args) -> int:
 
     tools = [args.tool] if args.tool else list(known_tools())
     if args.tool and args.tool not in known_tools():
-        raise ImportInputError(f"unknown tool {args.tool!r} (known: {', '.join(known_tools())})")
+        raise importing.ImportInputError(
+            f"unknown tool {args.tool!r} (known: {', '.join(known_tools())})"
+        )
     lines = importing.import_outputs(
         [Path(p) for p in args.paths],
         tools,
@@ -285,10 +287,6 @@ def _import(args) -> int:
     )
     print("\n".join(lines))
     return 0
-
-
-class ImportInputError(ValueError):
-    pass
 
 
 def _prepare(args) -> int:
@@ -668,7 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     # this step's modules only: every step starts fast
-    from storbench.analysis.importing import ImportInputError as UnreadableImport
+    from storbench.analysis.importing import ImportInputError
     from storbench.config.campaign import ConfigError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
@@ -690,7 +688,6 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         HostError,
         ImportInputError,
-        UnreadableImport,
         NetcheckError,
         PdfError,
         PreflightError,

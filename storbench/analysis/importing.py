@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench.tools import get_tool, known_tools
-from storbench.tools.base import ToolOutputError
+from storbench.tools.base import ZSTD_MAGIC, ToolOutputError
 
 HEAD_BYTES = 64 * 1024
 STORBENCH_RUN = "storbench"  # a run folder storbench wrote: its manifest says how to parse it
 MANIFEST = "run.json"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 class ImportInputError(ValueError):
@@ -162,13 +161,12 @@ def import_outputs(
         )
     rows: list[dict] = []
     series: list[dict] = []
-    for folder in found.units.pop(STORBENCH_RUN, []):
-        run_rows, run_series = _storbench_run(folder, experiment, tools)
-        rows += run_rows
-        series += run_series
-        found.units.setdefault(STORBENCH_RUN, []).append(folder)
     for tool, units in found.units.items():
         if tool == STORBENCH_RUN:
+            for folder in units:
+                run_rows, run_series = _storbench_run(folder, experiment, tools)
+                rows += run_rows
+                series += run_series
             continue
         base = {"experiment": experiment, "iteration": 1, "attempt": 1, "tool": tool}
         adapter = get_tool(tool)

@@ -143,7 +143,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
 
     storage = _storage_names(raw.get("storage"), problems)
     setups = setup_config.load(raw, host_groups, problems)
-    datasets, recipes = prepare_plan.load(raw, host_groups, problems)
+    datasets, recipes = prepare_plan.load(raw, host_groups, problems, storage)
     experiments = {
         name: _experiment(name, spec, raw, problems, datasets, recipes, host_groups)
         for name, spec in raw["experiments"].items()
@@ -625,7 +625,7 @@ def _experiment(
         _check_target_set(key, spec, target_names, raw, problems)
     job = dict(spec.get("job") or {})
     if "dataset" in spec or "precondition" in spec or "flush" in spec:
-        _check_prepared_tool(key, spec, target_names, raw, problems)
+        _check_prepared_tool(key, spec, target_names, raw, recipes, problems)
         job = prepare_plan.experiment_job(
             name, spec, job, datasets, recipes, target_names[0], problems
         )
@@ -775,21 +775,17 @@ def _tools_with(capability: str) -> str:
     return ", ".join(names) or "none"
 
 
-def _recipe_covers(spec: dict, target_names: list[str], raw: dict) -> bool:
+def _recipe_covers(spec: dict, target_names: list[str], raw: dict, recipes: dict) -> bool:
     """A block target set whose every member the named recipe writes."""
-    recipe = (raw.get("preconditioning") or {}).get(spec.get("precondition"))
-    if "dataset" in spec or not isinstance(recipe, dict):
+    recipe = recipes.get(spec.get("precondition"))
+    if "dataset" in spec or recipe is None:
         return False
-    written = {recipe.get("target")}
-    for pass_ in recipe.get("passes") or []:
-        named = pass_.get("target") if isinstance(pass_, dict) else None
-        written |= {named} if isinstance(named, str) else set(named or [])
-    targets = [raw["targets"].get(name) or {} for name in target_names]
-    return set(target_names) <= written and all(t.get("type") == "block" for t in targets)
+    blocks = all((raw["targets"].get(name) or {}).get("type") == "block" for name in target_names)
+    return blocks and set(target_names) <= set(recipe.target_names)
 
 
 def _check_prepared_tool(
-    key: str, spec: dict, target_names: list[str], raw: dict, problems: list[str]
+    key: str, spec: dict, target_names: list[str], raw: dict, recipes: dict, problems: list[str]
 ):
     """Datasets and recipes are laid out on one target; the runs must find them there.
 
@@ -809,7 +805,7 @@ def _check_prepared_tool(
                 f"{key}.precondition: {spec['tool']} runs use a preconditioned block target; "
                 f"a directory's region files are read by {_tools_with('prepared_runs')} only"
             )
-    if len(target_names) > 1 and not _recipe_covers(spec, target_names, raw):
+    if len(target_names) > 1 and not _recipe_covers(spec, target_names, raw, recipes):
         problems.append(
             f"{key}.target: a prepared experiment runs on one target, or on a set of block "
             "targets that its recipe's passes write (passes: target: [...])"

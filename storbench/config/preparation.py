@@ -201,17 +201,22 @@ def _digest(value) -> str:
 # --- loading (called from config.load_campaign) -----------------------------------------------
 
 
-def load(raw: dict, host_groups: dict, problems: list[str]) -> tuple[dict, dict]:
-    """(datasets, recipes) by name; problems get one '<key>: <problem>' line each."""
+def load(
+    raw: dict, host_groups: dict, problems: list[str], storage: dict | None = None
+) -> tuple[dict, dict]:
+    """(datasets, recipes) by name; problems get one '<key>: <problem>' line each.
+
+    ``storage``: the campaign's storage_* names (empty without a storage: section)."""
+    storage = storage or {}
     datasets = {
         name: dataset
         for name, spec in (raw.get("datasets") or {}).items()
-        if (dataset := _dataset(name, spec, raw, host_groups, problems)) is not None
+        if (dataset := _dataset(name, spec, raw, host_groups, problems, storage)) is not None
     }
     recipes = {
         name: recipe
         for name, spec in (raw.get("preconditioning") or {}).items()
-        if (recipe := _recipe(name, spec, raw, host_groups, problems)) is not None
+        if (recipe := _recipe(name, spec, raw, host_groups, problems, storage)) is not None
     }
     return datasets, recipes
 
@@ -250,7 +255,7 @@ def _target(key: str, spec: dict, raw: dict, problems: list[str]) -> dict | None
     return {"name": name, **raw["targets"][name]}
 
 
-def _dataset(name, spec, raw, host_groups, problems) -> Dataset | None:
+def _dataset(name, spec, raw, host_groups, problems, storage) -> Dataset | None:
     key = f"datasets.{name}"
     before = len(problems)
     target = _target(key, spec, raw, problems)
@@ -267,42 +272,31 @@ def _dataset(name, spec, raw, host_groups, problems) -> Dataset | None:
         if option in job:
             problems.append(f"{key}.job.{option}: storbench sets it for a dataset")
     _check_sizes(f"{key}.job", job, problems)
-    storage = _check_expressions(f"{key}.job", job, raw, problems)
+    used_storage = _check_expressions(f"{key}.job", job, storage, problems)
     timeout = _duration(f"{key}.timeout", spec.get("timeout"), problems)
     if timeout is None:
         timeout = DEFAULT_CHUNK_TIMEOUT_S
     if len(problems) > before or target is None:
         return None
     method = spec.get("method", "layout")
-    return Dataset(name, spec["target"], target, hosts, method, job, timeout, storage)
+    return Dataset(name, spec["target"], target, hosts, method, job, timeout, used_storage)
 
 
-def _check_expressions(key: str, job: dict, raw: dict, problems: list[str]) -> dict:
+def _check_expressions(key: str, job: dict, storage: dict, problems: list[str]) -> dict:
     """Host-fact expressions are checked now, computed per host when the job runs.
 
-    Returns the storage_* names when the job uses one (they need the storage: section).
+    Returns the campaign's storage_* names when the job uses one (they need storage:).
     """
     problems += hostfacts.check(job, key)
-    storage = sorted(names_used(job) & set(hostfacts.STORAGE_NAMES))
+    used = sorted(names_used(job) & set(hostfacts.STORAGE_NAMES))
+    if not used:
+        return {}
     if not storage:
-        return {}
-    if not raw.get("storage"):
-        problems.append(f"{key}: {storage[0]} needs the storage cluster declared in storage:")
-        return {}
-    return hostfacts.storage_names(_storage_values(raw["storage"]))
+        problems.append(f"{key}: {used[0]} needs the storage cluster declared in storage:")
+    return storage
 
 
-def _storage_values(storage: dict) -> dict:
-    values = dict(storage)
-    if "memory" in values:
-        try:
-            values["memory"] = units.parse_size(values["memory"])
-        except units.UnitError:
-            values.pop("memory")  # the storage: section reports it
-    return values
-
-
-def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
+def _recipe(name, spec, raw, host_groups, problems, storage) -> Recipe | None:
     key = f"preconditioning.{name}"
     before = len(problems)
     target = _target(key, spec, raw, problems)
@@ -389,9 +383,10 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         ):
             problems.append(f"{key}.passes: pass {pass_.name!r} is smaller than one block")
     timeout = _duration(f"{key}.timeout", spec["timeout"], problems) if "timeout" in spec else None
-    storage = _check_expressions(f"{key}.job", job, raw, problems)
+    used_storage = _check_expressions(f"{key}.job", job, storage, problems)
     if rounds is not None:
-        storage |= _check_expressions(f"{key}.rounds.job", rounds.job, raw, problems)
+        rounds_storage = _check_expressions(f"{key}.rounds.job", rounds.job, storage, problems)
+        used_storage = used_storage or rounds_storage
     if len(problems) > before or target is None or capacity is None or interval is None:
         return None
     return Recipe(
@@ -410,7 +405,7 @@ def _recipe(name, spec, raw, host_groups, problems) -> Recipe | None:
         flush=flush,
         timeout_s=timeout,
         raw=spec,
-        storage=storage,
+        storage=used_storage,
     )
 
 

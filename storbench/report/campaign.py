@@ -229,8 +229,7 @@ def _small_n(iterations) -> str | None:
 
 def _bound(row: dict, key: str, unit: float, decimals: int) -> str | None:
     """One bound of an interval as a number (CSV and LaTeX read it), never below 0."""
-    value = row.get(key)
-    return None if value is None else f"{max(value, 0.0) / unit:.{decimals}f}"
+    return report_tables.fixed(report_tables.non_negative(scaled(row.get(key), unit)), decimals)
 
 
 def experiment_links(experiments: dict, key_rows: list[dict]) -> list[dict]:

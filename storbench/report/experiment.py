@@ -138,25 +138,27 @@ def build_report(
 
     series = _read_timeseries(timeseries_source)
     figures = []
+
+    def add_figure(name: str, png: bytes, svg: bytes, caption: str, shown: bool = True) -> None:
+        written[f"{name}.png"] = write_file(out_dir / f"{name}.png", png)
+        written[f"{name}.svg"] = write_file(out_dir / f"{name}.svg", svg)
+        if shown:
+            figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
+
+    cells = cell_histograms(raw, summary)  # merged once: the CDF and the histogram share them
     for name in (*FIGURES, *report_figures.FIGURES):
         if name in report_figures.FIGURES:
             png, svg, caption = report_figures.make_figure(name, summary, raw, series)
         else:
-            png, svg, caption = make_figure(name, summary, raw)
-        written[f"{name}.png"] = write_file(out_dir / f"{name}.png", png)
-        written[f"{name}.svg"] = write_file(out_dir / f"{name}.svg", svg)
-        if name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series):
-            continue  # the file exists for the rule; the page shows no empty figure
-        figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
+            png, svg, caption = make_figure(name, summary, raw, cells)
+        # the time-series file exists for the rule; the page shows no empty figure
+        empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series)
+        add_figure(name, png, svg, caption, shown=not empty)
     from storbench.report import extra_figures  # drawn only when the runs call for them
 
-    cells = cell_histograms(raw, summary)
     labels = _cdf_labels([row for row, _, _ in cells]) if cells else []
     for name, build in extra_figures.optional_figures(summary, cells, labels):
-        png, svg, caption = figure_files(build)
-        written[f"{name}.png"] = write_file(out_dir / f"{name}.png", png)
-        written[f"{name}.svg"] = write_file(out_dir / f"{name}.svg", svg)
-        figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
+        add_figure(name, *figure_files(build))
     host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
     figures = [f for f in figures if f not in host_figures]
     extra_sections = []
@@ -175,9 +177,8 @@ def build_report(
 
     scale = scale_out(raw, meta)
     if scale["figure"] is not None:
-        png, svg, caption = scale["figure"]
-        written[f"{SCALING_FIGURE}.png"] = write_file(out_dir / f"{SCALING_FIGURE}.png", png)
-        written[f"{SCALING_FIGURE}.svg"] = write_file(out_dir / f"{SCALING_FIGURE}.svg", svg)
+        png, svg, caption = scale["figure"]  # shown in the scale-out section
+        add_figure(SCALING_FIGURE, png, svg, caption, shown=False)
     for name, frame in scale["csv"].items():
         written[name] = write_file(out_dir / name, frame_csv(frame).encode())
     if "scaling.csv" in scale["csv"]:
@@ -438,11 +439,12 @@ def _with_outlier_flags(frame: pd.DataFrame, raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def make_figure(
-    name: str, summary: pd.DataFrame, raw: pd.DataFrame | None = None
+    name: str, summary: pd.DataFrame, raw: pd.DataFrame | None = None, cells: list | None = None
 ) -> tuple[bytes, bytes, str]:
-    """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw``."""
+    """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw`` (or
+    its ``cells``, the merged histograms of ``cell_histograms``)."""
     if name == LATENCY_CDF_FIGURE:
-        return figure_files(lambda: latency_cdf_figure(summary, raw))
+        return figure_files(lambda: latency_cdf_figure(summary, raw, cells))
     return figure_files(lambda: FIGURE_BUILDERS[name](summary))
 
 
@@ -673,9 +675,9 @@ def cell_histograms(
 LINESTYLES = ("-", "--", "-.", ":")
 
 
-def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None):
+def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None, cells=None):
     """Cumulative share of I/Os against latency (µs, log x), one step line per cell."""
-    cells = cell_histograms(raw, summary)
+    cells = cell_histograms(raw, summary) if cells is None else cells
     if not cells:
         return empty_figure("no latency histograms"), "Latency CDF: no histograms."
     labels = _cdf_labels([row for row, _, _ in cells])

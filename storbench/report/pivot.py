@@ -29,7 +29,6 @@ note names the run parameters that differ there (add one of them as a dimension)
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 
@@ -38,6 +37,7 @@ from storbench.core.numbers import is_missing
 from storbench.core.schema_names import PERCENTILE_COLUMNS, PIVOT_DIMENSIONS, PIVOT_PERCENTILES
 from storbench.core.units import size_label
 from storbench.report import tables
+from storbench.report.paper_tables import column_decimals, fixed
 
 RESULT_DIMENSIONS = PIVOT_DIMENSIONS
 PERCENTILE_VALUES = PIVOT_PERCENTILES
@@ -45,7 +45,6 @@ LATENCY_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 BANDWIDTH_UNITS = {"GB/s": 1e9, "MB/s": 1e6, "GiB/s": 1024**3, "MiB/s": 1024**2}
 PER = ("system", "storage_node")
 DEFAULTS = {"latency_unit": "ms", "bandwidth_unit": "GB/s", "per": ["system"], "columns": []}
-SIGNIFICANT_DIGITS = 3
 RUN_KEYS = ("experiment", "run_id", "job")
 PARAM_KEYS = "_parameters"  # a record's sweep parameters and labels (the other dimensions)
 
@@ -85,8 +84,8 @@ def pivot_table(
         key = (_key(record, settings["rows"]), _key(record, settings["columns"]))
         cells.setdefault(key, []).append(record)
     decimals = {
-        (value, per): _decimals(
-            _scaled(r, value, per, settings, nodes) for group in cells.values() for r in group
+        (value, per): column_decimals(
+            [_scaled(r, value, per, settings, nodes) for group in cells.values() for r in group]
         )
         for value, per in values
     }
@@ -110,7 +109,7 @@ def pivot_table(
                 crowded |= _differing(group)
             for value, per in values:
                 texts = [
-                    _fixed(_scaled(r, value, per, settings, nodes), decimals[(value, per)])
+                    fixed(_scaled(r, value, per, settings, nodes), decimals[(value, per)])
                     for r in group
                 ]
                 shown = [t for t in texts if t is not None]
@@ -291,18 +290,6 @@ def _scaled(record: dict, value: str, per: str, settings: dict, nodes) -> float 
             return None
         number = float(number) / nodes
     return float(number) / unit
-
-
-def _decimals(numbers) -> int:
-    present = [abs(n) for n in numbers if n is not None and n != 0]
-    if not present:
-        return 0
-    exponent = math.floor(math.log10(min(present)))
-    return max(0, min(6, SIGNIFICANT_DIGITS - 1 - exponent))
-
-
-def _fixed(number: float | None, decimals: int) -> str | None:
-    return None if number is None else f"{number:.{decimals}f}"
 
 
 def _differing(group: list[dict]) -> set[str]:

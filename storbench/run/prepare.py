@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
 import re
 import shlex
@@ -185,11 +186,12 @@ class FactNames:
         if not any(hostfacts.has_expression(value) for value in options.values()):
             return options
         try:
-            return hostfacts.resolve(options, self.names())
+            return hostfacts.resolve(options, self.names)
         except hostfacts.HostFactError as error:
             raise PrepareError(f"host {self.host}: {error}") from None
 
-    def names(self) -> dict:
+    @functools.cached_property
+    def names(self) -> dict:  # read once per host: the global options and every section use it
         telemetry = Path(paths.telemetry(self.host))
         facts = json.loads(telemetry.read_text()) if telemetry.exists() else {}
         every_host = [h["name"] for h in self.spec_like.hosts]

@@ -332,6 +332,9 @@ class ToolAdapter:
         raise NotImplementedError(f"import of {self.name} outputs is not supported")
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # the first bytes of zstd data (warp's benchmark data)
+
+
 def whole_rate(value) -> float | None:
     """A plain number of I/Os per second from a job option, else None ('max', '100,50')."""
     if isinstance(value, bool):

@@ -56,6 +56,7 @@ from storbench.core.schema_names import ALL_HOSTS, CONTROLLER, normalize_op
 from storbench.core.specs import Manifest
 from storbench.tools.base import (
     ARGS_FILE_LOOP,
+    ZSTD_MAGIC,
     Capabilities,
     RenderError,
     ToolAdapter,
@@ -375,9 +376,6 @@ def load_result(path: Path) -> dict:
         raise ToolOutputError(f"{path}: {_not_json_reason(raw, error)}") from None
     _check_document(document, path)
     return document
-
-
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def _decompress(path: Path, raw: bytes) -> bytes:
