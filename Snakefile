@@ -1,5 +1,5 @@
 # storbench: one YAML config -> rendered job files -> runs on client hosts -> Parquet -> reports.
-# Results tree: results/<experiment>/{jobs,raw,parsed,logs}/ and summary.parquet; reports/<experiment>/.
+# Results tree: results/[<campaign>/]<experiment>/{jobs,raw,parsed,logs}/ and summary.parquet; reports/[<campaign>/]<experiment>/
 from snakemake.utils import min_version
 
 min_version("9.0")

@@ -21,6 +21,8 @@ try:
     CAMPAIGN = storbench_config.load_campaign(config, source=CONFIG_SOURCE)
 except storbench_config.ConfigError as error:
     raise WorkflowError(str(error)) from None
+# Before any path is built: a named campaign's outputs (and its steps') go to its own folders
+paths.use_campaign(CAMPAIGN.name)
 PLAN = WorkflowPlan(CAMPAIGN)
 # SIGINT to Snakemake alone would let every running benchmark finish: stop them as Ctrl-C does
 forward_sigint_to_steps()

@@ -4,7 +4,7 @@
 
 rule network_check:
     output:
-        parquet=paths.NETWORK_RESULTS,
+        parquet=paths.network_results(),
     log:
         paths.network_log("network.log"),
     localrule: True
@@ -12,7 +12,7 @@ rule network_check:
         "../envs/storbench.yaml"
     params:
         spec=network_spec_json,
-        raw_dir=paths.NETWORK_RAW_DIR,
+        raw_dir=paths.network_raw_dir(),
     shell:
         "storbench network --spec {params.spec:q} --out-dir {params.raw_dir:q}"
         " --parquet {output.parquet:q} > {log:q} 2>&1"
@@ -20,7 +20,7 @@ rule network_check:
 
 rule network_report:
     input:
-        parquet=paths.NETWORK_RESULTS,
+        parquet=paths.network_results(),
     output:
         html=report(
             paths.report_index("network"),

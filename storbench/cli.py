@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from storbench.core import paths
 from storbench.core.specs import Manifest, ProbeSpec, RunSpec
 
 
@@ -21,6 +22,7 @@ def _check(args) -> int:
     from storbench.plan import checks
 
     campaign = config.load_campaign_file(args.config)
+    paths.use_campaign(campaign.name)
     problems = checks.adapter_problems(campaign)
     if problems:
         raise config.ConfigError(problems, source=str(args.config))
@@ -213,6 +215,7 @@ def _plan(args) -> int:
         campaign = config.load_campaign(args.config_json)
     else:
         campaign = config.load_campaign_file(args.config)
+    paths.use_campaign(campaign.name)
     sys.stdout.write(show_plan.describe_campaign(campaign, args.experiment or None))
     return 0
 
@@ -223,6 +226,7 @@ def _progress(args) -> int:
     from storbench.run import progress
 
     campaign = config.load_campaign_file(args.config)
+    paths.use_campaign(campaign.name)
     print(progress.campaign_progress(campaign, Path(args.workdir)).describe())
     return 0
 

@@ -6,6 +6,7 @@ import inspect
 
 import pytest
 
+from storbench.core import paths
 from storbench.core.model import Host
 from tests.sshd import SshdUnavailable, SshLab
 
@@ -118,3 +119,11 @@ def pytest_collection_modifyitems(config, items):
         for mark, needles in by_module[module].items():
             if any(needle in text for needle in needles):
                 item.add_marker(getattr(pytest.mark, mark))
+
+
+@pytest.fixture(autouse=True)
+def default_campaign_folders():
+    """A test that loads a named campaign in this process does not move the next test's paths."""
+    yield
+    if paths.results_dir() != paths.RESULTS:
+        paths.use_campaign(None)

@@ -1145,7 +1145,7 @@ def comparisons(raw: dict) -> list[CompareEntry]:
 
 def compare_side(source: str) -> CompareSide:
     if "/" not in source:
-        return CompareSide(source, source, f"results/{source}/summary.parquet")
+        return CompareSide(source, source, paths.summary(source))
     path = Path(source)
     summary = path if path.suffix == ".parquet" else path / "summary.parquet"
     return CompareSide(source, None, str(summary))

@@ -81,6 +81,11 @@ class Campaign:
         return hosts
 
     @property
+    def name(self) -> str | None:
+        """The campaign's name (its results/ and reports/ folder), None for the default."""
+        return self.raw.get("campaign")
+
+    @property
     def default_experiments(self) -> list[str]:
         return list(self.raw.get("run") or self.experiments)
 

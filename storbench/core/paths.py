@@ -8,6 +8,7 @@ outputs with the same function the Python steps use for one concrete path.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -18,6 +19,10 @@ SCHEMA_PATH = PROJECT_DIR / "config" / "schema.yaml"
 
 RESULTS = "results"
 REPORTS = "reports"
+# A named campaign keeps its outputs in results/<campaign>/ and reports/<campaign>/; the
+# Snakefile sets it, and the steps Snakemake starts inherit it through the environment.
+CAMPAIGN_ENV = "STORBENCH_CAMPAIGN"
+_campaign = {"name": os.environ.get(CAMPAIGN_ENV) or None}
 E, R, K = "{experiment}", "{run_id}", "{iteration}"
 
 # A name from the config that becomes one folder or file name: a letter or digit first (no
@@ -43,11 +48,27 @@ def component(value: str, what: str = "name") -> str:
     raise PathComponentError(f"{what} {text!r} cannot name a file or folder: {COMPONENT_RULE}")
 
 
+def use_campaign(name: str | None) -> None:
+    """Put this process's (and its child steps') outputs under the named campaign's folders."""
+    _campaign["name"] = component(name, "campaign") if name else None
+    os.environ[CAMPAIGN_ENV] = _campaign["name"] or ""
+
+
+def results_dir() -> str:
+    """results/, or results/<campaign> for a named campaign."""
+    return f"{RESULTS}/{_campaign['name']}" if _campaign["name"] else RESULTS
+
+
+def reports_dir() -> str:
+    """reports/, or reports/<campaign> for a named campaign."""
+    return f"{REPORTS}/{_campaign['name']}" if _campaign["name"] else REPORTS
+
+
 # --- one experiment ----------------------------------------------------------------------------
 
 
 def experiment_dir(experiment: str = E) -> str:
-    return f"{RESULTS}/{component(experiment, 'experiment')}"
+    return f"{results_dir()}/{component(experiment, 'experiment')}"
 
 
 def log(name: str, experiment: str = E) -> str:
@@ -125,46 +146,52 @@ def remote_attempt_dir(
 
 
 def telemetry(host: str = "{host}") -> str:
-    return f"{RESULTS}/telemetry/{component(host, 'host')}.json"
+    return f"{results_dir()}/telemetry/{component(host, 'host')}.json"
 
 
-SERVICES_DIR = f"{RESULTS}/services"
+def services_dir() -> str:
+    return f"{results_dir()}/services"
 
 
 def services_marker(tool: str = "{tool}") -> str:
-    return f"{SERVICES_DIR}/{component(tool, 'tool')}.json"
+    return f"{services_dir()}/{component(tool, 'tool')}.json"
 
 
 def setup_marker(step: str = "{step}", host: str = "{host}") -> str:
-    return f"{RESULTS}/setup/{component(step, 'setup step')}/{component(host, 'host')}.json"
+    return f"{results_dir()}/setup/{component(step, 'setup step')}/{component(host, 'host')}.json"
 
 
 def campaign_log(name: str) -> str:
-    return f"{RESULTS}/logs/{name}"
+    return f"{results_dir()}/logs/{name}"
 
 
 def telemetry_log(host: str = "{host}") -> str:
-    return f"{RESULTS}/telemetry/logs/{component(host, 'host')}.log"
+    return f"{results_dir()}/telemetry/logs/{component(host, 'host')}.log"
 
 
 def services_log(tool: str = "{tool}") -> str:
-    return f"{SERVICES_DIR}/logs/{tool}.start.log"
+    return f"{services_dir()}/logs/{tool}.start.log"
 
 
-NETWORK_DIR = f"{RESULTS}/network"
-NETWORK_RESULTS = f"{NETWORK_DIR}/network.parquet"
-NETWORK_RAW_DIR = f"{NETWORK_DIR}/raw"
+def network_dir() -> str:
+    return f"{results_dir()}/network"
+
+
+def network_results() -> str:
+    return f"{network_dir()}/network.parquet"
+def network_raw_dir() -> str:
+    return f"{network_dir()}/raw"
 
 
 def network_log(name: str) -> str:
-    return f"{NETWORK_DIR}/logs/{name}"
+    return f"{network_dir()}/logs/{name}"
 
 
 # --- targets: buckets, datasets, preconditioning ----------------------------------------------
 
 
 def target_dir(target: str = "{target}") -> str:
-    return f"{RESULTS}/targets/{component(target, 'target')}"
+    return f"{results_dir()}/targets/{component(target, 'target')}"
 
 
 def target_log(name: str, target: str = "{target}") -> str:
@@ -204,7 +231,7 @@ def flushed_marker(target: str = "{target}", recipe: str = "{recipe}") -> str:
 
 def report_dir(name: str = "{report}") -> str:
     """An experiment's or the campaign's report folder (reports/<name>)."""
-    return f"{REPORTS}/{component(name, 'report')}"
+    return f"{reports_dir()}/{component(name, 'report')}"
 
 
 def report_file(file: str, name: str = "{report}") -> str:
@@ -220,8 +247,8 @@ def report_pdf(name: str = "{report}") -> str:
 
 
 def compare_dir(comparison: str = "{comparison}") -> str:
-    return f"{REPORTS}/compare/{component(comparison, 'comparison')}"
+    return f"{reports_dir()}/compare/{component(comparison, 'comparison')}"
 
 
 def recipe_report_dir(target: str = "{target}", recipe: str = "{recipe}") -> str:
-    return f"{REPORTS}/targets/{component(target, 'target')}/{component(recipe, 'recipe')}"
+    return f"{reports_dir()}/targets/{component(target, 'target')}/{component(recipe, 'recipe')}"

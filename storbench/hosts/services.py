@@ -22,7 +22,6 @@ from storbench.core.model import Host
 from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
 
-RUNNING_DIR = paths.SERVICES_DIR  # <tool>.running: this working directory started services
 READY_TIMEOUT_S = 20.0
 START_TIMEOUT_S = 60.0
 MAX_PARALLEL_HOSTS = 64
@@ -110,7 +109,8 @@ def maybe_running(tool_name: str) -> bool:
 
 
 def _running_flag(tool_name: str) -> Path:
-    return Path(RUNNING_DIR) / f"{tool_name}.running"
+    # <tool>.running: this working directory (campaign) started services
+    return Path(paths.services_dir()) / f"{tool_name}.running"
 
 
 def ensure_services(hosts: list[dict], tool_name: str, port: int) -> None:

@@ -43,6 +43,7 @@ def installed(tool: str) -> bool:
 def scaled_down(example: str, lab: dict, folder: Path) -> dict:
     """The example's config, scaled down to the lab (see the module docstring)."""
     raw = yaml.safe_load((EXAMPLES / example).read_text())
+    raw.pop("campaign")  # each variant has its own folder: results/ and reports/ at its top
     single = {name for name, group in raw["hosts"].items() if _node_count(group) == 1}
     raw["hosts"] = {
         name: _lab_group(group, lab, folder, name in single) for name, group in raw["hosts"].items()

@@ -82,7 +82,7 @@ def test_ready_job_file_is_run_parsed_and_reported(tmp_path):
     config["targets"]["local_scratch"]["path"] = str(tmp_path / "target")
     config["experiments"]["own_job"]["iterations"] = 1
     snakemake(tmp_path, config)
-    rows = pq.read_table(tmp_path / "results/own_job/summary.parquet").to_pylist()
+    rows = pq.read_table(tmp_path / "results/own-job-file/own_job/summary.parquet").to_pylist()
     jobs = {(r["job"], r["op"], r["bs"]) for r in rows if r["host"] == "all"}
     assert jobs == {("seq-read-128k", "read", 131072), ("rand-write-4k", "write", 4096)}
-    assert Path(tmp_path / "reports/own_job/index.html").exists()
+    assert Path(tmp_path / "reports/own-job-file/own_job/index.html").exists()
