@@ -53,12 +53,15 @@ s3-server:
 			|| echo "MinIO did not build: the S3 tests will be skipped (pytest -ra names them)"; \
 	else echo "no Go toolchain: the S3 tests against MinIO will be skipped"; fi
 
-$(VENV)/.installed: envs/requirements.txt pyproject.toml
+LOGGER_PLUGIN = plugins/snakemake-logger-plugin-storbench
+$(VENV)/.installed: envs/requirements.txt pyproject.toml $(wildcard $(LOGGER_PLUGIN)/*.toml $(LOGGER_PLUGIN)/*/*.py)
 	@# Debian's python3 ships venv without ensurepip; the pseudo-command forces the install
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || envs/install-system-packages.sh no-ensurepip:python3-venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r envs/requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
+	@# not editable: Snakemake finds logger plugins with pkgutil, which misses editable installs
+	$(BIN)/pip install -q --no-deps ./$(LOGGER_PLUGIN)
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed envs/requirements-test.txt

@@ -9,6 +9,7 @@ from snakemake.exceptions import WorkflowError
 from storbench.config import campaign as storbench_config
 from storbench.core import paths
 from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
+from storbench.run import live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
 from storbench.run.processes import forward_sigint_to_steps
 from storbench.tools import get_tool
@@ -24,6 +25,8 @@ except storbench_config.ConfigError as error:
 # Before any path is built: a named campaign's outputs (and its steps') go to its own folders
 paths.use_campaign(CAMPAIGN.name)
 PLAN = WorkflowPlan(CAMPAIGN)
+# The storbench logger plugin prints runs done and time left from the campaign's plan
+live_progress.follow(CAMPAIGN)
 # SIGINT to Snakemake alone would let every running benchmark finish: stop them as Ctrl-C does
 forward_sigint_to_steps()
 

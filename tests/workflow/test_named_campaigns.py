@@ -33,7 +33,7 @@ def named(workdir, name, rw):
 
 def test_two_named_campaigns_with_the_same_experiment_stay_apart(tmp_path):
     alpha, beta = named(tmp_path, "alpha", "read"), named(tmp_path, "beta", "write")
-    run(tmp_path, alpha)
+    alpha_log = run(tmp_path, alpha).stderr
     run(tmp_path, beta)
     again = run(tmp_path, alpha, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
@@ -51,6 +51,11 @@ def test_two_named_campaigns_with_the_same_experiment_stay_apart(tmp_path):
         summary_csv = (tmp_path / f"reports/{name}/tiny/summary.csv").read_text()
         assert f"{op}_bs4k_nj1" in summary_csv
         assert (tmp_path / f"reports/{name}/campaign/index.html").is_file()
+    # the storbench logger plugin's lines, beside Snakemake's own
+    assert "storbench: runs done 0 of 1 (0%) · running tiny/read_bs4k_nj1 it1 · planned time" in (
+        alpha_log
+    )
+    assert "storbench: runs done 1 of 1 (100%)\n" in alpha_log
     assert not (tmp_path / "results/tiny").exists() and not (tmp_path / "reports/campaign").exists()
 
     progress = subprocess.run(

@@ -1,0 +1,52 @@
+"""`snakemake --logger storbench`: a progress line per run started or finished, beside
+Snakemake's own output (which it leaves as it is). The work is done by
+storbench.run.live_progress; this module only adapts Snakemake's log records to it."""
+
+from logging import LogRecord
+
+from snakemake_interface_logger_plugins.base import LogHandlerBase
+from snakemake_interface_logger_plugins.common import LogEvent
+
+
+class LogHandler(LogHandlerBase):
+    def __post_init__(self) -> None:
+        from snakemake.logging import logger
+
+        from storbench.run.live_progress import LiveProgress
+
+        # through Snakemake's handler, so a line never lands inside one of its own
+        self.progress = None if self.common_settings.dryrun else LiveProgress(logger.info)
+
+    def emit(self, record: LogRecord) -> None:
+        if self.progress is None:
+            return
+        try:
+            event = getattr(record, "event", None)
+            if event == LogEvent.JOB_INFO:
+                wildcards = dict(getattr(record, "wildcards", None) or {})
+                self.progress.job_started(record.jobid, record.rule_name, wildcards)
+            elif event == LogEvent.JOB_FINISHED:
+                self.progress.job_finished(record.job_id)
+        except Exception:  # a progress line must never stop a campaign
+            self.handleError(record)
+
+    # Snakemake's own stream handler stays: this one only adds lines
+    @property
+    def writes_to_stream(self) -> bool:
+        return False
+
+    @property
+    def writes_to_file(self) -> bool:
+        return False
+
+    @property
+    def has_filter(self) -> bool:
+        return True
+
+    @property
+    def has_formatter(self) -> bool:
+        return True
+
+    @property
+    def needs_rulegraph(self) -> bool:
+        return False
