@@ -37,7 +37,7 @@ from storbench.core.numbers import MIB, NO_VALUE, NS_PER_US, format_number, is_m
 from storbench.core.specs import Manifest  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
-from storbench.report import tables
+from storbench.report import selection, tables
 from storbench.report.toolkit import (
     COLORS,
     COV_MARK,
@@ -90,6 +90,9 @@ FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FI
 SCALING_FIGURE = "scaling"
 GB = 1e9
 MB = 1e6
+# Beyond these a figure draws a selection of the runs (storbench.report.selection)
+MAX_CDF_LINES = 16
+MAX_PERCENTILE_RUNS = 48
 DEFAULT_SLOW_HOST_PERCENT = 10.0
 DEFAULT_MAX_START_SKEW_S = 1.0
 
@@ -145,12 +148,14 @@ def build_report(
         if shown:
             figures.append({"name": name, "caption": caption, "png_base64": as_base64(png)})
 
-    cells = cell_histograms(raw, summary)  # merged once: the CDF and the histogram share them
+    # merged once, for the runs the CDF draws: the CDF and the histogram share them
+    cdf_runs = selection.select_runs(summary, MAX_CDF_LINES)
+    cells = cell_histograms(raw, cdf_runs.rows)
     for name in (*FIGURES, *report_figures.FIGURES):
         if name in report_figures.FIGURES:
             png, svg, caption = report_figures.make_figure(name, summary, raw, series)
         else:
-            png, svg, caption = make_figure(name, summary, raw, cells)
+            png, svg, caption = make_figure(name, summary, raw, cells, cdf_runs.note)
         # the time-series file exists for the rule; the page shows no empty figure
         empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series)
         add_figure(name, png, svg, caption, shown=not empty)
@@ -439,12 +444,17 @@ def _with_outlier_flags(frame: pd.DataFrame, raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def make_figure(
-    name: str, summary: pd.DataFrame, raw: pd.DataFrame | None = None, cells: list | None = None
+    name: str,
+    summary: pd.DataFrame,
+    raw: pd.DataFrame | None = None,
+    cells: list | None = None,
+    cells_note: str = "",
 ) -> tuple[bytes, bytes, str]:
     """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw`` (or
-    its ``cells``, the merged histograms of ``cell_histograms``)."""
+    its ``cells``, the merged histograms of ``cell_histograms``, and the note of their
+    selection)."""
     if name == LATENCY_CDF_FIGURE:
-        return figure_files(lambda: latency_cdf_figure(summary, raw, cells))
+        return figure_files(lambda: latency_cdf_figure(summary, raw, cells, cells_note))
     return figure_files(lambda: FIGURE_BUILDERS[name](summary))
 
 
@@ -492,7 +502,8 @@ def bandwidth_figure(summary: pd.DataFrame):
     data = data.assign(series=series_labels(data))
     unit, scale = bandwidth_unit(data)
     all_series = list(dict.fromkeys(data["series"]))
-    panels = _panels(data, ["iodepth", "numjobs"])
+    shown = selection.select(data, ["iodepth", "numjobs"], selection.MAX_PANELS, "panels")
+    panels = _panels(shown.rows, ["iodepth", "numjobs"])
     fig, axes = grid(len(panels), 2.4)
     for ax, (panel_title, panel) in zip(axes, panels, strict=True):
         _grouped_bars(ax, panel, all_series, scale)
@@ -504,7 +515,7 @@ def bandwidth_figure(summary: pd.DataFrame):
         f"Bandwidth by block size and access pattern ({unit}). Bars: mean over iterations; "
         "error bars: sample sd across iterations (none for a single iteration)."
     )
-    return fig, caption
+    return fig, join_nonempty(caption, shown.note)
 
 
 def _grouped_bars(ax, panel: pd.DataFrame, all_series: list[str], scale: float) -> None:
@@ -529,7 +540,8 @@ def iops_figure(summary: pd.DataFrame):
     labels = series_labels(data) + " " + data["bs"].map(bs_label)
     data = data.assign(series=labels)
     all_series = list(dict.fromkeys(data["series"]))
-    panels = _panels(data, ["numjobs"])
+    shown = selection.select(data, ["numjobs"], selection.MAX_PANELS, "panels")
+    panels = _panels(shown.rows, ["numjobs"])
     fig, axes = grid(len(panels), 2.8)
     log_y = _spans_decades(data["iops_mean"])
     for ax, (panel_title, panel) in zip(axes, panels, strict=True):
@@ -549,7 +561,7 @@ def iops_figure(summary: pd.DataFrame):
         f"IOPS vs queue depth (log2 x axis, {scale_note} y axis), one line per access pattern "
         "and block size. Points: mean over iterations; error bars: sample sd."
     )
-    return fig, caption
+    return fig, join_nonempty(caption, shown.note)
 
 
 def _iops_lines(ax, panel: pd.DataFrame, all_series: list[str]) -> None:
@@ -588,6 +600,8 @@ def latency_figure(summary: pd.DataFrame):
     """p50, p99 and p99.9 latency (µs, log y) of every cell, from merged histograms."""
     if summary.empty:
         return empty_figure("no latency data"), "Latency percentiles: no data."
+    shown = selection.select_runs(summary, MAX_PERCENTILE_RUNS)
+    summary = shown.rows
     labels = list(_latency_labels(summary))
     width = min(max(FIGURE_WIDTH_IN, 0.3 * len(labels) + 2.0), 16.0)
     fig, (ax,) = new_figure(height_in=3.6)
@@ -610,7 +624,7 @@ def latency_figure(summary: pd.DataFrame):
         "from the latency histograms of all iterations merged into one; n/a marks "
         "runs where some iteration had no histogram."
     )
-    return fig, caption
+    return fig, join_nonempty(caption, shown.note)
 
 
 def _latency_labels(summary: pd.DataFrame) -> Iterable[str]:
@@ -652,14 +666,15 @@ def cell_histograms(
 ) -> list[tuple[pd.Series, list[int], list[int]]]:
     """(first row, bin values ns, counts) per cell of host 'all', bins merged over iterations.
 
-    Cells in the order of ``summary``; a cell where any iteration lacks bins is left out.
+    The cells of ``summary`` in its order; a cell where any iteration lacks bins is left out.
     """
     if raw is None or raw.empty:
         return []
     keys = list(stats.CELL_KEYS)
     order = {tuple(row): i for i, row in enumerate(summary[keys].itertuples(index=False))}
     groups = sorted(
-        stats.cells(raw), key=lambda rows: order.get(tuple(rows.iloc[0][keys]), len(order))
+        (rows for rows in stats.cells(raw) if tuple(rows.iloc[0][keys]) in order),
+        key=lambda rows: order[tuple(rows.iloc[0][keys])],
     )
     merged = []
     for rows in groups:
@@ -675,9 +690,14 @@ def cell_histograms(
 LINESTYLES = ("-", "--", "-.", ":")
 
 
-def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None, cells=None):
-    """Cumulative share of I/Os against latency (µs, log x), one step line per cell."""
-    cells = cell_histograms(raw, summary) if cells is None else cells
+def latency_cdf_figure(
+    summary: pd.DataFrame, raw: pd.DataFrame | None, cells=None, cells_note: str = ""
+):
+    """Cumulative share of I/Os against latency (µs, log x), one step line per cell (of at
+    most MAX_CDF_LINES runs)."""
+    if cells is None:
+        chosen = selection.select_runs(summary, MAX_CDF_LINES)
+        cells, cells_note = cell_histograms(raw, chosen.rows), chosen.note
     if not cells:
         return empty_figure("no latency histograms"), "Latency CDF: no histograms."
     labels = _cdf_labels([row for row, _, _ in cells])
@@ -706,7 +726,7 @@ def latency_cdf_figure(summary: pd.DataFrame, raw: pd.DataFrame | None, cells=No
         "summing bin counts (aggregate over all hosts); log x axis in µs. Runs where some "
         "iteration had no histogram are left out."
     )
-    return fig, caption
+    return fig, join_nonempty(caption, cells_note)
 
 
 def _cdf_labels(rows: list) -> list[str]:

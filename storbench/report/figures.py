@@ -22,12 +22,13 @@ import pandas as pd
 from storbench.analysis import fault_analysis, scaling
 from storbench.core.numbers import NS_PER_US  # noqa: E402
 from storbench.core.results import ALL_HOSTS
-from storbench.report import toolkit
+from storbench.report import selection, toolkit
 
 LATENCY_VS_IOPS_FIGURE = "latency_vs_iops"
 TIMESERIES_FIGURE = "timeseries"
 PER_HOST_FIGURE = "per_host"
 FIGURES = (LATENCY_VS_IOPS_FIGURE, TIMESERIES_FIGURE, PER_HOST_FIGURE)
+MAX_PER_HOST_RUNS = 24
 MAX_TIMESERIES_PANELS = 36  # beyond this a panel is too small to read; the caption says so
 PANEL_COLUMNS = 4
 
@@ -59,12 +60,25 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
     )
     sizes = list(dict.fromkeys(data.sort_values("bs")["size"]))
     patterns = list(dict.fromkeys(data["pattern"]))
-    fig, axes = toolkit.grid(len(patterns), 2.6)
-    for ax, pattern in zip(axes, patterns, strict=True):
-        panel = data[data["pattern"] == pattern]
+    # a line runs over queue depth only: runs with other numjobs get their own panel
+    per_pattern = max(1, selection.MAX_PANELS // len(patterns))
+    shown = selection.select(data, ["numjobs"], per_pattern, "numjobs values")
+    data = shown.rows
+    split = "numjobs" in data and data["numjobs"].nunique() > 1
+    panels = [
+        (f"{pattern}, numjobs={toolkit.int_label(jobs)}" if split else pattern, rows)
+        for pattern in patterns
+        for jobs, rows in (
+            data[data["pattern"] == pattern].groupby("numjobs", sort=True, dropna=False)
+            if split
+            else [(None, data[data["pattern"] == pattern])]
+        )
+    ]
+    fig, axes = toolkit.grid(len(panels), 2.6)
+    for ax, (title, panel) in zip(axes, panels, strict=True):
         for index, size in enumerate(sizes):
             _latency_line(ax, panel[panel["size"] == size].sort_values("iodepth"), size, index)
-        ax.set_title(pattern)
+        ax.set_title(title)
         ax.set_xlabel("IOPS")
         ax.set_ylabel("latency (µs)")
         ax.set_yscale("log")
@@ -78,7 +92,7 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
         f"iterations ({toolkit.basis_text(summary)}; µs, log scale). X: mean IOPS over "
         "iterations."
     )
-    return fig, caption
+    return fig, toolkit.join_nonempty(caption, shown.note)
 
 
 def _pattern_label(row) -> str:
@@ -224,6 +238,8 @@ def per_host_figure(raw: pd.DataFrame):
     frame = host_means(raw)
     if frame.empty:
         return toolkit.empty_figure("no per-host rows"), "Per-host bandwidth: no data."
+    shown = selection.select_runs(frame, MAX_PER_HOST_RUNS)
+    frame = shown.rows
     hosts = sorted(frame["host"].unique(), key=scaling.natural_key)
     runs = list(dict.fromkeys(frame["run_id"]))
     unit, scale = toolkit.binary_bandwidth_unit(frame["bw_mean"].max())
@@ -242,4 +258,4 @@ def per_host_figure(raw: pd.DataFrame):
         "operations): bars are the mean over iterations, error bars the sample sd. Hosts "
         "far below their peers in the same run point at a client or path problem."
     )
-    return fig, caption
+    return fig, toolkit.join_nonempty(caption, shown.note)
