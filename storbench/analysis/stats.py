@@ -1,9 +1,10 @@
 """Statistics across iterations: one summary row per cell (experiment, run_id, job, op).
 
 Throughput (bandwidth, IOPS) is summarised by mean, median, sample standard deviation,
-coefficient of variation, minimum, maximum and a 95 % Student-t confidence interval of the
-mean over the iterations; iterations more than 3 raw MADs from the median are counted as
-outliers (and listed by ``iteration_outliers``), never dropped. Latency is never averaged
+coefficient of variation, minimum, maximum and a 95 % interval over the iterations: on the log
+scale (``positive_interval``), so it stays above 0 and is an interval for the geometric mean;
+iterations more than 3 raw MADs from the median are counted as outliers (and listed by
+``iteration_outliers``), never dropped. Latency is never averaged
 as percentiles: the mean is weighted by I/O count and percentiles come from the histograms
 of all iterations merged into one (see ``storbench.core.histogram``).
 """
@@ -30,7 +31,7 @@ PLACEMENT_COLUMNS = ("target", "step", "hosts_in_run", "prep_state", "loop", "of
 THROUGHPUT_METRICS = ("bw_bytes_s", "iops")
 STATISTICS = ("mean", "median", "sd", "cov", "min", "max", "ci_low", "ci_high")
 COV_LIMIT = 0.05  # a cell whose bandwidth or IOPS varies more than 5 % is flagged
-CI_LEVEL = 0.95  # two-sided Student-t confidence interval of the mean
+CI_LEVEL = 0.95  # two-sided Student-t interval, on the log scale for positive values
 OUTLIER_MADS = 3.0  # an iteration further than this many raw MADs from the median is an outlier
 
 SUMMARY_COLUMNS = (
@@ -81,7 +82,8 @@ def summarize(table, *, host: str = ALL_HOSTS) -> pd.DataFrame:
     Columns are SUMMARY_COLUMNS: the cell keys, its parameters and placement (target, client
     step, hosts in the run); ``n`` iterations;
     for bw_bytes_s and iops the mean, median, sample sd (ddof=1, NaN for n=1), CoV (sd/mean),
-    min, max, ci_low/ci_high (95 % Student-t CI of the mean, NaN for n < 2) and ``outliers``
+    min, max, ci_low/ci_high (95 % interval on the log scale, ``positive_interval``; NaN for
+    n < 2) and ``outliers``
     (count of iterations marked by ``outlier_mask``; no row is dropped);
     ``lat_mean_ns`` weighted by I/O count; p50_ns..p99_99_ns from the merged
     histograms of all iterations (NaN if any iteration lacks bins); ``lat_basis``; total
@@ -166,7 +168,7 @@ def spread(values: pd.Series) -> dict[str, float]:
     """STATISTICS of the non-missing values.
 
     mean, median, sample sd (ddof=1), CoV = sd/mean, min, max, and ci_low/ci_high: the 95 %
-    Student-t confidence interval of the mean, mean ± t(0.975, n-1)·sd/√n (NaN for n < 2).
+    interval of ``positive_interval`` (for the geometric mean; NaN for n < 2).
     """
     data = pd.Series(values).dropna().to_numpy(dtype=float)
     if data.size == 0:
@@ -174,7 +176,7 @@ def spread(values: pd.Series) -> dict[str, float]:
     mean = float(np.mean(data))
     sd = float(np.std(data, ddof=1)) if data.size > 1 else math.nan
     cov = sd / mean if mean else math.nan
-    ci_low, ci_high = mean_confidence_interval(mean, sd, data.size)
+    ci_low, ci_high = positive_interval(data)
     return {
         "mean": mean,
         "median": float(np.median(data)),
@@ -185,6 +187,33 @@ def spread(values: pd.Series) -> dict[str, float]:
         "ci_low": ci_low,
         "ci_high": ci_high,
     }
+
+
+def positive_interval(values, level: float = CI_LEVEL) -> tuple[float, float]:
+    """A two-sided interval of a quantity that is never negative; (NaN, NaN) for n < 2.
+
+    With every value above 0: the Student-t interval on the log scale, exp(m ± t((1+level)/2,
+    n-1)·s/√n) with m, s the mean and sample sd of the logs. It is an interval for the
+    geometric mean, always above 0 and wider above the mean than below. Otherwise (a value
+    <= 0 or NaN) the plain interval of the arithmetic mean, ``mean_confidence_interval``.
+    """
+    data = np.asarray(values, dtype=float)
+    if data.size < 2:
+        return math.nan, math.nan
+    if np.all(data == data[0]):
+        return float(data[0]), float(data[0])  # exp(log(x)) would be off by a rounding step
+    if np.all(data > 0) and np.all(np.isfinite(data)):
+        return log_scale_interval(data, level)
+    sd = float(np.std(data, ddof=1))
+    return mean_confidence_interval(float(np.mean(data)), sd, data.size, level)
+
+
+def log_scale_interval(values, level: float = CI_LEVEL) -> tuple[float, float]:
+    """exp of the Student-t interval of the mean of log(values): values must all be > 0."""
+    logs = np.log(np.asarray(values, dtype=float))
+    sd = float(np.std(logs, ddof=1)) if logs.size > 1 else math.nan
+    low, high = mean_confidence_interval(float(np.mean(logs)), sd, logs.size, level)
+    return math.exp(low), math.exp(high)
 
 
 def mean_confidence_interval(

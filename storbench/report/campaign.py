@@ -5,15 +5,15 @@ of the grid experiments (their summary.parquet) and the answers of the latency-S
 (search.json), and writes into ``out_dir``:
 
 - ``index.html``: summary of key results (peak bandwidth and IOPS per experiment with their
-  95 % intervals, p99 at the IOPS peak, flagged cells, errors; each search's answer), the
-  methodology from the config (hosts, targets, experiments with tool, iterations and
-  runtime), the campaign-wide paper tables, the per-host breakdown, and appendices (hosts
+  95 % intervals on the log scale, p99 at the IOPS peak, flagged cells, errors; each search's
+  answer), the methodology from the config (hosts, targets, experiments with tool, iterations
+  and runtime), the campaign-wide paper tables, the per-host breakdown, and appendices (hosts
   from telemetry, configuration snapshot with secrets redacted, environment);
 - ``tables/key_results.*`` and the paper tables of all experiments together
   (``tables/bandwidth.*``, ``latency.*``, ``per_host.*``, ``prep_state.*``: the reference
   documents' bandwidth by tool × pattern × operation × host group), each as CSV, Markdown,
   LaTeX and HTML;
-- ``peaks.png/.svg``: peak bandwidth and IOPS per experiment with the CI of the mean.
+- ``peaks.png/.svg``: peak bandwidth and IOPS per experiment with their 95 % intervals.
 
 The experiments' own reports (``reports/<experiment>/index.html``) are linked, not copied.
 """
@@ -167,7 +167,7 @@ KEY_COLUMNS = {
     "Tool": lambda r: r.get("tool"),
     "Kind": lambda r: r["kind"],
     "Runs": lambda r: r.get("runs"),
-    "n": lambda r: _small_n(r.get("iterations")),
+    "n": lambda r: report_tables.small_n_text(r.get("iterations")),
 }
 
 
@@ -199,32 +199,21 @@ def key_results_table(rows: list[dict]) -> tables.Table:
         rows=body,
         caption="Key results per experiment: the cell with the highest mean bandwidth and "
         "the cell with the highest mean IOPS (aggregate over all hosts, mean over iterations) "
-        "with the 95 % Student-t interval of the mean, p99 latency of the IOPS peak from the "
+        f"with the {report_tables.INTERVAL_NAME}, p99 latency of the IOPS peak from the "
         "merged histograms, cells with CoV above 5 %, and I/O errors. For a latency-SLO "
         "search, Peak IOPS is the highest offered rate found to meet the objective.",
         label="tab:key-results",
         align="lllrr" + "rrrl" * 2 + "rrr",
         notes=(
             "An empty cell: not applicable or not available.",
-            f"{SMALL_N_MARK} n below {SMALL_N}: an interval over so few iterations is wide "
-            "and rests on the normal assumption; read it as indicative only. A lower bound "
-            "below 0 is shown as 0 (bandwidth and IOPS are never negative).",
+            f"CI: {report_tables.INTERVAL_METHOD}. {report_tables.INTERVAL_FALLBACK}",
+            report_tables.SMALL_N_NOTE,
         ),
     )
 
 
 def _cell(value) -> str | None:
     return None if value is None else str(value)
-
-
-SMALL_N = 3  # iterations below which a 95 % interval says little (flagged, never hidden)
-SMALL_N_MARK = "§"
-
-
-def _small_n(iterations) -> str | None:
-    if iterations is None:
-        return None
-    return f"{iterations}{SMALL_N_MARK}" if int(iterations) < SMALL_N else str(iterations)
 
 
 def _bound(row: dict, key: str, unit: float, decimals: int) -> str | None:
@@ -256,7 +245,7 @@ def peaks_figure(rows: list[dict]) -> tuple[bytes, bytes, str]:
     """Two panels: peak GB/s and peak IOPS per experiment, error bars the 95 % interval."""
     caption = (
         "Peak bandwidth (GB/s, decimal) and peak IOPS of each experiment: the best cell's "
-        "mean over iterations, error bars the 95 % Student-t interval of the mean (none for "
+        f"mean over iterations, error bars the {report_tables.INTERVAL_NAME} (none for "
         "one iteration or a search answer)."
     )
     return toolkit.figure_files(lambda: (_peaks(rows), caption))
@@ -273,7 +262,8 @@ def _peaks(rows: list[dict]):
         means = np.array([_nan(scaled(r.get(f"{prefix}_mean"), unit)) for r in rows])
         low = np.array([_nan(scaled(r.get(f"{prefix}_ci_low"), unit)) for r in rows])
         high = np.array([_nan(scaled(r.get(f"{prefix}_ci_high"), unit)) for r in rows])
-        errors = np.nan_to_num(np.vstack([means - low, high - means]), nan=0.0)
+        # The interval is for the geometric mean: the arithmetic mean may lie outside it.
+        errors = np.clip(np.nan_to_num(np.vstack([means - low, high - means]), nan=0.0), 0, None)
         ax.bar(
             range(len(rows)),
             np.nan_to_num(means, nan=0.0),

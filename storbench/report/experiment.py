@@ -327,7 +327,7 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
         *([_text(row.get("prep_state"))] if show["state"] else []),
         *([str(row["job"])] if show_job else []),
         *_workload_cells(row),
-        int_label(row["n"]),
+        report_tables.small_n_text(row["n"]) or NO_VALUE,
         _outlier_marked(
             format_mean_sd(
                 scaled(row["bw_bytes_s_mean"], MIB), scaled(row["bw_bytes_s_sd"], MIB), 1
@@ -371,10 +371,12 @@ def markdown_table(table: dict) -> str:
 
 
 COV_FOOTNOTE = (
-    f"Mean ± sample sd over n iterations; 95 % CI: Student t confidence interval of the mean "
-    f"(mean ± t(0.975, n − 1) · sd / √n); CoV = sd / mean; {COV_MARK} marks CoV > "
-    f"{100 * stats.COV_LIMIT:g} %; {OUTLIER_MARK} marks a mean whose iterations include an "
-    f"outlier (more than {stats.OUTLIER_MADS:g} MAD from the median; kept, not dropped). "
+    f"Mean ± sample sd over n iterations; 95 % CI: {report_tables.INTERVAL_NAME}, "
+    f"{report_tables.INTERVAL_METHOD}. {report_tables.INTERVAL_FALLBACK} "
+    f"{report_tables.SMALL_N_NOTE} CoV = sd / mean; "
+    f"{COV_MARK} marks CoV > {100 * stats.COV_LIMIT:g} %; {OUTLIER_MARK} marks a mean whose "
+    f"iterations include an outlier (more than {stats.OUTLIER_MADS:g} MAD from the median; "
+    "kept, not dropped). "
     f"Latency percentiles from merged histograms; {NO_VALUE} = not available."
 )
 

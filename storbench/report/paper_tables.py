@@ -3,7 +3,7 @@
 ``report_tables(raw, summary)`` returns {stem: Table}:
 
 - ``bandwidth``: tool × access pattern × op × hosts in the run, GB/s and GiB/s with the 95 %
-  Student-t CI of the mean;
+  interval on the log scale (geometric mean);
 - ``latency``: mean latency (weighted by I/O count) and p50 … p99.99 from merged histograms;
 - ``prep_state``: IOPS and mean latency per workload × preparation state (only when the rows
   record a state);
@@ -38,11 +38,24 @@ SEQUENTIAL = {"read", "write", "rw", "readwrite", "trim", "trimwrite"}
 RANDOM = {"randread", "randwrite", "randrw", "randtrim"}
 SYSTEM = "system"
 NODE = "node"
-CI_NOTE = (
-    "CI: two-sided 95 % Student t confidence interval of the mean over the n iterations "
-    "(mean ± t(0.975, n − 1) · sd / √n); empty for n = 1; with n = 2 or 3 it is wide and "
-    "only indicative; a lower bound under 0 is shown as 0 (IOPS and bandwidth are never "
-    "negative)."
+INTERVAL_NAME = "95 % interval on the log scale (geometric mean)"
+INTERVAL_METHOD = (
+    "exp(m ± t(0.975, n − 1) · s / √n), m and s the mean and sample sd of the logarithms of "
+    "the n iteration values: an interval for the geometric mean, always above 0 and wider "
+    "above than below (the mean shown is the arithmetic mean, never below the geometric mean, "
+    "so with widely spread iterations it can lie above the interval)"
+)
+INTERVAL_FALLBACK = (
+    "Where an iteration measured 0 the plain Student t interval mean ± t(0.975, n − 1) · sd / "
+    "√n is used instead, a lower bound under 0 shown as 0."
+)
+CI_NOTE = f"CI: two-sided {INTERVAL_NAME}, {INTERVAL_METHOD}; empty for n = 1. {INTERVAL_FALLBACK}"
+SMALL_N = 3  # iterations below which a 95 % interval says little (flagged, never hidden)
+SMALL_N_MARK = "§"
+SMALL_N_NOTE = (
+    f"{SMALL_N_MARK} n below {SMALL_N}: an interval over so few iterations is wide (with n = 2 "
+    "its half-width uses t(0.975, 1) = 12.7) and rests on the normal assumption; read it as "
+    "indicative only."
 )
 MISSING_NOTE = "An empty cell: value not available."
 
@@ -106,6 +119,14 @@ def non_negative(value):
 def fixed(value, decimals: int) -> str | None:
     """'1234.57' (decimals=2, no thousands separator: CSV and LaTeX read it); missing -> None."""
     return None if is_missing(value) else f"{float(value):.{decimals}f}"
+
+
+def small_n_text(iterations) -> str | None:
+    """'2§' below SMALL_N iterations, else '5'; missing -> None."""
+    if is_missing(iterations):
+        return None
+    count = int(iterations)
+    return f"{count}{SMALL_N_MARK}" if count < SMALL_N else str(count)
 
 
 def _int_text(value) -> str | None:
@@ -172,7 +193,7 @@ def bandwidth_table(summary: pd.DataFrame) -> tables.Table:
         "op": [str(v) for v in frame["op"]],
         "Hosts": [_int_text(v) for v in frame["hosts_in_run"]],
         **_workload(frame),
-        "n": [_int_text(v) for v in frame["n"]],
+        "n": [small_n_text(v) for v in frame["n"]],
         **_metric_columns(frame, "bw_bytes_s", GB, "GB/s"),
         **_metric_columns(frame, "bw_bytes_s", GIB, "GiB/s"),
     }
@@ -182,7 +203,7 @@ def bandwidth_table(summary: pd.DataFrame) -> tables.Table:
         caption="Bandwidth by tool, access pattern, operation and hosts in the run "
         "(aggregate over the hosts; 1 GB = 10^9 bytes, 1 GiB = 2^30 bytes).",
         label="tab:bandwidth",
-        notes=(f"Mean over n iterations. {CI_NOTE}", MISSING_NOTE),
+        notes=(f"Mean over n iterations. {CI_NOTE}", SMALL_N_NOTE, MISSING_NOTE),
     )
 
 
@@ -235,7 +256,7 @@ def prep_state_table(summary: pd.DataFrame) -> tables.Table | None:
         **_workload(frame),
         "op": [str(v) for v in frame["op"]],
         "State": [v if isinstance(v, str) else "" for v in frame["prep_state"]],
-        "n": [_int_text(v) for v in frame["n"]],
+        "n": [small_n_text(v) for v in frame["n"]],
         "IOPS": [fixed(v, decimals) for v in iops],
         "IOPS CI low": [fixed(non_negative(v), decimals) for v in frame["iops_ci_low"]],
         "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
@@ -248,6 +269,7 @@ def prep_state_table(summary: pd.DataFrame) -> tables.Table | None:
         label="tab:prep-state",
         notes=(
             f"Mean over n iterations; latency weighted by I/O count. {CI_NOTE}",
+            SMALL_N_NOTE,
             "An empty state: the run recorded no preparation state.",
         ),
     )
@@ -288,7 +310,7 @@ def per_host_table(raw: pd.DataFrame, summary: pd.DataFrame) -> tables.Table:
         "op": [str(v) for v in frame["op"]],
         "Scope": list(frame["scope"]),
         "Host": list(frame["host"]),
-        "n": [_int_text(v) for v in frame["n"]],
+        "n": [small_n_text(v) for v in frame["n"]],
         "IOPS": [fixed(v, decimals) for v in iops],
         "IOPS CI low": [fixed(non_negative(v), decimals) for v in frame["iops_ci_low"]],
         "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
@@ -300,5 +322,5 @@ def per_host_table(raw: pd.DataFrame, summary: pd.DataFrame) -> tables.Table:
         caption="Per-node and per-system IOPS and throughput: each client host alone "
         "(node) and the aggregate of all hosts of the run (system, host 'all').",
         label="tab:per-host",
-        notes=(f"Mean over n iterations. {CI_NOTE}", MISSING_NOTE),
+        notes=(f"Mean over n iterations. {CI_NOTE}", SMALL_N_NOTE, MISSING_NOTE),
     )

@@ -4,8 +4,8 @@ Writes index.html (self-contained), probes.csv, probes.md and search.png/.svg in
 experiment's report folder. The answer's confidence is twofold: the bisection bracket (the
 answer is the highest rate that met, the lowest that failed is above it within the
 tolerance), and the confirmation runs at the answer: their achieved IOPS as mean with a
-95 % Student-t interval, and their latency percentiles from the histograms of every
-confirmation run merged.
+95 % interval on the log scale (geometric mean, ``stats.positive_interval``), and their
+latency percentiles from the histograms of every confirmation run merged.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def probes_markdown(table: dict) -> str:
 
 
 def confirmation_stats(result: dict, rows: pd.DataFrame) -> dict | None:
-    """Achieved IOPS (mean, sd, 95 % t interval) and merged latency of the confirmation runs
+    """Achieved IOPS (mean, sd, 95 % log-scale interval) and merged latency of the confirmation runs
     at the answer, from the result rows; None without an answer."""
     rate = result["answer"]["rate_iops"]
     if rate is None:
@@ -227,7 +227,8 @@ def answer_box(result: dict, confirmation: dict | None) -> dict:
             for name in ("p50", "p99", "p99.9")
         )
         interval = (
-            f", 95 % t interval {confirmation['ci_low']:,.0f}–{confirmation['ci_high']:,.0f}"
+            f", 95 % interval on the log scale (geometric mean) "
+            f"{confirmation['ci_low']:,.0f}–{confirmation['ci_high']:,.0f}"
             if confirmation["n"] > 1
             else ""
         )

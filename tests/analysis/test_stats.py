@@ -190,7 +190,7 @@ def test_rows_without_placement_columns_still_summarize():
     assert summary[["target", "step", "hosts_in_run"]].isna().all().all()
 
 
-# --- Confidence interval of the mean (Student t) ----------------------------------------
+# --- Interval: Student t on the log scale ------------------------------------------------
 
 # Two-sided 95 % (p = 0.975) and other quantiles from a printed t table (3 decimals).
 PUBLISHED_T = [
@@ -253,16 +253,72 @@ def test_t_quantile_rejects_bad_arguments(p, df, name):
         stats.t_quantile(p, df)
 
 
+T_975_DF1 = 12.706204736174698  # t(0.975, 1) = cot(π/40)
+T_975_DF2 = 4.302652729749464  # t(0.975, 2)
+
+
+def log_interval_by_hand(values, t):
+    """exp(m ± t·s/√n) with m, s the mean and sample sd of the logs, written out."""
+    logs = [math.log(v) for v in values]
+    half_width = t * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(statistics.fmean(logs) - half_width), math.exp(
+        statistics.fmean(logs) + half_width
+    )
+
+
+def test_interval_of_two_iterations_is_on_the_log_scale_and_positive():
+    low, high = stats.positive_interval([100.0, 200.0])
+    # mean(log) = log √20000, sd(log) = log 2 / √2: √20000 · 2^(∓12.7062 / 2).
+    assert (low, high) == pytest.approx(log_interval_by_hand([100, 200], T_975_DF1), rel=1e-12)
+    assert low == pytest.approx(math.sqrt(20000) / 2 ** (T_975_DF1 / 2), rel=1e-12)
+    assert round(low, 3) == 1.730 and round(high, 1) == 11560.8
+    # The symmetric interval 150 ± 12.7062 · 70.71 / √2 = [-485.3, 785.3] went below 0.
+    assert stats.mean_confidence_interval(150.0, statistics.stdev([100, 200]), 2)[0] < -485
+    assert low > 0
+
+
+def test_interval_of_steady_iterations_is_close_to_the_symmetric_one():
+    low, high = stats.positive_interval([1000.0, 1010.0, 990.0])
+    assert (low, high) == pytest.approx(
+        log_interval_by_hand([1000, 1010, 990], T_975_DF2), rel=1e-12
+    )
+    # symmetric: 1000 ± 4.3027 · 10 / √3 = [975.16, 1024.84]; log scale [975.43, 1025.12]
+    assert (round(low, 2), round(high, 2)) == (975.43, 1025.12)
+    symmetric = stats.mean_confidence_interval(1000.0, 10.0, 3)
+    assert (low, high) == pytest.approx(symmetric, rel=5e-4)
+    assert high - 1000 > 1000 - low  # wider above than below
+
+
+@pytest.mark.parametrize("values", [[0.0, 10.0], [-1.0, 10.0], [math.nan, 10.0, 12.0]])
+def test_interval_falls_back_to_the_plain_t_interval_without_all_values_positive(values):
+    present = [v for v in values if not math.isnan(v)]
+    low, high = stats.positive_interval(values)
+    if len(present) == len(values):
+        mean, sd = statistics.fmean(values), statistics.stdev(values)
+        assert (low, high) == pytest.approx(
+            stats.mean_confidence_interval(mean, sd, len(values)), rel=1e-12
+        )
+    else:  # a NaN among the values: no interval can be computed from them
+        assert math.isnan(low) and math.isnan(high)
+
+
+def test_zero_iteration_gives_the_plain_interval_in_the_summary():
+    got = stats.spread(pd.Series([0.0, 10.0]))
+    # 5 ± 12.7062 · 7.0711 / √2 = 5 ± 63.531: the plain interval, shown clamped at 0
+    assert (got["ci_low"], got["ci_high"]) == pytest.approx((5 - 63.531, 5 + 63.531), abs=1e-3)
+
+
 def test_confidence_interval_of_three_iterations():
     rows = [row(iteration=i, bw_mib=bw) for i, bw in enumerate([120, 100, 110], start=1)]
     got = summary_of(rows).iloc[0]
-    # mean 110, sd 10, t(0.975, 2) = 4.3027: 110 ± 4.3027 · 10 / √3 = 110 ± 24.84 MiB/s.
-    half_width = 4.302652729749464 * 10 / math.sqrt(3)
-    assert round(half_width, 2) == 24.84
-    assert got["bw_bytes_s_ci_low"] == pytest.approx((110 - half_width) * MIB, rel=1e-12)
-    assert got["bw_bytes_s_ci_high"] == pytest.approx((110 + half_width) * MIB, rel=1e-12)
-    assert got["iops_ci_low"] == pytest.approx((110 - half_width) * 256, rel=1e-12)
-    assert got["iops_ci_high"] == pytest.approx((110 + half_width) * 256, rel=1e-12)
+    low, high = log_interval_by_hand([120, 100, 110], T_975_DF2)
+    # the symmetric interval would be 110 ± 24.84 MiB/s = [85.16, 134.84]
+    assert (round(low, 2), round(high, 2)) == (87.46, 137.59)
+    assert got["bw_bytes_s_ci_low"] == pytest.approx(low * MIB, rel=1e-12)
+    assert got["bw_bytes_s_ci_high"] == pytest.approx(high * MIB, rel=1e-12)
+    # IOPS = bandwidth / 4 KiB: the log-scale interval scales with the quantity
+    assert got["iops_ci_low"] == pytest.approx(low * 256, rel=1e-12)
+    assert got["iops_ci_high"] == pytest.approx(high * 256, rel=1e-12)
 
 
 def test_confidence_interval_of_two_iterations_and_nan_for_one():
@@ -270,9 +326,11 @@ def test_confidence_interval_of_two_iterations_and_nan_for_one():
     rows.append(row(run_id="one", bw_mib=100))
     summary = summary_of(rows)
     two = cell(summary, "two")
-    # mean 101, sd √2, n 2: 101 ± 12.7062 · √2 / √2 = [88.2938, 113.7062].
-    assert two["bw_bytes_s_ci_low"] / MIB == pytest.approx(88.2938, abs=1e-4)
-    assert two["bw_bytes_s_ci_high"] / MIB == pytest.approx(113.7062, abs=1e-4)
+    # geometric mean √10200 = 100.995, times 1.02^(∓12.7062 / 2): [89.056, 114.535]
+    factor = 1.02 ** (T_975_DF1 / 2)
+    assert two["bw_bytes_s_ci_low"] / MIB == pytest.approx(math.sqrt(10200) / factor, rel=1e-12)
+    assert two["bw_bytes_s_ci_high"] / MIB == pytest.approx(math.sqrt(10200) * factor, rel=1e-12)
+    assert round(two["bw_bytes_s_ci_low"] / MIB, 3) == 89.056
     one = cell(summary, "one")
     assert math.isnan(one["bw_bytes_s_ci_low"]) and math.isnan(one["bw_bytes_s_ci_high"])
 

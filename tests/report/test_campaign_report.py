@@ -123,16 +123,18 @@ def test_key_results_are_the_peaks_of_the_rows(campaign):
         rows = rows_of(campaign, experiment)
         iops = cell_means(rows, "iops")
         best = max(iops, key=iops.get)
-        values = rows[rows["run_id"] == best]["iops"]
-        half_width = T_975_DF1 * statistics.stdev(values) / math.sqrt(ITERATIONS)
+        logs = [math.log(v) for v in rows[rows["run_id"] == best]["iops"]]
+        half_width = T_975_DF1 * statistics.stdev(logs) / math.sqrt(ITERATIONS)
         decimals = len(table[experiment]["Peak IOPS"].partition(".")[2])
         assert float(table[experiment]["Peak IOPS"]) == pytest.approx(iops[best], abs=10**-decimals)
         assert table[experiment]["IOPS peak at"].startswith(best)
-        # numeric bounds; a lower bound under 0 shows as 0 (IOPS are never negative)
+        # numeric bounds of the interval on the log scale: exp(mean(log) ± t · sd(log) / √n)
         low = float(table[experiment]["IOPS CI low"])
         high = float(table[experiment]["IOPS CI high"])
-        assert low == pytest.approx(max(iops[best] - half_width, 0.0), abs=10**-decimals)
-        assert high == pytest.approx(iops[best] + half_width, abs=10**-decimals)
+        centre = statistics.fmean(logs)
+        assert low == pytest.approx(math.exp(centre - half_width), abs=10**-decimals)
+        assert high == pytest.approx(math.exp(centre + half_width), abs=10**-decimals)
+        assert 0 < low <= high
         bandwidth = cell_means(rows, "bw_bytes_s")
         top = max(bandwidth, key=bandwidth.get)
         assert table[experiment]["Bandwidth peak at"].startswith(top)

@@ -98,11 +98,13 @@ def iterations(rows, run_id: str, host: str = "all"):
 
 
 def mean_and_ci(values) -> tuple[float, float, float]:
+    """The arithmetic mean and the 95 % interval on the log scale: exp(m ± t · s / √3)."""
     values = [float(v) for v in values]
-    assert len(values) == 3
-    mean = statistics.fmean(values)
-    half = T_975_DF2 * statistics.stdev(values) / math.sqrt(3)
-    return mean, max(mean - half, 0.0), mean + half  # tables show a negative bound as 0
+    assert len(values) == 3 and min(values) > 0
+    logs = [math.log(v) for v in values]
+    half = T_975_DF2 * statistics.stdev(logs) / math.sqrt(3)
+    centre = statistics.fmean(logs)
+    return statistics.fmean(values), math.exp(centre - half), math.exp(centre + half)
 
 
 def is_outlier(values) -> list[bool]:
@@ -124,7 +126,7 @@ def test_every_table_is_written_in_four_formats(built):
         latex = (out_dir / "tables" / f"{stem}.tex").read_text()
         for rule in (r"\toprule", r"\midrule", r"\bottomrule", r"\caption{", r"\label{tab:"):
             assert rule in latex, (stem, rule)
-        assert "Student t" in latex or stem == "latency"
+        assert "interval on the log scale (geometric mean)" in latex or stem == "latency"
         markdown = (out_dir / "tables" / f"{stem}.md").read_text()
         assert markdown.startswith("Table: ") and "| Run |" in markdown
         assert "<thead>" in (out_dir / "tables" / f"{stem}.html").read_text()
@@ -256,7 +258,8 @@ def test_summary_shows_ci_and_marks_outliers_of_real_runs(built, rows):
     out_dir, _ = built
     html = (out_dir / "index.html").read_text()
     summary = html.split('<section id="summary">')[1].split("</section>")[0]
-    assert "Student t" in summary and f"{report.OUTLIER_MARK} marks" in summary
+    assert "interval on the log scale (geometric mean)" in summary
+    assert f"{report.OUTLIER_MARK} marks" in summary
     per_run = html.split('<section id="per-run">')[1].split("</section>")[0]
     header = re.findall(r"<th>(.*?)</th>", summary)
     for run_id in RUNS:
@@ -289,9 +292,36 @@ def test_outlier_iteration_is_marked_and_kept(tmp_path):
     assert f"<td>200.0 {report.OUTLIER_MARK}</td>" in per_run
     assert "<td>100.0</td>" in per_run and "<td>101.0</td>" in per_run
     methodology = html.split('<section id="methodology">')[1].split("</section>")[0]
-    assert "Student t" in methodology and "3 raw median absolute deviations" in methodology
+    assert "interval on the log scale (geometric mean)" in methodology
+    assert "3 raw median absolute deviations" in methodology
     # No preparation state in these rows: no state table, and none left from before.
     assert not (tmp_path / "tables" / "prep_state.csv").exists()
+
+
+def test_two_iterations_are_marked_in_every_table_with_an_interval(tmp_path):
+    # Two hosts of 50 and 150 MiB/s in iteration 1, 60 and 140 in iteration 2.
+    rows = [
+        result_row("randread", 4096, 1, iteration, host, bw)
+        for iteration, by_host in ((1, (50.0, 150.0)), (2, (60.0, 140.0)))
+        for host, bw in zip(("all", "hostA", "hostB"), (sum(by_host), *by_host), strict=False)
+    ]
+    report.build_report(results.table_from_rows(rows), tmp_path, title="t", meta={})
+    mark = report_tables.SMALL_N_MARK
+    for stem in ("bandwidth", "per_host"):
+        assert {row["n"] for row in read_csv(tmp_path, stem)} == {f"2{mark}"}, stem
+        notes = (tmp_path / "tables" / f"{stem}.md").read_text()
+        assert report_tables.SMALL_N_NOTE in notes
+    assert {row["n"] for row in read_csv(tmp_path, "latency")} == {"2"}  # no interval there
+    html = (tmp_path / "index.html").read_text()
+    summary = html.split('<section id="summary">')[1].split("</section>")[0]
+    assert f"<td>2{mark}</td>" in summary and report_tables.SMALL_N_NOTE in summary
+    # hostA: 50 and 60 MiB/s, IOPS = 256 per MiB/s; √3000 · (6/5)^(∓12.7062 / 2), never < 0
+    host_a = next(row for row in read_csv(tmp_path, "per_host") if row["Host"] == "hostA")
+    factor = 1.2 ** (12.706204736174698 / 2)
+    assert_shown(host_a["IOPS"], 55 * 256)
+    assert_shown(host_a["IOPS CI low"], math.sqrt(3000) / factor * 256)
+    assert_shown(host_a["IOPS CI high"], math.sqrt(3000) * factor * 256)
+    assert float(host_a["IOPS CI low"]) > 0
 
 
 def test_stale_state_table_is_removed(raw_path, tmp_path):

@@ -1,0 +1,54 @@
+"""The campaign's key results and peaks figure from a summary, without a workflow run."""
+
+from __future__ import annotations
+
+import math
+
+from storbench.analysis import stats
+from storbench.core import results
+from storbench.report import campaign
+from storbench.report import paper_tables as report_tables
+from tests.report.test_report import result_row
+
+T_975_DF1 = 12.706204736174698  # Student t 0.975 quantile, 1 degree of freedom
+
+
+def shown(table) -> dict:
+    """The first row of a table as {column: cell}."""
+    return dict(zip(table.columns, table.rows[0], strict=True))
+
+
+def key_rows(bandwidths_mib) -> list[dict]:
+    rows = [
+        result_row("randread", 4096, 1, iteration, "all", bw)
+        for iteration, bw in enumerate(bandwidths_mib, start=1)
+    ]
+    summary = stats.summarize(results.table_from_rows(rows))
+    return campaign.key_results(summary, [], {"exp": {"tool": "fio"}})
+
+
+def test_two_iterations_give_a_positive_log_scale_interval_flagged_small():
+    (row,) = key_rows([100.0, 200.0])
+    table = campaign.key_results_table([row])
+    got = shown(table)
+    assert got["n"] == f"2{report_tables.SMALL_N_MARK}"
+    assert report_tables.SMALL_N_NOTE in table.notes
+    # IOPS 25600 and 51200: √(25600 · 51200) · 2^(∓12.7062 / 2) = [443, 2959575]
+    factor = 2 ** (T_975_DF1 / 2)
+    assert got["IOPS CI low"] == f"{math.sqrt(25600 * 51200) / factor:.0f}" == "443"
+    assert got["IOPS CI high"] == f"{math.sqrt(25600 * 51200) * factor:.0f}" == "2959575"
+    assert float(got["IOPS CI low"]) > 0
+    assert report_tables.INTERVAL_NAME in table.caption
+
+
+def test_three_iterations_are_not_flagged():
+    (row,) = key_rows([100.0, 110.0, 120.0])
+    assert shown(campaign.key_results_table([row]))["n"] == "3"
+
+
+def test_peaks_figure_takes_a_mean_above_its_geometric_interval():
+    # 19 iterations at 1 MiB/s and one at 10^6: the arithmetic mean lies above the interval
+    (row,) = key_rows([1.0] * 19 + [1e6])
+    assert row["bw_mean"] > row["bw_ci_high"]
+    png, svg, caption = campaign.peaks_figure([row])
+    assert png.startswith(b"\x89PNG") and svg and report_tables.INTERVAL_NAME in caption
