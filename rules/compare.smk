@@ -49,9 +49,10 @@ rule compare_report:
                 COMPARISONS[wildcards.comparison].thresholds.items()
             )
         ],
+        units=PLAN.report_units,
     shell:
         "storbench compare report {input.a:q} {input.b:q}"
-        " --out-dir {params.out_dir:q}"
+        " --out-dir {params.out_dir:q} --units {params.units:q}"
         " --a-label {params.a_label:q} --b-label {params.b_label:q}"
         " --threshold {params.thresholds:q} > {log:q} 2>&1"
 

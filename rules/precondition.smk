@@ -104,7 +104,8 @@ rule precondition_report:
         out_dir=lambda wildcards: paths.recipe_report_dir(
             wildcards.target, wildcards.recipe
         ),
+        units=PLAN.report_units,
     shell:
         "storbench prepare report --prepared {input.prepared:q} {params.flushed}"
-        " --out-dir {params.out_dir:q} --stages {input.stages:q}"
+        " --out-dir {params.out_dir:q} --units {params.units:q} --stages {input.stages:q}"
         " > {log:q} 2>&1"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from storbench.core import paths
+from storbench.core.report_units import DEFAULT_UNITS, UNIT_SYSTEMS
 from storbench.core.specs import Manifest, ProbeSpec, RunSpec
 
 
@@ -300,7 +301,11 @@ def _prepare(args) -> int:
         from storbench.report import preparation as prep_report
 
         written = prep_report.build_precondition_report(
-            args.stages, args.prepared, args.out_dir, flushed=args.flushed
+            args.stages,
+            args.prepared,
+            args.out_dir,
+            flushed=args.flushed,
+            meta={"units": args.units},
         )
         print("\n".join(str(path) for path in written.values()))
         return 0
@@ -367,6 +372,7 @@ def _compare(args) -> int:
             a_label=args.a_label or args.a,
             b_label=args.b_label or args.b,
             thresholds=thresholds,
+            units=args.units,
         )
     except (FileNotFoundError, ValueError) as error:  # a missing source or a bad threshold
         raise CompareInputError(str(error)) from None
@@ -438,6 +444,15 @@ class _Version(argparse.Action):
             text = "(not installed as a package)"
         print(f"storbench {text}")
         parser.exit()
+
+
+def _units_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    parser.add_argument(
+        "--units",
+        choices=UNIT_SYSTEMS,
+        default=DEFAULT_UNITS,
+        help=f"{prefix}bandwidth units, the config's report.units (default {DEFAULT_UNITS})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -605,6 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--flushed", help="report: the recipe's flushed.json, if any")
     prepare.add_argument("--out-dir", help="report: folder of the page")
     prepare.add_argument("--stages", nargs="*", default=[], help="finish/report: stage markers")
+    _units_argument(prepare, "report: ")
     prepare.set_defaults(handler=_prepare)
 
     search = steps.add_parser(
@@ -642,6 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="METRIC=CHANGE",
         help="regression threshold: iops=-5%% bw_bytes_s=-5%% p99_ns=+10%% lat_mean_ns=+10%%",
     )
+    _units_argument(compare_report)
     compare_check = compare_steps.add_parser(
         "check", help="exit 1 listing the regressions of a comparison's regressions.json"
     )

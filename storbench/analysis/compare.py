@@ -43,9 +43,10 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.core import (
+    report_units,
     results,
 )
-from storbench.core.numbers import MIB, NS_PER_US, format_number, is_missing
+from storbench.core.numbers import NS_PER_US, format_number, is_missing
 from storbench.core.units import size_label
 
 SUMMARY_FILE = "summary.parquet"
@@ -53,13 +54,22 @@ CONFIDENCE = 0.95
 
 METRICS = ("bw_bytes_s", "iops", "lat_mean_ns", "p99_ns")
 HIGHER_IS_BETTER = {"bw_bytes_s": True, "iops": True, "lat_mean_ns": False, "p99_ns": False}
-# name, unit, divisor, decimals: the units of the experiment report
+# name, unit, divisor, decimals: the units of the experiment report (bandwidth: see display)
 DISPLAY = {
-    "bw_bytes_s": ("bandwidth", "MiB/s", MIB, 1),
+    "bw_bytes_s": ("bandwidth", *report_units.table_bandwidth_unit(), 1),
     "iops": ("IOPS", "IOPS", 1.0, 0),
     "lat_mean_ns": ("mean latency", "µs", NS_PER_US, 1),
     "p99_ns": ("p99 latency", "µs", NS_PER_US, 1),
 }
+
+
+def display(metric: str, units: str = report_units.DEFAULT_UNITS) -> tuple[str, str, float, int]:
+    """(name, unit, divisor, decimals) of a metric, bandwidth in the table unit of ``units``."""
+    if metric == "bw_bytes_s":
+        return ("bandwidth", *report_units.table_bandwidth_unit(units), 1)
+    return DISPLAY[metric]
+
+
 MATCH_COLUMNS = (
     "tool",
     "rw",
@@ -366,8 +376,10 @@ def check_thresholds(comparison, thresholds: dict) -> list[str]:
     return [message for _, message in threshold_violations(changes, parse_thresholds(thresholds))]
 
 
-def threshold_violations(changes: pd.DataFrame, limits: dict[str, float]) -> list[tuple[int, str]]:
-    """(row index, message) of each violation, in table order."""
+def threshold_violations(
+    changes: pd.DataFrame, limits: dict[str, float], units: str = report_units.DEFAULT_UNITS
+) -> list[tuple[int, str]]:
+    """(row index, message) of each violation, in table order; bandwidth in ``units``."""
     found = []
     significant = changes["significant"].fillna(False).astype(bool)
     for index, row in changes[significant].iterrows():
@@ -376,12 +388,12 @@ def threshold_violations(changes: pd.DataFrame, limits: dict[str, float]) -> lis
             continue
         change = row["change_pct"]
         if change < limit if limit < 0 else change > limit:
-            found.append((index, violation_message(row, limit)))
+            found.append((index, violation_message(row, limit, units)))
     return found
 
 
-def violation_message(row, limit: float) -> str:
-    name, unit, scale, decimals = DISPLAY[row["metric"]]
+def violation_message(row, limit: float, units: str = report_units.DEFAULT_UNITS) -> str:
+    name, unit, scale, decimals = display(row["metric"], units)
     before = format_number(row["mean_a"] / scale, decimals)
     after = format_number(row["mean_b"] / scale, decimals)
     return (

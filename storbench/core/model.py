@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from storbench.core import hostfacts
+from storbench.core.report_units import DEFAULT_UNITS
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,14 @@ class Campaign:
 
     @property
     def report_settings(self) -> dict:
-        """The campaign report's folder name and title, and whether reports get a PDF."""
-        settings = {"name": DEFAULT_REPORT_NAME, "pdf": True, **(self.raw.get("report") or {})}
+        """The campaign report's folder name and title, whether reports get a PDF, and the
+        bandwidth unit system of every report."""
+        settings = {
+            "name": DEFAULT_REPORT_NAME,
+            "pdf": True,
+            "units": DEFAULT_UNITS,
+            **(self.raw.get("report") or {}),
+        }
         settings.setdefault("title", f"storbench campaign report: {settings['name']}")
         return settings
 

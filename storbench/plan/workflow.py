@@ -47,6 +47,7 @@ class WorkflowPlan:
         self.service_tools = specs.service_tools(campaign)
         self.report_settings = campaign.report_settings
         self.campaign_report = self.report_settings["name"]
+        self.report_units = self.report_settings["units"]  # report.units: decimal | binary
 
     # --- names the wildcards may take ----------------------------------------------------------
 
@@ -311,6 +312,7 @@ class WorkflowPlan:
             "preparation": self.preparation_meta(experiment),
             "fault_analysis": exp.fault_analysis,
             "soak": exp.soak,
+            "units": self.report_units,
         }
         return json.dumps(meta, sort_keys=True)
 
@@ -385,6 +387,7 @@ class WorkflowPlan:
             "config_yaml": redacted_yaml(campaign.raw),
             "tables": self.report_settings.get("tables") or {},
             "storage": campaign.raw.get("storage") or {},
+            "units": self.report_units,
         }
         return json.dumps(meta, sort_keys=True)
 

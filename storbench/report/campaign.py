@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from storbench.analysis import stats
-from storbench.core import results
+from storbench.core import report_units, results
 from storbench.core.numbers import NS_PER_US, is_missing, scaled
 from storbench.report import environment, pivot, tables, toolkit
 from storbench.report import paper_tables as report_tables
@@ -35,7 +35,6 @@ from storbench.report import paper_tables as report_tables
 TEMPLATE_NAME = "campaign.html.j2"
 PEAKS_FIGURE = "peaks"
 KEY_RESULTS = "key_results"
-GB = 1e9
 
 
 def build_campaign_report(
@@ -50,10 +49,11 @@ def build_campaign_report(
     ``meta``: title, name, experiments {name: {tool, kind, description, iterations, hosts,
     target, job, labels}}, hosts [{name, group, transport}], targets {name: redacted spec},
     config_yaml (redacted), generated_by, tables (report.tables: the pivot tables the config
-    chooses, storbench.report.pivot) and storage (nodes, cores, memory); every key is
-    optional.
+    chooses, storbench.report.pivot), storage (nodes, cores, memory) and units (report.units:
+    the bandwidth unit system, storbench.core.report_units); every key is optional.
     """
     out_dir = Path(out_dir)
+    units = report_units.units_of(meta)
     raw = results.read_parquet(list(summaries)).to_pandas() if summaries else None
     summary = stats.summarize(raw) if raw is not None and not raw.empty else None
     answers = [json.loads(Path(path).read_text()) for path in searches]
@@ -61,18 +61,18 @@ def build_campaign_report(
     key_rows = key_results(summary, answers, experiments)
     written: dict[str, Path] = {}
 
-    key_table = key_results_table(key_rows)
+    key_table = key_results_table(key_rows, units)
     table_dir = out_dir / report_tables.TABLE_DIR
     for name, path in tables.write_all(key_table, table_dir, KEY_RESULTS).items():
         written[f"{report_tables.TABLE_DIR}/{name}"] = path
-    paper_tables = report_tables.report_tables(raw, summary) if summary is not None else {}
+    paper_tables = report_tables.report_tables(raw, summary, units) if summary is not None else {}
     written.update(report_tables.write_tables(paper_tables, out_dir))
     chosen_tables = pivot.pivot_tables(summary, raw, meta)
     for stem, table in chosen_tables.items():
         for name, path in tables.write_all(table, table_dir, stem).items():
             written[f"{report_tables.TABLE_DIR}/{name}"] = path
 
-    png, svg, caption = peaks_figure(key_rows)
+    png, svg, caption = peaks_figure(key_rows, units)
     written[f"{PEAKS_FIGURE}.png"] = toolkit.write_file(out_dir / f"{PEAKS_FIGURE}.png", png)
     written[f"{PEAKS_FIGURE}.svg"] = toolkit.write_file(out_dir / f"{PEAKS_FIGURE}.svg", svg)
     figure = {"name": PEAKS_FIGURE, "caption": caption, "png_base64": toolkit.as_base64(png)}
@@ -90,7 +90,7 @@ def build_campaign_report(
             {k: v for k, v in paper_tables.items() if k == toolkit.PER_HOST_TABLE}
         ),
         "methodology": methodology(meta),
-        "statistics": toolkit.STATISTICS_TEXT,
+        "statistics": toolkit.statistics_text(units),
         "percentiles": toolkit.PERCENTILE_TEXT,
         "config_yaml": meta.get("config_yaml") or "",
         "hosts": toolkit.hosts_appendix(telemetry),
@@ -171,16 +171,17 @@ KEY_COLUMNS = {
 }
 
 
-def key_results_table(rows: list[dict]) -> tables.Table:
-    bw = [scaled(r.get("bw_mean"), GB) for r in rows]
+def key_results_table(rows: list[dict], units: str = report_units.DEFAULT_UNITS) -> tables.Table:
+    unit, divisor = report_units.large_bandwidth_unit(units)
+    bw = [scaled(r.get("bw_mean"), divisor) for r in rows]
     iops = [r.get("iops_mean") for r in rows]
     bw_decimals = report_tables.column_decimals(bw)
     iops_decimals = min(report_tables.column_decimals(iops), 1)
     columns = {name: [_cell(pick(r)) for r in rows] for name, pick in KEY_COLUMNS.items()}
     columns |= {
-        "Peak GB/s": [report_tables.fixed(v, bw_decimals) for v in bw],
-        "GB/s CI low": [_bound(r, "bw_ci_low", GB, bw_decimals) for r in rows],
-        "GB/s CI high": [_bound(r, "bw_ci_high", GB, bw_decimals) for r in rows],
+        f"Peak {unit}": [report_tables.fixed(v, bw_decimals) for v in bw],
+        f"{unit} CI low": [_bound(r, "bw_ci_low", divisor, bw_decimals) for r in rows],
+        f"{unit} CI high": [_bound(r, "bw_ci_high", divisor, bw_decimals) for r in rows],
         "Bandwidth peak at": [r.get("bw_run") for r in rows],
         "Peak IOPS": [report_tables.fixed(v, iops_decimals) for v in iops],
         "IOPS CI low": [_bound(r, "iops_ci_low", 1.0, iops_decimals) for r in rows],
@@ -205,7 +206,8 @@ def key_results_table(rows: list[dict]) -> tables.Table:
         label="tab:key-results",
         align="lllrr" + "rrrl" * 2 + "rrr",
         notes=(
-            "An empty cell: not applicable or not available.",
+            f"An empty cell: not applicable or not available. Bandwidth in "
+            f"{report_units.units_note(units)}.",
             f"CI: {report_tables.INTERVAL_METHOD}. {report_tables.INTERVAL_FALLBACK}",
             report_tables.SMALL_N_NOTE,
         ),
@@ -241,24 +243,28 @@ def experiment_links(experiments: dict, key_rows: list[dict]) -> list[dict]:
 # Figure
 
 
-def peaks_figure(rows: list[dict]) -> tuple[bytes, bytes, str]:
-    """Two panels: peak GB/s and peak IOPS per experiment, error bars the 95 % interval."""
+def peaks_figure(
+    rows: list[dict], units: str = report_units.DEFAULT_UNITS
+) -> tuple[bytes, bytes, str]:
+    """Two panels: peak GB/s (GiB/s) and peak IOPS per experiment, error bars the 95 %
+    interval."""
+    unit, _ = report_units.large_bandwidth_unit(units)
     caption = (
-        "Peak bandwidth (GB/s, decimal) and peak IOPS of each experiment: the best cell's "
+        f"Peak bandwidth ({unit}, {units}) and peak IOPS of each experiment: the best cell's "
         f"mean over iterations, error bars the {report_tables.INTERVAL_NAME} (none for "
         "one iteration or a search answer)."
     )
-    return toolkit.figure_files(lambda: (_peaks(rows), caption))
+    return toolkit.figure_files(lambda: (_peaks(rows, units), caption))
 
 
-def _peaks(rows: list[dict]):
+def _peaks(rows: list[dict], units: str):
     if not rows:
         return toolkit.empty_figure("no results")
     fig, axes = toolkit.new_figure(1, 2, height_in=2.8)
     names = [r["experiment"] for r in rows]
-    for ax, (prefix, unit, label) in zip(
-        axes, (("bw", GB, "peak bandwidth (GB/s)"), ("iops", 1.0, "peak IOPS")), strict=True
-    ):
+    bw_label, bw_divisor = report_units.large_bandwidth_unit(units)
+    panels = (("bw", bw_divisor, f"peak bandwidth ({bw_label})"), ("iops", 1.0, "peak IOPS"))
+    for ax, (prefix, unit, label) in zip(axes, panels, strict=True):
         means = np.array([_nan(scaled(r.get(f"{prefix}_mean"), unit)) for r in rows])
         low = np.array([_nan(scaled(r.get(f"{prefix}_ci_low"), unit)) for r in rows])
         high = np.array([_nan(scaled(r.get(f"{prefix}_ci_high"), unit)) for r in rows])

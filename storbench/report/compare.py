@@ -18,6 +18,7 @@ from storbench.analysis.compare import (  # noqa: E402
     HIGHER_IS_BETTER,
     METRICS,
     compare,
+    display,
     is_significant,
     load_side,
     parse_thresholds,
@@ -25,6 +26,7 @@ from storbench.analysis.compare import (  # noqa: E402
 )
 from storbench.core import (
     atomic,  # noqa: E402
+    report_units,
 )
 from storbench.core.numbers import NO_VALUE, format_number, is_missing, scaled  # noqa: E402
 from storbench.report import toolkit
@@ -36,16 +38,25 @@ FIGURE_NAME = "change"
 
 
 def build_comparison(
-    a_source, b_source, out_dir, *, a_label: str, b_label: str, thresholds: dict | None = None
+    a_source,
+    b_source,
+    out_dir,
+    *,
+    a_label: str,
+    b_label: str,
+    thresholds: dict | None = None,
+    units: str = report_units.DEFAULT_UNITS,
 ) -> dict:
-    """Compare B with A and write the comparison files into ``out_dir``.
+    """Compare B with A and write the comparison files into ``out_dir``; bandwidth in the
+    unit system ``units`` (storbench.core.report_units).
 
     Returns {"cells": matched cells, "significant": significant (cell, metric) changes,
     "unmatched": unmatched cells, "regressions": threshold violation messages}.
     """
     limits = parse_thresholds(thresholds or {})  # a config mistake fails before any reading
+    units = report_units.checked(units)
     comparison = compare(load_side(a_source), load_side(b_source))
-    violations = threshold_violations(comparison.changes, limits)
+    violations = threshold_violations(comparison.changes, limits, units)
     regressions = [message for _, message in violations]
     out_dir = Path(out_dir)
     atomic.write_text(out_dir / "comparison.csv", toolkit.frame_csv(comparison.changes))
@@ -54,7 +65,8 @@ def build_comparison(
         out_dir / "regressions.json",
         {"a": a_label, "b": b_label, "thresholds": thresholds or {}, "regressions": regressions},
     )
-    context = _context(comparison, violations, limits, a_label, b_label, a_source, b_source)
+    sides = {"a_label": a_label, "b_label": b_label, "a_source": a_source, "b_source": b_source}
+    context = _context(comparison, violations, limits, units, **sides)
     atomic.write_text(out_dir / "comparison.md", markdown(context))
     html = toolkit.template_environment().get_template(TEMPLATE_NAME).render(context)
     atomic.write_text(out_dir / "index.html", html)
@@ -79,13 +91,15 @@ TABLE_HEADER = ("Cell", "Metric", "n A", "n B", "A", "B", "Change", "95 % CI", "
 UNMATCHED_HEADER = ("Cell", "Side", "Experiment", "Run", "Target", "Reason")
 
 
-def display_table(changes: pd.DataFrame, flagged: set) -> dict:
+def display_table(
+    changes: pd.DataFrame, flagged: set, units: str = report_units.DEFAULT_UNITS
+) -> dict:
     """{'header', 'rows': [{'cells', 'significant', 'flagged'}]} of the changes, for people."""
     rows = []
     for index, row in changes.iterrows():
         rows.append(
             {
-                "cells": _display_cells(row),
+                "cells": _display_cells(row, units),
                 "significant": is_significant(row["significant"]),
                 "flagged": index in flagged,
             }
@@ -93,8 +107,8 @@ def display_table(changes: pd.DataFrame, flagged: set) -> dict:
     return {"header": list(TABLE_HEADER), "rows": rows}
 
 
-def _display_cells(row) -> list[str]:
-    name, unit, scale, decimals = DISPLAY[row["metric"]]
+def _display_cells(row, units: str) -> list[str]:
+    name, unit, scale, decimals = display(row["metric"], units)
     significant = row["significant"]
     has_interval = not is_missing(row["ci_low_pct"])
     return [
@@ -249,7 +263,9 @@ THRESHOLD_TEXT = (
 )
 
 
-def _context(comparison, violations, limits, a_label, b_label, a_source, b_source) -> dict:
+def _context(
+    comparison, violations, limits, units, *, a_label, b_label, a_source, b_source
+) -> dict:
     png, caption = render_change_figure(comparison.changes, limits)
     changes = comparison.changes
     significant = changes["significant"].fillna(False).astype(bool)
@@ -264,14 +280,14 @@ def _context(comparison, violations, limits, a_label, b_label, a_source, b_sourc
         "significant": int(significant.sum()),
         "regressions": [message for _, message in violations],
         "thresholds": thresholds,
-        "table": display_table(changes, {index for index, _ in violations}),
+        "table": display_table(changes, {index for index, _ in violations}, units),
         "unmatched": unmatched_table(comparison.unmatched),
         "figure": {"name": FIGURE_NAME, "caption": caption, "png_base64": toolkit.as_base64(png)},
         "methodology": [
             ("A", f"{a_label}: {a_source}"),
             ("B", f"{b_label}: {b_source}"),
             ("Matching", MATCHING_TEXT),
-            ("Statistics", STATISTICS_TEXT),
+            ("Statistics", f"{STATISTICS_TEXT} Bandwidth in {report_units.units_note(units)}."),
             ("Thresholds", f"{thresholds or 'none'}. {THRESHOLD_TEXT}"),
         ],
     }

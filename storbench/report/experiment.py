@@ -9,10 +9,10 @@ network check's report. Output is byte-for-byte reproducible: fixed figure sizes
 no dates in image metadata, a fixed SVG hash salt, and no timestamps in the HTML unless
 ``meta`` carries them.
 
-Units: bandwidth in MiB/s in tables (binary, like fio), MiB/s or GiB/s in figures by
-magnitude; latency in µs; IOPS as is. The scale-out section and the network report use
-decimal GB/s or MB/s (Gbit/s for links), the units data path rates are quoted in. Spread
-is the sample sd across iterations (ddof=1).
+Units: bandwidth in the unit system ``meta['units']`` names (report.units: decimal by default,
+or binary; storbench.core.report_units): MB/s (MiB/s) in table columns, GB/s or MB/s (GiB/s or
+MiB/s) by magnitude in figures and the scale-out tables; link rates in the network report in
+Gbit/s. Latency in µs; IOPS as is. Spread is the sample sd across iterations (ddof=1).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import pyarrow as pa  # noqa: E402
 
 from storbench.analysis import scaling, stats
 from storbench.config import datapath
-from storbench.core import histogram, results
-from storbench.core.numbers import MIB, NO_VALUE, NS_PER_US, format_number, is_missing, scaled  # noqa: E402
+from storbench.core import histogram, report_units, results
+from storbench.core.numbers import NO_VALUE, NS_PER_US, format_number, is_missing, scaled  # noqa: E402
 from storbench.core.specs import Manifest  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
@@ -47,11 +47,9 @@ from storbench.report.toolkit import (
     OUTLIER_MARK,
     PER_HOST_TABLE,
     PERCENTILE_TEXT,
-    STATISTICS_TEXT,
     _text,
     as_base64,
     basis_text,
-    binary_bandwidth_unit,
     bs_label,
     category_axis,
     empty_figure,
@@ -75,6 +73,7 @@ from storbench.report.toolkit import (
     runtime_text,
     rw_label,
     series_bars,
+    statistics_text,
     style,  # noqa: E402
     template_environment,
     write_file,
@@ -88,8 +87,6 @@ LATENCY_PERCENTILES = (("p50_ns", "p50", "o"), ("p99_ns", "p99", "s"), ("p99_9_n
 LATENCY_CDF_FIGURE = "latency_cdf"
 FIGURES = ("bandwidth", "iops_vs_iodepth", "latency_percentiles", LATENCY_CDF_FIGURE)
 SCALING_FIGURE = "scaling"
-GB = 1e9
-MB = 1e6
 # Beyond these a figure draws a selection of the runs (storbench.report.selection)
 MAX_CDF_LINES = 16
 MAX_PERCENTILE_RUNS = 48
@@ -130,6 +127,7 @@ def build_report(
     rows name more than one target.
     """
     out_dir = Path(out_dir)
+    units = report_units.units_of(meta)
     raw = read_results(results_source)
     summary = stats.summarize(raw)
     written: dict[str, Path] = {}
@@ -153,9 +151,9 @@ def build_report(
     cells = cell_histograms(raw, cdf_runs.rows)
     for name in (*FIGURES, *report_figures.FIGURES):
         if name in report_figures.FIGURES:
-            png, svg, caption = report_figures.make_figure(name, summary, raw, series)
+            png, svg, caption = report_figures.make_figure(name, summary, raw, series, units)
         else:
-            png, svg, caption = make_figure(name, summary, raw, cells, cdf_runs.note)
+            png, svg, caption = make_figure(name, summary, raw, cells, units, cdf_runs.note)
         # the time-series file exists for the rule; the page shows no empty figure
         empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series)
         add_figure(name, png, svg, caption, shown=not empty)
@@ -187,15 +185,17 @@ def build_report(
     for name, frame in scale["csv"].items():
         written[name] = write_file(out_dir / name, frame_csv(frame).encode())
     if "scaling.csv" in scale["csv"]:
-        scaling = scaling_paper_table(scale["csv"]["scaling.csv"], bool(meta.get("data_path")))
+        scaling = scaling_paper_table(
+            scale["csv"]["scaling.csv"], bool(meta.get("data_path")), units
+        )
         table_dir = out_dir / report_tables.TABLE_DIR
         for path in tables.write_all(scaling, table_dir, "scaling").values():
             written[f"{report_tables.TABLE_DIR}/{path.name}"] = path
 
-    paper_tables = report_tables.report_tables(raw, summary)
+    paper_tables = report_tables.report_tables(raw, summary, units)
     written.update(report_tables.write_tables(paper_tables, out_dir))
 
-    table = summary_table(summary)
+    table = summary_table(summary, units)
     written["summary.csv"] = write_file(out_dir / "summary.csv", summary_csv(summary).encode())
     written["summary.md"] = write_file(out_dir / "summary.md", markdown_table(table).encode())
     html = render_html(
@@ -266,8 +266,9 @@ def _ns_to_us(value):
 # Tables
 
 
-def summary_table(summary: pd.DataFrame) -> dict:
+def summary_table(summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> dict:
     """The human table: {'header': [...], 'rows': [{'cells': [...], 'flagged': bool}]}."""
+    unit, divisor = report_units.table_bandwidth_unit(units)
     show_experiment = summary["experiment"].nunique() > 1
     show_job = _jobs_matter(summary, "run_id")
     show = {
@@ -288,8 +289,8 @@ def summary_table(summary: pd.DataFrame) -> dict:
         "numjobs",
         "op",
         "n",
-        "BW MiB/s (mean ± sd)",
-        "BW MiB/s 95 % CI",
+        f"BW {unit} (mean ± sd)",
+        f"BW {unit} 95 % CI",
         "BW CoV",
         "IOPS (mean ± sd)",
         "IOPS 95 % CI",
@@ -299,7 +300,7 @@ def summary_table(summary: pd.DataFrame) -> dict:
     ]
     rows = [
         {
-            "cells": _summary_cells(row, show_experiment, show_job, show),
+            "cells": _summary_cells(row, show_experiment, show_job, show, divisor),
             "flagged": bool(row["cov_flag"]),
         }
         for _, row in summary.iterrows()
@@ -318,7 +319,9 @@ def _varies(frame: pd.DataFrame, column: str) -> bool:
     return column in frame and frame[column].nunique(dropna=False) > 1
 
 
-def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> list[str]:
+def _summary_cells(
+    row, show_experiment: bool, show_job: bool, show: dict, bw_divisor: float
+) -> list[str]:
     return [
         *([str(row["experiment"])] if show_experiment else []),
         str(row["run_id"]),
@@ -330,12 +333,16 @@ def _summary_cells(row, show_experiment: bool, show_job: bool, show: dict) -> li
         report_tables.small_n_text(row["n"]) or NO_VALUE,
         _outlier_marked(
             format_mean_sd(
-                scaled(row["bw_bytes_s_mean"], MIB), scaled(row["bw_bytes_s_sd"], MIB), 1
+                scaled(row["bw_bytes_s_mean"], bw_divisor),
+                scaled(row["bw_bytes_s_sd"], bw_divisor),
+                1,
             ),
             row["bw_bytes_s_outliers"],
         ),
         format_interval(
-            scaled(row["bw_bytes_s_ci_low"], MIB), scaled(row["bw_bytes_s_ci_high"], MIB), 1
+            scaled(row["bw_bytes_s_ci_low"], bw_divisor),
+            scaled(row["bw_bytes_s_ci_high"], bw_divisor),
+            1,
         ),
         format_cov(row["bw_bytes_s_cov"]),
         _outlier_marked(format_mean_sd(row["iops_mean"], row["iops_sd"], 0), row["iops_outliers"]),
@@ -381,8 +388,9 @@ COV_FOOTNOTE = (
 )
 
 
-def per_run_table(raw: pd.DataFrame) -> dict:
+def per_run_table(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> dict:
     """Raw value of every iteration: run_id, iteration, host, op, bandwidth, IOPS, p99."""
+    unit, divisor = report_units.table_bandwidth_unit(units)
     frame = _with_outlier_flags(stats.latest_attempts(raw), raw)
     # The aggregate row ('all') goes after the hosts it aggregates.
     frame = frame.assign(_aggregate=frame["host"] == results.ALL_HOSTS)
@@ -399,7 +407,7 @@ def per_run_table(raw: pd.DataFrame) -> dict:
         *(["Attempt"] if show_attempt else []),
         "Host",
         "op",
-        "BW MiB/s",
+        f"BW {unit}",
         "IOPS",
         "p99 µs",
     ]
@@ -411,7 +419,9 @@ def per_run_table(raw: pd.DataFrame) -> dict:
             *([f"a{int_label(row['attempt'])}"] if show_attempt else []),
             str(row["host"]),
             str(row["op"]),
-            _outlier_marked(format_number(scaled(row["bw_bytes_s"], MIB), 1), row["bw_outlier"]),
+            _outlier_marked(
+                format_number(scaled(row["bw_bytes_s"], divisor), 1), row["bw_outlier"]
+            ),
             _outlier_marked(format_number(row["iops"], 0), row["iops_outlier"]),
             format_number(_ns_to_us(row["p99_ns"]), 1),
         ]
@@ -450,6 +460,7 @@ def make_figure(
     summary: pd.DataFrame,
     raw: pd.DataFrame | None = None,
     cells: list | None = None,
+    units: str = report_units.DEFAULT_UNITS,
     cells_note: str = "",
 ) -> tuple[bytes, bytes, str]:
     """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw`` (or
@@ -457,6 +468,8 @@ def make_figure(
     selection)."""
     if name == LATENCY_CDF_FIGURE:
         return figure_files(lambda: latency_cdf_figure(summary, raw, cells, cells_note))
+    if name == BANDWIDTH_FIGURE:
+        return figure_files(lambda: bandwidth_figure(summary, units))
     return figure_files(lambda: FIGURE_BUILDERS[name](summary))
 
 
@@ -476,9 +489,11 @@ def series_labels(summary: pd.DataFrame) -> pd.Series:
     return pd.Series(labels, index=summary.index, dtype=object)
 
 
-def bandwidth_unit(summary: pd.DataFrame) -> tuple[str, float]:
-    """GiB/s when the largest mean reaches 1 GiB/s, MiB/s otherwise."""
-    return binary_bandwidth_unit(summary["bw_bytes_s_mean"].max())
+def bandwidth_unit(
+    summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS
+) -> tuple[str, float]:
+    """GB/s when the largest mean reaches 1 GB/s, MB/s otherwise (GiB/s, MiB/s for binary)."""
+    return report_units.bandwidth_unit(summary["bw_bytes_s_mean"].max(), units)
 
 
 def _panels(summary: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -496,13 +511,13 @@ def _panel_title(keys: list[str], values) -> str:
     return ", ".join(f"{key}={int_label(v)}" for key, v in zip(keys, values, strict=True))
 
 
-def bandwidth_figure(summary: pd.DataFrame):
+def bandwidth_figure(summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
     """Grouped bars: x = block size, one bar per rw (and op); a panel per iodepth/numjobs."""
     data = summary.dropna(subset=["bw_bytes_s_mean"])
     if data.empty:
         return empty_figure("no bandwidth data"), "Bandwidth: no data."
     data = data.assign(series=series_labels(data))
-    unit, scale = bandwidth_unit(data)
+    unit, scale = bandwidth_unit(data, units)
     all_series = list(dict.fromkeys(data["series"]))
     shown = selection.select(data, ["iodepth", "numjobs"], selection.MAX_PANELS, "panels")
     panels = _panels(shown.rows, ["iodepth", "numjobs"])
@@ -515,7 +530,8 @@ def bandwidth_figure(summary: pd.DataFrame):
     figure_legend(fig, axes)
     caption = (
         f"Bandwidth by block size and access pattern ({unit}). Bars: mean over iterations; "
-        "error bars: sample sd across iterations (none for a single iteration)."
+        "error bars: sample sd across iterations (none for a single iteration); "
+        f"{report_units.units_note(units)}."
     )
     return fig, join_nonempty(caption, shown.note)
 
@@ -737,8 +753,9 @@ def _cdf_labels(rows: list) -> list[str]:
     return list(_latency_labels(frame))
 
 
+BANDWIDTH_FIGURE = "bandwidth"
 FIGURE_BUILDERS = {
-    "bandwidth": bandwidth_figure,
+    BANDWIDTH_FIGURE: bandwidth_figure,
     "iops_vs_iodepth": iops_figure,
     "latency_percentiles": latency_figure,
 }
@@ -757,20 +774,21 @@ def scale_out(raw: pd.DataFrame, meta: dict) -> dict:
     """
     steps_meta = meta.get("steps") or {}
     data_path = meta.get("data_path") or None
+    units = report_units.units_of(meta)
     mode = scaling.stepping_mode(raw, steps_meta)
     sections: list[dict] = []
     csv: dict[str, pd.DataFrame] = {}
     figure = None
     if steps_meta or _has_values(raw, "step"):
         table = scaling.scaling_table(raw, data_path, steps_meta.get("hosts") or {})
-        figure = make_scaling_figure(table, mode, bool(data_path))
+        figure = make_scaling_figure(table, mode, bool(data_path), units)
         csv["scaling.csv"] = table
-        sections.append(_scaling_section(table, mode, data_path, figure))
+        sections.append(_scaling_section(table, mode, data_path, figure, units))
     if mode == "constant":
         percent = float(meta.get("slow_host_percent") or DEFAULT_SLOW_HOST_PERCENT)
         table = scaling.slow_hosts(raw, percent)
         csv["slow_hosts.csv"] = table
-        sections.append(_slow_hosts_section(table, percent))
+        sections.append(_slow_hosts_section(table, percent, units))
     max_skew = meta.get("max_start_skew_s")
     max_skew = DEFAULT_MAX_START_SKEW_S if max_skew is None else float(max_skew)
     skew = scaling.start_skew(raw, max_skew)
@@ -780,20 +798,12 @@ def scale_out(raw: pd.DataFrame, meta: dict) -> dict:
     if _has_values(raw, "target") and raw["target"].nunique() > 1:
         table = scaling.target_table(raw)
         csv["targets.csv"] = table
-        sections.append(_target_section(table))
+        sections.append(_target_section(table, units))
     return {"sections": sections, "csv": csv, "figure": figure}
 
 
 def _has_values(frame: pd.DataFrame, column: str) -> bool:
     return column in frame and bool(frame[column].notna().any())
-
-
-def decimal_bandwidth_unit(values) -> tuple[str, float]:
-    """GB/s when the largest value reaches 1 GB/s, MB/s otherwise (decimal, like link rates)."""
-    largest = pd.Series(values, dtype=float).max()
-    if not is_missing(largest) and largest >= GB:
-        return "GB/s", GB
-    return "MB/s", MB
 
 
 def _point_cells(row, show_target: bool, show_job: bool) -> list[str]:
@@ -818,9 +828,11 @@ def _point_header(show_target: bool, show_job: bool) -> list[str]:
     ]
 
 
-def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
+def scaling_display(
+    table: pd.DataFrame, with_data_path: bool, units: str = report_units.DEFAULT_UNITS
+) -> dict:
     """The scaling table for humans: hosts, bandwidth, IOPS, theoretical and efficiency."""
-    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+    unit, scale = bandwidth_unit(table, units)
     show_target, show_job = _varies(table, "target"), _jobs_matter(table, "point")
     show_op_hosts = bool((table["op_hosts"] != table["hosts"]).fillna(False).any())
     header = [
@@ -859,9 +871,11 @@ def scaling_display(table: pd.DataFrame, with_data_path: bool) -> dict:
     return {"header": header, "rows": rows}
 
 
-def scaling_paper_table(table: pd.DataFrame, with_data_path: bool) -> tables.Table:
+def scaling_paper_table(
+    table: pd.DataFrame, with_data_path: bool, units: str = report_units.DEFAULT_UNITS
+) -> tables.Table:
     """The scaling display as a paper table (CSV, Markdown, LaTeX, HTML)."""
-    display = scaling_display(table, with_data_path)
+    display = scaling_display(table, with_data_path, units)
     return tables.Table(
         columns=display["header"],
         rows=[row["cells"] for row in display["rows"]],
@@ -874,7 +888,7 @@ def scaling_paper_table(table: pd.DataFrame, with_data_path: bool) -> tables.Tab
         )
         + ".",
         label="tab:scaling",
-        notes=("Mean ± sample sd over iterations; decimal units (1 GB/s = 10^9 bytes/s).",),
+        notes=(f"Mean ± sample sd over iterations; {report_units.units_note(units)}.",),
     )
 
 
@@ -884,12 +898,12 @@ def _ratio(numerator, denominator):
     return float(numerator) / float(denominator)
 
 
-def _scaling_section(table, mode, data_path, figure) -> dict:
+def _scaling_section(table, mode, data_path, figure, units: str) -> dict:
     steps = ", ".join(dict.fromkeys(str(s) for s in table["step"] if not is_missing(s)))
     text = (
         f"Client stepping ({mode or 'steps'}): the same workloads on {steps or 'one step'}. "
         "Bandwidth and IOPS are the aggregate over the step's hosts (host 'all'), mean ± "
-        "sample sd over iterations; decimal units (1 GB/s = 10^9 bytes/s)."
+        f"sample sd over iterations; {report_units.units_note(units)}."
     )
     if data_path:
         text += (
@@ -904,7 +918,7 @@ def _scaling_section(table, mode, data_path, figure) -> dict:
         "title": "Scaling with client hosts",
         "text": text,
         "caption": "Aggregate throughput per workload and client step.",
-        "table": scaling_display(table, bool(data_path)),
+        "table": scaling_display(table, bool(data_path), units),
         "figure": None,
     }
     if figure is not None:
@@ -917,8 +931,8 @@ def _scaling_section(table, mode, data_path, figure) -> dict:
     return section
 
 
-def slow_hosts_display(table: pd.DataFrame) -> dict:
-    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+def slow_hosts_display(table: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> dict:
+    unit, scale = bandwidth_unit(table, units)
     show_target, show_job = _varies(table, "target"), _jobs_matter(table, "point")
     header = [
         *_point_header(show_target, show_job),
@@ -954,7 +968,7 @@ def slow_hosts_display(table: pd.DataFrame) -> dict:
     return {"header": header, "rows": rows}
 
 
-def _slow_hosts_section(table: pd.DataFrame, percent: float) -> dict:
+def _slow_hosts_section(table: pd.DataFrame, percent: float, units: str) -> dict:
     flagged = list(dict.fromkeys(table.loc[table["flagged"], "host"]))
     verdict = (
         f"Flagged ({FLAG_MARK}): {', '.join(map(str, flagged))}."
@@ -971,7 +985,7 @@ def _slow_hosts_section(table: pd.DataFrame, percent: float) -> dict:
             + verdict
         ),
         "caption": "Per-host bandwidth against the median of all hosts.",
-        "table": slow_hosts_display(table),
+        "table": slow_hosts_display(table, units),
         "figure": None,
     }
 
@@ -1025,8 +1039,8 @@ def _start_skew_section(table: pd.DataFrame, max_skew: float) -> dict:
     }
 
 
-def target_display(table: pd.DataFrame) -> dict:
-    unit, scale = decimal_bandwidth_unit(table["bw_bytes_s_mean"])
+def target_display(table: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> dict:
+    unit, scale = bandwidth_unit(table, units)
     show_job = _jobs_matter(table, "point")
     show_step = _has_values(table, "step")
     header = [
@@ -1063,7 +1077,7 @@ def target_display(table: pd.DataFrame) -> dict:
     return {"header": header, "rows": rows}
 
 
-def _target_section(table: pd.DataFrame) -> dict:
+def _target_section(table: pd.DataFrame, units: str) -> dict:
     return {
         "id": "targets",
         "title": "Target sets",
@@ -1073,7 +1087,7 @@ def _target_section(table: pd.DataFrame) -> dict:
             "bandwidth together as a share of that sum."
         ),
         "caption": "Workloads per target, and target sets against the sum of their members.",
-        "table": target_display(table),
+        "table": target_display(table, units),
         "figure": None,
     }
 
@@ -1081,10 +1095,15 @@ def _target_section(table: pd.DataFrame) -> dict:
 # Scaling figure
 
 
-def make_scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
+def make_scaling_figure(
+    table: pd.DataFrame,
+    mode: str | None,
+    with_data_path: bool,
+    units: str = report_units.DEFAULT_UNITS,
+):
     """(PNG, SVG, caption): bandwidth and IOPS against hosts, theoretical line, efficiency."""
     with style():
-        fig, caption = scaling_figure(table, mode, with_data_path)
+        fig, caption = scaling_figure(table, mode, with_data_path, units)
         try:
             png, svg = render_figure(fig)
         finally:
@@ -1092,11 +1111,16 @@ def make_scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: b
     return png, svg, caption
 
 
-def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
+def scaling_figure(
+    table: pd.DataFrame,
+    mode: str | None,
+    with_data_path: bool,
+    units: str = report_units.DEFAULT_UNITS,
+):
     data = table.dropna(subset=["bw_bytes_s_mean"])
     if data.empty:
         return empty_figure("no scaling data"), "Scaling: no data."
-    unit, scale = decimal_bandwidth_unit(data["bw_bytes_s_mean"])
+    unit, scale = bandwidth_unit(data, units)
     data = data.assign(series=_scaling_series(data), x=_scaling_x(data, mode))
     panels = ["bandwidth", "iops", *(["efficiency"] if with_data_path else [])]
     fig, axes = new_figure(nrows=len(panels), height_in=2.0 * len(panels) + 0.8)
@@ -1138,7 +1162,7 @@ def scaling_figure(table: pd.DataFrame, mode: str | None, with_data_path: bool):
     axes[-1].set_xlabel("client hosts" if _numeric_x(data, mode) else "client step")
     figure_legend(fig, axes)
     caption = (
-        f"Scaling with client hosts: aggregate bandwidth ({unit}, decimal) and IOPS per "
+        f"Scaling with client hosts: aggregate bandwidth ({unit}, {units}) and IOPS per "
         "workload, mean over iterations with sample sd as error bars."
     )
     if with_data_path:
@@ -1312,7 +1336,7 @@ def methodology(meta: dict, summary: pd.DataFrame, raw: pd.DataFrame) -> list[tu
         ("Runs", _runs_text(meta.get("run_ids"))),
         ("Preparation", _preparation_text(meta.get("preparation"))),
         *scale_out_methodology(meta),
-        ("Statistics", STATISTICS_TEXT),
+        ("Statistics", statistics_text(report_units.units_of(meta))),
         ("Latency percentiles", PERCENTILE_TEXT),
         ("Latency basis", _basis_meaning(summary)),
         ("storbench", meta.get("storbench_version")),
@@ -1374,7 +1398,7 @@ def render_html(
         "figures": figures,
         "scale_out": scale_out or [],
         "methodology": methodology(meta, summary, raw),
-        "per_run": per_run_table(raw),
+        "per_run": per_run_table(raw, report_units.units_of(meta)),
         "per_run_note": PER_RUN_NOTE,
         "paper_tables": paper_table_context(
             {k: v for k, v in (paper_tables or {}).items() if k != PER_HOST_TABLE}

@@ -18,6 +18,7 @@ import pandas as pd
 
 from storbench.analysis import fault_analysis
 from storbench.config import fault_config
+from storbench.core import report_units
 from storbench.core.numbers import NO_VALUE, scaled  # noqa: E402
 from storbench.core.specs import Manifest
 from storbench.report import paper_tables as report_tables
@@ -81,7 +82,7 @@ def build_section(
         return None, {}
     settings = settings_from(meta)
     rows = analyse(timeseries, with_faults, settings)
-    table = faults_table(rows, settings)
+    table = faults_table(rows, settings, report_units.units_of(meta))
     written = {
         f"{report_tables.TABLE_DIR}/{path.name}": path
         for path in tables.write_all(table, out_dir / report_tables.TABLE_DIR, TABLE).values()
@@ -155,20 +156,29 @@ def _seconds(value) -> str:
     return NO_VALUE if value is None else f"{float(value):.2f}"
 
 
-METRIC_LABELS = {"iops": "IOPS", "bw": "MB/s", "lat_mean": "mean latency ms"}
-METRIC_SCALES = {"iops": 1.0, "bw": 1e6, "lat_mean": NS_PER_MS}
+METRIC_LABELS = {"iops": "IOPS", "lat_mean": "mean latency ms"}
+METRIC_SCALES = {"iops": 1.0, "lat_mean": NS_PER_MS}
 
 
-def faults_table(rows: list[dict], settings) -> tables.Table:
+def _metric_units(units: str) -> tuple[dict, dict]:
+    """(labels, scales) by metric, bandwidth in the table unit of ``units``."""
+    bw_label, bw_scale = report_units.table_bandwidth_unit(units)
+    return {**METRIC_LABELS, "bw": bw_label}, {**METRIC_SCALES, "bw": bw_scale}
+
+
+def faults_table(
+    rows: list[dict], settings, units: str = report_units.DEFAULT_UNITS
+) -> tables.Table:
+    labels, scales = _metric_units(units)
     body = []
     for row in rows:
-        scale = METRIC_SCALES.get(row["metric"], 1.0)
+        scale = scales.get(row["metric"], 1.0)
         body.append(
             [
                 str(row["run_id"]),
                 str(row["iteration"]),
                 row["event"],
-                METRIC_LABELS.get(row["metric"], row["metric"]),
+                labels.get(row["metric"], row["metric"]),
                 _fixed(row["baseline"] / scale),
                 _fixed(scaled(row["dip"], scale)),
                 _fixed(row["depth_pct"], 1),

@@ -20,6 +20,7 @@ import math
 import pandas as pd
 
 from storbench.analysis import fault_analysis, scaling
+from storbench.core import report_units
 from storbench.core.numbers import NS_PER_US  # noqa: E402
 from storbench.core.results import ALL_HOSTS
 from storbench.report import selection, toolkit
@@ -34,13 +35,17 @@ PANEL_COLUMNS = 4
 
 
 def make_figure(
-    name: str, summary: pd.DataFrame, raw: pd.DataFrame, timeseries: pd.DataFrame | None
+    name: str,
+    summary: pd.DataFrame,
+    raw: pd.DataFrame,
+    timeseries: pd.DataFrame | None,
+    units: str = report_units.DEFAULT_UNITS,
 ) -> tuple[bytes, bytes, str]:
-    """(PNG bytes, SVG bytes, caption) of one of FIGURES."""
+    """(PNG bytes, SVG bytes, caption) of one of FIGURES; bandwidth in ``units``."""
     builders = {
         LATENCY_VS_IOPS_FIGURE: lambda: latency_vs_iops_figure(summary),
         TIMESERIES_FIGURE: lambda: timeseries_figure(timeseries),
-        PER_HOST_FIGURE: lambda: per_host_figure(raw),
+        PER_HOST_FIGURE: lambda: per_host_figure(raw, units),
     }
     return toolkit.figure_files(builders[name])
 
@@ -234,7 +239,7 @@ def host_means(raw: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def per_host_figure(raw: pd.DataFrame):
+def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
     frame = host_means(raw)
     if frame.empty:
         return toolkit.empty_figure("no per-host rows"), "Per-host bandwidth: no data."
@@ -242,7 +247,7 @@ def per_host_figure(raw: pd.DataFrame):
     frame = shown.rows
     hosts = sorted(frame["host"].unique(), key=scaling.natural_key)
     runs = list(dict.fromkeys(frame["run_id"]))
-    unit, scale = toolkit.binary_bandwidth_unit(frame["bw_mean"].max())
+    unit, scale = toolkit.bandwidth_unit(frame["bw_mean"], units)
     width_in = min(max(toolkit.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
     fig, (ax,) = toolkit.new_figure(height_in=3.2)
     fig.set_figwidth(width_in)
@@ -256,6 +261,7 @@ def per_host_figure(raw: pd.DataFrame):
     caption = (
         f"Bandwidth of each client host per run ({unit}, summed over the host's jobs and "
         "operations): bars are the mean over iterations, error bars the sample sd. Hosts "
-        "far below their peers in the same run point at a client or path problem."
+        "far below their peers in the same run point at a client or path problem; "
+        f"{report_units.units_note(units)}."
     )
     return fig, toolkit.join_nonempty(caption, shown.note)

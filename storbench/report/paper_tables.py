@@ -2,12 +2,14 @@
 
 ``report_tables(raw, summary)`` returns {stem: Table}:
 
-- ``bandwidth``: tool × access pattern × op × hosts in the run, GB/s and GiB/s with the 95 %
-  interval on the log scale (geometric mean);
+- ``bandwidth``: tool × access pattern × op × hosts in the run, GB/s and GiB/s (both on
+  purpose, report.units first) with the 95 % interval on the log scale (geometric mean);
 - ``latency``: mean latency (weighted by I/O count) and p50 … p99.99 from merged histograms;
 - ``prep_state``: IOPS and mean latency per workload × preparation state (only when the rows
   record a state);
 - ``per_host``: IOPS and throughput of every client host (node) against host 'all' (system).
+
+Bandwidth is GB/s, or GiB/s with ``units`` binary (storbench.core.report_units).
 
 Numbers are text with a fixed number of decimals per column (three significant digits for the
 column's smallest value), so CSV, Markdown, LaTeX and HTML show the same digits; a missing
@@ -22,13 +24,12 @@ from pathlib import Path
 import pandas as pd
 
 from storbench.analysis import scaling, stats
+from storbench.core import report_units
 from storbench.core.numbers import is_missing, scaled  # noqa: E402
 from storbench.core.results import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.core.units import size_label
 from storbench.report import tables
 
-GB = 1e9
-GIB = 1024**3
 NS_PER_US = 1000.0
 SIGNIFICANT_DIGITS = 3
 MAX_DECIMALS = 6
@@ -69,13 +70,15 @@ def access_pattern(rw) -> str | None:
     return None
 
 
-def report_tables(raw: pd.DataFrame, summary: pd.DataFrame) -> dict[str, tables.Table]:
+def report_tables(
+    raw: pd.DataFrame, summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS
+) -> dict[str, tables.Table]:
     """{stem: Table} of STEMS; 'prep_state' only when some row records a preparation state."""
     built = {
-        "bandwidth": bandwidth_table(summary),
+        "bandwidth": bandwidth_table(summary, units),
         "latency": latency_table(summary),
         "prep_state": prep_state_table(summary),
-        "per_host": per_host_table(raw, summary),
+        "per_host": per_host_table(raw, summary, units),
     }
     return {stem: table for stem, table in built.items() if table is not None}
 
@@ -156,6 +159,11 @@ def _metric_columns(frame: pd.DataFrame, column: str, unit: float, label: str) -
     }
 
 
+def _bandwidth_columns(frame: pd.DataFrame, units: str) -> dict:
+    label, divisor = report_units.large_bandwidth_unit(units)
+    return _metric_columns(frame, "bw_bytes_s", divisor, label)
+
+
 def _table(columns: dict[str, list], text_columns: int, **kwargs) -> tables.Table:
     """A Table from {header: cells}; the first ``text_columns`` columns left-aligned."""
     headers = list(columns)
@@ -178,8 +186,9 @@ def _workload(frame: pd.DataFrame) -> dict[str, list]:
 # Tables
 
 
-def bandwidth_table(summary: pd.DataFrame) -> tables.Table:
-    """Per cell, ordered by tool, pattern, op and hosts in the run: GB/s and GiB/s, mean and CI."""
+def bandwidth_table(summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> tables.Table:
+    """Per cell, ordered by tool, pattern, op and hosts in the run: GB/s and GiB/s (the
+    configured system first), mean and CI."""
     frame = summary.assign(
         pattern=[access_pattern(rw) for rw in summary["rw"]],
         _hosts=summary["hosts_in_run"].astype("Float64"),
@@ -194,14 +203,14 @@ def bandwidth_table(summary: pd.DataFrame) -> tables.Table:
         "Hosts": [_int_text(v) for v in frame["hosts_in_run"]],
         **_workload(frame),
         "n": [small_n_text(v) for v in frame["n"]],
-        **_metric_columns(frame, "bw_bytes_s", GB, "GB/s"),
-        **_metric_columns(frame, "bw_bytes_s", GIB, "GiB/s"),
+        **_bandwidth_columns(frame, units),
+        **_bandwidth_columns(frame, report_units.other_system(units)),
     }
     return _table(
         columns,
         9,
         caption="Bandwidth by tool, access pattern, operation and hosts in the run "
-        "(aggregate over the hosts; 1 GB = 10^9 bytes, 1 GiB = 2^30 bytes).",
+        f"(aggregate over the hosts; {BOTH_UNITS_NOTE[report_units.checked(units)]}).",
         label="tab:bandwidth",
         notes=(f"Mean over n iterations. {CI_NOTE}", SMALL_N_NOTE, MISSING_NOTE),
     )
@@ -300,8 +309,17 @@ def per_host_summary(raw: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=["_cell", "_system", "_host"]).reset_index(drop=True)
 
 
-def per_host_table(raw: pd.DataFrame, summary: pd.DataFrame) -> tables.Table:
-    """IOPS and GB/s (mean and CI) of every client host and of the system (host 'all')."""
+BOTH_UNITS_NOTE = {
+    report_units.DECIMAL: "1 GB = 10^9 bytes, 1 GiB = 2^30 bytes",
+    report_units.BINARY: "1 GiB = 2^30 bytes, 1 GB = 10^9 bytes",
+}
+
+
+def per_host_table(
+    raw: pd.DataFrame, summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS
+) -> tables.Table:
+    """IOPS and GB/s or GiB/s (mean and CI) of every client host and of the system (host
+    'all')."""
     frame = per_host_summary(raw, summary)
     iops = list(frame["iops_mean"])
     decimals = column_decimals(iops)
@@ -314,13 +332,14 @@ def per_host_table(raw: pd.DataFrame, summary: pd.DataFrame) -> tables.Table:
         "IOPS": [fixed(v, decimals) for v in iops],
         "IOPS CI low": [fixed(non_negative(v), decimals) for v in frame["iops_ci_low"]],
         "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
-        **_metric_columns(frame, "bw_bytes_s", GB, "GB/s"),
+        **_bandwidth_columns(frame, units),
     }
     return _table(
         columns,
         8,
         caption="Per-node and per-system IOPS and throughput: each client host alone "
-        "(node) and the aggregate of all hosts of the run (system, host 'all').",
+        "(node) and the aggregate of all hosts of the run (system, host 'all'; "
+        f"{report_units.units_note(units)}).",
         label="tab:per-host",
         notes=(f"Mean over n iterations. {CI_NOTE}", SMALL_N_NOTE, MISSING_NOTE),
     )

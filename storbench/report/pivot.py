@@ -22,6 +22,7 @@ of a mixed run are the sum of its read and write (the run's total), the mean lat
 weighted by I/O count, and percentiles are shown only where the run has one operation
 (percentiles of different operations cannot be combined from their summaries).
 ``per: storage_node`` divides bandwidth and IOPS by the storage nodes of ``storage:``.
+A table without ``bandwidth_unit`` shows GB/s, or GiB/s when ``report.units`` is binary.
 A cell that several runs fall into shows each value, separated by ' / ', and the table's
 note names the run parameters that differ there (add one of them as a dimension).
 """
@@ -32,7 +33,7 @@ import json
 
 import pandas as pd
 
-from storbench.core import units
+from storbench.core import report_units, units
 from storbench.core.numbers import is_missing
 from storbench.core.schema_names import PERCENTILE_COLUMNS, PIVOT_DIMENSIONS, PIVOT_PERCENTILES
 from storbench.core.units import size_label
@@ -59,11 +60,17 @@ def value_label(value: str, settings: dict) -> str:
     return f"{name} ({unit})"
 
 
+def default_bandwidth_unit(meta: dict) -> str:
+    """The campaign's large unit (GB/s or GiB/s), for a table that sets no bandwidth_unit."""
+    label, _ = report_units.large_bandwidth_unit(report_units.units_of(meta))
+    return label
+
+
 def pivot_table(
     name: str, spec: dict, summary: pd.DataFrame, raw: pd.DataFrame, meta: dict
 ) -> tables.Table:
     """The table ``spec`` asks for, from the summary cells of the campaign's experiments."""
-    settings = {**DEFAULTS, **spec}
+    settings = {**DEFAULTS, "bandwidth_unit": default_bandwidth_unit(meta), **spec}
     runs = _runs(summary, raw, meta, settings)
     dimensions = [*settings["rows"], *settings["columns"]]
     per_op = "op" in dimensions

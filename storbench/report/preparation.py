@@ -35,10 +35,8 @@ from matplotlib.ticker import MaxNLocator
 
 from storbench.analysis import writecliff
 from storbench.config.campaign import redacted_yaml
-from storbench.core import atomic
+from storbench.core import atomic, report_units
 from storbench.core.numbers import (
-    GIB,
-    MIB,
     NO_VALUE,
     format_number,
     is_missing,
@@ -87,10 +85,12 @@ def build_precondition_report(
 
     ``stage_markers``: the stage markers (any order; sorted by their ``index``);
     ``prepared``: the prepared marker; ``flushed``: the flush stage's marker, if any;
-    ``meta``: optional {'title', 'hosts', 'tool_version'}. Returns {file name: path}.
+    ``meta``: optional {'title', 'hosts', 'tool_version', 'units'} (units: the bandwidth unit
+    system, storbench.core.report_units). Returns {file name: path}.
     """
     out_dir = Path(out_dir)
     meta = meta or {}
+    units = report_units.units_of(meta)
     prep = _read_json(prepared)
     flush_stage = _read_json(flushed) if flushed is not None else None
     stages = load_stages(stage_markers, flush_stage)
@@ -99,7 +99,7 @@ def build_precondition_report(
     written: dict[str, Path] = {}
 
     stage_frame = stages_frame(stages, tracked)
-    stage_table = stages_display(stage_frame, tracked)
+    stage_table = stages_display(stage_frame, tracked, units)
     written[STAGES_CSV] = _write(out_dir / STAGES_CSV, frame_csv(stage_frame).encode())
     written[STAGES_MD] = _write(out_dir / STAGES_MD, stages_markdown(stage_table).encode())
     if verdict is not None and verdict.get("variables"):
@@ -109,7 +109,7 @@ def build_precondition_report(
     headline = verdict_sentence(verdict)
     figures = []
     for name, builder, args in (
-        (WRITE_CLIFF_FIGURE, write_cliff_figure, (pass_timelines(stages), prep)),
+        (WRITE_CLIFF_FIGURE, write_cliff_figure, (pass_timelines(stages), prep, units)),
         (CONVERGENCE_FIGURE, convergence_figure, (verdict,)),
         (WINDOW_FIGURE, window_figure, (verdict, headline)),
     ):
@@ -130,7 +130,7 @@ def build_precondition_report(
         },
         "facts": _facts(prep, meta),
         "steady_state": steady_state_display(verdict),
-        "passes": passes_display(prep),
+        "passes": passes_display(prep, units),
         "flush": flush_items(flush_stage),
         "stages": stage_table,
         "figures": figures,
@@ -372,30 +372,33 @@ def tracked_value(elements: dict, variable: str) -> float | None:
     return None if value is None else float(value)
 
 
-def stages_display(frame: pd.DataFrame, tracked: list[str]) -> dict:
+def stages_display(
+    frame: pd.DataFrame, tracked: list[str], units: str = report_units.DEFAULT_UNITS
+) -> dict:
+    unit, divisor = report_units.table_bandwidth_unit(units)
     header = [
         "Stage",
         "Kind",
         "Pass / round",
         "Bytes",
         "Duration (s)",
-        "Bandwidth (MiB/s) / tracked",
+        f"Bandwidth ({unit}) / tracked",
         "Skipped",
     ]
     rows = [
-        {"cells": _stage_cells(row, tracked), "flagged": bool(row["skipped"])}
+        {"cells": _stage_cells(row, tracked, divisor), "flagged": bool(row["skipped"])}
         for _, row in frame.iterrows()
     ]
     return {"header": header, "rows": rows}
 
 
-def _stage_cells(row, tracked: list[str]) -> list[str]:
+def _stage_cells(row, tracked: list[str], bw_divisor: float) -> list[str]:
     if row["kind"] == "pass":
         step = (
             f"{row['pass_name']} #{_int_text(row['pass_number'])}, repeat "
             f"{_int_text(row['repeat'])}, chunk {_int_text(row['chunk'])}"
         )
-        rate = format_number(None if is_missing(row["bw_bytes_s"]) else row["bw_bytes_s"] / MIB, 1)
+        rate = format_number(_per_unit(row["bw_bytes_s"], bw_divisor), 1)
     elif row["kind"] == "round":
         step = f"round {_int_text(row['round'])}"
         values = [
@@ -501,7 +504,7 @@ def steady_state_display(verdict: dict | None) -> dict | None:
     return {"header": header, "rows": rows, "note": note}
 
 
-def passes_display(prep: dict) -> dict | None:
+def passes_display(prep: dict, units: str = report_units.DEFAULT_UNITS) -> dict | None:
     passes = prep.get("passes") or []
     if not passes:
         return None
@@ -527,7 +530,7 @@ def passes_display(prep: dict) -> dict | None:
                 _int_text(item.get("chunks")),
                 format_bytes(item.get("bytes_written")),
                 format_number(item.get("duration_s"), 1),
-                _cliff_text(item.get("cliff")),
+                _cliff_text(item.get("cliff"), units),
             ],
             "flagged": False,
         }
@@ -536,19 +539,21 @@ def passes_display(prep: dict) -> dict | None:
     return {"header": header, "rows": rows}
 
 
-def _cliff_text(cliff: dict | None) -> str:
+def _cliff_text(cliff: dict | None, units: str = report_units.DEFAULT_UNITS) -> str:
     if not cliff:
         return "none"
+    plateau, after = cliff.get("plateau_bw_bytes_s"), cliff.get("after_bw_bytes_s")
+    unit, divisor = report_units.table_bandwidth_unit(units)  # a cell of the passes table
     return (
         f"at {format_number(cliff.get('t_s'), 1)} s, after "
         f"{format_bytes(cliff.get('bytes_written'))}: "
-        f"{format_number(_per_mib(cliff.get('plateau_bw_bytes_s')), 1)} → "
-        f"{format_number(_per_mib(cliff.get('after_bw_bytes_s')), 1)} MiB/s"
+        f"{format_number(_per_unit(plateau, divisor), 1)} → "
+        f"{format_number(_per_unit(after, divisor), 1)} {unit}"
     )
 
 
-def _per_mib(value):
-    return None if is_missing(value) else float(value) / MIB
+def _per_unit(value, divisor: float):
+    return None if is_missing(value) else float(value) / divisor
 
 
 def flush_items(flush_stage: dict | None) -> list[tuple[str, str]]:
@@ -649,13 +654,13 @@ def _interval(point: dict) -> writecliff.Interval:
     return writecliff.Interval(float(point["t_s"]), interval_s, written, bw)
 
 
-def write_cliff_figure(timelines: list[dict], prep: dict):
+def write_cliff_figure(timelines: list[dict], prep: dict, units: str = report_units.DEFAULT_UNITS):
     """Write bandwidth over time, a panel per pass with data; the cliff as a vertical line."""
     timelines = [line for line in timelines if line["t_s"]]
     if not timelines:
         return None
     largest = max(max(line["bw_bytes_s"]) for line in timelines)
-    unit, scale = ("GiB/s", GIB) if largest >= GIB else ("MiB/s", MIB)
+    unit, scale = report_units.bandwidth_unit(largest, units)
     cliffs = {(item.get("number"), item.get("name")): item for item in prep.get("passes") or []}
     fig, axes = new_figure(nrows=len(timelines), height_in=2.2 * len(timelines) + 0.6)
     for ax, line in zip(axes, timelines, strict=True):
@@ -676,7 +681,7 @@ def write_cliff_figure(timelines: list[dict], prep: dict):
         f"Write bandwidth during each overwrite pass ({unit}, summed over hosts), the chunks "
         "of a pass joined in order (dotted: chunk starts). Dashed vertical line: the write "
         "cliff, where the bandwidth fell from its plateau (grey dashed lines: median "
-        "bandwidth before and after it)."
+        f"bandwidth before and after it); {report_units.units_note(units)}."
     )
     return fig, caption
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from storbench.analysis import stats
-from storbench.core import histogram
+from storbench.core import histogram, report_units
 from storbench.core.numbers import NO_VALUE, format_number
 from storbench.core.results import ALL_HOSTS
 from storbench.plan import slo_search
@@ -78,7 +78,7 @@ def build_search_report(result_path, summary_path, out_dir, meta: dict) -> dict[
     confirmation = confirmation_stats(result, rows)
     context = {
         "title": meta.get("title") or f"storbench search: {result['experiment']}",
-        "answer": answer_box(result, confirmation),
+        "answer": answer_box(result, confirmation, report_units.units_of(meta)),
         "table": table,
         "figures": figures,
         "methodology": methodology(result, meta, rows),
@@ -199,7 +199,9 @@ def confirmation_stats(result: dict, rows: pd.DataFrame) -> dict | None:
     }
 
 
-def answer_box(result: dict, confirmation: dict | None) -> dict:
+def answer_box(
+    result: dict, confirmation: dict | None, units: str = report_units.DEFAULT_UNITS
+) -> dict:
     answer = result["answer"]
     objective = result["objective"]
     condition = f"{objective['latency']} ≤ {result['limit']}"
@@ -242,8 +244,9 @@ def answer_box(result: dict, confirmation: dict | None) -> dict:
         f"{answer['open_probes']} open-loop, {answer['confirm_probes']} confirmation"
     )
     if answer["status"] == slo_search.FOUND and answer.get("bw_bytes_s") is not None:
+        unit, divisor = report_units.bandwidth_unit(answer["bw_bytes_s"], units)
         headline = (
-            f"{answer['bw_bytes_s'] / 1e9:,.2f} GB/s ({answer['rate_iops']:,.0f} IOPS) "
+            f"{answer['bw_bytes_s'] / divisor:,.2f} {unit} ({answer['rate_iops']:,.0f} IOPS) "
             f"sustained with {condition}"
         )
         state = "achieved"

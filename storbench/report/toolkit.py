@@ -19,10 +19,8 @@ import pyarrow as pa  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from storbench.analysis import stats
-from storbench.core import atomic, paths, results
+from storbench.core import atomic, paths, report_units, results
 from storbench.core.numbers import (  # noqa: E402
-    GIB,
-    MIB,
     NO_VALUE,
     is_missing,
 )
@@ -179,11 +177,11 @@ def empty_figure(message: str):
     return fig
 
 
-def binary_bandwidth_unit(largest) -> tuple[str, float]:
-    """('GiB/s', 2^30) from 1 GiB/s up, ('MiB/s', 2^20) below."""
-    if not is_missing(largest) and largest >= GIB:
-        return "GiB/s", GIB
-    return "MiB/s", MIB
+def bandwidth_unit(values, units: str = report_units.DEFAULT_UNITS) -> tuple[str, float]:
+    """(label, bytes/s per unit) for bandwidths in bytes/s: GB/s or MB/s by the largest value
+    (GiB/s or MiB/s with ``units`` binary); storbench.core.report_units."""
+    largest = pd.Series(values, dtype=float).max()
+    return report_units.bandwidth_unit(largest, units)
 
 
 def grid(n_panels: int, panel_height_in: float):
@@ -298,7 +296,7 @@ def hosts_appendix(telemetry: dict | None) -> dict | None:
     }
 
 
-STATISTICS_TEXT = (
+STATISTICS_BASE_TEXT = (
     "Each cell is one run (sweep point) and op, summarised over its iterations from the "
     "aggregate over all hosts: mean ± sample standard deviation (n − 1), coefficient of "
     f"variation CoV = sd / mean, {COV_MARK} marks CoV > {100 * stats.COV_LIMIT:g} %. "
@@ -308,9 +306,13 @@ STATISTICS_TEXT = (
     f"when its bandwidth or IOPS is more than {stats.OUTLIER_MADS:g} raw median absolute "
     "deviations (MAD) from the median of the cell's iterations; outliers are marked "
     f"({OUTLIER_MARK}) and never dropped. "
-    "Mean latency is weighted by the I/O count of each iteration. Bandwidth in MiB/s "
-    "(1 MiB = 2^20 bytes)."
+    "Mean latency is weighted by the I/O count of each iteration."
 )
+
+
+def statistics_text(units: str = report_units.DEFAULT_UNITS) -> str:
+    """The statistics methodology, ending with the bandwidth unit system."""
+    return f"{STATISTICS_BASE_TEXT} Bandwidth in {report_units.units_note(units)}."
 
 
 PERCENTILE_TEXT = (

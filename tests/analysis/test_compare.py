@@ -189,9 +189,11 @@ def test_one_iteration_has_no_interval(built):
     assert math.isnan(bw["ci_low_pct"]) and math.isnan(bw["ci_high_pct"])
     assert math.isnan(bw["significant"])  # empty in the CSV
     markdown = (out / "comparison.md").read_text()
-    assert f"| {RANDWRITE} | bandwidth (MiB/s) | 1 | 3 | 50.0 | 40.0 | −20.0 % | n/a | n/a |" in (
+    # 50 -> 40 MiB/s in decimal MB/s, the default report.units
+    assert f"| {RANDWRITE} | bandwidth (MB/s) | 1 | 3 | 52.4 | 41.9 | −20.0 % | n/a | n/a |" in (
         markdown
     )
+    assert "Bandwidth in decimal units (1 GB/s = 10^9 bytes/s" in markdown
 
 
 def test_unmatched_cells_are_listed(built):
@@ -222,7 +224,7 @@ def test_thresholds_flag_significant_changes_only(built):
     assert summary["significant"] == 3  # randread bandwidth, IOPS and mean latency
     # p99 +25 % (not significant) and randwrite -20 % (n=1, no interval) do not count.
     assert summary["regressions"] == [
-        f"{RANDREAD}: bw_bytes_s (bandwidth) 100.0 -> 90.0 MiB/s (-10.0 %, 95 % CI "
+        f"{RANDREAD}: bw_bytes_s (bandwidth) 104.9 -> 94.4 MB/s (-10.0 %, 95 % CI "
         f"{_ci(summary, 'bw')}) crosses the threshold -5 %",
         f"{RANDREAD}: iops (IOPS) 25,600 -> 23,040 IOPS (-10.0 %, 95 % CI "
         f"{_ci(summary, 'bw')}) crosses the threshold -5 %",
@@ -232,6 +234,21 @@ def test_thresholds_flag_significant_changes_only(built):
     written = json.loads((out / "regressions.json").read_text())
     assert written["regressions"] == summary["regressions"]
     assert written["thresholds"] == THRESHOLDS
+
+
+def test_binary_units_show_mib_per_second(sources, tmp_path):
+    summary = compare_page.build_comparison(
+        *sources, tmp_path, a_label="before", b_label="after", thresholds=THRESHOLDS,
+        units="binary",
+    )  # fmt: skip
+    assert summary["regressions"][0].startswith(
+        f"{RANDREAD}: bw_bytes_s (bandwidth) 100.0 -> 90.0 MiB/s (-10.0 %"
+    )
+    markdown = (tmp_path / "comparison.md").read_text()
+    assert f"| {RANDWRITE} | bandwidth (MiB/s) | 1 | 3 | 50.0 | 40.0 | −20.0 % | n/a | n/a |" in (
+        markdown
+    )
+    assert "binary units (1 GiB/s = 2^30 bytes/s" in markdown
 
 
 def _ci(summary, which: str) -> str:

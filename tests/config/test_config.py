@@ -107,11 +107,22 @@ def test_valid_config_expands_host_ranges():
         ),
         (lambda c: c.update(run=["nope"]), "run[0]: unknown experiment 'nope'"),
         (lambda c: c["experiments"]["demo"].pop("target"), "'target' is a required property"),
+        (
+            lambda c: c.update(report={"units": "MiB"}),
+            "report.units: 'MiB' is not one of ['decimal', 'binary']",
+        ),
     ],
 )
 def test_each_problem_names_its_key(mutate, expected):
     problems = problems_of(mutate)
     assert any(expected in p for p in problems), problems
+
+
+def test_report_units_are_decimal_unless_the_config_says_binary():
+    assert load_campaign(copy.deepcopy(VALID)).report_settings["units"] == "decimal"
+    raw = {**copy.deepcopy(VALID), "report": {"units": "binary"}}
+    settings = load_campaign(raw).report_settings
+    assert settings["units"] == "binary" and settings["name"] == "campaign"
 
 
 def test_error_message_lists_every_problem():

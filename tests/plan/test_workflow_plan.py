@@ -138,6 +138,16 @@ def test_campaign_meta_redacts_nothing_secret_and_lists_every_experiment(tmp_pat
     assert "results/slo/summary.parquet" not in plan.campaign_grid_summaries()
 
 
+def test_report_units_reach_every_report_spec(tmp_path):
+    plan = campaign(tmp_path)
+    assert plan.report_units == "decimal"
+    assert json.loads(plan.report_meta("grid"))["units"] == "decimal"
+    binary = WorkflowPlan(load_campaign({**plan.campaign.raw, "report": {"units": "binary"}}))
+    assert binary.report_units == "binary"
+    assert json.loads(binary.report_meta("slo"))["units"] == "binary"
+    assert json.loads(binary.campaign_meta())["units"] == "binary"
+
+
 def test_final_reports_are_every_default_experiment_and_the_campaign(tmp_path):
     plan = campaign(tmp_path)
     reports = plan.final_reports()

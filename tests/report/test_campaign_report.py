@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storbench.analysis import stats
+from storbench.report import campaign as campaign_page
 from storbench.report import experiment as report
 from storbench.report import figures as report_figures
 from tests.report.test_report import ALL_FIGURES
@@ -143,6 +144,19 @@ def test_key_results_are_the_peaks_of_the_rows(campaign):
         )
         assert table[experiment]["Runs"] == str(rows["run_id"].nunique())
         assert table[experiment]["n"] == f"{ITERATIONS}§"  # under 3 iterations: flagged
+
+
+def test_key_results_follow_report_units():
+    row = {"experiment": "e", "kind": "grid", "bw_mean": 2.5e9, "bw_ci_low": 2.4e9}
+    row |= {"bw_ci_high": 2.6e9}
+    decimal = campaign_page.key_results_table([row])
+    assert decimal.rows[0][decimal.columns.index("Peak GB/s")] == "2.50"
+    assert decimal.rows[0][decimal.columns.index("GB/s CI low")] == "2.40"
+    binary = campaign_page.key_results_table([row], "binary")
+    assert binary.rows[0][binary.columns.index("Peak GiB/s")] == "2.33"  # 2.5e9 / 2^30
+    assert "binary units" in binary.notes[0]
+    _, _, caption = campaign_page.peaks_figure([row], "binary")
+    assert caption.startswith("Peak bandwidth (GiB/s, binary)")
 
 
 def test_campaign_page_links_every_experiment_and_table(campaign):

@@ -59,3 +59,15 @@ def test_a_crowded_cell_shows_each_run_and_names_what_differs():
     built = table({"rows": ["rw"], "values": ["iops"], "where": {"rw": "randread"}})
     assert built.rows == [["randread", "1000 / 500"]]
     assert any("they differ in bs" in note for note in built.notes)
+
+
+def test_bandwidth_follows_report_units_unless_the_table_sets_one():
+    spec = {"rows": ["bs"], "values": ["bw"], "where": {"rw": "randread"}}
+    decimal = table(spec)
+    assert decimal.columns == ["bs", "GB/s"]
+    assert decimal.rows == [["4k", "0.00410"], ["64k", "0.03277"]]  # 4.096e6 and 32.768e6 B/s
+    binary = table(spec, {"units": "binary"})
+    assert binary.columns == ["bs", "GiB/s"]
+    assert binary.rows == [["4k", "0.00381"], ["64k", "0.03052"]]  # / 2^30
+    chosen = table({**spec, "bandwidth_unit": "MB/s"}, {"units": "binary"})
+    assert chosen.columns == ["bs", "MB/s"]

@@ -298,10 +298,26 @@ def test_stages_markdown_matches_the_table(campaign):
     assert len(lines) == 2 + 17
     assert (
         "| p1-precondition-r1-c2 | pass | precondition #1, repeat 1, chunk 2 | 2.5 GiB | 4.0 "
-        "| 650.0 |  |" in markdown
+        "| 681.6 |  |" in markdown  # 650 MiB/s in decimal MB/s
     )
     assert f"| round-3 | round | round 3 | 492.2 MiB | 60.0 | {VARIABLE} = 2,100.0 |  |" in markdown
     assert "| round-8 | round | round 8 | – | – | – | skipped |" in markdown
+
+
+def test_binary_units_show_mib_per_second(campaign, tmp_path):
+    written = prep_report.build_precondition_report(
+        campaign["paths"],
+        campaign["prepared"],
+        tmp_path,
+        flushed=campaign["flushed"],
+        meta={"units": "binary"},
+    )
+    markdown = written["stages.md"].read_text()
+    assert "| Bandwidth (MiB/s) / tracked |" in markdown
+    assert "| 2.5 GiB | 4.0 | 650.0 |  |" in markdown  # chunk r1-c2: 650 MiB/s
+    html = written["index.html"].read_text()
+    assert "<td>at 6.0 s, after 5.9 GiB: 1,000.0 → 300.0 MiB/s</td>" in html
+    assert "binary units (1 GiB/s = 2^30 bytes/s" in html  # the write-cliff caption
 
 
 def test_html_shows_verdict_tables_flush_and_recipe(campaign):
@@ -317,7 +333,7 @@ def test_html_shows_verdict_tables_flush_and_recipe(campaign):
     assert (
         "<td>1. precondition</td><td>85 %</td><td>128k</td><td>sequential</td><td>2</td>"
         "<td>2</td><td>8.8 GiB</td><td>16.0</td>"
-        "<td>at 6.0 s, after 5.9 GiB: 1,000.0 → 300.0 MiB/s</td>" in html
+        "<td>at 6.0 s, after 5.9 GiB: 1,048.6 → 314.6 MB/s</td>" in html
     )
     assert "<td>2. condition</td><td>5 %</td>" in html and "<td>none</td>" in html
     assert "<dt>Polls</dt><dd>4</dd>" in html and "<dt>Waited</dt><dd>12.0 s</dd>" in html

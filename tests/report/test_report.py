@@ -14,6 +14,7 @@ from storbench.report import figures as report_figures
 from storbench.report import network as network_page
 
 MIB = 1024**2
+MB = 1e6  # the summary table's bandwidth unit with the default report.units (decimal)
 RWS = ("randread", "randwrite")
 SIZES = (4096, 1 << 20)
 DEPTHS = (1, 8)
@@ -138,9 +139,9 @@ def test_html_shows_table_numbers_and_sections(built):
     html = (out_dir / "index.html").read_text()
     summary = pd.read_csv(out_dir / "summary.csv")
     for _, cell in summary.iterrows():
-        text = report.format_mean_sd(cell["bw_bytes_s_mean"] / MIB, cell["bw_bytes_s_sd"] / MIB, 1)
+        text = report.format_mean_sd(cell["bw_bytes_s_mean"] / MB, cell["bw_bytes_s_sd"] / MB, 1)
         assert f"<td>{text}</td>" in html
-    assert "<td>3,200.0 ± 64.0</td>" in html  # randread 1m qd8
+    assert "<td>3,355.4 ± 67.1</td>" in html  # randread 1m qd8: 3,200 ± 64 MiB/s in MB/s
     assert "<td>2.0 %</td>" in html  # CoV of every cell, below the flag limit
     assert report.COV_MARK not in html.split('id="summary"')[1].split("</table>")[0]
     for section in ("summary", "figures", "methodology", "per-run", "appendix"):
@@ -175,7 +176,7 @@ def test_markdown_table_matches_html_rows(built):
     lines = [line for line in markdown.splitlines() if line.startswith("|")]
     assert len(lines) == 2 + len(RWS) * len(SIZES) * len(DEPTHS)
     assert lines[0].startswith("| Run | rw | bs | iodepth |")
-    assert "| randread-1m-qd8 | randread | 1m | 8 | 1 | read | 3 | 3,200.0 ± 64.0 |" in markdown
+    assert "| randread-1m-qd8 | randread | 1m | 8 | 1 | read | 3 | 3,355.4 ± 67.1 |" in markdown
 
 
 def test_builds_are_byte_identical(raw_path, tmp_path):
@@ -211,16 +212,44 @@ def test_edge_cases(tmp_path):
     no_bins = html.split("<td>randread-4k-qd4</td>")[1].split("</tr>")[0]
     assert no_bins.endswith(f"<td>{report.NO_VALUE}</td>")  # p99 without histograms
     single = html.split("<td>randwrite-4k-qd4</td>")[1].split("</tr>")[0]
-    assert "<td>50.0</td>" in single  # n=1: mean without ± sd
+    assert "<td>52.4</td>" in single  # n=1: mean without ± sd (50 MiB/s in MB/s)
     # no series (- the time series), histogram bins (+ the latency histogram)
     assert html.count("data:image/png;base64,") == len(ALL_FIGURES)
 
 
 def test_bandwidth_unit_follows_magnitude():
-    frame = pd.DataFrame({"bw_bytes_s_mean": [500 * MIB]})
-    assert report.bandwidth_unit(frame) == ("MiB/s", MIB)
+    frame = pd.DataFrame({"bw_bytes_s_mean": [5e8]})
+    assert report.bandwidth_unit(frame) == ("MB/s", 1e6)
+    frame = pd.DataFrame({"bw_bytes_s_mean": [5e8, 2.5e9]})
+    assert report.bandwidth_unit(frame) == ("GB/s", 1e9)
+
+
+def test_binary_bandwidth_unit_follows_magnitude():
+    frame = pd.DataFrame({"bw_bytes_s_mean": [500 * MIB, 1000 * MIB]})  # 1.05e9: under 1 GiB
+    assert report.bandwidth_unit(frame, "binary") == ("MiB/s", MIB)
     frame = pd.DataFrame({"bw_bytes_s_mean": [500 * MIB, 2048 * MIB]})
-    assert report.bandwidth_unit(frame) == ("GiB/s", 1024 * MIB)
+    assert report.bandwidth_unit(frame, "binary") == ("GiB/s", 1024 * MIB)
+
+
+def test_default_units_are_decimal_throughout_the_page(built):
+    out_dir, _ = built
+    html = (out_dir / "index.html").read_text()
+    assert "<th>BW MB/s (mean ± sd)</th>" in html and "<th>BW MB/s</th>" in html
+    assert "MiB/s" not in html  # GiB/s only beside GB/s in the paper bandwidth table
+    assert "decimal units (1 GB/s = 10^9 bytes/s" in html
+    # per-run table: randread 1m qd8 iteration 1 of host 'all' is 3,136 MiB/s
+    assert "<td>3,288.3</td>" in html.split('id="per-run"')[1]
+
+
+def test_binary_units_show_mib_per_second(raw_path, tmp_path):
+    written = report.build_report(raw_path, tmp_path, title="t", meta={**META, "units": "binary"})
+    html = written["index.html"].read_text()
+    markdown = written["summary.md"].read_text()
+    assert "| BW MiB/s (mean ± sd) | BW MiB/s 95 % CI |" in markdown
+    assert "| randread-1m-qd8 | randread | 1m | 8 | 1 | read | 3 | 3,200.0 ± 64.0 |" in markdown
+    assert "<td>3,200.0 ± 64.0</td>" in html
+    assert "binary units (1 GiB/s = 2^30 bytes/s" in html
+    assert "MB/s" not in markdown
 
 
 def test_number_formatting():

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from storbench.analysis import stats
 from storbench.core import results
 from storbench.report import experiment as report
 from storbench.report import paper_tables as report_tables
@@ -254,6 +255,22 @@ def table_row(html: str, run_id: str) -> list[str]:
     return [run_id, *re.findall(r"<td>(.*?)</td>", row.group(1))]
 
 
+def test_bandwidth_tables_put_the_configured_units_first():
+    rows = [result_row("randread", 4096, 1, iteration, "all", 2048.0) for iteration in ITERATIONS]
+    raw = stats.as_frame(results.table_from_rows(rows))
+    summary = stats.summarize(raw)  # 2,048 MiB/s = 2 GiB/s = 2.147 GB/s in every iteration
+    decimal = report_tables.bandwidth_table(summary)
+    binary = report_tables.bandwidth_table(summary, "binary")
+    assert [c for c in decimal.columns if c.endswith("/s")] == ["GB/s", "GiB/s"]
+    assert [c for c in binary.columns if c.endswith("/s")] == ["GiB/s", "GB/s"]
+    assert decimal.rows[0][decimal.columns.index("GB/s")] == "2.15"
+    assert binary.rows[0][binary.columns.index("GiB/s")] == "2.00"
+    assert "1 GiB = 2^30 bytes, 1 GB = 10^9 bytes" in binary.caption
+    per_host = report_tables.per_host_table(raw, summary, "binary")
+    assert "GiB/s" in per_host.columns and "GB/s" not in per_host.columns
+    assert per_host.rows[-1][per_host.columns.index("GiB/s")] == "2.00"
+
+
 def test_summary_shows_ci_and_marks_outliers_of_real_runs(built, rows):
     out_dir, _ = built
     html = (out_dir / "index.html").read_text()
@@ -265,9 +282,9 @@ def test_summary_shows_ci_and_marks_outliers_of_real_runs(built, rows):
     for run_id in RUNS:
         chosen = iterations(rows, run_id)
         cells = table_row(summary, run_id)
-        mean, low, high = mean_and_ci(chosen["bw_bytes_s"] / 1024**2)
-        bw_cell = cells[header.index("BW MiB/s (mean ± sd)")]
-        ci_cell = cells[header.index("BW MiB/s 95 % CI")]
+        mean, low, high = mean_and_ci(chosen["bw_bytes_s"] / 1e6)
+        bw_cell = cells[header.index("BW MB/s (mean ± sd)")]
+        ci_cell = cells[header.index("BW MB/s 95 % CI")]
         assert bw_cell.startswith(f"{mean:,.1f} ± ")
         assert ci_cell == f"{low:,.1f} – {high:,.1f}"
         outliers = is_outlier(chosen["bw_bytes_s"])
@@ -286,11 +303,12 @@ def test_outlier_iteration_is_marked_and_kept(tmp_path):
     written = report.build_report(results.table_from_rows(rows), tmp_path, title="t", meta={})
     html = written["index.html"].read_text()
     summary = html.split('<section id="summary">')[1].split("</table>")[0]
-    # Mean of all three iterations: the outlier is marked, not dropped.
-    assert f"<td>133.7 ± 57.4 {report.OUTLIER_MARK}</td>" in summary
+    # Mean of all three iterations (MiB/s 100, 101, 200 in MB/s): the outlier is marked, not
+    # dropped.
+    assert f"<td>140.2 ± 60.2 {report.OUTLIER_MARK}</td>" in summary
     per_run = html.split('<section id="per-run">')[1]
-    assert f"<td>200.0 {report.OUTLIER_MARK}</td>" in per_run
-    assert "<td>100.0</td>" in per_run and "<td>101.0</td>" in per_run
+    assert f"<td>209.7 {report.OUTLIER_MARK}</td>" in per_run
+    assert "<td>104.9</td>" in per_run and "<td>105.9</td>" in per_run
     methodology = html.split('<section id="methodology">')[1].split("</section>")[0]
     assert "interval on the log scale (geometric mean)" in methodology
     assert "3 raw median absolute deviations" in methodology
@@ -337,8 +355,6 @@ def test_stale_state_table_is_removed(raw_path, tmp_path):
 
 
 def test_cdf_uses_histograms_merged_over_iterations(rows):
-    from storbench.analysis import stats
-
     summary = stats.summarize(rows)
     cells = report.cell_histograms(rows, summary)
     assert [row["run_id"] for row, _, _ in cells] == summary["run_id"].tolist()
