@@ -29,7 +29,7 @@ from storbench.core import (
     report_units,
 )
 from storbench.core.numbers import NO_VALUE, format_number, is_missing, scaled  # noqa: E402
-from storbench.report import toolkit
+from storbench.report import tables, toolkit
 
 TEMPLATE_NAME = "compare.html.j2"
 
@@ -307,18 +307,14 @@ def markdown(context: dict) -> str:
         "",
     ]
     lines += [f"- {message}" for message in context["regressions"]] or ["None."]
-    lines += ["", "## Changes", "", *_markdown_table(context["table"]["header"])]
-    lines += [toolkit.markdown_row(row["cells"]) for row in context["table"]["rows"]]
+    changes = [row["cells"] for row in context["table"]["rows"]]
+    lines += ["", "## Changes", "", tables.pipe_table(context["table"]["header"], changes)]
     lines += ["", "## Unmatched cells", ""]
     if context["unmatched"]["rows"]:
-        lines += _markdown_table(context["unmatched"]["header"])
-        lines += [toolkit.markdown_row(row) for row in context["unmatched"]["rows"]]
+        unmatched = context["unmatched"]
+        lines.append(tables.pipe_table(unmatched["header"], unmatched["rows"]))
     else:
         lines.append("None.")
     lines += ["", "## Methodology", ""]
     lines += [f"- {label}: {text}" for label, text in context["methodology"]]
     return "\n".join(lines) + "\n"
-
-
-def _markdown_table(header: list[str]) -> list[str]:
-    return [toolkit.markdown_row(header), toolkit.markdown_row(["---"] * len(header))]

@@ -63,7 +63,6 @@ from storbench.report.toolkit import (
     join_nonempty,
     list_text,
     mapping_text,
-    markdown_row,
     new_figure,
     paper_table_context,
     read_results,
@@ -371,10 +370,8 @@ def summary_csv(summary: pd.DataFrame) -> str:
 
 def markdown_table(table: dict) -> str:
     """A GitHub-flavoured Markdown table with the CoV footnote."""
-    lines = [markdown_row(table["header"]), markdown_row(["---"] * len(table["header"]))]
-    lines += [markdown_row(row["cells"]) for row in table["rows"]]
-    lines += ["", COV_FOOTNOTE]
-    return "\n".join(lines) + "\n"
+    rows = [row["cells"] for row in table["rows"]]
+    return tables.pipe_table(table["header"], rows) + "\n\n" + COV_FOOTNOTE + "\n"
 
 
 COV_FOOTNOTE = (

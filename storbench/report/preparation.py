@@ -42,6 +42,7 @@ from storbench.core.numbers import (
     is_missing,
 )
 from storbench.core.units import size_label
+from storbench.report import tables
 from storbench.report.toolkit import (
     COLORS,
     MARKERS,
@@ -49,7 +50,6 @@ from storbench.report.toolkit import (
     figure_legend,
     format_percent,
     frame_csv,
-    markdown_row,
     new_figure,
     render_figure,
     style,  # selects matplotlib's Agg backend before any figure
@@ -423,9 +423,8 @@ def _int_text(value) -> str:
 
 
 def stages_markdown(table: dict) -> str:
-    lines = [markdown_row(table["header"]), markdown_row(["---"] * len(table["header"]))]
-    lines += [markdown_row(row["cells"]) for row in table["rows"]]
-    return "\n".join(lines) + "\n"
+    rows = [row["cells"] for row in table["rows"]]
+    return tables.pipe_table(table["header"], rows) + "\n"
 
 
 def steady_state_frame(verdict: dict) -> pd.DataFrame:

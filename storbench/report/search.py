@@ -21,6 +21,7 @@ from storbench.core import histogram, report_units
 from storbench.core.numbers import NO_VALUE, format_number
 from storbench.core.results import ALL_HOSTS
 from storbench.plan import slo_search
+from storbench.report import tables
 from storbench.report.preparation import make_figure
 from storbench.report.toolkit import (
     COLORS,
@@ -28,7 +29,6 @@ from storbench.report.toolkit import (
     figure_legend,
     format_percent,
     frame_csv,
-    markdown_row,
     new_figure,
     template_environment,
     write_file,
@@ -166,9 +166,8 @@ def _missed_by(probe: dict, objective: slo_search.Objective) -> str:
 
 
 def probes_markdown(table: dict) -> str:
-    lines = [markdown_row(table["header"]), markdown_row(["---"] * len(table["header"]))]
-    lines += [markdown_row(row["cells"]) for row in table["rows"]]
-    return "\n".join(lines) + "\n"
+    rows = [row["cells"] for row in table["rows"]]
+    return tables.pipe_table(table["header"], rows) + "\n"
 
 
 def confirmation_stats(result: dict, rows: pd.DataFrame) -> dict | None:

@@ -2,22 +2,28 @@
 
 Cells are already-formatted strings or numbers; numbers are written with ``str`` (floats
 round-trip), None/NaN/NA as an empty cell. Text is escaped for each format, never
-reformatted.
+reformatted. pandas writes the tables (``Styler.to_latex``/``to_html``, ``to_markdown``
+through tabulate); the escaping is ours: pandas' LaTeX escape leaves µ ± < > | and the
+dashes as they are (OT1 fonts print < as ¡) and is not public for captions and notes.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
 import io
 import numbers
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
 import pandas as pd
+from pandas.io.formats.style import Styler
 
-from storbench.core import atomic
+from storbench.core import atomic, paths
 
 ALIGNMENTS = "lcr"
 SUFFIXES = ("csv", "md", "tex", "html")
@@ -54,7 +60,9 @@ LATEX_ESCAPES = {
 }
 _LATEX_TABLE = str.maketrans(LATEX_ESCAPES)
 _LABEL_FORBIDDEN = set("\\{}%#~^&$ \n")
-_MARKDOWN_RULES = {"l": ":---", "c": ":---:", "r": "---:"}
+_MARKDOWN_ALIGNMENTS = {"l": "left", "c": "center", "r": "right"}
+_HTML_ALIGNMENTS = {"c": "text-align: center", "r": "text-align: right"}
+_LATEX_FLOAT_END = r"\end{table}"
 
 
 @dataclass
@@ -63,7 +71,7 @@ class Table:
 
     ``align`` has one letter per column (l, c or r); by default a column whose cells are
     all numbers is right-aligned, any other left-aligned. ``label`` names the table for
-    cross-references (LaTeX \\label, HTML id); ``notes`` are printed below the table.
+    cross-references (LaTeX \\label, HTML id 'T_' + label); ``notes`` are printed below it.
     """
 
     columns: list[str]
@@ -118,53 +126,51 @@ class Table:
     def to_markdown(self) -> str:
         """A GitHub/Pandoc pipe table; the caption as a Pandoc 'Table:' line above it."""
         lines = [f"Table: {_markdown_text(self.caption)}", ""] if self.caption else []
-        lines.append(_markdown_row(self.columns))
-        lines.append(_markdown_row([_MARKDOWN_RULES[letter] for letter in self.alignment]))
-        lines += [_markdown_row(row) for row in self.text_rows()]
+        lines.append(pipe_table(self.columns, self.rows, self.alignment))
         for note in self.notes:
             lines += ["", _markdown_text(note)]
         return "\n".join(lines) + "\n"
 
     def to_latex(self) -> str:
-        """A booktabs tabular in a table float with caption and label when given."""
-        lines = [r"\begin{table}[htbp]", r"\centering"]
-        if self.caption:
-            lines.append(rf"\caption{{{latex_escape(self.caption)}}}")
-        if self.label:
-            lines.append(rf"\label{{{self.label}}}")
-        lines += [rf"\begin{{tabular}}{{{self.alignment}}}", r"\toprule"]
-        lines.append(_latex_row(self.columns))
-        lines.append(r"\midrule")
-        lines += [_latex_row(row) for row in self.text_rows()]
-        lines += [r"\bottomrule", r"\end{tabular}"]
-        if self.notes:
-            lines.append(r"\par\smallskip")
-            lines += [rf"{{\footnotesize {latex_escape(note)}\par}}" for note in self.notes]
-        lines.append(r"\end{table}")
-        return "\n".join(lines) + "\n"
+        """A booktabs tabular in a table float with caption, label and notes when given."""
+        latex = self._styler(latex_escape).to_latex(
+            column_format=self.alignment,
+            hrules=True,
+            position="htbp",
+            position_float="centering",
+            caption=latex_escape(self.caption) or None,
+            label=self.label or None,
+        )
+        return _with_latex_notes(latex, self.notes)
 
     def to_html(self) -> str:
-        """An escaped <table> with <caption>, <thead>, <tbody> and the notes in <tfoot>."""
-        opening = f'<table id="{html.escape(self.label)}">' if self.label else "<table>"
-        lines = [opening]
-        if self.caption:
-            lines.append(f"<caption>{html.escape(self.caption)}</caption>")
-        lines += ["<thead>", self._html_row("th", self.columns), "</thead>", "<tbody>"]
-        lines += [self._html_row("td", row) for row in self.text_rows()]
-        lines.append("</tbody>")
-        if self.notes:
-            span = len(self.columns)
-            notes = [f'<tr><td colspan="{span}">{html.escape(n)}</td></tr>' for n in self.notes]
-            lines += ["<tfoot>", *notes, "</tfoot>"]
-        lines.append("</table>")
-        return "\n".join(lines) + "\n"
+        """An escaped <table> with <caption>, <thead>, <tbody> and the notes in <tfoot>.
 
-    def _html_row(self, tag: str, cells: Sequence) -> str:
-        parts = [
-            f"<{tag}{_html_alignment(letter)}>{html.escape(cell_text(cell))}</{tag}>"
-            for letter, cell in zip(self.alignment, cells, strict=True)
-        ]
-        return "<tr>" + "".join(parts) + "</tr>"
+        Numbers keep their alignment through a <style> block scoped to the table's id: 'T_'
+        and the label (other characters than letters, digits, _ and - as -), or a digest of
+        the header without a label.
+        """
+        styler = self._styler(html.escape, styler_class=_NotesStyler, uuid=self._html_uuid())
+        styler.set_table_styles(_html_alignment_styles(self.alignment))
+        if self.caption:
+            styler.set_caption(html.escape(self.caption))
+        return styler.to_html(
+            notes=[html.escape(note) for note in self.notes], notes_span=len(self.columns)
+        )
+
+    def _styler(self, escape: Callable[[str], str], styler_class=Styler, **options) -> Styler:
+        headers = [escape(cell_text(column)) for column in self.columns]
+        return (
+            styler_class(_frame(self.rows, escape, len(self.columns)), cell_ids=False, **options)
+            .hide(axis="index")
+            .format_index(lambda position: headers[position], axis="columns")
+        )
+
+    def _html_uuid(self) -> str:
+        if self.label:
+            return re.sub(r"[^A-Za-z0-9_-]", "-", self.label)
+        header = "\x1f".join(cell_text(column) for column in self.columns) + self.alignment
+        return hashlib.sha256(header.encode()).hexdigest()[:10]
 
 
 def write_all(table: Table, out_dir: str | Path, stem: str) -> dict[str, Path]:
@@ -183,6 +189,20 @@ def write_all(table: Table, out_dir: str | Path, stem: str) -> dict[str, Path]:
         atomic.write_text(path, renderers[suffix]())
         written[path.name] = path
     return written
+
+
+def pipe_table(columns: Sequence, rows: Sequence[Sequence], alignment: str = "") -> str:
+    """A GitHub/Pandoc pipe table (pandas through tabulate): pipes escaped, cells as written.
+
+    ``alignment`` has one letter (l, c or r) per column; tabulate's default without it.
+    """
+    return _frame(rows, _markdown_text, len(columns)).to_markdown(
+        index=False,
+        tablefmt="pipe",
+        headers=[_markdown_text(column) for column in columns],
+        colalign=[_MARKDOWN_ALIGNMENTS[letter] for letter in alignment] or None,
+        disable_numparse=True,  # cells are already formatted: never reformat '1.50' as '1.5'
+    )
 
 
 def cell_text(value) -> str:
@@ -214,13 +234,36 @@ def _markdown_text(text) -> str:
     return cell_text(text).replace("|", r"\|").replace("\n", " ")
 
 
-def _markdown_row(cells: Sequence) -> str:
-    return "| " + " | ".join(_markdown_text(cell) for cell in cells) + " |"
+def _frame(rows: Sequence[Sequence], escape: Callable[[str], str], width: int) -> pd.DataFrame:
+    """The cells as escaped text; columns numbered, as headers may repeat and Styler needs keys."""
+    cells = [[escape(cell_text(cell)) for cell in row] for row in rows]
+    return pd.DataFrame(cells, columns=range(width), dtype=object)
 
 
-def _latex_row(cells: Sequence) -> str:
-    return " & ".join(latex_escape(cell_text(cell)) for cell in cells) + r" \\"
+def _with_latex_notes(latex: str, notes: Sequence[str]) -> str:
+    """The notes in footnote size between the tabular and the end of the float."""
+    if not notes:
+        return latex
+    table, float_end = latex.rsplit(_LATEX_FLOAT_END, 1)
+    note_lines = [rf"{{\footnotesize {latex_escape(note)}\par}}" for note in notes]
+    return "\n".join([table + r"\par\smallskip", *note_lines, _LATEX_FLOAT_END + float_end])
 
 
-def _html_alignment(letter: str) -> str:
-    return {"l": "", "c": ' style="text-align: center"', "r": ' style="text-align: right"'}[letter]
+def _html_alignment_styles(alignment: str) -> dict[int, list[dict[str, str]]]:
+    return {
+        position: [{"selector": "th, td", "props": _HTML_ALIGNMENTS[letter]}]
+        for position, letter in enumerate(alignment)
+        if letter in _HTML_ALIGNMENTS
+    }
+
+
+class _NotesStyler(Styler):
+    """pandas' Styler whose HTML table ends with the notes in a <tfoot>."""
+
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(
+            [jinja2.FileSystemLoader(paths.REPORT_TEMPLATES_DIR), Styler.loader]
+        ),
+        trim_blocks=True,  # as pandas' own environment, which its templates are written for
+    )
+    template_html_table = env.get_template("exported_table.html.j2")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import io
 import math
-from collections.abc import Iterable
 from pathlib import Path
 
 import matplotlib
@@ -110,10 +109,6 @@ def _text(value) -> str:
 def frame_csv(frame: pd.DataFrame) -> str:
     """A table as CSV at full precision (floats round-trip)."""
     return frame.to_csv(index=False, lineterminator="\n")
-
-
-def markdown_row(cells: Iterable[str]) -> str:
-    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
 def figure_files(build) -> tuple[bytes, bytes, str]:

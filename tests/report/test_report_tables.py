@@ -25,6 +25,7 @@ from storbench.core import results
 from storbench.report import experiment as report
 from storbench.report import paper_tables as report_tables
 from storbench.tools import fio_json
+from tests.report.exported import html_table_cells, pipe_table_rows
 from tests.report.test_report import META, result_row
 
 HOSTS = ("hostA", "hostB")
@@ -129,8 +130,9 @@ def test_every_table_is_written_in_four_formats(built):
             assert rule in latex, (stem, rule)
         assert "interval on the log scale (geometric mean)" in latex or stem == "latency"
         markdown = (out_dir / "tables" / f"{stem}.md").read_text()
-        assert markdown.startswith("Table: ") and "| Run |" in markdown
-        assert "<thead>" in (out_dir / "tables" / f"{stem}.html").read_text()
+        assert markdown.startswith("Table: ") and "Run" in pipe_table_rows(markdown)[0]
+        page = (out_dir / "tables" / f"{stem}.html").read_text()
+        assert "Run" in html_table_cells(page)[1]["thead"][0]
 
 
 # --- Numbers of each table against the Parquet rows ---------------------------------------
