@@ -179,6 +179,8 @@ def network_dir() -> str:
 
 def network_results() -> str:
     return f"{network_dir()}/network.parquet"
+
+
 def network_raw_dir() -> str:
     return f"{network_dir()}/raw"
 

@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display; the same renderer everywhere keeps bytes identical
 
 import jinja2  # noqa: E402
+import markupsafe  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -356,7 +357,7 @@ def paper_table_context(paper_tables: dict) -> list[dict]:
 
 
 def template_environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
         autoescape=True,  # job files and configs are user text: never raw HTML
         undefined=jinja2.StrictUndefined,
@@ -364,6 +365,16 @@ def template_environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    environment.filters["breakable"] = breakable
+    return environment
+
+
+def breakable(text) -> markupsafe.Markup:
+    """Escaped text that may wrap after '_' and '/' (run ids, paths) in a narrow table cell."""
+    if hasattr(text, "__html__"):  # already HTML (a link): left as it is
+        return markupsafe.Markup(text.__html__())
+    escaped = str(markupsafe.escape(str(text)))  # a str: Markup.replace would escape <wbr>
+    return markupsafe.Markup(escaped.replace("_", "_<wbr>").replace("/", "/<wbr>"))
 
 
 FLAG_MARK = "⚑"  # marks a slow host, a late start or a slow network client

@@ -80,3 +80,10 @@ def test_the_figures_of_a_100_run_sweep_stay_within_their_limits():
     titles = [ax.get_title() for ax in figure.axes if ax.axison]
     assert titles[:2] == ["randread, numjobs=1", "randread, numjobs=2"]
     assert len(titles) == 10 and "A selection" not in caption  # 2 patterns × 5 numjobs fit
+
+
+def test_a_run_id_may_wrap_after_its_underscores_and_stays_escaped():
+    from storbench.report.toolkit import breakable
+
+    assert str(breakable("randread_bs4k_qd1")) == "randread_<wbr>bs4k_<wbr>qd1"
+    assert str(breakable("<b>a_b</b>")) == "&lt;b&gt;a_<wbr>b&lt;/<wbr>b&gt;"
