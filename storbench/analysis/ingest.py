@@ -54,6 +54,7 @@ def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = Fals
     hosts = manifest.hosts
     tool = get_tool(manifest.tool)
     offered = tool.offered_iops(manifest.params, len(hosts))
+    recorded_skew = manifest.start_skew_s  # the run engine's, standalone
     base = {
         "experiment": manifest.experiment,
         "run_id": manifest.run_id,
@@ -69,7 +70,7 @@ def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = Fals
         "step": manifest.step,
         "hosts_in_run": len(hosts),
         "target": manifest.target.get("name"),
-        "start_skew_s": start_skew_s(hosts),
+        "start_skew_s": recorded_skew if recorded_skew is not None else start_skew_s(hosts),
         "prep_state": manifest.prep_state,
         "loop": "closed" if offered is None else "open",
         "offered_iops": offered,

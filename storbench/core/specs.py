@@ -334,6 +334,11 @@ class Manifest(StepSpec):
     execution: str | None = None  # "service": a controller started the run on every host
     controller: dict | None = None  # service mode: the controller's command and output
     faults: tuple[dict, ...] = ()  # the fault commands as they ran
+    release_time: str | None = None  # standalone: the instant every host was to start at
+    start_skew_s: float | None = None  # latest minus earliest host start
 
     KIND = "manifest"
-    OPTIONAL = ("prep_state", "reprepared", "execution", "controller", "faults")
+    OPTIONAL = (
+        "prep_state", "reprepared", "execution", "controller", "faults", "release_time",
+        "start_skew_s",
+    )  # fmt: skip

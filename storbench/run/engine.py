@@ -35,7 +35,7 @@ from storbench.hosts.transport import (
     open_transport,
     raise_interrupt,
 )
-from storbench.run import faults, room, target_lock
+from storbench.run import faults, room, start, target_lock
 from storbench.run.attempt import (
     RunError,
     exit_reason,
@@ -61,7 +61,11 @@ class HostResult:
     name: str
     command: list[str] = field(default_factory=list)
     exit_code: int | None = None
-    start_time: str | None = None
+    start_time: str | None = None  # the host's own start stamp, else launch_time
+    start_time_source: str | None = None  # "host" (its stamp) or "controller"
+    launch_time: str | None = None  # when the controller launched the command
+    round_trip_s: float | None = None  # a trivial command on the host, timed when armed
+    clock_offset_s: float | None = None  # the host's clock minus ours, ± round_trip_s / 2
     end_time: str | None = None
     tool_version: str | None = None
     error: str | None = None
@@ -121,29 +125,16 @@ def stale_attempts_marker(workdir: str) -> str:
 
 
 def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, local_dir: Path,
-                 result: HostResult, credentials: Credentials | None, attempt: int):  # fmt: skip
+                 result: HostResult, credentials: Credentials | None, attempt: int,
+                 barrier: start.StartBarrier):  # fmt: skip
     tool = get_tool(spec.tool)
     name = host.name
     try:
         with open_transport(host) as transport:
             transport.check()
             with target_lock.held(transport, host.workdir, spec.target, spec.timeout_s):
-                if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
-                    transport.kill_matching(stale_attempts_marker(paths.workdir))
-                remote = paths.workdir != str(local_dir.resolve())
-                if remote:  # attempts are numbered locally: this folder is another session's
-                    transport.fresh_dir(paths.workdir)
-                else:
-                    transport.mkdirs(paths.workdir)
-                for target_directory in tool.target_directories(spec.target, name):
-                    transport.mkdirs(target_directory)
-                needed = tool.bytes_per_host(spec.params)
-                directory = tool.target_directory(spec.target, name)
-                if needed and directory and spec.target.get("type") == "directory":
-                    room.check_room(transport, directory, needed, spec.run_id)
-                transport.put_text(job_text, paths.job_path)
-                if tool.output_is_folder:
-                    transport.mkdirs(paths.output_path)
+                remote = _prepare_host(spec, tool, transport, host, paths, job_text, local_dir,
+                                       attempt)  # fmt: skip
                 result.tool_version = tool_version(transport, tool, local_dir, name)
                 private_files: list[str] = []
                 try:
@@ -153,13 +144,11 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                     result.command = tool.run_command(
                         paths.job_path, paths.output_path, name, spec.params
                     )
-                    result.start_time = now()
-                    result.exit_code = transport.run(
-                        argv,
-                        timeout_s=spec.timeout_s,
-                        stdout_path=local_dir / f"{name}.stdout",
-                        stderr_path=local_dir / f"{name}.stderr",
-                        marker=paths.job_path,  # unique to this attempt on this host
+                    round_trip_s, result.clock_offset_s = start.probe(transport)
+                    result.round_trip_s = round(round_trip_s, 3)
+                    release_epoch = barrier.arm(name, round_trip_s)
+                    result.exit_code = _run_at_release(
+                        spec, transport, argv, paths, local_dir, result, release_epoch
                     )
                 finally:
                     transport.remove(private_files)
@@ -172,10 +161,55 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                     _fetch_what_exists(transport, tool, paths, local_output)
                 if remote:
                     _tidy_remote_attempts(transport, paths.workdir, host.keep_attempts)
+    except start.StartAborted as error:
+        result.error = f"host {name}: {error}"
     except HostError as error:
         result.error = "\n".join([str(error), *getattr(error, "__notes__", ())])
     except Exception as error:  # reported per host; the iteration fails as a whole below
         result.error = f"host {name}: {type(error).__name__}: {error}"
+    finally:  # a host that failed before the start must not leave the others waiting
+        barrier.leave(name, f"host {name} failed before the synchronized start")
+
+
+def _prepare_host(spec: RunSpec, tool, transport, host: Host, paths: HostPaths, job_text: str,
+                  local_dir: Path, attempt: int) -> bool:  # fmt: skip
+    """Folders, room on the target and the job file; whether the work folder is remote."""
+    if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
+        transport.kill_matching(stale_attempts_marker(paths.workdir))
+    remote = paths.workdir != str(local_dir.resolve())
+    if remote:  # attempts are numbered locally: this folder is another session's
+        transport.fresh_dir(paths.workdir)
+    else:
+        transport.mkdirs(paths.workdir)
+    for target_directory in tool.target_directories(spec.target, host.name):
+        transport.mkdirs(target_directory)
+    needed = tool.bytes_per_host(spec.params)
+    directory = tool.target_directory(spec.target, host.name)
+    if needed and directory and spec.target.get("type") == "directory":
+        room.check_room(transport, directory, needed, spec.run_id)
+    transport.put_text(job_text, paths.job_path)
+    if tool.output_is_folder:
+        transport.mkdirs(paths.output_path)
+    return remote
+
+
+def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths, local_dir: Path,
+                    result: HostResult, release_epoch: float) -> int:  # fmt: skip
+    """Launch argv to start at the release instant; record when it started on the host."""
+    stderr_path = local_dir / f"{result.name}.stderr"
+    result.launch_time = now()
+    wait_s = max(0.0, release_epoch - time.time())
+    exit_code = transport.run(
+        start.at_release(argv, release_epoch),
+        timeout_s=spec.timeout_s + wait_s,  # the tool keeps its whole time limit
+        stdout_path=local_dir / f"{result.name}.stdout",
+        stderr_path=stderr_path,
+        marker=paths.job_path,  # unique to this attempt on this host
+    )
+    stamp = start.take_stamp(stderr_path)
+    result.start_time = start.iso(stamp) if stamp is not None else result.launch_time
+    result.start_time_source = "host" if stamp is not None else "controller"
+    return exit_code
 
 
 def _command_with_secrets(
@@ -367,11 +401,12 @@ def _run_standalone(
     private = credentials is not None
     paths = [host_paths(host, tool, local_dir, remote_dir(host), private=private) for host in hosts]
     results = [HostResult(name=host.name) for host in hosts]
+    barrier = start.StartBarrier(len(hosts))
     threads = [
         threading.Thread(
             target=_run_on_host,
             args=(spec, host, host_paths_, job_texts[host.name], local_dir, result, credentials),
-            kwargs={"attempt": attempt},
+            kwargs={"attempt": attempt, "barrier": barrier},
             name=f"run-{host.name}",
             daemon=True,
         )
@@ -381,12 +416,13 @@ def _run_standalone(
     try:
         for thread in threads:
             thread.start()
-        schedule = faults.schedule_for_run(spec, hosts, paths, results, threads)
+        schedule = faults.schedule_for_run(spec, hosts, paths, barrier.released, threads)
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
     except KeyboardInterrupt:
         hold_signals()
+        barrier.abort("the run was interrupted")  # a host still preparing never starts
         _kill_everywhere(hosts, paths, local_dir, tool)
         if schedule is not None:  # a paused or cut-off device is restored even now
             atomic.write_json(local_dir / FAULTS_RECORD, schedule.finish(interrupted=True))
@@ -398,21 +434,32 @@ def _run_standalone(
     if any(r.error or r.exit_code != 0 for r in results):
         message = _failure_message(spec, results, local_dir)
         raise RunError(scrub(message, credentials.values()) if credentials else message)
-    placement["hosts"] = [
-        {
-            "name": r.name,
-            "command": r.command,
-            "exit_code": r.exit_code,
-            "start_time": r.start_time,
-            "end_time": r.end_time,
-            "tool_version": r.tool_version,
-            "output": tool.output_name(r.name),
-            "stdout": f"{r.name}.stdout",
-            "stderr": f"{r.name}.stderr",
-        }
-        for r in results
-    ]
+    placement["hosts"] = [_host_record(tool, r) for r in results]
+    if barrier.release_epoch is not None:
+        placement["release_time"] = start.iso(barrier.release_epoch)
+    placement["start_skew_s"] = start.skew_s([r.start_time for r in results if r.start_time])
     return placement
+
+
+def _host_record(tool, result: HostResult) -> dict:
+    record = {
+        "name": result.name,
+        "command": result.command,
+        "exit_code": result.exit_code,
+        "start_time": result.start_time,
+        "start_time_source": result.start_time_source,
+        "launch_time": result.launch_time,
+        "end_time": result.end_time,
+        "tool_version": result.tool_version,
+        "output": tool.output_name(result.name),
+        "stdout": f"{result.name}.stdout",
+        "stderr": f"{result.name}.stderr",
+    }
+    if result.round_trip_s is not None:
+        record["round_trip_s"] = result.round_trip_s
+    if result.clock_offset_s is not None:
+        record["clock_offset_s"] = result.clock_offset_s
+    return record
 
 
 # -- the controller watch ------------------------------------------------------------------

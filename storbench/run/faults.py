@@ -240,12 +240,14 @@ def _text(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def schedule_for_run(spec: RunSpec, hosts: list, paths: list, results: list, threads: list):
+def schedule_for_run(
+    spec: RunSpec, hosts: list, paths: list, started: Callable[[], bool], threads: list
+):
     """Start the run's fault schedule beside its host threads; None without faults.
 
-    ``hosts``/``paths``/``results``: the run's Host, HostPaths and HostResult lists (in
-    the same order); the workload counts as started when every host has started its tool
-    (or failed), and as done when every host thread has ended.
+    ``hosts``/``paths``: the run's Host and HostPaths lists (in the same order); the
+    workload counts as started when ``started()`` (the hosts' release instant has passed),
+    and as done when every host thread has ended.
     """
     if not spec.faults:
         return None
@@ -260,7 +262,7 @@ def schedule_for_run(spec: RunSpec, hosts: list, paths: list, results: list, thr
         planned=actions(spec.faults),
         run_on_host=run_on_host,
         job_files={host.name: path.job_path for host, path in zip(hosts, paths, strict=True)},
-        started=lambda: all(r.start_time or r.error for r in results),
+        started=started,
         workload_done=lambda: not any(thread.is_alive() for thread in threads),
     )
     schedule.start()

@@ -1,0 +1,158 @@
+"""A synchronized start of a standalone run: every host armed, then released at one instant.
+
+Each host thread prepares its host, measures how long a trivial command takes there, and
+waits at the barrier. When the last host arrives, the release time is set a little ahead
+(twice the slowest round trip plus a floor, capped), and each host's command is wrapped in
+a shell that sleeps on the host until then, prints the host's own start stamp on stderr
+and execs the tool. The stamp is taken back out of the stderr file after the run. A host
+that fails before arming aborts the barrier, so the others stop instead of waiting.
+Standard library only: this is the benchmark path.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from pathlib import Path
+
+from storbench.core.atomic import atomic_output
+from storbench.hosts.transport import SHELL_TIMEOUT_S
+
+MARGIN_FLOOR_S = 0.2  # on top of twice the slowest host's round trip
+MARGIN_CAP_S = 5.0  # a host slower than this starts late, and the skew shows it
+STAMP_PREFIX = "storbench-start-epoch "
+STAMP_SEARCH_BYTES = 64 * 1024  # the stamp precedes the tool's output (a login rc file may not)
+WRAPPER_NAME = "storbench-start"  # $0 of the wrapper shell, shown in ps
+# $1: the release time (epoch seconds); then the tool's argv. GNU date gives nanoseconds; a
+# date without %N prints a literal N, and whole seconds are used instead.
+WRAPPER_SCRIPT = (
+    "release=$1; shift; "
+    'epoch() { t=$(date +%s.%N); case $t in *[!0-9.]*|"") t=$(date +%s);; esac; echo "$t"; }; '
+    'delay=$(LC_ALL=C awk -v r="$release" -v n="$(epoch)" '
+    "'BEGIN { d = r - n; printf \"%.6f\", (d > 0 ? d : 0) }'); "
+    'sleep "${delay:-0}"; '
+    f'echo "{STAMP_PREFIX}$(epoch)" >&2; '
+    'exec "$@"'
+)
+
+
+class StartAborted(RuntimeError):
+    """Another host failed before the start (or the run was interrupted): this one did not run."""
+
+
+class StartBarrier:
+    """Arms the run's hosts (one thread each) and picks the instant they all start at."""
+
+    def __init__(self, hosts: int):
+        self._barrier = threading.Barrier(hosts, action=self._pick_release)
+        self._hosts = hosts
+        self._round_trips: list[float] = []
+        self._armed: set[str] = set()
+        self._lock = threading.Lock()
+        self._why_aborted = ""
+        self.release_epoch: float | None = None
+
+    def arm(self, host: str, round_trip_s: float) -> float:
+        """Wait until every host is armed; the release time (epoch seconds, our clock)."""
+        with self._lock:
+            self._round_trips.append(round_trip_s)
+            self._armed.add(host)
+        try:
+            self._barrier.wait()
+        except threading.BrokenBarrierError:
+            raise StartAborted(f"not started: {self._why_aborted}") from None
+        assert self.release_epoch is not None  # set by the barrier's action
+        return self.release_epoch
+
+    def leave(self, host: str, why: str) -> None:
+        """A host thread ends: one that never armed aborts the barrier, naming ``why``."""
+        if host not in self._armed:
+            self.abort(why)
+
+    def abort(self, why: str) -> None:
+        with self._lock:
+            if not self._barrier.broken and not self._why_aborted:
+                self._why_aborted = why
+        self._barrier.abort()
+
+    def released(self) -> bool:
+        """Whether the release instant has passed (the workload has started)."""
+        return self.release_epoch is not None and time.time() >= self.release_epoch
+
+    def _pick_release(self) -> None:
+        if self._hosts == 1:  # nothing to synchronize with
+            margin = 0.0
+        else:
+            margin = min(2 * max(self._round_trips) + MARGIN_FLOOR_S, MARGIN_CAP_S)
+        self.release_epoch = time.time() + margin
+
+
+def probe(transport) -> tuple[float, float | None]:
+    """(seconds a trivial command takes on the host, its clock minus ours or None)."""
+    before, began = time.time(), time.monotonic()
+    rc, out, _ = transport.shell("date +%s.%N", timeout_s=SHELL_TIMEOUT_S)
+    round_trip = time.monotonic() - began
+    after = time.time()
+    try:
+        host_clock = float(out.strip()) if rc == 0 else None
+    except ValueError:  # no %N in this date: the offset is unknown
+        host_clock = None
+    if host_clock is None:
+        return round_trip, None
+    return round_trip, round(host_clock - (before + after) / 2, 3) + 0.0  # + 0.0: never -0.0
+
+
+def at_release(argv: list[str], release_epoch: float) -> list[str]:
+    """argv run on the host at release_epoch (its own clock), its start stamped on stderr."""
+    return ["sh", "-c", WRAPPER_SCRIPT, WRAPPER_NAME, f"{release_epoch:.6f}", *map(str, argv)]
+
+
+def take_stamp(stderr_path: Path) -> float | None:
+    """The host's start stamp (epoch seconds) from the tool's stderr file, whose stamp line
+    is then removed: the file keeps only what the tool wrote. None without a stamp."""
+    try:
+        with open(stderr_path, "rb") as stream:
+            head = stream.read(STAMP_SEARCH_BYTES)
+    except OSError:
+        return None
+    at = _stamp_line_start(head)
+    end = -1 if at is None else head.find(b"\n", at)
+    if at is None or end < 0:
+        return None
+    try:
+        stamp = float(head[at + len(STAMP_PREFIX) : end])
+    except ValueError:
+        return None
+    _drop_bytes(stderr_path, at, end + 1)
+    return stamp
+
+
+def _stamp_line_start(head: bytes) -> int | None:
+    prefix = STAMP_PREFIX.encode()
+    if head.startswith(prefix):
+        return 0
+    found = head.find(b"\n" + prefix)
+    return None if found < 0 else found + 1
+
+
+def _drop_bytes(path: Path, start: int, end: int) -> None:
+    with open(path, "rb") as source, atomic_output(path) as tmp, open(tmp, "wb") as sink:
+        sink.write(source.read(start))
+        source.seek(end)
+        while chunk := source.read(1 << 20):
+            sink.write(chunk)
+
+
+def iso(epoch: float) -> str:
+    """An epoch time in the manifest's format (attempt.now())."""
+    moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds")
+
+
+def skew_s(start_times: list[str]) -> float | None:
+    """Latest minus earliest start (ISO times); None for fewer than two hosts."""
+    moments = [datetime.datetime.fromisoformat(t) for t in start_times if t]
+    if len(moments) < 2:
+        return None
+    return round((max(moments) - min(moments)).total_seconds(), 3)

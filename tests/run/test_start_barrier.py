@@ -1,0 +1,212 @@
+"""A standalone run's synchronized start: every host armed at a barrier, then released at one
+instant; each host's own start stamp recorded, and the skew. Real fio, real shells; a host
+that fails before the start makes the run fail without leaving the others waiting."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shlex
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from storbench.analysis import ingest
+from storbench.core.model import Host
+from storbench.core.specs import Manifest, RunSpec
+from storbench.hosts.transport import LocalTransport
+from storbench.run import engine, start
+from storbench.run.attempt import RunError
+
+SPREAD_BOUND_S = 0.5  # a correctness bound (hosts start together), not a timing benchmark
+RUN_BOUND_S = 60.0  # a run that waits longer than this for a failed host hangs
+
+
+def fio_run(tmp_path: Path, hosts: list[dict]) -> tuple[RunSpec, Path]:
+    job = tmp_path / "job.fio"
+    job.write_text(f"[w]\ndirectory={tmp_path / 'target'}\nrw=write\nbs=64k\nsize=1m\n")
+    spec = RunSpec(
+        experiment="e",
+        run_id="r",
+        tool="fio",
+        target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
+        params={},
+        hosts=tuple(hosts),
+        timeout_s=60,
+    )
+    return spec, job
+
+
+def local_hosts(tmp_path: Path, names: list[str]) -> list[dict]:
+    return [{"name": name, "transport": "local", "workdir": str(tmp_path / "w")} for name in names]
+
+
+def moment(iso: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(iso)
+
+
+def assert_started_together(manifest: Manifest) -> None:
+    starts = [moment(h["start_time"]) for h in manifest.hosts]
+    assert {h["start_time_source"] for h in manifest.hosts} == {"host"}
+    assert manifest.release_time is not None
+    release = moment(manifest.release_time)
+    assert all(release <= started for started in starts)
+    assert all(moment(h["launch_time"]) <= release for h in manifest.hosts)
+    spread = (max(starts) - min(starts)).total_seconds()
+    assert manifest.start_skew_s == pytest.approx(spread, abs=0.001)
+    assert manifest.start_skew_s < SPREAD_BOUND_S
+
+
+def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path):
+    names = ["h1", "h2", "h3"]
+    spec, job = fio_run(tmp_path, local_hosts(tmp_path, names))
+    manifest_path = tmp_path / "results/it1/run.json"
+    manifest = engine.run_iteration(spec, 1, str(job), str(manifest_path))
+
+    assert_started_together(manifest)
+    assert json.loads(manifest_path.read_text())["start_skew_s"] == manifest.start_skew_s
+    raw = manifest_path.parent / "a1"
+    for host in manifest.hosts:
+        assert host["exit_code"] == 0
+        assert host["command"][0] == "env"  # the tool's own command, not the start wrapper
+        written = json.loads((raw / host["output"]).read_text())["jobs"][0]["write"]["io_bytes"]
+        assert written == 1 << 20
+        assert start.STAMP_PREFIX not in (raw / host["stderr"]).read_text()  # taken out
+    rows, _ = ingest.manifest_rows(manifest, manifest_path.parent)
+    assert {row["start_skew_s"] for row in rows} == {manifest.start_skew_s}
+    host_starts = {row["host"]: row["start_time"] for row in rows if row["host"] in names}
+    assert host_starts == {h["name"]: h["start_time"] for h in manifest.hosts}
+
+
+@pytest.fixture
+def silent_port():
+    """A port that accepts connections and never speaks SSH (a hung host's banner)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        yield silent.getsockname()[1]
+
+
+@pytest.mark.parametrize("failing", ["silent", "nofolder"])
+def test_a_host_failing_before_the_start_fails_the_run_without_hanging(
+    tmp_path, silent_port, failing
+):
+    """'silent' fails while the others wait armed (its SSH banner times out after 1 s);
+    'nofolder' fails at once (its lock folder cannot be made)."""
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    bad = {
+        "silent": {"name": "silent", "transport": "ssh", "address": "127.0.0.1",
+                   "port": silent_port, "connect_timeout": 1.0,
+                   "workdir": str(tmp_path / "remote")},
+        "nofolder": {"name": "nofolder", "transport": "local", "workdir": str(not_a_folder)},
+    }[failing]  # fmt: skip
+    spec, _ = fio_run(tmp_path, [*local_hosts(tmp_path, ["h1", "h2"]), bad])
+    raw = tmp_path / "raw"
+    message = str(run_standalone_bounded(spec, raw))
+    assert f"host {failing}: " in message
+    for waiting in ("h1", "h2"):
+        assert (
+            f"host {waiting}: not started: host {failing} failed before the synchronized start"
+            in message
+        )
+        assert not (raw / f"{waiting}.json").exists()  # fio never ran
+        if failing == "silent":  # prepared, so it waited armed until the abort
+            assert (raw / f"{waiting}.version").exists()
+
+
+def run_standalone_bounded(spec: RunSpec, raw_dir: Path) -> BaseException:
+    """The run's failure, from a thread that must end within RUN_BOUND_S."""
+    raw_dir.mkdir(parents=True)
+    job = f"[w]\ndirectory={raw_dir}\nrw=write\nsize=1m\n"
+    texts = {host["name"]: job for host in spec.hosts}
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            engine._run_standalone(spec, 1, 1, raw_dir, texts)
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(RUN_BOUND_S)
+    assert not thread.is_alive(), "the run still waits for a host that failed"
+    (failure,) = outcome
+    assert isinstance(failure, RunError)
+    return failure
+
+
+AWKWARD_ARGV = ["it's", 'a "quoted" word', "two  spaces", "$HOME", "back\\slash", "*", ""]
+
+
+def test_the_start_wrapper_passes_every_argument_as_it_is_and_stamps_its_start(tmp_path):
+    release = time.time() + 0.3
+    wrapped = start.at_release(["printf", "%s\\n", *AWKWARD_ARGV], release)
+    transport = LocalTransport(Host(name="local", transport="local"))
+    # as the SSH transport sends it: one command line for the host's shell
+    rc, out, err = transport.shell(shlex.join(wrapped), timeout_s=30)
+    assert rc == 0
+    assert out.split("\n")[:-1] == AWKWARD_ARGV
+    (stamp_line,) = err.splitlines()
+    stamp = float(stamp_line.removeprefix(start.STAMP_PREFIX))
+    assert release <= stamp < release + SPREAD_BOUND_S
+    # as the local transport starts it: an argv
+    done = subprocess.run(wrapped[:4] + ["0", *wrapped[5:]], capture_output=True, text=True)
+    assert done.stdout.split("\n")[:-1] == AWKWARD_ARGV
+
+
+DATE_WITHOUT_NANOSECONDS = """#!/bin/sh
+case "$1" in
+  *%N*) echo "$(/bin/date +%s).N" ;;
+  *) exec /bin/date "$@" ;;
+esac
+"""
+
+
+def test_without_nanoseconds_the_host_waits_in_whole_seconds(tmp_path):
+    """A date without %N (it prints a literal N) still starts the tool, stamped in seconds."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_date = bin_dir / "date"
+    fake_date.write_text(DATE_WITHOUT_NANOSECONDS)
+    fake_date.chmod(0o755)
+    release = time.time() + 0.2
+    command = ["env", f"PATH={bin_dir}:/usr/bin:/bin", *start.at_release(["echo", "ran"], release)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert done.stdout == "ran\n"
+    stamp = float(done.stderr.strip().removeprefix(start.STAMP_PREFIX))
+    assert stamp == int(stamp) and stamp >= int(release)
+
+
+def test_the_stamp_is_taken_out_of_the_stderr_file(tmp_path):
+    stderr = tmp_path / "h.stderr"
+    stderr.write_text(f"login noise\n{start.STAMP_PREFIX}1700000000.250000000\nfio: a warning\n")
+    assert start.take_stamp(stderr) == 1700000000.25
+    assert stderr.read_text() == "login noise\nfio: a warning\n"
+    assert start.take_stamp(stderr) is None  # nothing left to take
+    assert stderr.read_text() == "login noise\nfio: a warning\n"
+    assert start.iso(1700000000.25) == "2023-11-14T22:13:20.250+00:00"
+
+
+def test_three_ssh_hosts_start_together(ssh_lab, tmp_path):
+    hosts = [
+        Host(
+            name=server.address,
+            transport="ssh",
+            user="root",
+            port=server.port,
+            identity=str(ssh_lab.client_key),
+            known_hosts=str(ssh_lab.known_hosts),
+            workdir=str(tmp_path / "remote" / server.address),
+        ).to_dict()
+        for server in ssh_lab.servers[:3]
+    ]
+    spec, job = fio_run(tmp_path, hosts)
+    manifest = engine.run_iteration(spec, 1, str(job), str(tmp_path / "results/it1/run.json"))
+    assert_started_together(manifest)
+    assert all(h["exit_code"] == 0 for h in manifest.hosts)
