@@ -148,9 +148,7 @@ def iteration_outliers(table, *, host: str = ALL_HOSTS) -> pd.DataFrame:
     iops_flags = [flag for start, stop in bounds for flag in outlier_mask(iops[start:stop])]
     flagged = frame[[*CELL_KEYS, "iteration"]].assign(bw_outlier=bw_flags, iops_outlier=iops_flags)
     positions = [
-        position
-        for index in _summary_order(frame, bounds)
-        for position in range(*bounds[index])
+        position for index in _summary_order(frame, bounds) for position in range(*bounds[index])
     ]
     return flagged.iloc[positions].reset_index(drop=True)[list(ITERATION_OUTLIER_COLUMNS)]
 
