@@ -109,11 +109,14 @@ class Transport:
     def check_file_transfer(self) -> None:
         """Raise HostError unless files can be copied to and from the host (SFTP, for SSH)."""
 
-    def run(self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None) -> int:
+    def run(
+        self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None, program=None
+    ) -> int:
         """Run argv under `timeout`, streaming output to local files; return its exit code.
 
         124 means timed out. ``marker`` must occur in the command line: an interrupted
-        run kills the processes matching it before re-raising.
+        run kills the processes matching it before re-raising. ``program``: the name errors
+        give the command (argv's own program by default; a wrapper names what it runs).
         """
         raise NotImplementedError
 
@@ -179,9 +182,12 @@ class Transport:
 class LocalTransport(Transport):
     """The machine running storbench itself."""
 
-    def run(self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None) -> int:
+    def run(
+        self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None, program=None
+    ) -> int:
         command = _parent_death_argv() + _timeout_argv(argv, timeout_s, marker)
         backstop_s = timeout_s + KILL_AFTER_S + BACKSTOP_S
+        program = program or program_name(argv)
         with _open_output(stdout_path) as out, _open_output(stderr_path) as err:
             try:
                 # A new session keeps terminal Ctrl-C away from the tool; we kill it ourselves.
@@ -190,13 +196,13 @@ class LocalTransport(Transport):
                     cwd=cwd, start_new_session=True,
                 )  # fmt: skip
             except OSError as exc:
-                raise self._error(f"cannot start {_program_name(argv)}: {_describe(exc)}") from exc
+                raise self._error(f"cannot start {program}: {_describe(exc)}") from exc
             try:
                 return proc.wait(timeout=backstop_s)
             except BaseException as exc:
                 _kill_process_group(proc)
                 if isinstance(exc, subprocess.TimeoutExpired):
-                    reason = f"{_program_name(argv)} still running after {backstop_s:.0f}s; killed"
+                    reason = f"{program} still running after {backstop_s:.0f}s; killed"
                     raise self._error(reason) from exc
                 raise
 
@@ -278,7 +284,9 @@ class SSHTransport(Transport):
     def check_file_transfer(self) -> None:
         self._sftp_client()
 
-    def run(self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None) -> int:
+    def run(
+        self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None, program=None
+    ) -> int:
         guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME]
         command = shlex.join(guarded + _timeout_argv(argv, timeout_s, marker))
         if cwd is not None:
@@ -288,7 +296,7 @@ class SSHTransport(Transport):
         with _open_output(stdout_path) as out, _open_output(stderr_path) as err:
             channel = None
             try:
-                action = f"running {_program_name(argv)}"
+                action = f"running {program or program_name(argv)}"
                 with self._translating(action):
                     channel = self._exec(command, keep_stdin=True)  # the guard watches it
                     return self._pump(channel, out, err, deadline, action=action, watch=True)
@@ -568,7 +576,7 @@ def _timeout_argv(argv, timeout_s: float, marker: str) -> list[str]:
     return ["timeout", "-s", "TERM", "-k", str(KILL_AFTER_S), seconds, *map(str, argv)]
 
 
-def _program_name(argv) -> str:
+def program_name(argv) -> str:
     """The program argv runs, looking through `env NAME=value ...`."""
     words = list(map(str, argv))
     if posixpath.basename(words[0]) == "env":

@@ -33,6 +33,7 @@ from storbench.hosts.transport import (
     HostError,
     hold_signals,
     open_transport,
+    program_name,
     raise_interrupt,
 )
 from storbench.run import faults, room, start, target_lock
@@ -205,6 +206,7 @@ def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths,
         stdout_path=local_dir / f"{result.name}.stdout",
         stderr_path=stderr_path,
         marker=paths.job_path,  # unique to this attempt on this host
+        program=program_name(argv),  # errors name the tool, not the start wrapper
     )
     stamp = start.take_stamp(stderr_path)
     result.start_time = start.iso(stamp) if stamp is not None else result.launch_time
