@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from storbench.core import histogram
 from storbench.core.aggregate import (
@@ -30,6 +31,7 @@ OPS = ("read", "write", "trim")
 ALL_CLIENTS = "All clients"
 
 _DOCUMENT_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
+_DOCUMENT_START_BYTES = re.compile(_DOCUMENT_START.pattern.encode(), re.MULTILINE)
 
 _PARAMETER_PARSERS = {
     "rw": str,
@@ -66,12 +68,17 @@ FIO_BIN_KEYS = fio_bin_keys()
 # --- documents ---------------------------------------------------------------------------
 
 
-def load_documents(text: str, *, source: str = "fio output") -> list[dict]:
+def load_documents(text: str | bytes, *, source: str = "fio output") -> list[dict]:
     """All JSON documents in fio's output text, skipping non-JSON lines around them.
+    Bytes are read as UTF-8, with U+FFFD for what is not.
 
     A document cut short after the last complete one is an error: with --status-interval
     the complete ones are interim reports, and the cut one was the final report.
     """
+    if isinstance(text, bytes):
+        if (single := _one_ascii_document(text)) is not None:
+            return [single]
+        text = text.decode("utf-8", errors="replace")
     first = _DOCUMENT_START.search(text)
     if first is not None and (single := _one_document(text, first.start())) is not None:
         return [single]
@@ -114,6 +121,25 @@ def _one_document(text: str, start: int) -> dict | None:
     return document if isinstance(document, dict) else None
 
 
+def _one_ascii_document(raw: bytes) -> dict | None:
+    """The only document of an ASCII output without note lines in it (fio's usual output),
+    decoded by orjson from the bytes in place; None leaves it to the text's way."""
+    if not raw.isascii():
+        return None
+    first = _DOCUMENT_START_BYTES.search(raw)
+    if first is None or raw.find(b"<", first.start()) != -1:
+        return None
+    try:
+        import orjson  # lazy: parsing only
+    except ImportError:
+        return None
+    try:
+        document = orjson.loads(memoryview(raw)[first.start() : _stripped_end(raw)])
+    except orjson.JSONDecodeError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
 def _document_text(text: str, start: int) -> str:
     """text[start:].rstrip() without the '<host> ...' note lines fio --client puts between
     the document's lines after its first (each cut with the line break before it), copied
@@ -133,7 +159,7 @@ def _document_text(text: str, start: int) -> str:
     return pieces[0] if len(pieces) == 1 else "".join(pieces)
 
 
-def _stripped_end(text: str, chunk: int = 4096) -> int:
+def _stripped_end(text: str | bytes, chunk: int = 4096) -> int:
     """len(text.rstrip()), without copying the text."""
     end = len(text)
     while end:
@@ -418,7 +444,7 @@ def _percentiles(stats: dict, bin_values: histogram.BinValues) -> dict:
 
 
 def parse_outputs(
-    outputs: list[tuple[str | None, str]],
+    outputs: Sequence[tuple[str | None, str | bytes]],
     *,
     base: dict,
     client_names: dict | None = None,

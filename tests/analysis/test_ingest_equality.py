@@ -258,3 +258,28 @@ def test_quick_check_needs_a_latency_too():
     with pytest.raises(FioOutputError, match="lat_ns"):
         _op_stats({"read": stats}, "read", "job", None, "fio output")
     assert _op_stats({"read": fio_stats()}, "read", "job", None, "fio output")["iops"] == 0.2
+
+
+FIO_OUTPUTS = sorted(FIO.rglob("*.json")) + sorted(FIO.glob("*.txt"))
+ODD_OUTPUTS = [
+    b'\xff\xfe junk\n{"jobs": []}\n',  # not UTF-8: the text's way
+    b'{"jobs": []}\n\x1c',  # trailing bytes str.rstrip takes and bytes.rstrip does not
+    b'<h> note\n{"jobs": [\n<h> note\n]}\n',  # note lines in the document
+    b'{"a": "<b>"}',
+    b'{"jobs": []}\n{"jobs": [1]}\n',  # two documents (status-interval reports)
+    b"[1, 2]",
+    b'{"jobs": [',
+]
+
+
+@pytest.mark.parametrize("raw", [p.read_bytes() for p in FIO_OUTPUTS] + ODD_OUTPUTS)
+def test_documents_from_bytes_equal_those_from_the_text(raw):
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        expected = load_documents(text, source="out")
+    except FioOutputError as error:
+        with pytest.raises(FioOutputError) as raised:
+            load_documents(raw, source="out")
+        assert str(raised.value) == str(error)
+        return
+    assert load_documents(raw, source="out") == expected
