@@ -6,8 +6,10 @@ the hosts' percentiles; without bins on every row the aggregate has no percentil
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
+from collections.abc import Iterator
 
 from storbench.core import histogram
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
@@ -26,15 +28,14 @@ _CLONE_LABEL = re.compile(r"^(?P<base>.*)\[\d+\]$")  # fio numjobs clones: name[
 
 def histogram_percentiles(values: list[int], counts: list[int], basis: str) -> dict:
     """The percentile columns, basis and bins of one histogram."""
-    return {
-        **dict(
-            zip(PERCENTILE_COLUMNS, histogram.percentiles(values, counts, PERCENTILES), strict=True)
-        ),
-        "lat_basis": basis,
-        "pct_source": "histogram",
-        "hist_ns": values,
-        "hist_count": counts,
-    }
+    columns = dict(
+        zip(PERCENTILE_COLUMNS, histogram.percentiles(values, counts, PERCENTILES), strict=True)
+    )
+    columns["lat_basis"] = basis
+    columns["pct_source"] = "histogram"
+    columns["hist_ns"] = values
+    columns["hist_count"] = counts
+    return columns
 
 
 def no_percentiles() -> dict:
@@ -63,8 +64,8 @@ def _aggregate(job, op, group: list[dict]) -> dict:
         "host": ALL_HOSTS,
         "job": job,
         "op": op,
-        **{column: _sum(row.get(column) for row in group) for column in SUMMED},
-        "duration_s": _max(row.get("duration_s") for row in group),
+        **{column: _sum(_column(group, column)) for column in SUMMED},
+        "duration_s": _max(_column(group, "duration_s")),
         **_pooled_latency(group),
         **_merged_percentiles(group),
     }
@@ -72,10 +73,10 @@ def _aggregate(job, op, group: list[dict]) -> dict:
 
 def _shared_columns(group: list[dict]) -> dict:
     """Parameter/provenance columns: the common value, else None (or the values joined)."""
-    columns = {key for row in group for key in row} - _METRICS - _PER_ROW_IDENTITY
+    columns = set().union(*group) - _METRICS - _PER_ROW_IDENTITY
     shared = {}
     for column in sorted(columns):
-        values = list(dict.fromkeys(row.get(column) for row in group))
+        values = list(dict.fromkeys(_column(group, column)))
         if len(values) == 1:
             shared[column] = values[0]
         elif column in _JOINED_WHEN_DIFFERENT:
@@ -83,6 +84,11 @@ def _shared_columns(group: list[dict]) -> dict:
         else:
             shared[column] = None
     return shared
+
+
+def _column(group: list[dict], column: str) -> Iterator:
+    """row.get(column) of each row (a map: the groups are large)."""
+    return map(dict.get, group, itertools.repeat(column))
 
 
 def _sum(values):

@@ -241,14 +241,14 @@ class FioAdapter(ToolAdapter):
             path = raw_dir / manifest.controller["output"]
             client_names = {host["endpoint"]: host["name"] for host in manifest.hosts}
             return fio_json.parse_outputs(
-                [(None, _output_text(path))],
+                [(None, _output_bytes(path))],
                 base=base,
                 client_names=client_names,
                 sources=[str(path)],
             )
         paths = [raw_dir / host["output"] for host in manifest.hosts]
         outputs = [
-            (host["name"], _output_text(path))
+            (host["name"], _output_bytes(path))
             for host, path in zip(manifest.hosts, paths, strict=True)
         ]
         return fio_json.parse_outputs(outputs, base=base, sources=[str(p) for p in paths])
@@ -346,11 +346,15 @@ def path_problem(path: str) -> str | None:
 
 def _output_text(path: Path) -> str:
     """A raw output as text; bytes that are not UTF-8 (a wrapper's junk) become U+FFFD."""
+    return _output_bytes(path).decode("utf-8", errors="replace")
+
+
+def _output_bytes(path: Path) -> bytes:
     # parsing only: render and run stay light
     from storbench.tools.fio_json import FioOutputError
 
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        return path.read_bytes()
     except OSError as error:
         raise FioOutputError(f"{path}: cannot read fio output: {error.strerror}") from None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from storbench.core import histogram
 from storbench.core.aggregate import (
@@ -30,6 +31,7 @@ OPS = ("read", "write", "trim")
 ALL_CLIENTS = "All clients"
 
 _DOCUMENT_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
+_DOCUMENT_START_BYTES = re.compile(_DOCUMENT_START.pattern.encode(), re.MULTILINE)
 
 _PARAMETER_PARSERS = {
     "rw": str,
@@ -47,15 +49,36 @@ class FioOutputError(ToolOutputError):
     pass
 
 
+def fio_bin_keys(bits: int = 6, groups: int = 29) -> dict[str, int]:
+    """{key: value} of every latency bin fio 3.x can print in json+: stat.h's
+    FIO_IO_U_PLAT_BITS and FIO_IO_U_PLAT_GROUP_NR, the value by stat.c's plat_idx_to_val."""
+    per_group = 1 << bits
+    values = list(range(2 * per_group))  # exact below 2 * per_group
+    for index in range(2 * per_group, groups * per_group):
+        error_bits = (index >> bits) - 1
+        # the middle of the bucket: base + (k + 0.5) * 2**error_bits
+        middle = ((index % per_group) << error_bits) + (1 << (error_bits - 1))
+        values.append((1 << (error_bits + bits)) + middle)
+    return {str(value): value for value in values}
+
+
+FIO_BIN_KEYS = fio_bin_keys()
+
+
 # --- documents ---------------------------------------------------------------------------
 
 
-def load_documents(text: str, *, source: str = "fio output") -> list[dict]:
+def load_documents(text: str | bytes, *, source: str = "fio output") -> list[dict]:
     """All JSON documents in fio's output text, skipping non-JSON lines around them.
+    Bytes are read as UTF-8, with U+FFFD for what is not.
 
     A document cut short after the last complete one is an error: with --status-interval
     the complete ones are interim reports, and the cut one was the final report.
     """
+    if isinstance(text, bytes):
+        if (single := _one_ascii_document(text)) is not None:
+            return [single]
+        text = text.decode("utf-8", errors="replace")
     first = _DOCUMENT_START.search(text)
     if first is not None and (single := _one_document(text, first.start())) is not None:
         return [single]
@@ -91,14 +114,61 @@ def _one_document(text: str, start: int) -> dict | None:
         import orjson  # lazy: parsing only
     except ImportError:  # the standard library's decoder below does the same, slower
         return None
-    body = text[start:].rstrip()
-    if "\n<" in body:  # fio --client puts '<host> ...' note lines between the document's lines
-        body = "\n".join(line for line in body.split("\n") if not line.startswith("<"))
     try:
-        document = orjson.loads(body)
+        document = orjson.loads(_document_text(text, start))
     except orjson.JSONDecodeError:
         return None
     return document if isinstance(document, dict) else None
+
+
+def _one_ascii_document(raw: bytes) -> dict | None:
+    """The only document of an ASCII output without note lines in it (fio's usual output),
+    decoded by orjson from the bytes in place; None leaves it to the text's way."""
+    if not raw.isascii():
+        return None
+    first = _DOCUMENT_START_BYTES.search(raw)
+    if first is None or raw.find(b"<", first.start()) != -1:
+        return None
+    try:
+        import orjson  # lazy: parsing only
+    except ImportError:
+        return None
+    try:
+        document = orjson.loads(memoryview(raw)[first.start() : _stripped_end(raw)])
+    except orjson.JSONDecodeError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _document_text(text: str, start: int) -> str:
+    """text[start:].rstrip() without the '<host> ...' note lines fio --client puts between
+    the document's lines after its first (each cut with the line break before it), copied
+    once: the output is large."""
+    end = _stripped_end(text)
+    pieces = []
+    kept_from = searched_from = start
+    # a one-character find scans at memchr speed; '<' is rare outside the note lines
+    while (mark := text.find("<", searched_from, end)) != -1:
+        searched_from = mark + 1
+        if mark == start or text[mark - 1] != "\n":
+            continue
+        pieces.append(text[kept_from : mark - 1])
+        line_end = text.find("\n", mark, end)
+        kept_from = searched_from = end if line_end == -1 else line_end
+    pieces.append(text[kept_from:end])
+    return pieces[0] if len(pieces) == 1 else "".join(pieces)
+
+
+def _stripped_end(text: str | bytes, chunk: int = 4096) -> int:
+    """len(text.rstrip()), without copying the text."""
+    end = len(text)
+    while end:
+        tail = text[max(0, end - chunk) : end]
+        kept = len(tail.rstrip())
+        end -= len(tail) - kept
+        if kept:
+            break
+    return end
 
 
 def _first_line(text: str) -> str:
@@ -147,12 +217,14 @@ def _document_rows(doc: dict, host, base: dict, client_names: dict, source: str)
     labels = _job_labels(entries)
     inherited = {key: value for key, value in base.items() if key in _schema_columns()}
     global_options = doc.get("global options") or {}
+    parameters = ParameterCache(base)
+    bin_values = histogram.BinValues(FIO_BIN_KEYS)
     rows = []
     for (entry_host, entry), job in zip(entries, labels, strict=True):
         options = {**global_options, **(entry.get("job options") or {})}
         shared = {
             **inherited,
-            **_parameters(options, base),
+            **parameters.of(options),
             "host": entry_host,
             "job": job,
             "errors": _entry_errors(entry),
@@ -163,7 +235,9 @@ def _document_rows(doc: dict, host, base: dict, client_names: dict, source: str)
         for op in OPS:
             stats = _op_stats(entry, op, job, doc.get("fio version"), source)
             if stats["total_ios"] > 0:
-                rows.append({**shared, "op": op, **_op_metrics(stats)})
+                row = {**shared, "op": op}
+                _add_op_metrics(row, stats, bin_values)
+                rows.append(row)
     return rows
 
 
@@ -173,9 +247,14 @@ RATE_FIELDS = ("bw_bytes", "iops")  # fio prints these as fractions; the others 
 LATENCY_FIELDS = ("lat_ns", "clat_ns")
 
 
+NUMBER_TYPES = (int, float)
+
+
 def _op_stats(entry: dict, op: str, job: str, version, source: str) -> dict:
     """One direction's statistics, checked for the fields the rows are made of."""
     stats = entry.get(op)
+    if type(stats) is dict and _plainly_valid(stats):
+        return stats
     where = f"{source}: job {job!r}"
     if not isinstance(stats, dict):
         raise FioOutputError(f"{where} has no {op!r} statistics{_of_version(version)}")
@@ -192,6 +271,28 @@ def _op_stats(entry: dict, op: str, job: str, version, source: str) -> dict:
     for field in REQUIRED_OP_FIELDS:
         _check_number(stats, op, field, where, whole=field not in RATE_FIELDS)
     return stats
+
+
+def _plainly_valid(stats: dict) -> bool:
+    """What _op_stats accepts, in the types fio writes: the usual case, checked quickly."""
+    total = stats.get("total_ios")
+    if not _plain_count(total):
+        return False
+    return total == 0 or (
+        _plain_count(stats.get("io_bytes"))
+        and _plain_count(stats.get("runtime"))
+        and _plain_rate(stats.get("bw_bytes"))
+        and _plain_rate(stats.get("iops"))
+        and ("lat_ns" in stats or "clat_ns" in stats)
+    )
+
+
+def _plain_count(value) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _plain_rate(value) -> bool:
+    return type(value) in NUMBER_TYPES and value >= 0
 
 
 def _check_number(stats: dict, op: str, field: str, where: str, *, whole: bool) -> None:
@@ -239,6 +340,28 @@ def _job_labels(entries: list[tuple]) -> list[str]:
     return labels
 
 
+class ParameterCache:
+    """The parameter columns of each distinct set of option values (a run's clones share
+    theirs), parsed once."""
+
+    _OPTION_NAMES = tuple(_FIO_OPTION_NAMES.get(column, column) for column in _PARAMETER_PARSERS)
+
+    def __init__(self, base: dict):
+        self.base = base
+        self.parsed: dict[tuple, dict] = {}
+
+    def of(self, options: dict) -> dict:
+        values = tuple(map(options.get, self._OPTION_NAMES))
+        key = (values, tuple(map(type, values)))  # 1, 1.0 and True are equal keys, not values
+        try:
+            return self.parsed[key]
+        except KeyError:
+            parameters = self.parsed[key] = _parameters(options, self.base)
+            return parameters
+        except TypeError:  # an unhashable option value: not fio's output, parsed every time
+            return _parameters(options, self.base)
+
+
 def _parameters(options: dict, base: dict) -> dict:
     """Parameter columns from fio's options, else from base; None when neither parses."""
     parameters = {}
@@ -266,17 +389,16 @@ def _entry_errors(entry: dict) -> int:
     return 1 if entry.get("error", 0) != 0 else 0
 
 
-def _op_metrics(stats: dict) -> dict:
-    metrics = {
-        "bytes": stats.get("io_bytes"),
-        "ios": stats.get("total_ios"),
-        "duration_s": stats["runtime"] / 1000 if "runtime" in stats else None,
-        "bw_bytes_s": _float(stats.get("bw_bytes")),
-        "iops": _float(stats.get("iops")),
-    }
+def _add_op_metrics(row: dict, stats: dict, bin_values: histogram.BinValues) -> None:
+    row["bytes"] = stats.get("io_bytes")
+    row["ios"] = stats.get("total_ios")
+    row["duration_s"] = stats["runtime"] / 1000 if "runtime" in stats else None
+    row["bw_bytes_s"] = _float(stats.get("bw_bytes"))
+    row["iops"] = _float(stats.get("iops"))
     clat = stats.get("clat_ns") or {}
-    metrics["clat_mean_ns"] = float(clat["mean"]) if clat.get("N") else None
-    return {**metrics, **_latency_summary(stats.get("lat_ns") or {}), **_percentiles(stats)}
+    row["clat_mean_ns"] = float(clat["mean"]) if clat.get("N") else None
+    row.update(_latency_summary(stats.get("lat_ns") or {}))
+    row.update(_percentiles(stats, bin_values))
 
 
 def _float(value):
@@ -294,11 +416,14 @@ def _latency_summary(lat: dict) -> dict:
     }
 
 
-def _percentiles(stats: dict) -> dict:
-    for basis in ("lat", "clat"):
-        bins = (stats.get(f"{basis}_ns") or {}).get("bins")
+BASES = (("lat", "lat_ns"), ("clat", "clat_ns"))  # the percentiles' basis, first found
+
+
+def _percentiles(stats: dict, bin_values: histogram.BinValues) -> dict:
+    for basis, field in BASES:
+        bins = (stats.get(field) or {}).get("bins")
         if bins:
-            values, counts = histogram.from_mapping(bins)
+            values, counts = histogram.from_mapping(bins, bin_values)
             return histogram_percentiles(values, counts, basis)
     printed = (stats.get("clat_ns") or {}).get("percentile")
     if printed:
@@ -319,7 +444,7 @@ def _percentiles(stats: dict) -> dict:
 
 
 def parse_outputs(
-    outputs: list[tuple[str | None, str]],
+    outputs: Sequence[tuple[str | None, str | bytes]],
     *,
     base: dict,
     client_names: dict | None = None,
