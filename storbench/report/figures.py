@@ -30,6 +30,7 @@ TIMESERIES_FIGURE = "timeseries"
 PER_HOST_FIGURE = "per_host"
 FIGURES = (LATENCY_VS_IOPS_FIGURE, TIMESERIES_FIGURE, PER_HOST_FIGURE)
 MAX_PER_HOST_RUNS = 24
+MAX_FULLY_LABELLED_LINES = 3  # more block sizes per panel: labels at each line's ends only
 MAX_TIMESERIES_PANELS = 36  # beyond this a panel is too small to read; the caption says so
 PANEL_COLUMNS = 4
 
@@ -80,9 +81,11 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
         )
     ]
     fig, axes = toolkit.grid(len(panels), 2.6)
+    every_depth = len(sizes) <= MAX_FULLY_LABELLED_LINES
     for ax, (title, panel) in zip(axes, panels, strict=True):
         for index, size in enumerate(sizes):
-            _latency_line(ax, panel[panel["size"] == size].sort_values("iodepth"), size, index)
+            rows = panel[panel["size"] == size].sort_values("iodepth")
+            _latency_line(ax, rows, size, index, every_depth)
         ax.set_title(title)
         ax.set_xlabel("IOPS")
         ax.set_ylabel("latency (µs)")
@@ -92,7 +95,8 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
     toolkit.figure_legend(fig, axes)
     caption = (
         "Latency against achieved IOPS as the queue depth grows (labels at the points: "
-        "iodepth), one line per block size and a panel per access pattern. Solid: mean "
+        f"iodepth{'' if every_depth else ', at the first and last point of each line'}), "
+        "one line per block size and a panel per access pattern. Solid: mean "
         "latency weighted by I/O count; dashed: p99 from the merged histograms of all "
         f"iterations ({toolkit.basis_text(summary)}; µs, log scale). X: mean IOPS over "
         "iterations."
@@ -106,7 +110,7 @@ def _pattern_label(row) -> str:
     return f"{label} {row['op']}" if row["rw"] in toolkit.MIXED_RW else label
 
 
-def _latency_line(ax, rows: pd.DataFrame, size: str, index: int) -> None:
+def _latency_line(ax, rows: pd.DataFrame, size: str, index: int, every_depth: bool) -> None:
     if rows.empty:
         return
     color = toolkit.COLORS[index % len(toolkit.COLORS)]
@@ -126,8 +130,9 @@ def _latency_line(ax, rows: pd.DataFrame, size: str, index: int) -> None:
             linestyle="--",
             label=f"{size} p99",
         )
-    for x, y, depth in zip(iops, mean_us, rows["iodepth"], strict=True):
-        if not math.isnan(y):
+    last = len(rows) - 1
+    for position, (x, y, depth) in enumerate(zip(iops, mean_us, rows["iodepth"], strict=True)):
+        if not math.isnan(y) and (every_depth or position in (0, last)):
             ax.annotate(
                 toolkit.int_label(depth),
                 (x, y),

@@ -80,6 +80,17 @@ def test_the_figures_of_a_100_run_sweep_stay_within_their_limits():
     titles = [ax.get_title() for ax in figure.axes if ax.axison]
     assert titles[:2] == ["randread, numjobs=1", "randread, numjobs=2"]
     assert len(titles) == 10 and "A selection" not in caption  # 2 patterns × 5 numjobs fit
+    assert [len(ax.texts) for ax in figure.axes if ax.axison] == [len(DEPTHS)] * 10
+
+
+def test_crowded_latency_lines_label_only_their_first_and_last_depth():
+    rows = sweep_rows()
+    rows = pd.concat([rows.assign(bs=bs) for bs in (4096, 8192, 16384, 65536)], ignore_index=True)
+    rows["run_id"] = rows["run_id"] + "_bs" + rows["bs"].astype(str)
+    figure, caption = report_figures.latency_vs_iops_figure(stats.summarize(rows))
+    panel = next(ax for ax in figure.axes if ax.axison)
+    assert sorted(text.get_text() for text in panel.texts) == ["1", "1", "1", "1"] + ["512"] * 4
+    assert "at the first and last point of each line" in caption
 
 
 def test_a_run_id_may_wrap_after_its_underscores_and_stays_escaped():
