@@ -8,7 +8,7 @@ import pytest
 
 from storbench.core import paths
 from storbench.core.model import Host
-from tests.sshd import SshdUnavailable, SshLab
+from tests.sshd import SshdUnavailable, SshLab, lab_host
 
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 
@@ -36,18 +36,7 @@ def ssh_lab(tmp_path_factory):
 def ssh_hosts(ssh_lab, tmp_path_factory) -> list[Host]:
     """HostSpecs (transport ssh, user root) for the lab's first two servers, in address order."""
     workdirs = tmp_path_factory.mktemp("ssh-workdirs")
-    return [
-        Host(
-            name=server.address,
-            transport="ssh",
-            user="root",
-            port=server.port,
-            identity=str(ssh_lab.client_key),
-            known_hosts=str(ssh_lab.known_hosts),
-            workdir=str(workdirs / server.address),
-        )
-        for server in ssh_lab.servers[:2]
-    ]
+    return [lab_host(ssh_lab, server, workdirs / server.address) for server in ssh_lab.servers[:2]]
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storbench.core.model import Host
+
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 PRIVSEP_DIR = "/run/sshd"  # sshd refuses to start without it
@@ -229,3 +231,16 @@ def _child_pids(pid: int) -> list[int]:
 def _terminate(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
+
+
+def lab_host(lab: SshLab, server, workdir) -> Host:
+    """The Host (transport ssh, user root) of one lab server, with its own workdir."""
+    return Host(
+        name=server.address,
+        transport="ssh",
+        user="root",
+        port=server.port,
+        identity=str(lab.client_key),
+        known_hosts=str(lab.known_hosts),
+        workdir=str(workdir),
+    )

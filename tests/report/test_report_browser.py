@@ -4,6 +4,7 @@ poppler renders to a non-blank page."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -135,21 +136,28 @@ def start_chromedriver(chromedriver: str) -> tuple[subprocess.Popen, int]:
     raise AssertionError(f"chromedriver exited with status {process.wait()} before listening")
 
 
-@pytest.fixture(scope="module")
-def loaded_report(browser, report_dir, tmp_path_factory):
-    """A WebDriver session with reports/exp/index.html loaded."""
+@contextlib.contextmanager
+def chromium_session(browser: str, profile: Path, window: str):
+    """A WebDriver session of headless Chromium (``window``: '1280,2000'), ended after."""
     chromedriver = require_tool("chromedriver", shutil.which("chromedriver"), "chromium-driver")
     process, port = start_chromedriver(chromedriver)
     driver = WebDriver(port)
     try:
-        profile = tmp_path_factory.mktemp("chromium-profile")
-        driver.start(browser, [*pdf.headless_flags(profile), "--window-size=1280,2000"])
-        driver.open((report_dir / "index.html").as_uri())
+        driver.start(browser, [*pdf.headless_flags(profile), f"--window-size={window}"])
         yield driver
         driver.quit()
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def loaded_report(browser, report_dir, tmp_path_factory):
+    """A WebDriver session with reports/exp/index.html loaded."""
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with chromium_session(browser, profile, "1280,2000") as driver:
+        driver.open((report_dir / "index.html").as_uri())
+        yield driver
 
 
 IMAGES_SCRIPT = """

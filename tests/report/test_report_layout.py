@@ -23,7 +23,7 @@ from storbench.report import experiment as report
 from storbench.report import pdf
 from tests.report import synthetic_sweep
 from tests.report.test_report import DATA_PATH, META, campaign_rows, stepped_rows, steps_meta
-from tests.report.test_report_browser import WebDriver, require_tool, start_chromedriver
+from tests.report.test_report_browser import chromium_session, require_tool
 
 pytestmark = pytest.mark.browser
 
@@ -68,18 +68,10 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    chromedriver = require_tool("chromedriver", shutil.which("chromedriver"), "chromium-driver")
     browser = require_tool("chromium", pdf.find_browser(), "chromium")
-    process, port = start_chromedriver(chromedriver)
-    session = WebDriver(port)
-    try:
-        profile = tmp_path_factory.mktemp("chromium-profile")
-        session.start(browser, [*pdf.headless_flags(profile), f"--window-size={WINDOW_WIDTH},1000"])
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with chromium_session(browser, profile, f"{WINDOW_WIDTH},1000") as session:
         yield session
-        session.quit()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 OVERFLOW_SCRIPT = """

@@ -21,6 +21,7 @@ from storbench.core.specs import Manifest, RunSpec
 from storbench.hosts.transport import LocalTransport
 from storbench.run import engine, start
 from storbench.run.attempt import RunError
+from tests.sshd import lab_host
 
 SPREAD_BOUND_S = 0.5  # a correctness bound (hosts start together), not a timing benchmark
 RUN_BOUND_S = 60.0  # a run that waits longer than this for a failed host hangs
@@ -195,15 +196,7 @@ def test_the_stamp_is_taken_out_of_the_stderr_file(tmp_path):
 
 def test_three_ssh_hosts_start_together(ssh_lab, tmp_path):
     hosts = [
-        Host(
-            name=server.address,
-            transport="ssh",
-            user="root",
-            port=server.port,
-            identity=str(ssh_lab.client_key),
-            known_hosts=str(ssh_lab.known_hosts),
-            workdir=str(tmp_path / "remote" / server.address),
-        ).to_dict()
+        lab_host(ssh_lab, server, tmp_path / "remote" / server.address).to_dict()
         for server in ssh_lab.servers[:3]
     ]
     spec, job = fio_run(tmp_path, hosts)
