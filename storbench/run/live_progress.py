@@ -7,9 +7,11 @@ the profile) hands every job event of the run rules to `LiveProgress`, which pri
     storbench: runs done 12 of 48 (25%) · running demo/randread_bs4k_qd1_nj1 it2 · planned
     time left 14m 20s (finish about 14:32 UTC)
 
-The counts and the time left come from `storbench progress` (the manifests published in the
-results folder against the plan, planned runtime + ramp + wait of what is left). The plugin
-runs in the Snakemake process, so the Snakefile hands it the parsed campaign (`follow`).
+The counts and the time left start from `storbench progress` (the manifests published in the
+results folder against the plan, planned runtime + ramp + wait of what is left), read once;
+each run finished then counts as done and takes its planned time off, so a line never scans
+the results folder again. The plugin runs in the Snakemake process, so the Snakefile hands
+it the parsed campaign (`follow`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench.core.model import Campaign
-from storbench.run.progress import campaign_progress
-from storbench.run.show_plan import hours_text
+from storbench.run.progress import Progress, campaign_progress
+from storbench.run.show_plan import hours_text, run_seconds
 
 RUN_RULES = ("run_iteration", "search_probe")
 _followed: dict[str, Campaign] = {}
@@ -40,24 +42,51 @@ def followed() -> Campaign | None:
 class LiveProgress:
     write: Callable[[str], None]  # the plugin logs it through Snakemake's own stream handler
     workdir: Path = field(default_factory=Path.cwd)
-    running: dict[int, str] = field(default_factory=dict)  # Snakemake job id -> run label
+    running: dict[int, tuple[str, float]] = field(default_factory=dict)  # job id -> label, s
+    progress: Progress | None = None  # read from the results folder at the first run event
+    planned: dict[tuple[str, str], float] = field(default_factory=dict)  # (exp, run) -> s
 
     def job_started(self, job_id: int, rule: str, wildcards: dict) -> None:
-        if rule not in RUN_RULES:
+        campaign = followed()
+        if rule not in RUN_RULES or campaign is None:
             return
-        self.running[job_id] = run_label(wildcards)
+        if self.progress is None:
+            self.progress = campaign_progress(campaign, self.workdir)
+            self.planned = planned_seconds(campaign)
+        experiment = wildcards.get("experiment", "?")
+        seconds = self.planned.get((experiment, wildcards.get("run_id", "")), 0.0)
+        self.running[job_id] = (run_label(wildcards), seconds)
         self._print()
 
     def job_finished(self, job_id: int) -> None:
-        if self.running.pop(job_id, None) is not None:
-            self._print()
+        finished = self.running.pop(job_id, None)
+        if finished is None or self.progress is None:
+            return
+        self.progress.done = min(self.progress.done + 1, self.progress.total)
+        self.progress.remaining_s = max(self.progress.remaining_s - finished[1], 0.0)
+        self._print()
 
     def _print(self) -> None:
-        campaign = followed()
-        if campaign is None:
-            return
-        line = progress_line(campaign, self.workdir, list(self.running.values()))
-        self.write(line)
+        assert self.progress is not None  # set by the first run started
+        running = [label for label, _ in self.running.values()]
+        self.write(describe(self.progress, running))
+
+
+def planned_seconds(campaign: Campaign) -> dict[tuple[str, str], float]:
+    """{(experiment, run id): runtime + ramp + wait}; a search's probes under run id ''."""
+    planned = {}
+    for name, experiment in campaign.experiments.items():
+        wait = experiment.wait_s or 0.0
+        runs = (
+            [("", experiment.job)]
+            if experiment.search
+            else [(run.run_id, run.params) for run in campaign.experiment_runs(name)]
+        )
+        for run_id, params in runs:
+            seconds = run_seconds(params)
+            if seconds is not None:
+                planned[(name, run_id)] = seconds + wait
+    return planned
 
 
 def run_label(wildcards: dict) -> str:
@@ -73,7 +102,11 @@ def progress_line(
     running: list[str],
     now: datetime.datetime | None = None,
 ) -> str:
-    progress = campaign_progress(campaign, workdir)
+    return describe(campaign_progress(campaign, workdir), running, now)
+
+
+def describe(progress: Progress, running: list[str], now: datetime.datetime | None = None) -> str:
+    """The one-line progress: runs done of the total, the running runs, the time left."""
     share = progress.done / progress.total if progress.total else 1.0
     parts = [f"storbench: runs done {progress.done} of {progress.total} ({share:.0%})"]
     if running:
