@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 from storbench.core import results
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.schema_names import ALL_HOSTS
-from storbench.core.specs import Manifest, SpecError
+from storbench.core.specs import Manifest, SpecError, start_skew_s
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
 
@@ -54,7 +53,6 @@ def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = Fals
     hosts = manifest.hosts
     tool = get_tool(manifest.tool)
     offered = tool.offered_iops(manifest.params, len(hosts))
-    recorded_skew = manifest.start_skew_s  # the run engine's, standalone
     base = {
         "experiment": manifest.experiment,
         "run_id": manifest.run_id,
@@ -70,7 +68,7 @@ def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = Fals
         "step": manifest.step,
         "hosts_in_run": len(hosts),
         "target": manifest.target.get("name"),
-        "start_skew_s": recorded_skew if recorded_skew is not None else start_skew_s(hosts),
+        "start_skew_s": start_skew_s(hosts),
         "prep_state": manifest.prep_state,
         "loop": "closed" if offered is None else "open",
         "offered_iops": offered,
@@ -98,16 +96,6 @@ def read_manifest(path: Path) -> Manifest:
         return Manifest.from_dict(manifest)
     except SpecError as error:
         raise ToolOutputError(f"{path}: not a run manifest: {error}") from None
-
-
-def start_skew_s(hosts: Sequence[dict]) -> float | None:
-    """Latest minus earliest host start; None for one host."""
-    starts = [
-        datetime.datetime.fromisoformat(h["start_time"]) for h in hosts if h.get("start_time")
-    ]
-    if len(starts) < 2:
-        return None
-    return (max(starts) - min(starts)).total_seconds()
 
 
 def with_host_times(rows: list[dict], hosts: Sequence[dict]) -> list[dict]:

@@ -10,6 +10,7 @@ once instead of running with a default.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -342,3 +343,13 @@ class Manifest(StepSpec):
         "prep_state", "reprepared", "execution", "controller", "faults", "release_time",
         "start_skew_s",
     )  # fmt: skip
+
+
+def start_skew_s(hosts) -> float | None:
+    """Latest minus earliest start_time of a manifest's host records; None for one host."""
+    starts = [
+        datetime.datetime.fromisoformat(h["start_time"]) for h in hosts if h.get("start_time")
+    ]
+    if len(starts) < 2:
+        return None
+    return (max(starts) - min(starts)).total_seconds()

@@ -27,7 +27,7 @@ from storbench.core import atomic
 from storbench.core import paths as paths_of
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, scrub
-from storbench.core.specs import Manifest, RunSpec
+from storbench.core.specs import Manifest, RunSpec, start_skew_s
 from storbench.hosts.transport import (
     SHELL_TIMEOUT_S,
     HostError,
@@ -439,7 +439,7 @@ def _run_standalone(
     placement["hosts"] = [_host_record(tool, r) for r in results]
     if barrier.release_epoch is not None:
         placement["release_time"] = start.iso(barrier.release_epoch)
-    placement["start_skew_s"] = start.skew_s([r.start_time for r in results if r.start_time])
+    placement["start_skew_s"] = start_skew_s(placement["hosts"])
     return placement
 
 

@@ -148,11 +148,3 @@ def iso(epoch: float) -> str:
     """An epoch time in the manifest's format (attempt.now())."""
     moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
     return moment.isoformat(timespec="milliseconds")
-
-
-def skew_s(start_times: list[str]) -> float | None:
-    """Latest minus earliest start (ISO times); None for fewer than two hosts."""
-    moments = [datetime.datetime.fromisoformat(t) for t in start_times if t]
-    if len(moments) < 2:
-        return None
-    return round((max(moments) - min(moments)).total_seconds(), 3)
