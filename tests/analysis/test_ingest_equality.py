@@ -23,23 +23,13 @@ from storbench.tools.fio_json import (
     parse_outputs,
 )
 from tests.paths import FIXTURES, REPO
+from tests.tools.test_fio_json import BASE as FIO_TEST_BASE
+from tests.tools.test_fio_json import CLIENT_NAMES
 
 FIO = FIXTURES / "fio"
 REFERENCE = FIXTURES / "ingest-reference" / "rows.json"
-CLIENT_NAMES = {"127.0.0.1:8765": "hostA", "127.0.0.1:8766": "hostB"}
-BASE = {
-    "experiment": "exp",
-    "run_id": "randrw_bs4k",
-    "iteration": 1,
-    "attempt": 0,
-    "tool": "fio",
-    "params_json": '{"bs": "4k"}',
-    "job_file_sha256": "ab" * 32,
-    "command": "fio job.fio --output-format=json+",
-    "raw_path": "raw/out.json",
-    "start_time": "2026-11-21T06:00:00Z",
-    "end_time": "2026-11-21T06:00:06Z",
-}
+# the row base of the fio parser's own tests, without its column the parser drops
+BASE = {key: value for key, value in FIO_TEST_BASE.items() if key != "not_a_column"}
 STANDALONE = (
     "standalone-group.json",
     "standalone-group.jsonplus.json",
