@@ -455,6 +455,7 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
             "port",
             "jump",
             "host_key_check",
+            "connection",
             "workdir",
             "keep_attempts",
             "service_ports",

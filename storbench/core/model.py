@@ -118,6 +118,8 @@ class Run:
 
 
 TRANSPORTS = ("local", "ssh")
+# per-step: paramiko, a new connection per step; persistent: one OpenSSH master per host, kept
+CONNECTIONS = ("per-step", "persistent")
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class Host:
     jump: str | None = None  # 'user@host:port' (user and port optional)
     connect_timeout: float = 10.0
     host_key_check: bool = True
+    connection: str = "per-step"  # how an SSH host is reached: one of CONNECTIONS
     known_hosts: str | None = None  # extra known_hosts file, ~ expanded
     workdir: str = "/tmp/storbench"  # scratch dir on the host for job files and tool output
     group: str | None = None  # the config's host group it came from
@@ -151,6 +154,11 @@ class Host:
             raise ValueError(
                 f"host {self.name}: transport must be one of {', '.join(TRANSPORTS)},"
                 f" got {self.transport!r}"
+            )
+        if self.connection not in CONNECTIONS:
+            raise ValueError(
+                f"host {self.name}: connection must be one of {', '.join(CONNECTIONS)},"
+                f" got {self.connection!r}"
             )
         if isinstance(self.port, bool) or not isinstance(self.port, int):
             raise ValueError(f"host {self.name}: port must be an integer, got {self.port!r}")

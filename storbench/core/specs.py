@@ -220,9 +220,10 @@ class CleanupSpec(StepSpec):
     services: tuple[dict, ...] = ()  # {tool, port, hosts} per tool run as a service
     buckets: tuple[dict, ...] = ()  # {target, buckets} per S3 target
     setups: tuple[dict, ...] = ()  # SetupSpec mappings whose undo cleanup runs
+    connections: tuple[dict, ...] = ()  # host mappings with a persistent connection to close
 
     KIND = "cleanup"
-    OPTIONAL = ("setups",)
+    OPTIONAL = ("setups", "connections")
 
 
 @dataclass(frozen=True)

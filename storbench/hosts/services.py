@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import os
 import shlex
 import socket
 import subprocess
@@ -24,7 +25,8 @@ from storbench.tools import get_tool
 
 READY_TIMEOUT_S = 20.0
 START_TIMEOUT_S = 60.0
-MAX_PARALLEL_HOSTS = 64
+FANOUT_VARIABLE = "STORBENCH_FANOUT"
+DEFAULT_FANOUT = 512  # hosts handled at once; threads mostly wait on the network
 LOG_NAME = "service.log"
 QUIT_TIMEOUT_S = 30.0
 
@@ -36,6 +38,16 @@ class ServiceError(RuntimeError):
         self.problems = problems
         lines = "\n".join(f"  - host {host}: {why}" for host, why in sorted(problems.items()))
         super().__init__(f"{action} failed on {len(problems)} host(s):\n{lines}")
+
+
+def fanout() -> int:
+    """How many hosts a step works on at once: $STORBENCH_FANOUT, else DEFAULT_FANOUT."""
+    text = os.environ.get(FANOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_FANOUT
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{FANOUT_VARIABLE} must be a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def host_spec(host: dict) -> Host:
@@ -86,7 +98,7 @@ def _ask_to_quit(hosts: list[dict], tool_name: str, port: int) -> None:
     def answers(host: dict) -> bool:
         return _accepts(host_spec(host).tool_address, _port(host, tool_name, port), 2)
 
-    workers = max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))
+    workers = max(1, min(fanout(), len(hosts)))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quit") as pool:
         up = list(pool.map(answers, hosts))
     answering = [host for host, answered in zip(hosts, up, strict=True) if answered]
@@ -179,7 +191,7 @@ def _stop_one(host: dict, tool_name: str, port: int) -> None:
 def on_every_host(hosts: Sequence[dict], action, verb: str) -> dict:
     """{host name: action(host)} from all hosts in parallel; one error lists each failed host."""
     results, problems = {}, {}
-    workers = max(1, min(MAX_PARALLEL_HOSTS, len(hosts)))
+    workers = max(1, min(fanout(), len(hosts)))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="service") as pool:
         futures = {pool.submit(action, host): host["name"] for host in hosts}
         for future in concurrent.futures.as_completed(futures):

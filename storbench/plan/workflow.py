@@ -265,9 +265,16 @@ class WorkflowPlan:
             for name, step in self.campaign.setups.items()
             for host in step.step_hosts()
         ]
+        connections = [
+            host
+            for group in self.campaign.host_groups.values()
+            for host in group
+            if host.get("connection") == "persistent"
+        ]
         return CleanupSpec(
-            services=tuple(services), buckets=tuple(buckets.values()), setups=tuple(setups)
-        ).to_json()
+            services=tuple(services), buckets=tuple(buckets.values()), setups=tuple(setups),
+            connections=tuple(connections),
+        ).to_json()  # fmt: skip
 
     def network_spec(self) -> str:
         spec = specs.network_spec(self.campaign)

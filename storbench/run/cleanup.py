@@ -6,16 +6,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from storbench.core.model import Campaign
+from storbench.core.model import Campaign, Host
 from storbench.core.specs import CleanupSpec
 from storbench.hosts import services
+from storbench.hosts.openssh import OpenSSHTransport
 from storbench.plan import specs
 from storbench.run import s3
 from storbench.run import setup as host_setup
 
 
 def cleanup(spec: CleanupSpec | dict) -> list[str]:
-    """`snakemake cleanup`: stop every service, empty and delete the S3 experiments' buckets."""
+    """`snakemake cleanup`: stop every service, empty and delete the S3 experiments' buckets,
+    undo the set-up steps and close the persistent SSH connections."""
     spec = CleanupSpec.from_dict(spec)
     done = []
     for service in spec.services:
@@ -31,6 +33,9 @@ def cleanup(spec: CleanupSpec | dict) -> list[str]:
             listed = ", ".join(removed) or "(none)"
             done.append(f"target {target['name']}: removed buckets {listed}")
     done += host_setup.undo_setups(list(spec.setups))
+    for host in spec.connections:  # last: the steps above use them
+        OpenSSHTransport(Host.from_dict(host)).disconnect()
+        done.append(f"host {host['name']}: persistent connection closed")
     return done
 
 

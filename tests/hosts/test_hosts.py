@@ -20,12 +20,21 @@ from storbench.hosts.transport import HostError, open_transport
 from tests.sshd import free_port, generate_key
 
 
-@pytest.fixture(params=["local", "ssh"])
+@pytest.fixture(params=["local", "ssh", "persistent"])
 def host(request, tmp_path) -> Host:
-    """The same tests against the local transport and the first SSH host."""
+    """The same tests against the local transport and the first SSH host, reached with
+    paramiko (a connection per step) and over a persistent OpenSSH connection."""
     if request.param == "local":
         return Host(name="localhost", workdir=str(tmp_path / "workdir"))
-    return request.getfixturevalue("ssh_hosts")[0]
+    ssh_host = request.getfixturevalue("ssh_hosts")[0]
+    if request.param == "persistent":
+        return dataclasses.replace(ssh_host, connection="persistent")
+    return ssh_host
+
+
+@pytest.fixture(params=["per-step", "persistent"])
+def connection(request) -> str:
+    return request.param
 
 
 @pytest.fixture
@@ -67,8 +76,8 @@ def run(transport, argv, tmp_path, *, timeout_s=30.0, marker=None, cwd=None):
     return rc, out.read_bytes(), err.read_bytes()
 
 
-def ssh_spec(ssh_hosts, **changes) -> Host:
-    return dataclasses.replace(ssh_hosts[0], **changes)
+def ssh_spec(ssh_hosts, connection="per-step", **changes) -> Host:
+    return dataclasses.replace(ssh_hosts[0], connection=connection, **changes)
 
 
 def connect_error(spec: Host) -> str:
@@ -242,47 +251,52 @@ def test_run_rejects_marker_not_in_command(transport, tmp_path):
 # -- SSH only ---------------------------------------------------------------------------
 
 
-def test_unknown_host_key_is_refused(ssh_hosts, tmp_path):
+def test_unknown_host_key_is_refused(ssh_hosts, connection, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    assert "host key unknown" in connect_error(ssh_spec(ssh_hosts, known_hosts=str(empty)))
+    assert "host key unknown" in connect_error(
+        ssh_spec(ssh_hosts, connection, known_hosts=str(empty))
+    )
 
 
-def test_changed_host_key_is_refused(ssh_hosts, tmp_path):
+def test_changed_host_key_is_refused(ssh_hosts, connection, tmp_path):
     spec = ssh_hosts[0]
     impostor_type, impostor_blob = generate_key(tmp_path / "impostor").split()[:2]
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(f"[{spec.address}]:{spec.port} {impostor_type} {impostor_blob}\n")
-    message = connect_error(ssh_spec(ssh_hosts, known_hosts=str(known_hosts)))
+    message = connect_error(ssh_spec(ssh_hosts, connection, known_hosts=str(known_hosts)))
     assert "host key CHANGED" in message
     assert str(known_hosts) in message
 
 
-def test_host_key_check_off_accepts_unknown_key(ssh_hosts, tmp_path):
+def test_host_key_check_off_accepts_unknown_key(ssh_hosts, connection, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    spec = ssh_spec(ssh_hosts, known_hosts=str(empty), host_key_check=False)
+    spec = ssh_spec(ssh_hosts, connection, known_hosts=str(empty), host_key_check=False)
     with open_transport(spec) as transport:
         assert run(transport, ["echo", "accepted"], tmp_path)[:2] == (0, b"accepted\n")
     assert empty.read_text() == ""  # accepting does not write to known_hosts
 
 
-def test_wrong_identity_fails_authentication(ssh_hosts, tmp_path):
+def test_wrong_identity_fails_authentication(ssh_hosts, connection, tmp_path):
     generate_key(tmp_path / "stranger")
-    message = connect_error(ssh_spec(ssh_hosts, identity=str(tmp_path / "stranger")))
+    message = connect_error(ssh_spec(ssh_hosts, connection, identity=str(tmp_path / "stranger")))
     assert "ssh authentication failed for user root" in message
 
 
-def test_unreachable_host(ssh_hosts):
+def test_unreachable_host(ssh_hosts, connection):
     port = free_port("127.0.0.9")
-    spec = ssh_spec(ssh_hosts, name="127.0.0.9", address=None, port=port, connect_timeout=5)
+    spec = ssh_spec(
+        ssh_hosts, connection, name="127.0.0.9", address=None, port=port, connect_timeout=5
+    )
     assert spec.address == "127.0.0.9"
     message = connect_error(spec)
     assert f"unreachable at 127.0.0.9:{port}" in message
 
 
-def test_jump_host(ssh_hosts, tmp_path):
+def test_jump_host(ssh_hosts, connection, tmp_path):
     first, second = ssh_hosts
+    second = dataclasses.replace(second, connection=connection)
     spec = dataclasses.replace(second, jump=f"root@{first.address}:{first.port}")
     with open_transport(spec) as transport:
         assert run(transport, ["echo", "via-jump"], tmp_path)[:2] == (0, b"via-jump\n")

@@ -22,6 +22,13 @@ from tests.sshd import start_sshd
 ADDRESS = "127.0.0.7"
 
 
+@pytest.fixture(params=["per-step", "persistent"])
+def connection(request) -> str:
+    """paramiko asks a silent host with a new channel; a persistent OpenSSH connection's
+    master sends keepalives."""
+    return request.param
+
+
 @pytest.fixture
 def own_sshd(ssh_lab, tmp_path):
     """An sshd of this test alone: stopping it disturbs no other test."""
@@ -45,11 +52,12 @@ def sshd_processes(server, sig) -> list[int]:
     return pids
 
 
-def run(tmp_path: Path, own_sshd, seconds: int) -> tuple[RunSpec, Path, Path]:
+def run(tmp_path: Path, own_sshd, seconds: int, connection: str) -> tuple[RunSpec, Path, Path]:
     server, key, known_hosts = own_sshd
     host = {"name": "stalling", "address": ADDRESS, "transport": "ssh", "user": "root",
             "port": server.port, "identity": str(key), "known_hosts": str(known_hosts),
-            "workdir": str(tmp_path / "remote"), "unresponsive_s": 4.0}  # fmt: skip
+            "workdir": str(tmp_path / "remote"), "unresponsive_s": 4.0,
+            "connection": connection}  # fmt: skip
     job = tmp_path / "job.fio"
     job.write_text(
         f"[stall]\ndirectory={tmp_path}\nrw=write\nbs=4k\nsize=1m\nioengine=psync\n"
@@ -74,8 +82,10 @@ def stop_sshd_while_fio_runs(server, remote: Path, pause_s: float | None) -> thr
     return thread
 
 
-def test_a_stopped_sshd_is_named_unresponsive_long_before_the_time_limit(own_sshd, tmp_path):
-    spec, job, manifest = run(tmp_path, own_sshd, seconds=3)
+def test_a_stopped_sshd_is_named_unresponsive_long_before_the_time_limit(
+    own_sshd, tmp_path, connection
+):
+    spec, job, manifest = run(tmp_path, own_sshd, seconds=3, connection=connection)
     pausing = stop_sshd_while_fio_runs(own_sshd[0], tmp_path / "remote", pause_s=None)
     with pytest.raises(RunError) as failed:
         engine.run_iteration(spec, 1, str(job), str(manifest))
@@ -86,8 +96,8 @@ def test_a_stopped_sshd_is_named_unresponsive_long_before_the_time_limit(own_ssh
     assert not manifest.exists()
 
 
-def test_a_host_that_answers_again_in_time_finishes_its_run(own_sshd, tmp_path):
-    spec, job, manifest = run(tmp_path, own_sshd, seconds=3)
+def test_a_host_that_answers_again_in_time_finishes_its_run(own_sshd, tmp_path, connection):
+    spec, job, manifest = run(tmp_path, own_sshd, seconds=3, connection=connection)
     pausing = stop_sshd_while_fio_runs(own_sshd[0], tmp_path / "remote", pause_s=2.0)
     done = engine.run_iteration(spec, 1, str(job), str(manifest))
     pausing.join()
