@@ -65,7 +65,10 @@ class OpenSSHTransport(Transport):
 
     def __init__(self, spec: Host):
         super().__init__(spec)
-        self._socket = control_socket(spec)
+        try:
+            self._socket = control_socket(spec)
+        except OSError as exc:
+            raise self._error(f"no private folder for its connection socket: {exc}") from exc
         self._master_checked = False
 
     def check(self) -> None:
@@ -320,7 +323,7 @@ def control_socket(spec: Host) -> Path:
     directory.mkdir(mode=0o700, exist_ok=True)
     status = directory.stat()
     if status.st_uid != os.getuid() or status.st_mode & 0o077:
-        raise PermissionError(f"{directory} must be private to this user (mode 0700)")
+        raise PermissionError(f"{directory} must belong to this user alone (mode 0700)")
     reached_as = [spec.user, spec.address, int(spec.port), spec.identity, spec.known_hosts,
                   spec.host_key_check, spec.jump, float(spec.connect_timeout),
                   float(spec.unresponsive_s)]  # fmt: skip
