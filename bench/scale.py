@@ -133,6 +133,7 @@ class ControllerCost:
         self.excluded = excluded
         self.peak_rss = 0
         self.peak_processes = 0
+        self.samples: list[tuple[float, int]] = []  # (epoch seconds, summed RSS bytes)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="rss-poll", daemon=True)
 
@@ -152,7 +153,9 @@ class ControllerCost:
         while not self._stop.wait(SAMPLE_EVERY_S):
             pids = self._tree(os.getpid())
             self.peak_processes = max(self.peak_processes, len(pids))
-            self.peak_rss = max(self.peak_rss, sum(resident_bytes(pid) for pid in pids))
+            rss = sum(resident_bytes(pid) for pid in pids)
+            self.peak_rss = max(self.peak_rss, rss)
+            self.samples.append((time.time(), rss))
 
     def _tree(self, root: int) -> list[int]:
         pids, todo = [], [pid for pid in child_pids(root) if pid not in self.excluded]
@@ -170,6 +173,11 @@ class ControllerCost:
             "peak_rss_mib": round(self.peak_rss / 2**20, 1),
             "peak_processes": self.peak_processes,
         }
+
+    def peak_rss_mib_between(self, begin: datetime.datetime, end: datetime.datetime) -> float:
+        window = (begin.timestamp(), end.timestamp())
+        inside = [rss for at, rss in self.samples if window[0] <= at <= window[1]]
+        return round(max(inside, default=0) / 2**20, 1)
 
 
 # -- 1. service start -----------------------------------------------------------------------
@@ -274,7 +282,7 @@ def run_campaign(campaign: Path, config: dict, excluded: set[int]) -> dict:
     return {
         "launched": launched,
         "wall_s": wall,
-        "controller": cost.record(),
+        "cost": cost,
         "rules": rule_timeline(log.read_text()),
     }
 
@@ -506,7 +514,13 @@ def measure_mode(lab, hosts, work: Path, execution: str, runs: int, excluded: se
     done = run_campaign(campaign, config, excluded)
     left = lab_bench.running_services([host["name"] for host in hosts], PORT)
     result = analyse(campaign, runs, done["wall_s"])
-    result["controller"] = done["controller"]
+    first, last = result["per_run"][0], result["per_run"][-1]
+    runs_end = when(last["begin"]) + datetime.timedelta(seconds=last["span_s"])
+    result["controller"] = done["cost"].record() | {
+        "peak_rss_during_runs_mib": done["cost"].peak_rss_mib_between(
+            when(first["begin"]), runs_end
+        )
+    }
     result["rules"] = done["rules"]
     result["services_left_after_workflow"] = len(left)
     print(f"  {execution}: anchor")
@@ -626,7 +640,9 @@ NOTES = [
     "controller: user + sys CPU of every process this script started meanwhile once reaped "
     "(RUSAGE_CHILDREN deltas: Snakemake and its jobs, fio clients, ssh clients) and the peak "
     "of their summed RSS polled from /proc every 0.25 s; the sshd servers and what they run "
-    "(the hosts' side: fio, services) are not counted, though they share the 2 cores",
+    "(the hosts' side: fio, services) are not counted, though they share the 2 cores; "
+    "peak_rss_during_runs_mib: the peak from the first run's start to the last run's end "
+    "(without render, telemetry before and the reports after)",
     "runs per mode: 5 by default (not 10), also at 128 hosts: at 16 hosts on the shared "
     "2-core machine one service campaign of 5 runs took about 3 min (80 render_host_job jobs, "
     "one per run and host, 16 telemetry jobs); 10 runs at 128 hosts would not fit 20 "
@@ -648,8 +664,12 @@ def print_table(result: dict) -> None:
     for name, value in start["ratios"].items():
         print(f"  {name:24s} {value:7.3f}")
     print(
-        f"\n{'sweep':11s} {'wall':>7s} {'cycle':>7s} {'anchor':>7s} {'ratio':>6s}"
-        f" {'skew med/max':>14s} {'CPU s':>7s} {'RSS MiB':>8s}"
+        f"\nsweep of {result['settings']['runs']} runs (per run: storbench's run cycle, the "
+        "anchor's median wall; RSS: peak, in brackets during the runs)"
+    )
+    print(
+        f"{'':20s} {'wall s':>7s} {'per run':>8s} {'ratio':>6s} {'skew med/max s':>15s}"
+        f" {'CPU s':>7s} {'RSS MiB':>16s}"
     )
     for execution, mode in result["sweep"].items():
         for name, part in (("storbench", mode["storbench"]), ("anchor", mode["anchor"])):
@@ -658,19 +678,16 @@ def print_table(result: dict) -> None:
                 f"{skew['median']:.3f}/{skew['max']:.3f}" if skew["median"] is not None else "-"
             )
             cost = part["controller"]
+            rss = f"{cost['peak_rss_mib']:.1f}"
             if name == "storbench":
-                timing = (
-                    f"{part['wall_s']:7.1f} {part['run_cycle_median_s'] or 0:7.2f}"
-                    f" {'':7s} {mode['ratios']['run_cycle_to_anchor_run']:6.2f}"
-                )
+                per_run = part["run_cycle_median_s"] or part["wall_per_run_s"]
+                ratio_text = f"{mode['ratios']['run_cycle_to_anchor_run']:.2f}"
+                rss += f" ({cost['peak_rss_during_runs_mib']:.1f})"
             else:
-                timing = (
-                    f"{part['wall_s']:7.1f} {'':7s} {part['per_run_wall_median_s']:7.2f} {'':6s}"
-                )
-            label = f"{execution[:4]} {name}"
+                per_run, ratio_text = part["per_run_wall_median_s"], ""
             print(
-                f"{label:11s} {timing} {skew_text:>14s}"
-                f" {cost['cpu_s']:7.1f} {cost['peak_rss_mib']:8.1f}"
+                f"{execution + ' ' + name:20s} {part['wall_s']:7.1f} {per_run:8.2f}"
+                f" {ratio_text:>6s} {skew_text:>15s} {cost['cpu_s']:7.1f} {rss:>16s}"
             )
 
 
