@@ -32,6 +32,8 @@ BENCHMARKS = [
     ("dispatch.py", "dispatch.json",
      ["hosts", "runs", "wall_s", "fio_runtime_sum_s", "dispatch_overhead_per_run_s",
       "run_cycle_median_s", "breakdown_s", "host_start_delay_s", "bare_client_loop"]),
+    ("scale.py", "scale.json",
+     ["hosts", "settings", "storbench_parallel_settings", "service_start", "sweep"]),
     ("slo_search.py", "slo_search.json",
      ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"]),
 ]  # fmt: skip

@@ -64,9 +64,9 @@ def lab_hosts(lab: SshLab, work: Path) -> list[dict]:
 
 
 def service_pattern(addresses: list[str], port: int) -> str:
-    """ERE for the fio servers on these addresses only (pgrep -f)."""
-    lasts = "|".join(address.rsplit(".", 1)[1] for address in addresses)
-    return rf"fio --server=ip:127\.0\.0\.({lasts}),{port}$"
+    """ERE for the fio servers on these addresses only (pgrep -f); any IPv4 addresses."""
+    alternatives = "|".join(address.replace(".", r"\.") for address in addresses)
+    return rf"fio --server=ip:({alternatives}),{port}$"
 
 
 def running_services(addresses: list[str], port: int) -> dict[int, str]:
