@@ -99,12 +99,8 @@ def raise_file_limit(hosts: int) -> dict:
 
 
 def parallel_settings() -> dict:
-    """storbench.hosts.services' host parallelism as it is in this checkout (it may change)."""
-    return {
-        name: getattr(storbench_services, name)
-        for name in dir(storbench_services)
-        if "PARALLEL" in name.upper() and not callable(getattr(storbench_services, name))
-    }
+    """storbench's host fan-out as it is in this checkout."""
+    return {"fanout": storbench_services.fanout()}
 
 
 # -- the controller's process tree: CPU and peak RSS ----------------------------------------
@@ -186,8 +182,11 @@ class ControllerCost:
 def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
     addresses = [host["name"] for host in hosts]
     config = lab_bench.ssh_config(lab, work / "ssh_config")
+    persistent = [{**host, "connection": "persistent"} for host in hosts]
     variants = {
         "storbench": lambda: lab_bench.start_storbench(hosts, PORT),
+        # the masters are up by then in a campaign: preflight and telemetry opened them
+        "storbench_persistent": lambda: lab_bench.start_storbench(persistent, PORT),
         "clush": lambda: lab_bench.start_clush(lab, work, PORT, config),
         "fabric_threadinggroup": lambda: lab_bench.start_fabric(
             hosts, [lab_bench.remote_start_script(work, PORT)], PORT
@@ -213,6 +212,9 @@ def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
         "start_ready_median_s": medians,
         "ratios": {
             "storbench_to_clush": round(medians["storbench"] / medians["clush"], 3),
+            "storbench_persistent_to_clush": round(
+                medians["storbench_persistent"] / medians["clush"], 3
+            ),
             "storbench_to_fabric": round(
                 medians["storbench"] / medians["fabric_threadinggroup"], 3
             ),
@@ -223,7 +225,7 @@ def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
 # -- 2. the sweep through Snakemake ---------------------------------------------------------
 
 
-def campaign_config(lab, work: Path, execution: str, runs: int) -> dict:
+def campaign_config(lab, work: Path, execution: str, runs: int, connection: str) -> dict:
     hosts = {
         f"client{index}": {
             "transport": "ssh",
@@ -233,6 +235,7 @@ def campaign_config(lab, work: Path, execution: str, runs: int) -> dict:
             "identity": str(lab.client_key),
             "known_hosts": str(lab.known_hosts),
             "workdir": str(work / "remote" / server.address),
+            "connection": connection,
         }
         for index, server in enumerate(lab.servers, start=1)
     }
@@ -507,9 +510,12 @@ def anchor_summary(walls, runtimes, skews, cost: ControllerCost) -> dict:
     }
 
 
-def measure_mode(lab, hosts, work: Path, execution: str, runs: int, excluded: set[int]) -> dict:
+def measure_mode(
+    lab, hosts, work: Path, execution: str, settings: dict, excluded: set[int]
+) -> dict:
+    runs = settings["runs"]
     campaign = work / f"campaign-{execution}"
-    config = campaign_config(lab, work, execution, runs)
+    config = campaign_config(lab, work, execution, runs, settings["connection"])
     print(f"  {execution}: Snakemake campaign of {runs} runs on {len(hosts)} hosts")
     done = run_campaign(campaign, config, excluded)
     left = lab_bench.running_services([host["name"] for host in hosts], PORT)
@@ -591,7 +597,7 @@ def measure(settings: dict) -> dict:
             print(f"{len(addresses)} sshd up in {lab_up_s:.1f} s")
             start = measure_start(lab, hosts, WORK, settings["start_repetitions"])
             modes = {
-                execution: measure_mode(lab, hosts, WORK, execution, settings["runs"], excluded)
+                execution: measure_mode(lab, hosts, WORK, execution, settings, excluded)
                 for execution in ("service", "standalone")
             }
             left = lab_bench.running_services(addresses, PORT)
@@ -696,8 +702,13 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, help="hosts (default 128; 16 with --quick)")
     parser.add_argument("--quick", action="store_true", help="16 hosts, fewer repetitions")
     parser.add_argument("--runs", type=int, help="runs per mode, 2..10 (default 5)")
+    parser.add_argument(
+        "--connection", choices=["per-step", "persistent"], default="persistent",
+        help="how the sweep's campaigns reach the hosts (default persistent)",
+    )  # fmt: skip
     options = parser.parse_args()
     settings = dict(QUICK if options.quick else FULL, quick=options.quick)
+    settings["connection"] = options.connection
     if options.hosts:
         settings["hosts"] = options.hosts
     if options.runs:
