@@ -194,9 +194,16 @@ def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
     }
     samples: dict[str, list[float]] = {name: [] for name in variants}
     lab_bench.stop_all_services(hosts, PORT)
+    failures: dict[str, list[str]] = {name: [] for name in variants}
     for repetition in range(repetitions):
         for name, start in variants.items():
-            _, ready = start()
+            try:
+                _, ready = start()
+            except Exception as error:  # recorded: a variant that fails at this scale is a result
+                failures[name].append(str(error).splitlines()[0])
+                print(f"  start rep {repetition + 1} {name:24s} FAILED: {failures[name][-1]}")
+                lab_bench.stop_locally(addresses, PORT)
+                continue
             count = len(set(lab_bench.running_services(addresses, PORT).values()))
             up = len(lab_bench.answering(addresses, PORT))
             if count != len(addresses) or up != len(addresses):
@@ -205,11 +212,15 @@ def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
             print(f"  start rep {repetition + 1} {name:24s} start + ready {ready:6.2f} s")
             lab_bench.stop_locally(addresses, PORT)
     lab_bench.stop_all_services(hosts, PORT)
-    medians = {name: round(statistics.median(values), 3) for name, values in samples.items()}
+    medians = {
+        name: round(statistics.median(values), 3) if values else float("nan")
+        for name, values in samples.items()
+    }
     return {
         "repetitions": repetitions,
         "start_ready_s": samples,
         "start_ready_median_s": medians,
+        "failures": {name: errors for name, errors in failures.items() if errors},
         "ratios": {
             "storbench_to_clush": round(medians["storbench"] / medians["clush"], 3),
             "storbench_persistent_to_clush": round(

@@ -26,7 +26,10 @@ from storbench.tools import get_tool
 READY_TIMEOUT_S = 20.0
 START_TIMEOUT_S = 60.0
 FANOUT_VARIABLE = "STORBENCH_FANOUT"
-DEFAULT_FANOUT = 512  # hosts handled at once; threads mostly wait on the network
+DEFAULT_FANOUT = 512  # hosts handled at once over persistent (OpenSSH) connections
+# paramiko does its cryptography in this process: 128 handshakes at once on 2 busy cores
+# outlived the 60 s command limit (bench/scale.py), 64 at a time did not
+PER_STEP_FANOUT = 64
 LOG_NAME = "service.log"
 QUIT_TIMEOUT_S = 30.0
 
@@ -40,14 +43,19 @@ class ServiceError(RuntimeError):
         super().__init__(f"{action} failed on {len(problems)} host(s):\n{lines}")
 
 
-def fanout() -> int:
-    """How many hosts a step works on at once: $STORBENCH_FANOUT, else DEFAULT_FANOUT."""
+def fanout(hosts: Sequence[dict] = ()) -> int:
+    """How many hosts a step works on at once: $STORBENCH_FANOUT, else DEFAULT_FANOUT, or
+    PER_STEP_FANOUT when a host opens its own paramiko connection (connection: per-step)."""
     text = os.environ.get(FANOUT_VARIABLE, "").strip()
-    if not text:
-        return DEFAULT_FANOUT
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{FANOUT_VARIABLE} must be a whole number >= 1, got {text!r}")
-    return int(text)
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"{FANOUT_VARIABLE} must be a whole number >= 1, got {text!r}")
+        return int(text)
+    per_step = any(
+        host.get("transport") == "ssh" and host.get("connection", "per-step") == "per-step"
+        for host in hosts
+    )
+    return PER_STEP_FANOUT if per_step else DEFAULT_FANOUT
 
 
 def host_spec(host: dict) -> Host:
@@ -98,7 +106,7 @@ def _ask_to_quit(hosts: list[dict], tool_name: str, port: int) -> None:
     def answers(host: dict) -> bool:
         return _accepts(host_spec(host).tool_address, _port(host, tool_name, port), 2)
 
-    workers = max(1, min(fanout(), len(hosts)))
+    workers = max(1, min(fanout(hosts), len(hosts)))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quit") as pool:
         up = list(pool.map(answers, hosts))
     answering = [host for host, answered in zip(hosts, up, strict=True) if answered]
@@ -191,7 +199,7 @@ def _stop_one(host: dict, tool_name: str, port: int) -> None:
 def on_every_host(hosts: Sequence[dict], action, verb: str) -> dict:
     """{host name: action(host)} from all hosts in parallel; one error lists each failed host."""
     results, problems = {}, {}
-    workers = max(1, min(fanout(), len(hosts)))
+    workers = max(1, min(fanout(hosts), len(hosts)))
     with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="service") as pool:
         futures = {pool.submit(action, host): host["name"] for host in hosts}
         for future in concurrent.futures.as_completed(futures):

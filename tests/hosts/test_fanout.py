@@ -7,7 +7,13 @@ from storbench.hosts import services
 
 def test_the_default_fanout_covers_large_fleets(monkeypatch):
     monkeypatch.delenv("STORBENCH_FANOUT", raising=False)
-    assert services.fanout() == 512
+    persistent = [
+        {"name": f"c{n}", "transport": "ssh", "connection": "persistent"} for n in range(3)
+    ]
+    assert services.fanout(persistent) == 512
+    assert services.fanout([{"name": "localhost", "transport": "local"}]) == 512
+    # paramiko's handshakes run in this process: fewer at once
+    assert services.fanout([*persistent, {"name": "c9", "transport": "ssh"}]) == 64
 
 
 def test_the_fanout_comes_from_the_environment(monkeypatch):
