@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from storbench.core.model import Host
+from storbench.core.specs import RunSpec
 from storbench.hosts.transport import HostError, LocalTransport
-from storbench.run import one_trip, ready, target_lock
+from storbench.run import engine, one_trip, ready, target_lock
 from storbench.tools import get_tool
 
 
@@ -148,3 +149,35 @@ def _start_ticks(pid: int) -> str:
     """/proc stat field 22 (the fields after the name start at field 3)."""
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rpartition(")")[2].split()[22 - 3]
+
+
+def test_a_standalone_run_makes_three_shell_round_trips_per_host(tmp_path, monkeypatch):
+    """Preparation, the start probe and the finish (lock release); fio itself is the run."""
+    scripts: dict[str, list[str]] = {}
+    shell = LocalTransport._shell
+
+    def counted(self, script: str, *, timeout_s: float):
+        scripts.setdefault(self.spec.name, []).append(script)
+        return shell(self, script, timeout_s=timeout_s)
+
+    monkeypatch.setattr(LocalTransport, "_shell", counted)
+    hosts = tuple(
+        {"name": name, "transport": "local", "workdir": str(tmp_path / "w")}
+        for name in ("h1", "h2")
+    )
+    job = tmp_path / "job.fio"
+    job.write_text(f"[w]\ndirectory={tmp_path / 'target'}\nrw=write\nbs=64k\nsize=1m\n")
+    spec = RunSpec(
+        experiment="e",
+        run_id="r",
+        tool="fio",
+        target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
+        params={},
+        hosts=hosts,
+        timeout_s=60,
+    )
+    manifest = engine.run_iteration(spec, 1, str(job), str(tmp_path / "results/it1/run.json"))
+
+    assert {name: len(sent) for name, sent in scripts.items()} == {"h1": 3, "h2": 3}
+    assert all(host["tool_version"].startswith("fio-") for host in manifest.hosts)
+    assert not list((tmp_path / "w/locks").rglob("*.lock"))  # released
