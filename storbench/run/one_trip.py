@@ -82,16 +82,18 @@ def run(transport, steps: Steps, *, timeout_s: float) -> dict[str, Outcome]:
 
 def write_file_script(text: str, path: str) -> str | None:
     """Shell that writes text to path atomically (a temporary file renamed into place), its
-    folder made first; None when the text is too large (or binary) for a script."""
+    folder made first; None when the text is too large (or binary) for a script. It works
+    in the folder: the path itself (a job file's: the marker that finds the tool's
+    processes) stays out of the script's command line."""
     if len(text) > MAX_INLINE_TEXT or "\0" in text:
         return None
-    folder = path.rsplit("/", 1)[0] or "/"
-    tmp = f"{folder}/.{path.rsplit('/', 1)[-1]}.{uuid.uuid4().hex}.tmp"
+    folder, name = path.rsplit("/", 1) if "/" in path else (".", path)
+    folder = folder or "/"
+    tmp = shlex.quote(f".{name}.{uuid.uuid4().hex}.tmp")
     return (
-        f"{mkdir_script(folder)} || exit\n"
-        f"printf '%s' {shlex.quote(text)} > {shlex.quote(tmp)}"
-        f" && mv -f -- {shlex.quote(tmp)} {shlex.quote(path)}"
-        f" || {{ rc=$?; rm -f -- {shlex.quote(tmp)}; exit $rc; }}"
+        f"{mkdir_script(folder)} && cd -- {shlex.quote(folder)} || exit\n"
+        f"printf '%s' {shlex.quote(text)} > {tmp} && mv -f -- {tmp} {shlex.quote(name)}"
+        f" || {{ rc=$?; rm -f -- {tmp}; exit $rc; }}"
     )
 
 

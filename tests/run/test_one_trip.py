@@ -52,6 +52,7 @@ def test_a_file_written_by_the_script_keeps_its_text_exactly(tmp_path):
     steps = one_trip.Steps()
     script = one_trip.write_file_script(text, str(path))
     assert script is not None
+    assert str(path) not in script  # a job path is the marker of the tool's processes
     steps.add("job", script)
 
     assert one_trip.run(CountingTransport(), steps, timeout_s=30)["job"].rc == 0
