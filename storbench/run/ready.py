@@ -62,36 +62,40 @@ class Preparation:
                  lambda o: tool.unusable(o.rc, _tail(o.err)))  # fmt: skip
 
     def run(self, transport) -> dict[str, one_trip.Outcome]:
-        """Run the script (once more after removing a stale lock); HostError naming the host
+        """Run the script (once more after each stale lock removed); HostError naming the host
         and the failed step, TargetBusy naming the holder."""
-        for _ in range(2):
+        stale = ("", "")
+        for _ in range(len(self._locks) + 1):  # each stale lock removed once
             try:
                 outcomes = one_trip.run(transport, self.steps, timeout_s=READY_TIMEOUT_S)
             except one_trip.ScriptFailed as error:
                 raise HostError(self.host, f"preparing the host failed: {error}") from None
-            if self._take_over_stale_lock(transport, outcomes):
+            taken_over = self._take_over_stale_lock(transport, outcomes)
+            if taken_over is not None:
+                stale = taken_over
                 continue
             failed = next((n for n, o in outcomes.items() if o.rc != 0), None)
             if failed is not None:
                 raise HostError(self.host, self._failures[failed](outcomes[failed]))
             return outcomes
-        step, name, path = next(lock for lock in self._locks if lock[0] not in outcomes)
+        name, path = stale
         raise target_lock.TargetBusy(self.host, f"target {name}: could not take {path}")
 
-    def _take_over_stale_lock(self, transport, outcomes) -> bool:
-        """Whether a stale lock stopped the script (and was removed); raise if it is held."""
+    def _take_over_stale_lock(self, transport, outcomes) -> tuple[str, str] | None:
+        """(target, lock path) of a stale lock that stopped the script (it was removed);
+        raise if the lock is held; None when every lock was taken."""
         for step, name, path in self._locks:
             outcome = outcomes.get(step)
             if outcome is None:
-                return False
+                return None
             other = target_lock.holder_of(self.host, path, outcome.rc, outcome.out, outcome.err)
             if other is None:
                 continue
             if not target_lock.is_stale(other):
                 raise target_lock.TargetBusy(self.host, target_lock.busy_message(name, path, other))
             target_lock.remove_if_unchanged(transport, path, other)
-            return True
-        return False
+            return name, path
+        return None
 
 
 def keep_version(outcomes: dict[str, one_trip.Outcome], local_dir: Path, host: str) -> str:
