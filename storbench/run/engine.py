@@ -36,14 +36,13 @@ from storbench.hosts.transport import (
     program_name,
     raise_interrupt,
 )
-from storbench.run import faults, room, start, target_lock
+from storbench.run import faults, one_trip, ready, room, start, target_lock
 from storbench.run.attempt import (
     RunError,
     exit_reason,
     now,
     output_tail,
     run_credentials,
-    tool_version,
 )
 from storbench.run.processes import controller_chain, is_alive
 from storbench.run.service import run_service_iteration
@@ -133,10 +132,13 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
     try:
         with open_transport(host) as transport:
             transport.check()
-            with target_lock.held(transport, host.workdir, spec.target, spec.timeout_s):
+            me = target_lock.holder(spec.timeout_s)
+            preparation = ready.Preparation(name)
+            locks = preparation.lock(host.workdir, spec.target, me)
+            finished = False
+            try:
                 remote = _prepare_host(spec, tool, transport, host, paths, job_text, local_dir,
-                                       attempt)  # fmt: skip
-                result.tool_version = tool_version(transport, tool, local_dir, name)
+                                       attempt, preparation, result)  # fmt: skip
                 private_files: list[str] = []
                 try:
                     argv = _command_with_secrets(
@@ -160,8 +162,12 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                 else:
                     _kill_leftovers(transport, paths.job_path, result)
                     _fetch_what_exists(transport, tool, paths, local_output)
-                if remote:
-                    _tidy_remote_attempts(transport, paths.workdir, host.keep_attempts)
+                tidy = _tidy_script(paths.workdir, host.keep_attempts) if remote else None
+                _finish_host(transport, tidy, locks, me)
+                finished = True
+            finally:
+                if not finished:
+                    target_lock.release(transport, locks, me)
     except start.StartAborted as error:
         result.error = f"host {name}: {error}"
     except HostError as error:
@@ -173,24 +179,39 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
 
 
 def _prepare_host(spec: RunSpec, tool, transport, host: Host, paths: HostPaths, job_text: str,
-                  local_dir: Path, attempt: int) -> bool:  # fmt: skip
-    """Folders, room on the target and the job file; whether the work folder is remote."""
-    if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
-        transport.kill_matching(stale_attempts_marker(paths.workdir))
+                  local_dir: Path, attempt: int, preparation: ready.Preparation,
+                  result: HostResult) -> bool:  # fmt: skip
+    """Locks, folders, room on the target, the job file and the tool's version, in one round
+    trip after the locks preparation holds; whether the work folder is remote."""
     remote = paths.workdir != str(local_dir.resolve())
     if remote:  # attempts are numbered locally: this folder is another session's
-        transport.fresh_dir(paths.workdir)
+        preparation.fresh_dir("workdir", paths.workdir)
     else:
-        transport.mkdirs(paths.workdir)
-    for target_directory in tool.target_directories(spec.target, host.name):
-        transport.mkdirs(target_directory)
+        preparation.mkdirs("workdir", paths.workdir)
+    for index, target_directory in enumerate(tool.target_directories(spec.target, host.name)):
+        preparation.mkdirs(f"target{index}", target_directory)
     needed = tool.bytes_per_host(spec.params)
     directory = tool.target_directory(spec.target, host.name)
-    if needed and directory and spec.target.get("type") == "directory":
-        room.check_room(transport, directory, needed, spec.run_id)
-    transport.put_text(job_text, paths.job_path)
+    check_room = bool(needed and directory and spec.target.get("type") == "directory")
+    if check_room:  # its verdict is read below; the step itself never fails
+        preparation.add("room", f"{room.room_script(directory)}; exit 0", lambda o: "")
+    job_script = one_trip.write_file_script(job_text, paths.job_path)
+    if job_script is not None:
+        preparation.add("job", job_script,
+                        lambda o: f"cannot write {paths.job_path}: {o.err.strip()}")  # fmt: skip
     if tool.output_is_folder:
-        transport.mkdirs(paths.output_path)
+        preparation.mkdirs("output", paths.output_path)
+    preparation.version(tool)
+    outcomes = preparation.run(transport)
+    if check_room:
+        problem = room.room_problem(0, outcomes["room"].out, directory, needed, spec.run_id)
+        if problem:
+            raise HostError(host.name, problem)
+    result.tool_version = ready.keep_version(outcomes, local_dir, host.name)
+    if job_script is None:  # too large for the script
+        transport.put_text(job_text, paths.job_path)
+    if attempt > 1:  # a SIGKILLed campaign can leave the last attempt's tool running
+        transport.kill_matching(stale_attempts_marker(paths.workdir))
     return remote
 
 
@@ -267,19 +288,25 @@ def _fetch_what_exists(transport, tool, paths: HostPaths, local_path: Path) -> N
         _fetch_output(transport, tool, paths, local_path)
 
 
-def _tidy_remote_attempts(transport, workdir: str, keep: int) -> None:
-    """Remove this iteration's attempt folders on the host but the newest ``keep``: their
-    output is in results/ now (a host's work folder would otherwise only grow)."""
+def _tidy_script(workdir: str, keep: int) -> str:
+    """Shell removing this iteration's attempt folders on the host but the newest ``keep``:
+    their output is in results/ now (a host's work folder would otherwise only grow)."""
     parent = workdir.rsplit("/", 1)[0]
     quoted = shlex.quote(parent)
-    script = (
+    return (
         f"cd -- {quoted} 2>/dev/null || exit 0; ls -1 | grep -E '^a[0-9]+$' | sort -k1.2n"
         f' | head -n -{int(keep)} | while read -r old; do rm -rf -- "$old"; done'
         if keep
         else f"rm -rf -- {quoted}"
     )
-    with contextlib.suppress(Exception):  # tidying never fails a run
-        transport.shell(script, timeout_s=SHELL_TIMEOUT_S)
+
+
+def _finish_host(transport, tidy: str | None, locks: list[str], me: str) -> None:
+    """Old attempt folders tidied and the locks released, in one round trip; never fails a run."""
+    parts = [f"(\n{tidy}\n)"] if tidy else []
+    parts.append(target_lock.release_script(locks, me))
+    with contextlib.suppress(Exception):
+        transport.shell("\n".join(parts), timeout_s=SHELL_TIMEOUT_S)
 
 
 def _kill_everywhere(hosts: list[Host], paths: list[HostPaths], local_dir: Path, tool) -> None:

@@ -35,25 +35,36 @@ def free_bytes(transport, directory: str) -> int | None:
 def check_room(transport, directory: str, needed: int, run_id: str) -> None:
     """Raise HostError when the run's files do not fit; files already there (an earlier
     run's, which fio reuses) count as room. One round trip: df, then du."""
-    script = (
+    rc, out, _ = transport.shell(room_script(directory), timeout_s=CHECK_TIMEOUT_S)
+    problem = room_problem(rc, out, directory, needed, run_id)
+    if problem:
+        raise HostError(transport.spec.name, problem)
+
+
+def room_script(directory: str) -> str:
+    """Shell printing df's line for directory (or its nearest parent), then du's."""
+    return (
         f'{_where(directory)}; df -Pk "$p" | tail -n 1;'
         f" du -sk -- {shlex.quote(directory)} 2>/dev/null || echo 0"
     )
-    rc, out, _ = transport.shell(script, timeout_s=CHECK_TIMEOUT_S)
+
+
+def room_problem(rc: int, out: str, directory: str, needed: int, run_id: str) -> str | None:
+    """From room_script's output: why the run's files do not fit, or None (also unknown)."""
     lines = out.splitlines()
     df = lines[0].split() if lines else []
     free = _kib(df[3]) if rc == 0 and len(df) >= 4 else None
     if free is None:
-        return
+        return None
     du = lines[1].split() if len(lines) > 1 else []
     present = (_kib(du[0]) if du else None) or 0
-    if needed - present > free:
-        raise HostError(
-            transport.spec.name,
-            f"not enough room in {directory}: run {run_id} writes {_gib(needed)} of files per"
-            f" host (size x numjobs), {_gib(present)} are there already and {_gib(free)} are"
-            " free; shrink size or free the target",
-        )
+    if needed - present <= free:
+        return None
+    return (
+        f"not enough room in {directory}: run {run_id} writes {_gib(needed)} of files per"
+        f" host (size x numjobs), {_gib(present)} are there already and {_gib(free)} are"
+        " free; shrink size or free the target"
+    )
 
 
 def _gib(count: int) -> str:

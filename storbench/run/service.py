@@ -14,6 +14,7 @@ import datetime
 import os
 import shlex
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,15 +23,14 @@ from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
-from storbench.hosts.transport import HostError, hold_signals, open_transport
-from storbench.run import target_lock
+from storbench.hosts.transport import HostError, Transport, hold_signals, open_transport
+from storbench.run import one_trip, ready, target_lock
 from storbench.run.attempt import (
     RunError,
     exit_reason,
     now,
     output_tail,
     run_credentials,
-    tool_version,
 )
 from storbench.tools import get_tool
 from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
@@ -56,10 +56,12 @@ def run_service_iteration(
         services.ensure_services(hosts, spec.tool, port)
     holder = target_lock.holder(spec.timeout_s)
     workers: dict[str, list[str]] = {}
+    sessions = Sessions()
+    released: set[str] = set()
     try:
-        prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder)
+        prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder, sessions)
         if tool.service_per_run:
-            workers = _start_workers(spec, tool, hosts, port)
+            workers = _start_workers(spec, tool, hosts, port, sessions)
             endpoints = [_controller_endpoint(host, port) for host in hosts]
         else:
             endpoints = [services.endpoint(host, port, spec.tool) for host in hosts]
@@ -74,14 +76,17 @@ def run_service_iteration(
         except KeyboardInterrupt:
             hold_signals()
             if workers:
-                _stop_workers(spec, hosts, workers)
+                _stop_workers(hosts, workers, sessions)
             else:
                 _stop_campaign_services(spec)
             raise
         end = now()
         if workers:  # they end with the server; a worker left over has lost it
-            _stop_workers(spec, hosts, workers)
-        logs = _keep_service_logs(spec, tool, hosts, port, local_dir, prepared)
+            _stop_workers(hosts, workers, sessions)
+        finished = _finish_hosts(spec, tool, hosts, port, local_dir, prepared, holder, sessions)
+        released.update(finished)
+        logs = {name: done.log for name, done in finished.items() if done.log}
+        stamps = {name: done.stamp for name, done in finished.items() if done.stamp}
         if exit_code != 0:
             reason = exit_reason(exit_code)
             # fio --client writes its clients' errors into its output file, not to stderr
@@ -96,7 +101,6 @@ def run_service_iteration(
                 + "\n    ".join((tail or "(empty)").splitlines())
                 + f"\nraw output kept in {local_dir}"
             )
-        stamps = _start_stamps(spec, tool, hosts, port)
         return {
             "execution": "service",
             "controller": {
@@ -127,14 +131,17 @@ def run_service_iteration(
             ],
         }
     finally:
-        _release_locks(spec, hosts, holder)
+        _release_locks(spec, [h for h in hosts if h["name"] not in released], holder, sessions)
+        sessions.close()
 
 
 def _controller_endpoint(host: dict, port: int) -> str:
     return f"{services.host_spec(host).controller_address or LOCAL_CONTROLLER}:{port}"
 
 
-def _start_workers(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[str, list[str]]:
+def _start_workers(
+    spec: RunSpec, tool, hosts: list[dict], port: int, sessions: Sessions
+) -> dict[str, list[str]]:
     """{host: argv} of each host's worker, started detached; it dials the controller's server
     (and retries until it is up), so nothing here waits for it."""
 
@@ -146,9 +153,9 @@ def _start_workers(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[st
         if not argv:  # the tool's client starts what runs on the hosts itself
             return argv
         folder = services.service_dir(host_spec, spec.tool, port)
-        with open_transport(host_spec) as transport:
-            transport.kill_matching(" ".join(argv))  # a worker an interrupted run left
-            code, _, err = transport.shell(services.detached_script(folder, argv), timeout_s=60)
+        transport = sessions.of(host)
+        transport.kill_matching(" ".join(argv))  # a worker an interrupted run left
+        code, _, err = transport.shell(services.detached_script(folder, argv), timeout_s=60)
         if code != 0:
             raise HostError(host_spec.name, f"{spec.tool} worker did not start: {err.strip()}")
         return argv
@@ -156,11 +163,9 @@ def _start_workers(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[st
     return services.on_every_host(hosts, start, "starting the workers")
 
 
-def _stop_workers(spec: RunSpec, hosts: list[dict], workers: dict[str, list[str]]) -> None:
+def _stop_workers(hosts: list[dict], workers: dict[str, list[str]], sessions: Sessions) -> None:
     def stop(host: dict) -> None:
-        host_spec = services.host_spec(host)
-        with open_transport(host_spec) as transport:
-            transport.kill_matching(" ".join(workers[host_spec.name]))
+        sessions.of(host).kill_matching(" ".join(workers[host["name"]]))
 
     started = [h for h in hosts if workers.get(h["name"])]
     with contextlib.suppress(Exception):  # best effort; `snakemake cleanup` is the backstop
@@ -233,92 +238,112 @@ class Prepared:
     log_offset: int | None  # bytes in the service's log before the run
 
 
-def _keep_service_logs(
-    spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, prepared: dict
-) -> dict[str, str]:
-    """{host: file} with what each service logged during the run (its own part of the run)."""
-    if not tool.service_log_results:
-        return {}
+class Sessions:
+    """One open transport per host for the whole iteration (each phase uses it from its own
+    thread, one phase after another): a host is connected to once per run."""
 
-    def fetch(host: dict) -> str | None:
-        host_spec = services.host_spec(host)
-        offset = prepared[host_spec.name].log_offset
-        log = f"{services.service_dir(host_spec, spec.tool, port)}/{services.LOG_NAME}"
-        name = tool.service_log_name(host_spec.name)
-        try:
-            with open_transport(host_spec) as transport:
-                _, out, _ = transport.shell(
-                    f"tail -c +{(offset or 0) + 1} {shlex.quote(log)}", timeout_s=60
-                )
-        except HostError:  # the run's totals stand; this host then has no row of its own
-            return None
-        atomic.write_text(local_dir / name, out)
-        return name
+    def __init__(self) -> None:
+        self._open: dict[str, Transport] = {}
+        self._lock = threading.Lock()
 
-    logs = services.on_every_host(hosts, fetch, "keeping the service logs")
-    return {name: file for name, file in logs.items() if file}
+    def of(self, host: dict) -> Transport:
+        spec = services.host_spec(host)
+        with self._lock:
+            transport = self._open.get(spec.name)
+        if transport is None:
+            transport = open_transport(spec)
+            with self._lock:
+                self._open[spec.name] = transport
+        return transport
+
+    def drop(self, host: dict) -> None:
+        """Close a host's transport after an error: its next use connects afresh."""
+        with self._lock:
+            transport = self._open.pop(host["name"], None)
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.close()
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._open = list(self._open.values()), {}
+        for transport in opened:
+            with contextlib.suppress(Exception):
+                transport.close()
 
 
 def _prepare_hosts(
-    spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, holder: str
+    spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, holder: str, sessions
 ) -> dict:
     """Target locks taken, target directories made, old start stamps removed, tool version
-    and the service log's size read: per host, at once."""
+    and the service log's size read: per host, at once, in one round trip each."""
 
     def prepare(host: dict) -> Prepared:
         host_spec = services.host_spec(host)
-        with open_transport(host_spec) as transport:
-            for name in target_lock.target_names(spec.target):
-                path = target_lock.lock_path(host_spec.workdir, host_spec.name, name)
-                target_lock.acquire(transport, path, holder, name)
-            for directory in tool.target_directories(spec.target, host_spec.name):
-                transport.mkdirs(directory)
-            transport.remove(_stamp_paths(host_spec, spec, tool, port))
-            version = tool_version(transport, tool, local_dir, host_spec.name)
-            offset = None
-            if tool.service_log_results:
-                log = f"{services.service_dir(host_spec, spec.tool, port)}/{services.LOG_NAME}"
-                _, out, _ = transport.shell(f"wc -c < {shlex.quote(log)}", timeout_s=30)
-                offset = int(out.strip()) if out.strip().isdigit() else 0
-            return Prepared(version, offset)
+        preparation = ready.Preparation(host_spec.name)
+        preparation.lock(host_spec.workdir, spec.target, holder)
+        for index, directory in enumerate(tool.target_directories(spec.target, host_spec.name)):
+            preparation.mkdirs(f"target{index}", directory)
+        stamps = " ".join(map(shlex.quote, _stamp_paths(host_spec, spec, tool, port)))
+        if stamps:  # best effort, like Transport.remove
+            preparation.add("stamps", f"rm -f -- {stamps}; exit 0", lambda o: "")
+        preparation.version(tool)
+        if tool.service_log_results:
+            log = shlex.quote(_log_path(host_spec, spec, port))
+            preparation.add("log_size", f"wc -c < {log} 2>/dev/null; exit 0", lambda o: "")
+        outcomes = preparation.run(sessions.of(host))
+        version = ready.keep_version(outcomes, local_dir, host_spec.name)
+        offset = None
+        if tool.service_log_results:
+            size = outcomes["log_size"].out.strip()
+            offset = int(size) if size.isdigit() else 0
+        return Prepared(version, offset)
 
     return services.on_every_host(hosts, prepare, "preparing the hosts")
 
 
-def _release_locks(spec: RunSpec, hosts: list[dict], holder: str) -> None:
-    def release(host: dict) -> None:
+@dataclass
+class Finished:
+    log: str | None  # the file with what the host's service logged during the run
+    stamp: str | None  # the host's own start (ISO), from the stamp its job left
+
+
+def _finish_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path,
+                  prepared: dict, holder: str, sessions) -> dict[str, Finished]:  # fmt: skip
+    """After the run, per host in one round trip: what its service logged during the run
+    (kept as a file), its start stamp, and its target locks released. A host that could not
+    be read is absent (its rows then come from the run's totals, its start from the
+    controller's, and its locks are released once more at the end)."""
+
+    def finish(host: dict) -> Finished | None:
         host_spec = services.host_spec(host)
-        paths = [
+        steps = one_trip.Steps()
+        if tool.service_log_results:
+            offset = prepared[host_spec.name].log_offset or 0
+            log = shlex.quote(_log_path(host_spec, spec, port))
+            steps.add("log", f"tail -c +{offset + 1} {log}; exit 0")
+        paths = " ".join(map(shlex.quote, _stamp_paths(host_spec, spec, tool, port)))
+        if paths:
+            steps.add("stamps", f"cat {paths} 2>/dev/null; exit 0")
+        locks = [
             target_lock.lock_path(host_spec.workdir, host_spec.name, name)
             for name in target_lock.target_names(spec.target)
         ]
-        with open_transport(host_spec) as transport:
-            target_lock.release(transport, paths, holder)
-
-    with contextlib.suppress(Exception):  # never hide the run's own error behind this
-        services.on_every_host(hosts, release, "releasing the target locks")
-
-
-def _stamp_paths(host_spec: Host, spec: RunSpec, tool, port: int) -> list[str]:
-    folder = services.service_dir(host_spec, spec.tool, port)
-    return [f"{folder}/{name}" for name in tool.start_stamp_names(spec.to_dict())]
-
-
-def _start_stamps(spec: RunSpec, tool, hosts: list[dict], port: int) -> dict[str, str]:
-    """ISO start time per host from the stamp its job left; hosts without one are absent."""
-
-    def read(host: dict) -> str | None:
-        host_spec = services.host_spec(host)
-        paths = " ".join(_quote(p) for p in _stamp_paths(host_spec, spec, tool, port))
+        steps.add("release", target_lock.release_script(locks, holder))
         try:
-            with open_transport(host_spec) as transport:
-                _, out, _ = transport.shell(f"cat {paths} 2>/dev/null", timeout_s=30)
-        except HostError:  # the run succeeded; its start then falls back to the controller's
+            outcomes = one_trip.run(sessions.of(host), steps, timeout_s=60)
+        except (HostError, one_trip.ScriptFailed):  # the run's totals stand
+            sessions.drop(host)  # the locks are released once more, on a new connection
             return None
-        return _earliest(out)
+        log_name = None
+        if "log" in outcomes:
+            log_name = tool.service_log_name(host_spec.name)
+            atomic.write_text(local_dir / log_name, outcomes["log"].out)
+        stamp = _earliest(outcomes["stamps"].out) if "stamps" in outcomes else None
+        return Finished(log_name, stamp)
 
-    stamps = services.on_every_host(hosts, read, "reading start stamps")
-    return {name: stamp for name, stamp in stamps.items() if stamp}
+    results = services.on_every_host(hosts, finish, "finishing the run")
+    return {name: done for name, done in results.items() if done is not None}
 
 
 def _earliest(text: str) -> str | None:
@@ -335,9 +360,28 @@ def _earliest(text: str) -> str | None:
     return moment.isoformat(timespec="milliseconds")
 
 
-def _quote(path: str) -> str:
+def _release_locks(spec: RunSpec, hosts: list[dict], holder: str, sessions) -> None:
+    """The locks of hosts whose run did not finish (failed, interrupted), best effort."""
 
-    return shlex.quote(path)
+    def release(host: dict) -> None:
+        host_spec = services.host_spec(host)
+        paths = [
+            target_lock.lock_path(host_spec.workdir, host_spec.name, name)
+            for name in target_lock.target_names(spec.target)
+        ]
+        target_lock.release(sessions.of(host), paths, holder)
+
+    with contextlib.suppress(Exception):  # never hide the run's own error behind this
+        services.on_every_host(hosts, release, "releasing the target locks")
+
+
+def _stamp_paths(host_spec: Host, spec: RunSpec, tool, port: int) -> list[str]:
+    folder = services.service_dir(host_spec, spec.tool, port)
+    return [f"{folder}/{name}" for name in tool.start_stamp_names(spec.to_dict())]
+
+
+def _log_path(host_spec: Host, spec: RunSpec, port: int) -> str:
+    return f"{services.service_dir(host_spec, spec.tool, port)}/{services.LOG_NAME}"
 
 
 def _stop_campaign_services(spec: RunSpec) -> None:

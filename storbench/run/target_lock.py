@@ -82,15 +82,15 @@ def acquire(transport, path: str, me: str, target: str) -> None:
             return
         if not is_stale(other):
             raise TargetBusy(transport.spec.name, busy_message(target, path, other))
-        _remove_if_unchanged(transport, path, other)
+        remove_if_unchanged(transport, path, other)
     raise TargetBusy(transport.spec.name, f"target {target}: could not take {path}")
 
 
 def release(transport, lock_paths: list[str], me: str) -> None:
     """Remove each lock that is still ours (best effort: a stale lock is found next time)."""
-    for path in lock_paths:
+    if lock_paths:
         with contextlib.suppress(Exception):  # never hide the run's own error behind this
-            _remove_if_unchanged(transport, path, me)
+            transport.shell(release_script(lock_paths, me), timeout_s=SHELL_TIMEOUT_S)
 
 
 def is_stale(text: str) -> bool:
@@ -121,22 +121,48 @@ def busy_message(target: str, path: str, text: str) -> str:
     )
 
 
+BUSY_EXIT = 3  # take_script's exit code when another holder has the lock
+
+
+def take_script(path: str, me: str) -> str:
+    """Shell taking the lock for me: exit 0 when it is ours (already ours counts), BUSY_EXIT
+    with the holder's line on stdout when another holds it, another code when it failed."""
+    lock = shlex.quote(path)
+    mine = shlex.quote(me)
+    return (
+        f"mkdir -p -- {shlex.quote(path.rsplit('/', 1)[0])} || exit\n"
+        f"(set -C; printf '%s\\n' {mine} > {lock}) 2>/dev/null && exit 0\n"
+        f"held=$(cat -- {lock} 2>/dev/null)\n"
+        f'[ "$held" = {mine} ] && exit 0\n'
+        f"printf '%s\\n' \"$held\"; exit {BUSY_EXIT}"
+    )
+
+
+def holder_of(host: str, path: str, rc: int, out: str, err: str) -> str | None:
+    """From take_script's outcome: None when taken; else the holder's line."""
+    if rc == 0:
+        return None
+    if rc == BUSY_EXIT:
+        return out.strip()
+    reason = err.strip() or f"exit {rc}"
+    raise HostError(host, f"cannot take the lock {path}: {reason}")
+
+
+def release_script(lock_paths: list[str], me: str) -> str:
+    """Shell removing each lock that is still ours; always exits 0."""
+    lines = [
+        f'[ "$(cat -- {shlex.quote(path)} 2>/dev/null)" = {shlex.quote(me)} ]'
+        f" && rm -f -- {shlex.quote(path)}"
+        for path in lock_paths
+    ]
+    return "\n".join([*lines, "true"])
+
+
 def _try_take(transport, path: str, me: str) -> str | None:
     """None when taken; else the holder's line."""
-    folder = shlex.quote(path.rsplit("/", 1)[0])
-    lock = shlex.quote(path)
-    script = (
-        f"mkdir -p -- {folder} && if (set -C; printf '%s\\n' {shlex.quote(me)} > {lock})"
-        f" 2>/dev/null; then echo {TAKEN}; else cat -- {lock}; fi"
-    )
-    rc, out, err = transport.shell(script, timeout_s=SHELL_TIMEOUT_S)
-    if rc != 0:
-        reason = err.strip() or f"exit {rc}"
-        raise HostError(transport.spec.name, f"cannot take the lock {path}: {reason}")
-    return None if out.strip() == TAKEN else out.strip()
+    rc, out, err = transport.shell(take_script(path, me), timeout_s=SHELL_TIMEOUT_S)
+    return holder_of(transport.spec.name, path, rc, out, err)
 
 
-def _remove_if_unchanged(transport, path: str, text: str) -> None:
-    lock = shlex.quote(path)
-    script = f'[ "$(cat -- {lock} 2>/dev/null)" = {shlex.quote(text)} ] && rm -f -- {lock}; true'
-    transport.shell(script, timeout_s=SHELL_TIMEOUT_S)
+def remove_if_unchanged(transport, path: str, text: str) -> None:
+    transport.shell(release_script([path], text), timeout_s=SHELL_TIMEOUT_S)
