@@ -49,6 +49,7 @@ PERSIST_S = 900  # a master without sessions this long closes (ControlPersist)
 KEEPALIVE_COUNT = 3  # unanswered keepalives before the master gives the host up
 SSH_FAILED = 255  # ssh's own exit status: the connection, not the command, failed
 CONTROL_TIMEOUT_S = 10.0  # `ssh -O check|exit` talks to the local master only
+SHORT_BASE = 48  # bytes of $TMPDIR that still leave a socket path under 107
 HOST_KEY_CHANGED = re.compile(r"REMOTE HOST IDENTIFICATION HAS CHANGED|Host key for .* has changed")
 HOST_KEY_UNKNOWN = re.compile(r"host key is known for|Host key verification failed")
 UNREACHABLE = re.compile(r"connect to host \S+ port \d+: (.+)|Could not resolve hostname \S+: (.+)")
@@ -57,7 +58,10 @@ UNREACHABLE = re.compile(r"connect to host \S+ port \d+: (.+)|Could not resolve 
 def socket_dir() -> Path:
     """Short, per user and private: a socket path must fit in 107 bytes, and anyone able to
     plant a socket there could receive our sessions."""
-    return Path(tempfile.gettempdir()) / f"storbench-ssh-{os.getuid()}"
+    base = tempfile.gettempdir()
+    if len(base) > SHORT_BASE:  # a long $TMPDIR would leave no room for the socket's name
+        base = "/tmp"
+    return Path(base) / f"storbench-ssh-{os.getuid()}"
 
 
 class OpenSSHTransport(Transport):
