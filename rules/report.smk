@@ -102,11 +102,15 @@ rule report_experiment:
         experiment=GRID_PATTERN,
     conda:
         "../envs/storbench.yaml"
+    # the figures are drawn in parallel (storbench.report.drawing)
+    threads: 2
     params:
         meta=report_meta_json,
         out_dir=lambda wildcards: paths.report_dir(wildcards.experiment),
+        figure_cache=lambda wildcards: paths.figure_cache(wildcards.experiment),
     shell:
         "storbench report --summary {input.summary:q} --out-dir {params.out_dir:q}"
+        " --figure-cache {params.figure_cache:q} --workers {threads}"
         " --meta {params.meta:q} --timeseries {input.timeseries:q}"
         " --telemetry {input.telemetry:q} --manifests {input.manifests:q}"
         " -- {input.jobs:q}"

@@ -109,6 +109,8 @@ def _report(args) -> int:
         telemetry=facts,
         timeseries_source=args.timeseries,
         manifests=[Manifest.from_json(Path(path).read_text()) for path in args.manifests or []],
+        figure_cache=args.figure_cache,
+        workers=args.workers,
     )
     for name, path in written.items():
         print(f"{name}: {path}")
@@ -497,6 +499,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--timeseries", help="the experiment's per-interval series (Parquet)")
     report.add_argument("--manifests", nargs="*", help="run manifests with fault records")
     report.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
+    report.add_argument(
+        "--figure-cache", help="folder keeping the figures drawn: a rebuild redraws changed ones"
+    )
+    report.add_argument(
+        "--workers", type=int, help="processes drawing the figures (default: the cores available)"
+    )
     report.add_argument(
         "job_files", nargs="*", help="the job files the runs used (shown in the report)"
     )
