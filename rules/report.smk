@@ -1,3 +1,6 @@
+import shlex
+
+
 rule report_experiment:
     input:
         summary=paths.summary(),
@@ -161,7 +164,39 @@ rule campaign_report:
         " --telemetry {input.telemetry:q} > {log:q} 2>&1"
 
 
-# A report printed by headless Chromium: the same page, for a customer deliverable.
+# The reports rule all asks for, printed at the end by one headless Chromium: the same pages,
+# for a customer deliverable.
+PRINTED_REPORTS = [*CAMPAIGN.default_experiments, CAMPAIGN_REPORT]
+
+
+rule report_pdfs:
+    input:
+        html=[paths.report_index(name) for name in PRINTED_REPORTS],
+    output:
+        pdfs=[
+            report(
+                paths.report_pdf(name),
+                caption="../templates/report/captions/pdf.rst",
+                category=name,
+                labels={"item": "PDF"},
+            )
+            for name in PRINTED_REPORTS
+        ],
+    log:
+        paths.campaign_log("pdf/reports.log"),
+    conda:
+        "../envs/storbench.yaml"
+    params:
+        # `--html page --pdf file` of each report, shell-quoted
+        pages=lambda wildcards, input, output: " ".join(
+            f"--html {shlex.quote(html)} --pdf {shlex.quote(pdf)}"
+            for html, pdf in zip(input.html, output.pdfs, strict=True)
+        ),
+    shell:
+        "storbench pdf {params.pages} > {log:q} 2>&1"
+
+
+# Another experiment's report, asked for by name (reports/<experiment>/report.pdf).
 rule report_pdf:
     input:
         html=paths.report_index(),
@@ -175,7 +210,7 @@ rule report_pdf:
     log:
         paths.campaign_log("pdf/{report}.log"),
     wildcard_constraints:
-        report=names_pattern([*EXPERIMENTS, CAMPAIGN_REPORT]),
+        report=names_pattern([n for n in EXPERIMENTS if n not in PRINTED_REPORTS]),
     conda:
         "../envs/storbench.yaml"
     shell:
