@@ -141,7 +141,9 @@ def _pdf(args) -> int:
 
     if len(args.html) != len(args.pdf):
         raise SystemExit(f"storbench pdf: {len(args.html)} --html but {len(args.pdf)} --pdf")
-    for written in pdf.print_pdfs(list(zip(args.html, args.pdf)), timeout_s=args.timeout):
+    for written in pdf.print_pdfs(
+        list(zip(args.html, args.pdf, strict=True)), timeout_s=args.timeout
+    ):
         print(written)
     return 0
 

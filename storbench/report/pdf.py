@@ -86,8 +86,8 @@ def print_pdfs(
 ) -> list[Path]:
     """Print each (HTML file, PDF path) like ``html_to_pdf``, all in one Chromium;
     ``timeout_s`` for each page."""
-    pages = [(_existing_html(html), Path(out)) for html, out in pages]
-    names = ", ".join(str(html) for html, _ in pages)
+    resolved = [(_existing_html(html), Path(out)) for html, out in pages]
+    names = ", ".join(str(html) for html, _ in resolved)
     browser = _browser_or_error(browser, f"print {names} to PDF")
     with tempfile.TemporaryDirectory(prefix="storbench-chromium-") as work:
         stderr_path = Path(work) / "stderr.txt"
@@ -95,7 +95,7 @@ def print_pdfs(
         try:
             return [
                 _print_page(session, browser, html, out, timeout_s, stderr_path)
-                for html, out in pages
+                for html, out in resolved
             ]
         finally:
             session.close()
