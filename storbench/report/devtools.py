@@ -59,7 +59,8 @@ class Browser:
             )
         os.close(to_browser)
         os.close(from_browser)
-        self._buffer = b""
+        self._chunks: list[bytes] = []  # the message being received
+        self._complete: list[bytes] = []  # messages received, not yet read
         self._next_id = 0
         self._events: list[dict] = []
 
@@ -117,16 +118,19 @@ class Browser:
             self.process.wait()
 
     def _receive(self, deadline: float) -> dict:
-        while b"\0" not in self._buffer:
+        # a PDF comes as one message of megabytes in pipe-sized chunks: joined once, at its end
+        while not self._complete:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self._replies], [], [], left)[0]:
                 raise BrowserTimeout()
             chunk = os.read(self._replies, 1 << 20)
             if not chunk:
                 raise BrowserExited(self._status())
-            self._buffer += chunk
-        message, self._buffer = self._buffer.split(b"\0", 1)
-        return json.loads(message)
+            self._chunks.append(chunk)
+            if b"\0" in chunk:
+                self._complete.extend(b"".join(self._chunks).split(b"\0"))
+                self._chunks = [self._complete.pop()]  # the start of the next message
+        return json.loads(self._complete.pop(0))
 
     def _status(self) -> int | None:
         try:
