@@ -105,10 +105,13 @@ def _draw_all(payloads: list[bytes], workers: int | None) -> list[Drawn]:
     workers = min(workers or workers_available(), len(payloads))
     if workers <= 1:
         return [draw(payload) for payload in payloads]
+    # the most data first (drawing time grows with it): no large figure is left for the end
+    order = sorted(range(len(payloads)), key=lambda index: -len(payloads[index]))
     # fork: the workers start with storbench, pandas and matplotlib already imported
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(draw, payloads))
+        drawn = dict(zip(order, pool.map(draw, [payloads[i] for i in order]), strict=True))
+    return [drawn[index] for index in range(len(payloads))]
 
 
 def _cached(cache: Path, key: str) -> Drawn | None:
