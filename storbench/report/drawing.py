@@ -13,6 +13,7 @@ of the last build only: entries no job of this build used are removed.
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import importlib.metadata
 import multiprocessing
@@ -109,8 +110,13 @@ def _draw_all(payloads: list[bytes], workers: int | None) -> list[Drawn]:
     order = sorted(range(len(payloads)), key=lambda index: -len(payloads[index]))
     # fork: the workers start with storbench, pandas and matplotlib already imported
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        drawn = dict(zip(order, pool.map(draw, [payloads[i] for i in order]), strict=True))
+    # the parent's objects out of the workers' garbage collection: it would copy every page
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            drawn = dict(zip(order, pool.map(draw, [payloads[i] for i in order]), strict=True))
+    finally:
+        gc.unfreeze()
     return [drawn[index] for index in range(len(payloads))]
 
 
