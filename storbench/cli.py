@@ -109,6 +109,8 @@ def _report(args) -> int:
         telemetry=facts,
         timeseries_source=args.timeseries,
         manifests=[Manifest.from_json(Path(path).read_text()) for path in args.manifests or []],
+        figure_cache=args.figure_cache,
+        workers=args.workers,
     )
     for name, path in written.items():
         print(f"{name}: {path}")
@@ -137,7 +139,12 @@ def _pdf(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.report import pdf
 
-    print(pdf.html_to_pdf(args.html, args.pdf, timeout_s=args.timeout))
+    if len(args.html) != len(args.pdf):
+        raise SystemExit(f"storbench pdf: {len(args.html)} --html but {len(args.pdf)} --pdf")
+    for written in pdf.print_pdfs(
+        list(zip(args.html, args.pdf, strict=True)), timeout_s=args.timeout
+    ):
+        print(written)
     return 0
 
 
@@ -498,6 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--manifests", nargs="*", help="run manifests with fault records")
     report.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
     report.add_argument(
+        "--figure-cache", help="folder keeping the figures drawn: a rebuild redraws changed ones"
+    )
+    report.add_argument(
+        "--workers", type=int, help="processes drawing the figures (default: the cores available)"
+    )
+    report.add_argument(
         "job_files", nargs="*", help="the job files the runs used (shown in the report)"
     )
     report.set_defaults(handler=_report)
@@ -514,10 +527,16 @@ def build_parser() -> argparse.ArgumentParser:
     campaign.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
     campaign.set_defaults(handler=_campaign_report)
 
-    printing = steps.add_parser("pdf", help="print an HTML report to PDF with headless Chromium")
-    printing.add_argument("--html", required=True, help="the report page to print")
-    printing.add_argument("--pdf", required=True, help="PDF to write")
-    printing.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    printing = steps.add_parser("pdf", help="print HTML reports to PDF with one headless Chromium")
+    printing.add_argument(
+        "--html", required=True, action="append", help="a report page to print (repeatable)"
+    )
+    printing.add_argument(
+        "--pdf", required=True, action="append", help="the PDF of the n-th --html page"
+    )
+    printing.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds per page (default 120)"
+    )
     printing.set_defaults(handler=_pdf)
 
     preflight = steps.add_parser("preflight", help="check every host before the first run")

@@ -76,6 +76,11 @@ def log(name: str, experiment: str = E) -> str:
     return f"{experiment_dir(experiment)}/logs/{name}"
 
 
+def figure_cache(experiment: str = E) -> str:
+    """The report figures last drawn for the experiment, by a hash of what they draw."""
+    return f"{experiment_dir(experiment)}/figure_cache"
+
+
 def preflight(experiment: str = E) -> str:
     return f"{experiment_dir(experiment)}/preflight.json"
 

@@ -38,6 +38,7 @@ from storbench.core.specs import Manifest  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import selection, tables
+from storbench.report.drawing import FigureJob, draw_figures
 from storbench.report.toolkit import (
     COLORS,
     COV_MARK,
@@ -106,6 +107,8 @@ def build_report(
     telemetry: dict | None = None,
     timeseries_source=None,
     manifests: list[Manifest] | None = None,
+    figure_cache=None,
+    workers: int | None = None,
 ) -> dict[str, Path]:
     """Write the report into ``out_dir`` and return {file name: path}.
 
@@ -118,7 +121,9 @@ def build_report(
     ``timeseries_source``: per-interval rows (a Parquet path or a table) for the time-series
     figure. ``manifests``: the iterations' run manifests; those recording fault commands
     give the fault-injection section (storbench.report.faults). ``meta['soak']`` adds the
-    soak section (storbench.report.soak).
+    soak section (storbench.report.soak). ``figure_cache``: a folder keeping the figures
+    drawn, so a rebuild draws only those whose data changed (storbench.report.drawing; None:
+    draw all); ``workers``: processes drawing the figures (default: the cores available).
 
     Beyond index.html, summary.csv, summary.md and FIGURES: scaling.png/.svg/.csv when
     ``meta['steps']`` is set or rows carry a step; slow_hosts.csv for constant stepping;
@@ -148,19 +153,18 @@ def build_report(
     # merged once, for the runs the CDF draws: the CDF and the histogram share them
     cdf_runs = selection.select_runs(summary, MAX_CDF_LINES)
     cells = cell_histograms(raw, cdf_runs.rows)
-    for name in (*FIGURES, *report_figures.FIGURES):
-        if name in report_figures.FIGURES:
-            png, svg, caption = report_figures.make_figure(name, summary, raw, series, units)
-        else:
-            png, svg, caption = make_figure(name, summary, raw, cells, units, cdf_runs.note)
-        # the time-series file exists for the rule; the page shows no empty figure
-        empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series)
-        add_figure(name, png, svg, caption, shown=not empty)
+    jobs = [figure_job(name, summary, cells, units, cdf_runs.note) for name in FIGURES]
+    jobs += [
+        report_figures.figure_job(n, summary, raw, series, units) for n in report_figures.FIGURES
+    ]
     from storbench.report import extra_figures  # drawn only when the runs call for them
 
     labels = _cdf_labels([row for row, _, _ in cells]) if cells else []
-    for name, build in extra_figures.optional_figures(summary, cells, labels):
-        add_figure(name, *figure_files(build))
+    jobs += extra_figures.optional_figures(summary, cells, labels)
+    for name, (png, svg, caption) in draw_figures(jobs, figure_cache, workers).items():
+        # the time-series file exists for the rule; the page shows no empty figure
+        empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series)
+        add_figure(name, png, svg, caption, shown=not empty)
     host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
     figures = [f for f in figures if f not in host_figures]
     extra_sections = []
@@ -463,11 +467,31 @@ def make_figure(
     """(PNG bytes, SVG bytes, caption) of one of FIGURES; the latency CDF needs ``raw`` (or
     its ``cells``, the merged histograms of ``cell_histograms``, and the note of their
     selection)."""
+    if name == LATENCY_CDF_FIGURE and cells is None:
+        chosen = selection.select_runs(summary, MAX_CDF_LINES)
+        cells, cells_note = cell_histograms(raw, chosen.rows), chosen.note
+    job = figure_job(name, summary, cells or [], units, cells_note)
+    return figure_files(lambda: job.build(*job.args))
+
+
+def figure_job(
+    name: str,
+    summary: pd.DataFrame,
+    cells: list,
+    units: str = report_units.DEFAULT_UNITS,
+    cells_note: str = "",
+) -> FigureJob:
+    """The drawing of one of FIGURES with the data it draws (drawing.draw_figures); the
+    latency CDF draws ``cells``, the merged histograms of ``cell_histograms``."""
     if name == LATENCY_CDF_FIGURE:
-        return figure_files(lambda: latency_cdf_figure(summary, raw, cells, cells_note))
+        # what the CDF reads: the cell keys, latency basis and bins, not the rest of the rows
+        keys = list(stats.CELL_KEYS)
+        bins = [(row[keys], values, counts) for row, values, counts in cells]
+        bases = summary[["lat_basis"]]
+        return FigureJob(name, latency_cdf_figure, (bases, None, bins, cells_note))
     if name == BANDWIDTH_FIGURE:
-        return figure_files(lambda: bandwidth_figure(summary, units))
-    return figure_files(lambda: FIGURE_BUILDERS[name](summary))
+        return FigureJob(name, bandwidth_figure, (summary, units))
+    return FigureJob(name, FIGURE_BUILDERS[name], (summary,))
 
 
 def series_labels(summary: pd.DataFrame) -> pd.Series:

@@ -6,9 +6,9 @@
   × numjobs, when a sweep varies both (one map per other parameter combination, at most a
   few, named in the panel title).
 
-``optional_figures(summary, cells, labels)`` returns [(name, build)] of those that apply,
-each ``build()`` giving (figure, caption) for ``toolkit.figure_files``; ``cells`` are the
-merged histograms of the report's cells and ``labels`` their names.
+``optional_figures(summary, cells, labels)`` returns the ``drawing.FigureJob`` of each that
+applies; ``cells`` are the merged histograms of the report's cells and ``labels`` their
+names.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from storbench.core.numbers import NS_PER_US
+from storbench.report.drawing import FigureJob
 from storbench.report.toolkit import COLORS, figure_legend, new_figure
 
 HISTOGRAM_FIGURE = "latency_histogram"
@@ -26,19 +27,25 @@ MAX_MAPS = 4
 PANEL_KEYS = ("rw", "bs", "op", "target", "step")
 
 
-def optional_figures(summary: pd.DataFrame, cells: list, labels: list[str]) -> list[tuple]:
+def optional_figures(summary: pd.DataFrame, cells: list, labels: list[str]) -> list[FigureJob]:
     figures = []
     if cells:
-        figures.append((HISTOGRAM_FIGURE, lambda: histogram_figure(cells, labels)))
+        shown = [(None, values, counts) for _, values, counts in cells[:MAX_HISTOGRAMS]]
+        shown_labels = labels[:MAX_HISTOGRAMS]
+        figures.append(
+            FigureJob(HISTOGRAM_FIGURE, histogram_figure, (shown, shown_labels, len(cells)))
+        )
     maps = heatmap_panels(summary)
     if maps:
-        figures.append((HEATMAP_FIGURE, lambda: heatmap_figure(maps)))
+        figures.append(FigureJob(HEATMAP_FIGURE, heatmap_figure, (maps,)))
     return figures
 
 
-def histogram_figure(cells: list, labels: list[str]):
-    """Share of I/Os per latency bin, one step line per run and operation (log x)."""
+def histogram_figure(cells: list, labels: list[str], total_cells: int | None = None):
+    """Share of I/Os per latency bin, one step line per run and operation (log x), of the
+    first MAX_HISTOGRAMS of ``cells`` (of ``total_cells``, default all)."""
     shown = cells[:MAX_HISTOGRAMS]
+    total_cells = len(cells) if total_cells is None else total_cells
     fig, (ax,) = new_figure(height_in=3.4)
     for index, ((_, values, counts), label) in enumerate(zip(shown, labels, strict=False)):
         total = float(sum(counts))
@@ -49,12 +56,12 @@ def histogram_figure(cells: list, labels: list[str]):
     ax.set_xlabel("latency (µs, log scale)")
     ax.set_ylabel("share of I/Os in the bin")
     figure_legend(fig, [ax])
-    left_out = len(cells) - len(shown)
+    left_out = total_cells - len(shown)
     caption = (
         "Latency histogram per run and operation: the share of I/Os in each histogram bin, "
         "bins merged over all iterations and hosts by summing counts (fio's log-linear bins; "
         "the x axis in µs, log scale)."
-        + (f" The first {len(shown)} of {len(cells)} shown." if left_out else "")
+        + (f" The first {len(shown)} of {total_cells} shown." if left_out else "")
     )
     return fig, caption
 

@@ -24,6 +24,7 @@ from storbench.core import report_units
 from storbench.core.numbers import NS_PER_US  # noqa: E402
 from storbench.core.results import ALL_HOSTS
 from storbench.report import selection, toolkit
+from storbench.report.drawing import FigureJob
 
 LATENCY_VS_IOPS_FIGURE = "latency_vs_iops"
 TIMESERIES_FIGURE = "timeseries"
@@ -43,12 +44,29 @@ def make_figure(
     units: str = report_units.DEFAULT_UNITS,
 ) -> tuple[bytes, bytes, str]:
     """(PNG bytes, SVG bytes, caption) of one of FIGURES; bandwidth in ``units``."""
-    builders = {
-        LATENCY_VS_IOPS_FIGURE: lambda: latency_vs_iops_figure(summary),
-        TIMESERIES_FIGURE: lambda: timeseries_figure(timeseries),
-        PER_HOST_FIGURE: lambda: per_host_figure(raw, units),
-    }
-    return toolkit.figure_files(builders[name])
+    job = figure_job(name, summary, raw, timeseries, units)
+    return toolkit.figure_files(lambda: job.build(*job.args))
+
+
+PER_HOST_COLUMNS = ["run_id", "host", "iteration", "bw_bytes_s"]  # all host_means reads
+
+
+def figure_job(
+    name: str,
+    summary: pd.DataFrame,
+    raw: pd.DataFrame,
+    timeseries: pd.DataFrame | None,
+    units: str = report_units.DEFAULT_UNITS,
+) -> FigureJob:
+    """The drawing of one of FIGURES with the data it draws (drawing.draw_figures)."""
+    if name == LATENCY_VS_IOPS_FIGURE:
+        return FigureJob(name, latency_vs_iops_figure, (summary,))
+    if name == TIMESERIES_FIGURE:
+        return FigureJob(name, timeseries_figure, (timeseries,))
+    if name == PER_HOST_FIGURE:
+        host_rows = raw.loc[raw["host"] != ALL_HOSTS, PER_HOST_COLUMNS]
+        return FigureJob(name, per_host_figure, (host_rows, units))
+    raise KeyError(name)
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,25 +1,33 @@
-"""Print an offline HTML report to PDF, or screenshot it, with headless Chromium.
+"""Print offline HTML reports to PDF, or screenshot one, with headless Chromium.
 
 The browser runs with a throwaway profile and every host name and IP address mapped to
 "not found", so a report that references anything outside its own file cannot reach the
-network. The output is published atomically: a failed print leaves no file under the name.
+network. Several reports print in one browser (``print_pdfs``, over the DevTools protocol:
+storbench.report.devtools), each in its own tab. Each output is published atomically: a
+failed print leaves no file under its name.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from storbench.core.atomic import atomic_output
+from storbench.report import devtools
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 PDF_MAGIC = b"%PDF-"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STDERR_TAIL_LINES = 15
+# What `chromium --print-to-pdf --no-pdf-header-footer` asks for: US Letter unless the page
+# sets its size, backgrounds printed, no header or footer.
+PRINT_OPTIONS = {"printBackground": True, "preferCSSPageSize": True, "displayHeaderFooter": False}
 
 
 class PdfError(RuntimeError):
@@ -66,13 +74,81 @@ def html_to_pdf(
     browser: str | None = None,
 ) -> Path:
     """Print the HTML file to ``pdf_path``: Chromium's default US Letter pages, no header/footer."""
-    html_path = _existing_html(html_path)
-    browser = _browser_or_error(browser, f"print {html_path} to PDF")
+    (written,) = print_pdfs([(html_path, pdf_path)], timeout_s=timeout_s, browser=browser)
+    return written
+
+
+def print_pdfs(
+    pages: list[tuple[str | os.PathLike, str | os.PathLike]],
+    *,
+    timeout_s: float = 120,
+    browser: str | None = None,
+) -> list[Path]:
+    """Print each (HTML file, PDF path) like ``html_to_pdf``, all in one Chromium;
+    ``timeout_s`` for each page."""
+    resolved = [(_existing_html(html), Path(out)) for html, out in pages]
+    names = ", ".join(str(html) for html, _ in resolved)
+    browser = _browser_or_error(browser, f"print {names} to PDF")
     with tempfile.TemporaryDirectory(prefix="storbench-chromium-") as work:
-        rendered = Path(work) / "out.pdf"
-        extra = ["--no-pdf-header-footer", f"--print-to-pdf={rendered}"]
-        _run_browser(browser, work, extra, html_path, pdf_path, timeout_s)
-        return _publish(rendered, pdf_path, PDF_MAGIC, browser, html_path)
+        stderr_path = Path(work) / "stderr.txt"
+        session = devtools.Browser([browser, *headless_flags(Path(work) / "profile")], stderr_path)
+        try:
+            return [
+                _print_page(session, browser, html, out, timeout_s, stderr_path)
+                for html, out in resolved
+            ]
+        finally:
+            session.close()
+
+
+def _print_page(session, browser: str, html: Path, out: Path, timeout_s: float, stderr_path):
+    deadline = time.monotonic() + timeout_s
+    try:
+        target = session.call("Target.createTarget", {"url": "about:blank"}, deadline=deadline)
+        tab = session.call(
+            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
+            deadline=deadline,
+        )["sessionId"]  # fmt: skip
+        session.call("Page.enable", session=tab, deadline=deadline)
+        session.call("Page.setLifecycleEventsEnabled", {"enabled": True}, tab, deadline=deadline)
+        navigation = session.call("Page.navigate", {"url": html.as_uri()}, tab, deadline=deadline)
+        if navigation.get("errorText"):
+            raise PdfError(f"{browser} could not open {html}: {navigation['errorText']}")
+        session.wait_event(
+            "Page.lifecycleEvent",
+            lambda event: (
+                event.get("name") == "load" and event.get("loaderId") == navigation.get("loaderId")
+            ),
+            deadline=deadline,
+        )
+        printed = session.call("Page.printToPDF", PRINT_OPTIONS, tab, deadline=deadline)
+        session.call("Target.closeTarget", {"targetId": target["targetId"]}, deadline=deadline)
+    except devtools.BrowserTimeout:
+        session.kill()
+        raise PdfError(
+            f"{browser} did not render {html} to {out} within {timeout_s:g} s"
+            f"{_stderr_tail(_read_text(stderr_path))}"
+        ) from None
+    except devtools.BrowserExited as exited:
+        raise PdfError(
+            f"{browser} failed to render {html} to {out} "
+            f"(exit status {exited.status}){_stderr_tail(_read_text(stderr_path))}"
+        ) from None
+    except devtools.CommandError as error:
+        raise PdfError(f"{browser} could not print {html} to {out}: {error}") from None
+    data = base64.b64decode(printed.get("data", ""))
+    if not data.startswith(PDF_MAGIC):
+        raise PdfError(f"{browser} exited without writing a PDF of {html} to {out}")
+    with atomic_output(out) as tmp:
+        tmp.write_bytes(data)
+    return out
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 def screenshot(

@@ -267,6 +267,27 @@ def test_report_pdf_has_pages_and_a_non_blank_first_page(browser, report_dir, tm
     assert TITLE in text
 
 
+def test_several_reports_print_in_one_browser(browser, tmp_path):
+    launches = tmp_path / "launches.txt"
+    counting = write_stand_in_browser(
+        tmp_path / "chromium", f'echo launched >> "{launches}"\nexec "{browser}" "$@"\n'
+    )
+    pages = []
+    for name in ("first", "second", "third"):
+        page = tmp_path / f"{name}.html"
+        page.write_text(f"<html><body><h1>Report {name}</h1><p>{name} page</p></body></html>")
+        pages.append((page, tmp_path / name / "report.pdf"))
+    written = pdf.print_pdfs(pages, browser=counting)
+    assert written == [out for _, out in pages]
+    assert launches.read_text() == "launched\n"
+    pdftotext = require_tool("pdftotext", shutil.which("pdftotext"), "poppler-utils")
+    for (_, out), name in zip(pages, ("first", "second", "third"), strict=True):
+        info = pdfinfo(out)
+        assert (info["Pages"], info["Page size"]) == ("1", "612 x 792 pts (letter)")
+        text = subprocess.run([pdftotext, str(out), "-"], capture_output=True, text=True).stdout
+        assert text.split() == ["Report", name, name, "page"]
+
+
 class RecordingHandler(http.server.BaseHTTPRequestHandler):
     requests: list[str] = []
 

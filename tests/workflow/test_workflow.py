@@ -79,7 +79,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(finished_campaign):
         "preflight": 1,
         "render_job": 2,
         "report_experiment": 1,
-        "report_pdf": 2,  # the experiment's and the campaign's
+        "report_pdfs": 1,  # the experiment's and the campaign's, in one browser
         "run_iteration": 4,
         "telemetry": 1,
     }
