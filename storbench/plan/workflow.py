@@ -88,6 +88,16 @@ class WorkflowPlan:
             return run.targets
         return (self.campaign.experiments[experiment].target_name,)
 
+    def fixed_lock(self, target: str) -> int | None:
+        """A target's lock for every run and probe alike: 1 when all of them hold it, 0 when
+        none does; None when it depends on the run (a target set's runs)."""
+        held = {
+            target in self.run_targets(name, run_id)
+            for name in self.experiments
+            for run_id in self.runs[name] or [None]
+        }
+        return int(held.pop()) if len(held) == 1 else None
+
     def missing_lock_caps(self, caps: dict) -> list[str]:
         """Without a cap Snakemake ignores a resource, so run jobs on one target could overlap."""
         return [lock_name(t) for t in self.used_targets if caps.get(lock_name(t)) != 1]
