@@ -8,13 +8,16 @@ temporary folder:
   flat:    rule all over N - 1 outputs of one one-line rule;
   chained: the same shape as the campaign (three one-line rules chained per run, one rule
            gathering them, one more after it, rule all), padded to the same count.
-Nothing runs (-n); the output of each dry run goes to a file, as a user's terminal would
-show it. Writes bench/out/planning.json: both times, the ratios and the job counts.
+Nothing runs (-n). Each dry run is `--quiet rules`: Snakemake's listing of every job is
+printing, the same for every workflow, not planning; its job stats table still goes to a file
+(the job counts are read from it). Writes bench/out/planning.json: the times, the ratios and
+the job counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sys
@@ -140,7 +143,7 @@ def runs_of(config: dict) -> int:
 def dry_run(workdir: Path, command: list[str]) -> tuple[float, dict[str, int]]:
     """(seconds, Snakemake's job stats: {rule: count, 'total': count}) of `snakemake -n`."""
     log = workdir / "dry-run.log"
-    seconds = timed_command([*command, "-n"], workdir, log=log)
+    seconds = timed_command([*command, "-n", "--quiet", "rules"], workdir, log=log)
     stats = job_stats(log.read_text())
     if "total" not in stats:
         raise RuntimeError(f"no 'total' line in Snakemake's job stats: {log}")
@@ -161,6 +164,8 @@ def job_stats(log_text: str) -> dict[str, int]:
 
 def storbench_dry_run(workdir: Path, config: dict) -> tuple[float, dict[str, int]]:
     workdir.mkdir(parents=True)
+    # This checkout's storbench, not the one the venv was installed from
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     (workdir / "campaign.yaml").write_text(yaml.safe_dump(config))
     command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", "campaign.yaml"]
     return dry_run(workdir, command)
