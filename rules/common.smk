@@ -13,7 +13,6 @@ from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
 from storbench.run import live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
 from storbench.run.processes import forward_sigint_to_steps
-from storbench.tools import get_tool
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
@@ -130,12 +129,11 @@ def stop_campaign_services():
 @per_run
 def job_source(wildcards):
     """The template (or ready job file) a run's job file is made from."""
-    experiment = CAMPAIGN.experiments[wildcards.experiment]
-    if experiment.job_file:
-        return experiment.job_file
-    if experiment.template:
-        return experiment.template
-    return str(paths.TEMPLATES_DIR / get_tool(experiment.tool).default_template)
+    return PLAN.job_source(wildcards.experiment)
+
+
+# Every experiment on one template (the usual case): its path, not a function call per run
+JOB_SOURCE = PLAN.shared_job_source or job_source
 
 
 @per_run

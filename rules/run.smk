@@ -1,6 +1,6 @@
 rule render_job:
     input:
-        template=job_source,
+        template=JOB_SOURCE,
     output:
         job=paths.job(),
     log:
@@ -17,7 +17,7 @@ rule render_job:
 # A host's own job file: its directory, its read/write role, its host-fact values resolved.
 rule render_host_job:
     input:
-        template=job_source,
+        template=JOB_SOURCE,
         facts=host_facts_file,
     output:
         job=paths.host_job(),

@@ -129,6 +129,21 @@ class WorkflowPlan:
             files += [found] if isinstance(found, str) else found
         return files
 
+    def job_source(self, experiment: str) -> str:
+        """The template (or ready job file) a run's job file is made from."""
+        exp = self.campaign.experiments[experiment]
+        if exp.job_file:
+            return exp.job_file
+        if exp.template:
+            return exp.template
+        return str(paths.TEMPLATES_DIR / get_tool(exp.tool).default_template)
+
+    @functools.cached_property
+    def shared_job_source(self) -> str | None:
+        """The one template (or job file) of every experiment, when they all have the same."""
+        sources = {self.job_source(name) for name in self.experiments}
+        return sources.pop() if len(sources) == 1 else None
+
     def host_facts_file(self, experiment: str, host: str) -> list[str] | str:
         """A job with host-fact expressions is rendered from that host's telemetry."""
         if specs.uses_host_facts(self.campaign.experiments[experiment]):

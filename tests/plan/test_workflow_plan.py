@@ -89,6 +89,14 @@ def test_a_lock_is_a_number_when_every_run_holds_it_alike(tmp_path):
     assert plan.fixed_lock("scratch") == 1
 
 
+def test_one_template_for_every_experiment_is_shared(tmp_path):
+    assert campaign(tmp_path).shared_job_source is None  # fio and warp templates
+    plan = WorkflowPlan(load_campaign(one_target_raw(tmp_path)))
+    fio_template = str(paths.TEMPLATES_DIR / "fio" / "job.fio.j2")
+    assert plan.job_source("grid") == plan.job_source("slo") == fio_template
+    assert plan.shared_job_source == fio_template
+
+
 def one_target_raw(tmp_path) -> dict:
     return {
         "hosts": {"local": {"transport": "local"}},
