@@ -1,4 +1,5 @@
 # Input functions: each asks storbench.plan.workflow.WorkflowPlan one question by wildcards.
+import inspect
 import json  # noqa: F401  (rules/report.smk passes the config to `storbench plan`)
 import os
 import re
@@ -12,7 +13,6 @@ from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
 from storbench.run import live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
 from storbench.run.processes import forward_sigint_to_steps
-from storbench.tools import get_tool
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
@@ -62,19 +62,32 @@ wildcard_constraints:
     probe=r"p\d+",
 
 
-def target_locks():
-    """One scheduler resource per storage target, 1 only for jobs on that target."""
-    return {
-        lock_name(target): (
-            lambda wildcards, target=target: int(
-                target
-                in PLAN.run_targets(
-                    wildcards.experiment, getattr(wildcards, "run_id", None)
-                )
+def per_run(function):
+    """Snakemake asks for an input function's signature twice per call; a campaign calls the
+    per-run ones once per run each, so their signature is read once, here."""
+    function.__signature__ = inspect.signature(function)
+    return function
+
+
+def run_lock(target):
+    """A run job's hold on a target's lock: a number when it is the same for every run (no
+    function call per job), else a function of the run."""
+    fixed = PLAN.fixed_lock(target)
+    if fixed is not None:
+        return fixed
+    return per_run(
+        lambda wildcards: int(
+            target
+            in PLAN.run_targets(
+                wildcards.experiment, getattr(wildcards, "run_id", None)
             )
         )
-        for target in PLAN.used_targets
-    }
+    )
+
+
+def target_locks():
+    """One scheduler resource per storage target, 1 only for jobs on that target."""
+    return {lock_name(target): run_lock(target) for target in PLAN.used_targets}
 
 
 def preparation_locks():
@@ -113,24 +126,27 @@ def stop_campaign_services():
 # --- runs ---------------------------------------------------------------------------------------
 
 
+@per_run
 def job_source(wildcards):
     """The template (or ready job file) a run's job file is made from."""
-    experiment = CAMPAIGN.experiments[wildcards.experiment]
-    if experiment.job_file:
-        return experiment.job_file
-    if experiment.template:
-        return experiment.template
-    return str(paths.TEMPLATES_DIR / get_tool(experiment.tool).default_template)
+    return PLAN.job_source(wildcards.experiment)
 
 
+# Every experiment on one template (the usual case): its path, not a function call per run
+JOB_SOURCE = PLAN.shared_job_source or job_source
+
+
+@per_run
 def render_spec_json(wildcards):
     return PLAN.render_spec(wildcards.experiment, wildcards.run_id)
 
 
+@per_run
 def render_host_spec_json(wildcards):
     return PLAN.render_spec(wildcards.experiment, wildcards.run_id, host=wildcards.host)
 
 
+@per_run
 def run_spec_json(wildcards):
     return PLAN.run_spec(wildcards.experiment, wildcards.run_id)
 
@@ -143,10 +159,12 @@ def run_job_file(wildcards):
     return PLAN.run_job_files(wildcards.experiment, wildcards.run_id)
 
 
+@per_run
 def host_facts_file(wildcards):
     return PLAN.host_facts_file(wildcards.experiment, wildcards.host)
 
 
+@per_run
 def facts_flag(wildcards, input):
     return f"--facts {input.facts}" if input.facts else ""
 
@@ -317,6 +335,22 @@ def search_spec_json(wildcards):
 
 def search_probe_markers(wildcards):
     return PLAN.probe_markers(wildcards.experiment)
+
+
+@per_run
+def run_inputs(wildcards):
+    """Everything a run iteration waits for, from one input function: Snakemake's cost is per
+    function called per job, and a campaign has one run job per run and iteration."""
+    return {
+        "job": run_job_file(wildcards),
+        "bucket": experiment_bucket_marker(wildcards),
+        "services": services_marker(wildcards),
+        "preparation": experiment_preparation(wildcards),
+        "before": runs_before(wildcards),
+        "setup": run_setup_markers(wildcards),
+        # ancient: a repeated preflight must not make finished runs look outdated
+        "preflight": ancient(paths.preflight(wildcards.experiment)),
+    }
 
 
 # ancient: order only; a rerun of an earlier experiment does not make these runs outdated

@@ -1,6 +1,6 @@
 rule render_job:
     input:
-        template=job_source,
+        template=JOB_SOURCE,
     output:
         job=paths.job(),
     log:
@@ -17,7 +17,7 @@ rule render_job:
 # A host's own job file: its directory, its read/write role, its host-fact values resolved.
 rule render_host_job:
     input:
-        template=job_source,
+        template=JOB_SOURCE,
         facts=host_facts_file,
     output:
         job=paths.host_job(),
@@ -55,14 +55,8 @@ rule preflight:
 # One iteration on every host of the group; at most one per storage target at a time.
 rule run_iteration:
     input:
-        job=run_job_file,
-        bucket=experiment_bucket_marker,
-        services=services_marker,
-        preparation=experiment_preparation,
-        before=runs_before,
-        setup=run_setup_markers,
-        # ancient: a repeated preflight must not make finished runs look outdated
-        preflight=ancient(paths.preflight()),
+        # job, bucket, services, preparation, before, setup, preflight
+        unpack(run_inputs),
     output:
         manifest=paths.manifest(),
     log:

@@ -88,6 +88,16 @@ class WorkflowPlan:
             return run.targets
         return (self.campaign.experiments[experiment].target_name,)
 
+    def fixed_lock(self, target: str) -> int | None:
+        """A target's lock for every run and probe alike: 1 when all of them hold it, 0 when
+        none does; None when it depends on the run (a target set's runs)."""
+        held = {
+            target in self.run_targets(name, run_id)
+            for name in self.experiments
+            for run_id in self.runs[name] or [None]
+        }
+        return int(held.pop()) if len(held) == 1 else None
+
     def missing_lock_caps(self, caps: dict) -> list[str]:
         """Without a cap Snakemake ignores a resource, so run jobs on one target could overlap."""
         return [lock_name(t) for t in self.used_targets if caps.get(lock_name(t)) != 1]
@@ -118,6 +128,21 @@ class WorkflowPlan:
             found = self.run_job_files(experiment, run_id)
             files += [found] if isinstance(found, str) else found
         return files
+
+    def job_source(self, experiment: str) -> str:
+        """The template (or ready job file) a run's job file is made from."""
+        exp = self.campaign.experiments[experiment]
+        if exp.job_file:
+            return exp.job_file
+        if exp.template:
+            return exp.template
+        return str(paths.TEMPLATES_DIR / get_tool(exp.tool).default_template)
+
+    @functools.cached_property
+    def shared_job_source(self) -> str | None:
+        """The one template (or job file) of every experiment, when they all have the same."""
+        sources = {self.job_source(name) for name in self.experiments}
+        return sources.pop() if len(sources) == 1 else None
 
     def host_facts_file(self, experiment: str, host: str) -> list[str] | str:
         """A job with host-fact expressions is rendered from that host's telemetry."""

@@ -81,6 +81,45 @@ def test_a_run_on_a_target_set_holds_every_members_lock(tmp_path):
     ]
 
 
+def test_a_lock_is_a_number_when_every_run_holds_it_alike(tmp_path):
+    plan = campaign(tmp_path)
+    assert plan.fixed_lock("minio") is None  # only the warp experiment's runs hold it
+    assert plan.fixed_lock("other") is None  # only some runs of the target set
+    plan = WorkflowPlan(load_campaign(one_target_raw(tmp_path)))
+    assert plan.fixed_lock("scratch") == 1
+
+
+def test_one_template_for_every_experiment_is_shared(tmp_path):
+    assert campaign(tmp_path).shared_job_source is None  # fio and warp templates
+    plan = WorkflowPlan(load_campaign(one_target_raw(tmp_path)))
+    fio_template = str(paths.TEMPLATES_DIR / "fio" / "job.fio.j2")
+    assert plan.job_source("grid") == plan.job_source("slo") == fio_template
+    assert plan.shared_job_source == fio_template
+
+
+def one_target_raw(tmp_path) -> dict:
+    return {
+        "hosts": {"local": {"transport": "local"}},
+        "targets": {"scratch": {"type": "directory", "path": str(tmp_path / "a")}},
+        "experiments": {
+            "grid": {
+                "tool": "fio",
+                "hosts": "local",
+                "target": "scratch",
+                "job": {"size": "4MiB", "runtime": "1s"},
+                "sweep": {"rw": ["read", "write"]},
+            },
+            "slo": {
+                "tool": "fio",
+                "hosts": "local",
+                "target": "scratch",
+                "job": {"rw": "randread", "runtime": "1s"},
+                "search": {"objective": {"limit": "2ms"}, "max_iodepth": 4, "max_probes": 2},
+            },
+        },
+    }
+
+
 def test_job_files_are_one_per_run_or_one_per_host(tmp_path):
     plan = campaign(tmp_path)
     assert plan.run_job_files("grid", "read") == "results/grid/jobs/read.fio"
