@@ -46,6 +46,12 @@ SEARCH_PATTERN = names_pattern(PLAN.search_experiments)
 GRID_PATTERN = names_pattern(PLAN.grid_experiments)
 
 
+# A run's host job folder (jobs/<run_id>) is never a standalone job file (jobs/<run_id>.fio).
+HOST_JOBS_RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]*(?<!{})".format(
+    ")(?<!".join(re.escape("." + suffix) for suffix in PLAN.job_suffixes)
+)
+
+
 wildcard_constraints:
     experiment="|".join(re.escape(name) for name in EXPERIMENTS),
     run_id=r"[A-Za-z0-9][A-Za-z0-9._-]*",
@@ -127,8 +133,12 @@ def render_spec_json(wildcards):
     return PLAN.render_spec(wildcards.experiment, wildcards.run_id)
 
 
-def render_host_spec_json(wildcards):
-    return PLAN.render_spec(wildcards.experiment, wildcards.run_id, host=wildcards.host)
+def host_jobs_spec_json(wildcards):
+    return PLAN.host_jobs_spec(wildcards.experiment, wildcards.run_id)
+
+
+def run_host_facts_files(wildcards):
+    return PLAN.run_host_facts_files(wildcards.experiment, wildcards.run_id)
 
 
 def run_spec_json(wildcards):
@@ -143,12 +153,6 @@ def run_job_file(wildcards):
     return PLAN.run_job_files(wildcards.experiment, wildcards.run_id)
 
 
-def host_facts_file(wildcards):
-    return PLAN.host_facts_file(wildcards.experiment, wildcards.host)
-
-
-def facts_flag(wildcards, input):
-    return f"--facts {input.facts}" if input.facts else ""
 
 
 def services_marker(wildcards):
