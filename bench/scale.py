@@ -650,7 +650,7 @@ NOTES = [
     "peak_rss_during_runs_mib: the peak from the first run's start to the last run's end "
     "(without render, telemetry before and the reports after)",
     "runs per mode: 5 by default (not 10), also at 128 hosts: at 16 hosts on the shared "
-    "2-core machine one service campaign of 5 runs took about 3 min (80 render_host_job jobs, "
+    "2-core machine one service campaign of 5 runs took about 3 min (80 render_host_job jobs before they became one per run, "
     "one per run and host, 16 telemetry jobs); 10 runs at 128 hosts would not fit 20 "
     "minutes; --runs 10 runs the full sweep; 3 start repetitions; --quick: 16 hosts, 2 "
     "repetitions, 5 runs",
