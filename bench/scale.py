@@ -662,9 +662,9 @@ NOTES = [
     "(without render, telemetry before and the reports after)",
     "runs per mode: 5 by default (not 10), also at 128 hosts: at 16 hosts on the shared "
     "2-core machine one service campaign of 5 runs took about 3 min (80 render_host_job jobs, "
-    "one per run and host, 16 telemetry jobs); 10 runs at 128 hosts would not fit 20 "
-    "minutes; --runs 10 runs the full sweep; 3 start repetitions; --quick: 16 hosts, 2 "
-    "repetitions, 5 runs",
+    "one per run and host, before they became one per run; 16 telemetry jobs); 10 runs "
+    "at 128 hosts would not fit 20 minutes; --runs 10 runs the full sweep; 3 start "
+    "repetitions; --quick: 16 hosts, 2 repetitions, 5 runs",
     "rules: Snakemake's jobs per rule and when the first and last started, from its log",
 ]
 

@@ -46,6 +46,12 @@ SEARCH_PATTERN = names_pattern(PLAN.search_experiments)
 GRID_PATTERN = names_pattern(PLAN.grid_experiments)
 
 
+# A run's host job folder (jobs/<run_id>) is never a standalone job file (jobs/<run_id>.fio).
+HOST_JOBS_RUN_ID = r"[A-Za-z0-9][A-Za-z0-9._-]*(?<!{})".format(
+    ")(?<!".join(rf"\.{re.escape(suffix)}" for suffix in PLAN.job_suffixes)
+)
+
+
 wildcard_constraints:
     experiment="|".join(re.escape(name) for name in EXPERIMENTS),
     run_id=r"[A-Za-z0-9][A-Za-z0-9._-]*",
@@ -142,8 +148,13 @@ def render_spec_json(wildcards):
 
 
 @per_run
-def render_host_spec_json(wildcards):
-    return PLAN.render_spec(wildcards.experiment, wildcards.run_id, host=wildcards.host)
+def host_jobs_spec_json(wildcards):
+    return PLAN.host_jobs_spec(wildcards.experiment, wildcards.run_id)
+
+
+@per_run
+def run_host_facts_files(wildcards):
+    return PLAN.run_host_facts_files(wildcards.experiment, wildcards.run_id)
 
 
 @per_run
@@ -159,14 +170,6 @@ def run_job_file(wildcards):
     return PLAN.run_job_files(wildcards.experiment, wildcards.run_id)
 
 
-@per_run
-def host_facts_file(wildcards):
-    return PLAN.host_facts_file(wildcards.experiment, wildcards.host)
-
-
-@per_run
-def facts_flag(wildcards, input):
-    return f"--facts {input.facts}" if input.facts else ""
 
 
 def services_marker(wildcards):

@@ -14,24 +14,26 @@ rule render_job:
         "storbench render --spec {params.spec:q} --output {output.job:q} > {log:q} 2>&1"
 
 
-# A host's own job file: its directory, its read/write role, its host-fact values resolved.
-rule render_host_job:
+# Every host's own job file of a run (its directory, its read/write role, its host-fact values
+# resolved), all in one job: one per host made thousands of jobs at 128 hosts.
+rule render_host_jobs:
     input:
         template=JOB_SOURCE,
-        facts=host_facts_file,
+        facts=run_host_facts_files,
     output:
-        job=paths.host_job(),
+        jobs=directory(paths.host_jobs()),
     log:
-        paths.log("render/{run_id}/{host}.{suffix}.log"),
+        paths.log("render/{run_id}.hosts.log"),
+    wildcard_constraints:
+        # not a standalone job file (jobs/<run_id>.fio): that is render_job's
+        run_id=HOST_JOBS_RUN_ID,
     localrule: True
     conda:
         "../envs/storbench.yaml"
     params:
-        spec=render_host_spec_json,
-        facts=facts_flag,
+        spec=host_jobs_spec_json,
     shell:
-        "storbench render --spec {params.spec:q} --output {output.job:q} {params.facts}"
-        " > {log:q} 2>&1"
+        "storbench render-hosts --spec {params.spec:q} --output-dir {output.jobs:q} > {log:q} 2>&1"
 
 
 # Every host reachable, the tool installed, free space and clock offset, before any run.

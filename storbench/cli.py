@@ -49,6 +49,15 @@ def _render(args) -> int:
     return 0
 
 
+def _render_hosts(args) -> int:
+    # this step's modules only: every step starts fast
+    from storbench.run import render
+
+    written = render.write_host_jobs(args.spec, args.output_dir)
+    print(f"{len(written)} host job files in {args.output_dir}")
+    return 0
+
+
 def _run(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.run import engine as runner
@@ -56,7 +65,8 @@ def _run(args) -> int:
     spec = RunSpec.from_dict(args.spec)
     job = args.job[0]
     if spec.per_host_jobs:  # jobs/<run_id>/<host><suffix>, one per host
-        job = {Path(path).name.rsplit(".", 1)[0]: path for path in args.job}
+        files = sorted(Path(job).iterdir()) if Path(job).is_dir() else map(Path, args.job)
+        job = {path.name.rsplit(".", 1)[0]: str(path) for path in files}
     if spec.preparation:  # the target must still be in the state the run is tagged with
         # this step's modules only: every step starts fast
         from storbench.run import prepare
@@ -477,6 +487,15 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--output", required=True, help="job file to write")
     render.add_argument("--facts", help="the host's telemetry (JSON), for host-fact expressions")
     render.set_defaults(handler=_render)
+
+    render_hosts = steps.add_parser(
+        "render-hosts", help="render every host's own job file of one run, into one folder"
+    )
+    render_hosts.add_argument(
+        "--spec", type=json_argument, required=True, help="host jobs spec (JSON)"
+    )
+    render_hosts.add_argument("--output-dir", required=True, help="the run's host job folder")
+    render_hosts.set_defaults(handler=_render_hosts)
 
     run = steps.add_parser("run", help="run one iteration on every host of the run")
     run.add_argument("--spec", type=json_argument, required=True, help="run spec (JSON)")

@@ -90,12 +90,16 @@ def job(experiment: str = E, run_id: str = R, suffix: str = ".{suffix}") -> str:
     return f"{experiment_dir(experiment)}/jobs/{component(run_id, 'run id')}{suffix}"
 
 
+def host_jobs(experiment: str = E, run_id: str = R) -> str:
+    """The folder of a run's per-host job files (service mode, host split, host facts)."""
+    return f"{experiment_dir(experiment)}/jobs/{component(run_id, 'run id')}"
+
+
 def host_job(
     experiment: str = E, run_id: str = R, host: str = "{host}", suffix: str = ".{suffix}"
 ) -> str:
-    """One host's own job file (service mode, host split, host facts)."""
-    run_folder = f"{experiment_dir(experiment)}/jobs/{component(run_id, 'run id')}"
-    return f"{run_folder}/{component(host, 'host')}{suffix}"
+    """One host's own job file, in its run's host_jobs folder."""
+    return f"{host_jobs(experiment, run_id)}/{component(host, 'host')}{suffix}"
 
 
 def iteration_dir(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:

@@ -94,6 +94,30 @@ class StepSpec:
 
 
 @dataclass(frozen=True)
+class HostJobsSpec(StepSpec):
+    """Every host's own job file of one run, rendered by one job (not one job per host)."""
+
+    render: dict  # the run's RenderSpec mapping, shared by its hosts
+    # per host, in run order: {host, role, params (only with a role), facts (telemetry path)}
+    hosts: tuple[dict, ...]
+    suffix: str  # the tool's job file suffix, with its dot
+
+    KIND = "render_hosts"
+
+    def host_specs(self) -> list[tuple[RenderSpec, str | None]]:
+        """(that host's RenderSpec, its telemetry file or None) for every host."""
+        found = []
+        for index, entry in enumerate(self.hosts):
+            mapping = {**self.render, "host": entry["host"], "host_index": index}
+            mapping |= {
+                "role": entry.get("role"),
+                **({"params": entry["params"]} if "params" in entry else {}),
+            }
+            found.append((RenderSpec.from_dict(mapping), entry.get("facts")))
+        return found
+
+
+@dataclass(frozen=True)
 class RunSpec(StepSpec):
     """One run (one job file per host or one for all) as the run engine runs it."""
 

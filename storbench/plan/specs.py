@@ -11,7 +11,14 @@ from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import hostfacts, paths, units
 from storbench.core.model import Campaign, Run
-from storbench.core.specs import ProbeSpec, RenderSpec, RunSpec, SetupSpec, StepSpec
+from storbench.core.specs import (
+    HostJobsSpec,
+    ProbeSpec,
+    RenderSpec,
+    RunSpec,
+    SetupSpec,
+    StepSpec,
+)
 from storbench.plan import preparation as prepare_plan
 from storbench.tools import get_tool
 
@@ -112,6 +119,24 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
         host_index=hosts.index(host),
         role=role,
     )
+
+
+def host_jobs_spec(campaign: Campaign, name: str, run: Run) -> HostJobsSpec:
+    """Every host's job of a run, for one render job: the shared spec and what differs."""
+    experiment = campaign.experiments[name]
+    shared = render_spec(campaign, name, run)
+    roles = host_roles(list(shared.hosts), experiment.rwmixreadhost)
+    facts = uses_host_facts(experiment)
+    entries = []
+    for host in shared.hosts:
+        entry: dict = {"host": host, "role": roles.get(host)}
+        if entry["role"] is not None:  # as render_spec gives that host alone
+            entry["params"] = role_params(experiment.tool, run.params, entry["role"])
+        if facts:
+            entry["facts"] = paths.telemetry(host)
+        entries.append(entry)
+    suffix = get_tool(experiment.tool).job_suffix
+    return HostJobsSpec(render=shared.to_dict(), hosts=tuple(entries), suffix=suffix)
 
 
 def _storage_names_used(campaign: Campaign, params: dict) -> dict | None:

@@ -112,22 +112,15 @@ class WorkflowPlan:
     def uses_per_host_jobs(self, experiment: str) -> bool:
         return specs.per_host_jobs(self.campaign.experiments[experiment])
 
-    def run_job_files(self, experiment: str, run_id: str) -> str | list[str]:
-        """The run's job file, or one per host (service mode, host split, host facts)."""
+    def run_job_files(self, experiment: str, run_id: str) -> str:
+        """The run's job file, or the folder of its hosts' own (service mode, host split,
+        host facts), which one job renders."""
         if not self.uses_per_host_jobs(experiment):
             return self.job_path(experiment, run_id)
-        suffix = self.suffix(experiment)
-        return [
-            paths.host_job(experiment, run_id, host, suffix)
-            for host in self.run(experiment, run_id).hosts
-        ]
+        return paths.host_jobs(experiment, run_id)
 
     def experiment_job_files(self, experiment: str) -> list[str]:
-        files: list[str] = []
-        for run_id in self.runs[experiment]:
-            found = self.run_job_files(experiment, run_id)
-            files += [found] if isinstance(found, str) else found
-        return files
+        return [self.run_job_files(experiment, run_id) for run_id in self.runs[experiment]]
 
     def job_source(self, experiment: str) -> str:
         """The template (or ready job file) a run's job file is made from."""
@@ -144,11 +137,16 @@ class WorkflowPlan:
         sources = {self.job_source(name) for name in self.experiments}
         return sources.pop() if len(sources) == 1 else None
 
-    def host_facts_file(self, experiment: str, host: str) -> list[str] | str:
-        """A job with host-fact expressions is rendered from that host's telemetry."""
-        if specs.uses_host_facts(self.campaign.experiments[experiment]):
-            return paths.telemetry(host)
-        return []
+    def host_jobs_spec(self, experiment: str, run_id: str) -> str:
+        run = self.run(experiment, run_id)
+        return specs.to_json(specs.host_jobs_spec(self.campaign, experiment, run))
+
+    def run_host_facts_files(self, experiment: str, run_id: str) -> list[str]:
+        """The telemetry of the run's hosts, when its jobs use host facts."""
+        if not specs.uses_host_facts(self.campaign.experiments[experiment]):
+            return []
+        run = self.run(experiment, run_id)
+        return [paths.telemetry(h["name"]) for h in specs.run_hosts(self.campaign, experiment, run)]
 
     def iterations(self, experiment: str) -> range:
         return range(1, self.campaign.experiments[experiment].iterations + 1)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 from pathlib import Path
 
 from storbench.core import atomic, hostfacts, paths
-from storbench.core.specs import RenderSpec
+from storbench.core.specs import HostJobsSpec, RenderSpec
 from storbench.tools import get_tool
 from storbench.tools.base import RenderError
 
@@ -79,3 +81,29 @@ def write_job(spec: RenderSpec | dict, output: str, facts_path: str | None = Non
     if facts_path:
         spec = with_host_facts(spec, json.loads(Path(facts_path).read_text()))
     atomic.write_text(output, render_job(spec))
+
+
+def write_host_jobs(spec: HostJobsSpec | dict, output_dir: str) -> list[str]:
+    """Every host's job file of a run into output_dir, which appears whole or not at all."""
+    spec = HostJobsSpec.from_dict(spec)
+    target = Path(output_dir)
+    staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    written = []
+    try:
+        for host_spec, facts_path in spec.host_specs():
+            if facts_path:
+                host_spec = with_host_facts(host_spec, json.loads(Path(facts_path).read_text()))
+            host = str(host_spec.host)  # host_specs() always names it
+            name = Path(
+                paths.host_job(host_spec.experiment, host_spec.run_id, host, spec.suffix)
+            ).name
+            (staging / name).write_text(render_job(host_spec))
+            written.append(name)
+        shutil.rmtree(target, ignore_errors=True)  # Snakemake removes it too; by hand a rerun
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return written

@@ -123,11 +123,47 @@ def one_target_raw(tmp_path) -> dict:
 def test_job_files_are_one_per_run_or_one_per_host(tmp_path):
     plan = campaign(tmp_path)
     assert plan.run_job_files("grid", "read") == "results/grid/jobs/read.fio"
-    assert plan.run_job_files("sets", "read_t-all") == [
-        "results/sets/jobs/read_t-all/node1.fio",
-        "results/sets/jobs/read_t-all/node2.fio",
-    ]
-    assert len(plan.experiment_job_files("sets")) == 3 * 2
+    # one folder for the hosts' own files, which one job renders
+    assert plan.run_job_files("sets", "read_t-all") == "results/sets/jobs/read_t-all"
+    assert len(plan.experiment_job_files("sets")) == 3
+
+
+def test_one_job_renders_each_host_as_its_own_render_would(tmp_path):
+    """The host jobs step writes, for every host, what rendering that host alone writes:
+    the read/write split's roles, each host's facts and its index."""
+    from storbench.config.campaign import load_campaign as load
+    from storbench.plan import specs
+    from storbench.run import render
+
+    for address in ("h1", "h2", "h3", "h4"):
+        facts = {"host": address, "cores": 2 + len(address) * int(address[1])}
+        (tmp_path / f"{address}.json").write_text(json.dumps(facts))
+    raw = {
+        "hosts": {"four": {"transport": "ssh", "nodes": "h[1-4]", "user": "root"}},
+        "targets": {"scratch": {"type": "directory", "path": str(tmp_path / "t")}},
+        "experiments": {
+            "split": {
+                "tool": "fio", "hosts": "four", "target": "scratch", "execution": "service",
+                "rwmixreadhost": 50,
+                "job": {"rw": "randread", "size": "1m", "numjobs": "{cores}"},
+            }
+        },
+    }  # fmt: skip
+    campaign_model = load(raw)
+    (run,) = campaign_model.experiment_runs("split")
+    spec = json.loads(specs.to_json(specs.host_jobs_spec(campaign_model, "split", run)))
+    for entry in spec["hosts"]:
+        entry["facts"] = str(tmp_path / f"{entry['host']}.json")
+    written = render.write_host_jobs(spec, str(tmp_path / "jobs" / run.run_id))
+    assert written == ["h1.fio", "h2.fio", "h3.fio", "h4.fio"]
+    for index, host in enumerate(("h1", "h2", "h3", "h4")):
+        alone = tmp_path / f"alone-{host}.fio"
+        one = specs.render_spec(campaign_model, "split", run, host=host)
+        render.write_job(json.loads(one.to_json()), str(alone), str(tmp_path / f"{host}.json"))
+        text = (tmp_path / "jobs" / run.run_id / f"{host}.fio").read_text()
+        assert text == alone.read_text()
+        assert f"numjobs={2 + 2 * (index + 1)}" in text
+        assert ("rw=randread" if index < 2 else "rw=randwrite") in text
 
 
 def test_iterations_give_manifests_and_parsed_files(tmp_path):
