@@ -200,7 +200,7 @@ def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
             try:
                 _, ready = start()
             except Exception as error:  # recorded: a variant that fails at this scale is a result
-                failures[name].append(str(error).splitlines()[0])
+                failures[name].append(" | ".join(str(error).splitlines()[:4])[:600])
                 print(f"  start rep {repetition + 1} {name:24s} FAILED: {failures[name][-1]}")
                 lab_bench.stop_locally(addresses, PORT)
                 continue

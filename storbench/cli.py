@@ -65,7 +65,7 @@ def _run(args) -> int:
     spec = RunSpec.from_dict(args.spec)
     job = args.job[0]
     if spec.per_host_jobs:  # jobs/<run_id>/<host><suffix>, one per host
-        files = sorted(Path(job).iterdir()) if Path(job).is_dir() else map(Path, args.job)
+        files = _job_file_paths(args.job)
         job = {path.name.rsplit(".", 1)[0]: str(path) for path in files}
     if spec.preparation:  # the target must still be in the state the run is tagged with
         # this step's modules only: every step starts fast
@@ -104,7 +104,7 @@ def _report(args) -> int:
     from storbench.report import experiment as report
 
     meta = args.meta
-    meta["job_files"] = {_job_label(Path(p)): Path(p).read_text() for p in args.job_files}
+    meta["job_files"] = {_job_label(p): p.read_text() for p in _job_file_paths(args.job_files)}
     facts = None
     if args.telemetry:
         # this step's modules only: every step starts fast
@@ -156,6 +156,14 @@ def _pdf(args) -> int:
     ):
         print(written)
     return 0
+
+
+def _job_file_paths(given: list[str]) -> list[Path]:
+    """The job files, a run's host job folder (service mode, host split) giving its files."""
+    found: list[Path] = []
+    for path in map(Path, given):
+        found += sorted(path.iterdir()) if path.is_dir() else [path]
+    return found
 
 
 def _job_label(path: Path) -> str:
