@@ -171,6 +171,16 @@ def _timeout_argv(argv, timeout_s: float, marker: str) -> list[str]:
     return ["timeout", "-s", "TERM", "-k", str(KILL_AFTER_S), seconds, *map(str, argv)]
 
 
+def guarded_command(argv, timeout_s: float, marker: str, cwd: str | None = None) -> str:
+    """The shell command line of a remote tool: under `timeout`, in cwd, stopped by the session
+    guard when its SSH session ends."""
+    guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME]
+    command = shlex.join(guarded + _timeout_argv(argv, timeout_s, marker))
+    if cwd is not None:
+        command = f"cd {shlex.quote(cwd)} && exec {command}"
+    return command
+
+
 def program_name(argv) -> str:
     """The program argv runs, looking through `env NAME=value ...`."""
     words = list(map(str, argv))

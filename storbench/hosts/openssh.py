@@ -34,15 +34,13 @@ from storbench.core.model import Host, parse_jump
 from storbench.hosts.base import (
     BACKSTOP_S,
     KILL_AFTER_S,
-    SESSION_GUARD,
-    SESSION_GUARD_NAME,
     SHELL_TIMEOUT_S,
     TERM_GRACE_S,
     Transport,
     _mkdir_script,
     _open_output,
     _reason,
-    _timeout_argv,
+    guarded_command,
     program_name,
 )
 
@@ -85,10 +83,7 @@ class OpenSSHTransport(Transport):
     def run(
         self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None, program=None
     ) -> int:
-        guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME]
-        command = shlex.join(guarded + _timeout_argv(argv, timeout_s, marker))
-        if cwd is not None:
-            command = f"cd {shlex.quote(cwd)} && exec {command}"
+        command = guarded_command(argv, timeout_s, marker, cwd)
         action = f"running {program or program_name(argv)}"
         backstop_s = timeout_s + KILL_AFTER_S + BACKSTOP_S
         self._ensure_master()  # connect first: if that fails, nothing was started to kill

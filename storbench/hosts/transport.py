@@ -27,7 +27,6 @@ import math
 import os
 import posixpath
 import select
-import shlex
 import shutil
 import signal
 import stat as stat_module
@@ -44,8 +43,6 @@ from storbench.hosts.base import (
     KEEPALIVE_S,
     KILL_AFTER_S,
     PROBE_EVERY_S,
-    SESSION_GUARD,
-    SESSION_GUARD_NAME,
     SFTP_STALL_S,
     SHELL_TIMEOUT_S,
     TERM_GRACE_S,
@@ -64,6 +61,7 @@ from storbench.hosts.base import (
     _reason,
     _signal_pids,
     _timeout_argv,
+    guarded_command,
     hold_signals,
     program_name,
     raise_interrupt,
@@ -201,10 +199,7 @@ class SSHTransport(Transport):
     def run(
         self, argv, *, timeout_s, stdout_path, stderr_path, marker, cwd=None, program=None
     ) -> int:
-        guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME]
-        command = shlex.join(guarded + _timeout_argv(argv, timeout_s, marker))
-        if cwd is not None:
-            command = f"cd {shlex.quote(cwd)} && exec {command}"
+        command = guarded_command(argv, timeout_s, marker, cwd)
         deadline = time.monotonic() + timeout_s + KILL_AFTER_S + BACKSTOP_S
         self._connection()  # connect first: if that fails, nothing was started to kill
         with _open_output(stdout_path) as out, _open_output(stderr_path) as err:
