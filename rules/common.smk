@@ -170,8 +170,6 @@ def run_job_file(wildcards):
     return PLAN.run_job_files(wildcards.experiment, wildcards.run_id)
 
 
-
-
 def services_marker(wildcards):
     marker = PLAN.services_marker(wildcards.experiment)
     return ancient(marker) if marker else []
