@@ -222,6 +222,12 @@ def _marker_pattern(marker: str) -> str:
     return "".join(parts)
 
 
+def kill_script(marker: str) -> str:
+    """SIGTERM what matches marker, wait, SIGKILL leftovers (exit 0 when nothing ran)."""
+    _check_marker_text(marker)
+    return _kill_script(marker)
+
+
 def _kill_script(marker: str) -> str:
     polls = int(TERM_GRACE_S / 0.1)
     return "\n".join([

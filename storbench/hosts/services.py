@@ -20,6 +20,7 @@ from pathlib import Path
 
 from storbench.core import paths
 from storbench.core.model import Host
+from storbench.hosts.base import kill_script
 from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
 
@@ -150,9 +151,10 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
     port = port_of(spec, tool_name, port)
     argv = get_tool(tool_name).service_start_command(spec.tool_address, port)
     if not _accepts(spec.tool_address, port, timeout_s=2):
+        # one session: a stale service that no longer answers is stopped, then ours starts
+        script = f"( {kill_script(' '.join(argv))} ) && {detached_script(folder, argv)}"
         with open_transport(spec) as transport:
-            transport.kill_matching(" ".join(argv))  # a stale service that no longer answers
-            code, _, err = transport.shell(detached_script(folder, argv), timeout_s=START_TIMEOUT_S)
+            code, _, err = transport.shell(script, timeout_s=START_TIMEOUT_S)
             if code != 0:
                 raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
         _wait_ready(spec, port, folder)
@@ -162,7 +164,9 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
 def detached_script(folder: str, argv: list[str]) -> str:
     """All three streams redirected, or the SSH session would wait for the service to end."""
 
-    command = " ".join(shlex.quote(arg) for arg in argv)
+    # every word quoted: the script's own command line never holds the service's command line,
+    # which stopping a stale service matches (pkill -f) in the same session
+    command = " ".join("'" + arg + "'" if "'" not in arg else shlex.quote(arg) for arg in argv)
     return (
         f"mkdir -p {shlex.quote(folder)} && cd {shlex.quote(folder)} && "
         f"{{ nohup {command} >> {LOG_NAME} 2>&1 < /dev/null & echo $! > service.pid; }}"
