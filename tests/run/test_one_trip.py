@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from storbench.core.model import Host
-from storbench.core.specs import RunSpec
 from storbench.hosts.transport import HostError, LocalTransport
 from storbench.run import engine, one_trip, ready, target_lock
 from storbench.tools import get_tool
+from tests.run.test_start_barrier import fio_run, local_hosts
 
 
 class CountingTransport(LocalTransport):
@@ -162,21 +162,7 @@ def test_a_standalone_run_makes_three_shell_round_trips_per_host(tmp_path, monke
         return shell(self, script, timeout_s=timeout_s)
 
     monkeypatch.setattr(LocalTransport, "_shell", counted)
-    hosts = tuple(
-        {"name": name, "transport": "local", "workdir": str(tmp_path / "w")}
-        for name in ("h1", "h2")
-    )
-    job = tmp_path / "job.fio"
-    job.write_text(f"[w]\ndirectory={tmp_path / 'target'}\nrw=write\nbs=64k\nsize=1m\n")
-    spec = RunSpec(
-        experiment="e",
-        run_id="r",
-        tool="fio",
-        target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
-        params={},
-        hosts=hosts,
-        timeout_s=60,
-    )
+    spec, job = fio_run(tmp_path, local_hosts(tmp_path, ["h1", "h2"]))
     manifest = engine.run_iteration(spec, 1, str(job), str(tmp_path / "results/it1/run.json"))
 
     assert {name: len(sent) for name, sent in scripts.items()} == {"h1": 3, "h2": 3}
