@@ -10,6 +10,7 @@ the controller's start to each host's own start stamp. Writes bench/out/dispatch
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -27,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path[:0] = [str(REPO), str(HERE)]
 
-from services import lab_hosts, running_services, sshd_lab  # noqa: E402
+from services import lab_hosts, running_services, session_home, sshd_lab  # noqa: E402
 
 from storbench.core.atomic import write_json  # noqa: E402
 from storbench.hosts import services as storbench_services  # noqa: E402
@@ -42,10 +43,11 @@ RUNTIME_S = 2
 SWEEP = {"rw": ["read", "write", "randread", "randwrite"], "bs": ["4k", "64k"]}
 
 
-def campaign_config(lab, work: Path) -> dict:
+def campaign_config(lab, work: Path, connection: str) -> dict:
     hosts = {
         f"client{index}": {
             "transport": "ssh",
+            "connection": connection,
             "nodes": server.address,
             "user": "root",
             "port": server.port,
@@ -225,12 +227,12 @@ def analyse(campaign: Path, launched: datetime.datetime, wall: float) -> dict:
     }
 
 
-def measure() -> dict:
+def measure(connection: str) -> dict:
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     load_before = os.getloadavg()
     with sshd_lab(WORK / "lab", ADDRESSES, PORT) as (lab, _):
-        config = campaign_config(lab, WORK)
+        config = campaign_config(lab, WORK, connection)
         campaign = WORK / "campaign"
         launched, wall = run_campaign(campaign, config)
         left = running_services(ADDRESSES, PORT)  # the workflow's own stop at its end
@@ -240,6 +242,8 @@ def measure() -> dict:
         del run["command"]  # long; kept in each run's manifest
     return {
         "hosts": len(ADDRESSES),
+        "connection": connection,
+        "session_home": str(session_home(WORK / "lab") or "the account's"),
         "addresses": f"{ADDRESSES[0]}..{ADDRESSES[-1]}",
         "sweep": SWEEP,
         "job": config["experiments"][EXPERIMENT]["job"],
@@ -270,7 +274,10 @@ def measure() -> dict:
 def print_summary(result: dict) -> None:
     breakdown = result["breakdown_s"]
     delay = result["host_start_delay_s"]
-    print(f"{result['hosts']} hosts, {result['runs']} runs of {RUNTIME_S} s, service mode")
+    print(
+        f"{result['hosts']} hosts ({result['connection']}), {result['runs']} runs of"
+        f" {RUNTIME_S} s, service mode"
+    )
     print(f"wall {result['wall_s']:.2f} s, fio runtimes {result['fio_runtime_sum_s']:.2f} s")
     print(f"dispatch overhead per run {result['dispatch_overhead_per_run_s']:.3f} s")
     for name, value in breakdown.items():
@@ -288,7 +295,12 @@ def print_summary(result: dict) -> None:
 
 
 def main() -> int:
-    result = measure()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--connection", choices=["per-step", "persistent"], default="persistent",
+        help="how the campaign reaches the hosts (default persistent)",
+    )  # fmt: skip
+    result = measure(parser.parse_args().connection)
     write_json(OUT / "dispatch.json", result)
     print_summary(result)
     if not os.environ.get("BENCH_KEEP"):  # BENCH_KEEP=1 keeps the lab and campaign folders

@@ -108,9 +108,11 @@ def parallel_settings() -> dict:
 
 def child_pids(pid: int) -> list[int]:
     found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):  # the task may just have exited
-            found += [int(child) for child in (task / "children").read_text().split()]
+    with contextlib.suppress(OSError):  # the process or a task may just have exited
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                children = Path(f"/proc/{pid}/task/{task}/children").read_text()
+                found += [int(child) for child in children.split()]
     return found
 
 
@@ -610,6 +612,7 @@ def measure(settings: dict) -> dict:
             modes = {
                 execution: measure_mode(lab, hosts, WORK, execution, settings, excluded)
                 for execution in ("service", "standalone")
+                if not settings["start_only"]
             }
             left = lab_bench.running_services(addresses, PORT)
     finally:
@@ -626,6 +629,7 @@ def measure(settings: dict) -> dict:
         "sweep_bs": BLOCK_SIZES[: settings["runs"]],
         "storbench_parallel_settings": parallel_settings(),
         "limits": limits,
+        "session_home": str(lab_bench.session_home(WORK / "lab") or "the account's"),
         "cores": os.cpu_count(),
         "loadavg_1_5_15": {"before": load_before, "after": os.getloadavg()},
         "lab_start_s": round(lab_up_s, 1),
@@ -717,8 +721,10 @@ def main() -> int:
         "--connection", choices=["per-step", "persistent"], default="persistent",
         help="how the sweep's campaigns reach the hosts (default persistent)",
     )  # fmt: skip
+    parser.add_argument("--start-only", action="store_true", help="service start only, no sweep")
     options = parser.parse_args()
     settings = dict(QUICK if options.quick else FULL, quick=options.quick)
+    settings["start_only"] = options.start_only
     settings["connection"] = options.connection
     if options.hosts:
         settings["hosts"] = options.hosts
@@ -727,7 +733,7 @@ def main() -> int:
             parser.error(f"--runs: 2..{len(BLOCK_SIZES)}")
         settings["runs"] = options.runs
     result = measure(settings)
-    write_json(OUT / "scale.json", result)
+    write_json(OUT / ("scale-start.json" if options.start_only else "scale.json"), result)
     print_table(result)
     if not os.environ.get("BENCH_KEEP"):  # BENCH_KEEP=1 keeps the lab and campaign folders
         shutil.rmtree(WORK, ignore_errors=True)

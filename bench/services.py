@@ -140,11 +140,14 @@ def kill_leftovers(addresses: list[str], port: int) -> None:
 
 @contextlib.contextmanager
 def sshd_lab(work: Path, addresses: list[str], port: int):
-    """Start one sshd per address; on exit (also Ctrl-C, SIGTERM) no service or sshd is left."""
+    """Start one sshd per address; on exit (also Ctrl-C, SIGTERM) no service or sshd is left.
+
+    Sessions get an empty HOME (see session_home()) unless BENCH_ACCOUNT_HOME=1.
+    """
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    lab = SshLab(work)
+    lab = SshLab(work, session_home=session_home(work))
     hosts: list[dict] = []
     try:
         for address in addresses:
@@ -159,6 +162,13 @@ def sshd_lab(work: Path, addresses: list[str], port: int):
         join_workers(timeout_s=30)  # starts still in flight when interrupted
         kill_leftovers(addresses, port)
         signal.signal(signal.SIGTERM, previous)
+
+
+def session_home(work: Path) -> Path | None:
+    """The lab sessions' HOME: empty, so a session's shell reads no ~/.bashrc. This machine's
+    root ~/.bashrc runs `pyenv init` (0.4 CPU-s a session), which is not what a client fleet's
+    service account runs and would be measured instead of the orchestrators."""
+    return None if os.environ.get("BENCH_ACCOUNT_HOME") else work / "session-home"
 
 
 def join_workers(timeout_s: float) -> None:
