@@ -6,14 +6,15 @@ campaign does not fail one host at a time. Light imports: this is on the run pat
 
 from __future__ import annotations
 
+import concurrent.futures
 import shlex
-import threading
 import time
 
 from storbench.core import atomic
 from storbench.core.model import Host
+from storbench.hosts import services
 from storbench.hosts.transport import HostError, open_transport
-from storbench.run import room
+from storbench.run import one_trip, room
 from storbench.tools import get_tool
 
 CHECK_TIMEOUT_S = 60.0
@@ -30,15 +31,10 @@ def check_host(host: dict, tool, target: dict) -> dict:
         with open_transport(spec) as transport:
             transport.check()
             transport.check_file_transfer()  # job files go up, outputs come back
-            report["tool_version"] = _tool_version(transport, tool)
-            before = time.time()
-            rc, out, _ = transport.shell("date +%s.%N", timeout_s=CHECK_TIMEOUT_S)
-            after = time.time()
-            if rc == 0 and out.strip():
-                report["clock_offset_s"] = round(float(out.strip()) - (before + after) / 2, 3)
             directory = tool.target_directory(target, spec.name) or target.get("path")
-            if directory and target.get("type") != "s3":
-                report["free_bytes"] = room.free_bytes(transport, directory)
+            if target.get("type") == "s3":
+                directory = None
+            report.update(_facts(transport, tool, directory))
     except HostError as error:
         report["error"] = str(error)
     except Exception as error:  # reported per host, like the runner
@@ -46,32 +42,56 @@ def check_host(host: dict, tool, target: dict) -> dict:
     return report
 
 
-def _tool_version(transport, tool) -> str:
-    command = tool.version_command()
-    rc, out, err = transport.shell(shlex.join(command), timeout_s=CHECK_TIMEOUT_S)
-    if rc == 0:
-        text = out.strip() or err.strip()
-        return text.splitlines()[0] if text else ""
-    detail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
-    raise HostError(transport.spec.name, tool.unusable(rc, detail[0]))
+def _facts(transport, tool, directory: str | None) -> dict:
+    """Clock, room and tool version in one round trip; the clock is read at the script's
+    start and end, so its offset does not count the time the other steps took."""
+    steps = one_trip.Steps()
+    steps.add("clock_start", CLOCK)
+    if directory:
+        steps.add("room", room.free_bytes_script(directory))
+    steps.add("version", shlex.join(tool.version_command()))
+    steps.add("clock_end", CLOCK)
+    before = time.time()
+    try:
+        outcomes = one_trip.run(transport, steps, timeout_s=CHECK_TIMEOUT_S)
+    except one_trip.ScriptFailed as error:
+        raise HostError(transport.spec.name, f"checking the host: {error}") from None
+    after = time.time()
+    version = outcomes["version"]
+    if version.rc != 0:
+        detail = (version.err.strip() or version.out.strip()).splitlines()[-1:] or [""]
+        raise HostError(transport.spec.name, tool.unusable(version.rc, detail[0]))
+    text = version.out.strip() or version.err.strip()
+    facts: dict = {"tool_version": text.splitlines()[0] if text else ""}
+    offset = _clock_offset(outcomes["clock_start"].out, outcomes["clock_end"].out, before, after)
+    if offset is not None:
+        facts["clock_offset_s"] = offset
+    if "room" in outcomes:
+        facts["free_bytes"] = room.free_bytes_from(outcomes["room"].rc, outcomes["room"].out)
+    return facts
+
+
+CLOCK = "date +%s.%N"
+
+
+def _clock_offset(start: str, end: str, before: float, after: float) -> float | None:
+    """The host's clock minus ours: its first stamp against our time then, taking the round
+    trip's network part as symmetric (what the script itself took is not network)."""
+    try:
+        first, last = float(start.strip()), float(end.strip())
+    except ValueError:  # a date without %N (busybox) prints it literally
+        return None
+    network_s = max(0.0, (after - before) - (last - first))
+    return round(first - (before + network_s / 2), 3)
 
 
 def run_preflight(spec: dict, output_path: str) -> dict:
     """Check every host in parallel; publish the report, or raise naming every bad host."""
     tool = get_tool(spec["tool"])
     hosts = spec["hosts"]
-    reports: list[dict] = [{} for _ in hosts]
-
-    def check(index: int, host: dict) -> None:
-        reports[index] = check_host(host, tool, spec["target"])
-
-    threads = [
-        threading.Thread(target=check, args=(i, host), daemon=True) for i, host in enumerate(hosts)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    workers = max(1, min(services.fanout(hosts), len(hosts)))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        reports = list(pool.map(lambda host: check_host(host, tool, spec["target"]), hosts))
     bad = [r for r in reports if "error" in r]
     if bad:
         lines = [f"{spec['experiment']}: preflight failed on {len(bad)} of {len(hosts)} host(s)"]

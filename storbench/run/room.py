@@ -25,9 +25,15 @@ def _kib(text: str) -> int | None:
 
 def free_bytes(transport, directory: str) -> int | None:
     """Free bytes where directory is (or would be)."""
-    rc, out, _ = transport.shell(
-        f'{_where(directory)}; df -Pk "$p" | tail -n 1', timeout_s=CHECK_TIMEOUT_S
-    )
+    rc, out, _ = transport.shell(free_bytes_script(directory), timeout_s=CHECK_TIMEOUT_S)
+    return free_bytes_from(rc, out)
+
+
+def free_bytes_script(directory: str) -> str:
+    return f'{_where(directory)}; df -Pk "$p" | tail -n 1'
+
+
+def free_bytes_from(rc: int, out: str) -> int | None:
     fields = out.split()
     return _kib(fields[3]) if rc == 0 and len(fields) >= 4 else None
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 
 from storbench.core.model import Host
 from storbench.hosts.transport import HostError, open_transport
-from storbench.run import room
+from storbench.run import preflight, room
 from storbench.run.preflight import PreflightError, run_preflight
 from tests.minio import free_port
+from tests.run.test_one_trip import CountingTransport
 from tests.sshd import start_sshd
 from tests.workflow.test_workflow import snakemake, tiny_config
 
@@ -102,3 +106,25 @@ def test_an_ssh_host_without_sftp_fails_preflight_naming_it(ssh_lab, tmp_path):
     message = str(error.value)
     assert message.startswith("exp: preflight failed on 1 of 2 host(s)")
     assert "host nosftp: opening SFTP (is the sftp Subsystem enabled in sshd?)" in message
+
+
+def test_a_host_is_checked_in_one_round_trip(tmp_path, monkeypatch):
+    """Clock, room and version in one shell: at 128 hosts each session costs a login shell."""
+    transport = CountingTransport()
+    monkeypatch.setattr(preflight, "open_transport", lambda spec: transport)
+    report = run_preflight(spec("fio", [LOCAL], tmp_path), str(tmp_path / "p.json"))
+    (host,) = report["hosts"]
+    expected_version = subprocess.run(["fio", "--version"], capture_output=True, text=True)
+    assert host["tool_version"] == expected_version.stdout.strip()
+    free = shutil.disk_usage(tmp_path).free  # other jobs write meanwhile: within 256 MiB
+    assert abs(host["free_bytes"] - free) < 256 << 20
+    assert abs(host["clock_offset_s"]) < 1.0  # the same clock
+    assert len(transport.scripts) == 1
+
+
+def test_a_missing_tool_fails_its_host_from_the_one_round_trip(tmp_path, monkeypatch):
+    transport = CountingTransport()
+    monkeypatch.setattr(preflight, "open_transport", lambda spec: transport)
+    with pytest.raises(PreflightError, match="host h1: vdbench is not installed; install it"):
+        run_preflight(spec("vdbench", [LOCAL], tmp_path), str(tmp_path / "p.json"))
+    assert len(transport.scripts) == 1
