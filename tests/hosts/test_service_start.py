@@ -1,5 +1,5 @@
-"""A service starts in one session per host: a stale one (its command line, no longer
-answering) is stopped first, in the same script, which never matches itself."""
+"""A service starts in one session per host: a stale one (an earlier start's, no longer
+answering) is stopped first, in the same script."""
 
 import socket
 import subprocess
@@ -20,8 +20,12 @@ def test_a_stale_service_is_stopped_and_a_new_one_answers(tmp_path, monkeypatch)
     port = free_port("127.0.0.1")
     host = {"name": "localhost", "address": "127.0.0.1", "workdir": str(tmp_path / "work")}
     marker = f"fio --server=ip:127.0.0.1,{port}"
-    # a process with the service's command line that does not listen (`; :` keeps sh alive)
+    # an earlier start's service that no longer listens: its pid file, its command line
+    # (`; :` keeps sh alive)
     stale = subprocess.Popen(["sh", "-c", "sleep 60; :", *marker.split()])
+    folder = tmp_path / "work" / "services" / f"fio-127.0.0.1-{port}"
+    folder.mkdir(parents=True)
+    (folder / "service.pid").write_text(f"{stale.pid}\n")
     try:
         time.sleep(0.2)
         (started,) = services.start_services([host], "fio", port)
@@ -32,5 +36,26 @@ def test_a_stale_service_is_stopped_and_a_new_one_answers(tmp_path, monkeypatch)
         assert log.exists()
     finally:
         stale.kill()
+        services.stop_services([host], "fio", port)
+    assert not answers(port)
+
+
+def test_a_pid_file_naming_another_program_leaves_that_program_alone(tmp_path, monkeypatch):
+    """The pid may belong to another process by now: only the service's command line is
+    stopped."""
+    monkeypatch.chdir(tmp_path)
+    port = free_port("127.0.0.1")
+    host = {"name": "localhost", "address": "127.0.0.1", "workdir": str(tmp_path / "work")}
+    other = subprocess.Popen(["sleep", "60"])
+    folder = tmp_path / "work" / "services" / f"fio-127.0.0.1-{port}"
+    folder.mkdir(parents=True)
+    (folder / "service.pid").write_text(f"{other.pid}\n")
+    try:
+        services.start_services([host], "fio", port)
+        assert other.poll() is None
+        assert answers(port)
+        assert (folder / "service.pid").read_text().strip() != str(other.pid)
+    finally:
+        other.kill()
         services.stop_services([host], "fio", port)
     assert not answers(port)
