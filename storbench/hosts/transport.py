@@ -68,6 +68,8 @@ from storbench.hosts.base import (
 )
 from storbench.hosts.openssh import OpenSSHTransport
 
+OUTPUT_AFTER_EXIT_S = 2.0  # a command's output still arriving after its exit status
+
 __all__ = [
     "KILL_AFTER_S",
     "SHELL_TIMEOUT_S",
@@ -421,6 +423,7 @@ class SSHTransport(Transport):
         wakeup = channel.fileno()  # readable when output or EOF arrives
         probe_after = min(PROBE_EVERY_S, self.spec.unresponsive_s / 2)
         heard = time.monotonic()
+        exited_at = None
         while True:
             select.select([wakeup], [], [], 0.5)  # the timeout lets us check the deadline
             got_output = _copy_chunk(channel.recv_ready, channel.recv, out)
@@ -436,14 +439,22 @@ class SSHTransport(Transport):
                         f" an SSH probe within {self.spec.unresponsive_s:g} s (unresponsive_after)"
                     )
                 heard = time.monotonic()
-            # Exit status arrives after all output, so check it before the buffers.
+            # sshd may send the exit status before the last output still in the command's
+            # pipes: done once the output has ended too (or a moment after, for a background
+            # process left holding it)
             if channel.exit_status_ready() and not (
                 channel.recv_ready() or channel.recv_stderr_ready()
             ):
-                status = channel.recv_exit_status()
-                if status == -1 and not channel.eof_received:
-                    raise self._error(f"{action}: connection lost (SSH session closed)")
-                return status
+                exited_at = exited_at or time.monotonic()
+                if (
+                    channel.eof_received
+                    or channel.closed
+                    or (time.monotonic() - exited_at > OUTPUT_AFTER_EXIT_S)
+                ):
+                    status = channel.recv_exit_status()
+                    if status == -1 and not channel.eof_received:
+                        raise self._error(f"{action}: connection lost (SSH session closed)")
+                    return status
             if time.monotonic() > deadline:
                 raise self._error("command still running past its deadline; killing it")
             if not got_output and channel.eof_received:

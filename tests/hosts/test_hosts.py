@@ -144,6 +144,16 @@ def test_run_returns_exit_code_and_streams_output(transport, tmp_path):
     assert (rc, out, err) == (3, b"out\n", b"err\n")
 
 
+def test_a_shell_keeps_output_that_arrives_after_its_exit_status(transport):
+    """sshd sends the exit status when the shell ends, and may send output still in its pipes
+    after it (a preflight under load lost its last lines so)."""
+    assert transport.shell("(sleep 0.5; echo late) & echo early", timeout_s=30) == (
+        0,
+        "early\nlate\n",
+        "",
+    )
+
+
 def test_arguments_arrive_verbatim(transport, tmp_path):
     pwned = f"/tmp/{unique('storbench-pwned')}"
     argument = (
