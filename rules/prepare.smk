@@ -47,6 +47,7 @@ rule host_setup:
 
 
 # Host facts (kernel, CPU, memory, NICs, mount of the target, tool versions), once per campaign.
+# priority: taken before the runs, not on hosts while a run measures them.
 rule telemetry:
     input:
         preflight=host_preflights,
@@ -54,6 +55,7 @@ rule telemetry:
         facts=paths.telemetry(),
     log:
         paths.telemetry_log(),
+    priority: 10
     localrule: True
     conda:
         "../envs/storbench.yaml"
