@@ -128,3 +128,15 @@ def test_a_missing_tool_fails_its_host_from_the_one_round_trip(tmp_path, monkeyp
     with pytest.raises(PreflightError, match="host h1: vdbench is not installed; install it"):
         run_preflight(spec("vdbench", [LOCAL], tmp_path), str(tmp_path / "p.json"))
     assert len(transport.scripts) == 1
+
+
+def test_the_clock_offset_leaves_out_the_time_the_checks_took():
+    """A host 5 s ahead, a 0.2 s network round trip, and 1 s of checks between its stamps."""
+    before = 1000.0
+    first = before + 0.1 + 5.0  # our time at the host's first stamp, on its clock
+    offset = preflight._clock_offset(f"{first:.6f}\n", f"{first + 1.0:.6f}\n", before, before + 1.2)
+    assert offset == 5.0
+
+
+def test_a_date_without_nanoseconds_gives_no_clock_offset():
+    assert preflight._clock_offset("1700000000.N\n", "1700000000.N\n", 1.0, 2.0) is None
