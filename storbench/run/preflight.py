@@ -47,9 +47,9 @@ def _facts(transport, tool, directory: str | None) -> dict:
     start and end, so its offset does not count the time the other steps took."""
     steps = one_trip.Steps()
     steps.add("clock_start", CLOCK)
+    steps.add("version", shlex.join(tool.version_command()))  # a failure stops the script
     if directory:
         steps.add("room", room.free_bytes_script(directory))
-    steps.add("version", shlex.join(tool.version_command()))
     steps.add("clock_end", CLOCK)
     before = time.time()
     try:
@@ -57,15 +57,19 @@ def _facts(transport, tool, directory: str | None) -> dict:
     except one_trip.ScriptFailed as error:
         raise HostError(transport.spec.name, f"checking the host: {error}") from None
     after = time.time()
-    version = outcomes["version"]
+    version = outcomes.get("version")
+    if version is None:  # the clock's step failed
+        raise HostError(transport.spec.name, f"checking the host: {CLOCK!r} failed")
     if version.rc != 0:
         detail = (version.err.strip() or version.out.strip()).splitlines()[-1:] or [""]
         raise HostError(transport.spec.name, tool.unusable(version.rc, detail[0]))
     text = version.out.strip() or version.err.strip()
     facts: dict = {"tool_version": text.splitlines()[0] if text else ""}
-    offset = _clock_offset(outcomes["clock_start"].out, outcomes["clock_end"].out, before, after)
-    if offset is not None:
-        facts["clock_offset_s"] = offset
+    if "clock_end" in outcomes:  # else the room's step failed: room and clock unknown
+        start, end = outcomes["clock_start"].out, outcomes["clock_end"].out
+        offset = _clock_offset(start, end, before, after)
+        if offset is not None:
+            facts["clock_offset_s"] = offset
     if "room" in outcomes:
         facts["free_bytes"] = room.free_bytes_from(outcomes["room"].rc, outcomes["room"].out)
     return facts
