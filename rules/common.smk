@@ -96,18 +96,6 @@ def target_locks():
     return {lock_name(target): run_lock(target) for target in PLAN.used_targets}
 
 
-def setup_locks():
-    """A set-up step holds the locks of the targets its host's experiments use."""
-    return {
-        lock_name(target): (
-            lambda wildcards, target=target: int(
-                target in PLAN.setup_targets(wildcards.host)
-            )
-        )
-        for target in PLAN.used_targets
-    }
-
-
 def preparation_locks():
     """Preparation jobs hold the locks of the targets they write (a recipe's passes may name
     other targets): no benchmark runs on a target being prepared."""

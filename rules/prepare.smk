@@ -30,7 +30,6 @@ rule cleanup:
 
 
 # A client set-up step (setup:) on one host: a mount, a per-target attribute; undone by cleanup.
-# It holds its host's targets' locks: another experiment's run there must not see a mount land.
 rule host_setup:
     output:
         marker=paths.setup_marker(),
@@ -41,8 +40,6 @@ rule host_setup:
     localrule: True
     conda:
         "../envs/storbench.yaml"
-    resources:
-        **setup_locks(),
     params:
         spec=setup_spec_json,
     shell:

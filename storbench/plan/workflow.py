@@ -256,21 +256,6 @@ class WorkflowPlan:
             hosts = [h["name"] for h in specs.run_hosts(self.campaign, experiment, run)]
         return specs.setup_markers(self.campaign, experiment, hosts)
 
-    def setup_targets(self, host: str) -> tuple[str, ...]:
-        """The targets of every experiment on host: a set-up step there (a mount over a target
-        path, a sysctl) must not change the host while a run on one of them measures it."""
-        experiments = self.campaign.experiments
-        return tuple(
-            sorted(
-                {
-                    target
-                    for name in self.experiments
-                    if any(h["name"] == host for h in self.campaign.hosts_of(name))
-                    for target in experiments[name].target_set or (experiments[name].target_name,)
-                }
-            )
-        )
-
     def setup_spec(self, step: str, host: str) -> str:
         return specs.to_json(specs.setup_spec(self.campaign, step, host))
 

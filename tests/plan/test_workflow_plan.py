@@ -249,10 +249,3 @@ def test_paths_give_patterns_without_arguments():
     assert paths.stage_marker("t", "afa", "purge") == (
         "results/targets/t/precondition/afa/stages/purge.json"
     )
-
-
-def test_a_set_up_step_holds_the_targets_of_its_hosts_experiments(tmp_path):
-    """A mount on node1 lands while no run of any experiment on node1 measures a target."""
-    plan = campaign(tmp_path)
-    assert plan.setup_targets("node1") == ("other", "scratch")  # the 'sets' experiment
-    assert plan.setup_targets("local") == ("minio", "scratch")
