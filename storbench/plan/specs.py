@@ -303,13 +303,26 @@ def setup_spec(campaign: Campaign, step_name: str, host: str) -> SetupSpec:
 
 
 def setup_markers(campaign: Campaign, experiment: str, hosts: list[str]) -> list[str]:
-    """The set-up markers the experiment's runs on these hosts wait for."""
+    """The set-up markers the experiment's runs on these hosts wait for: its own steps, and
+    every other experiment's steps on these hosts, so that no step (a mount over a target
+    path) changes a host while a run there measures it."""
+    own = campaign.experiments[experiment].setup
     markers = []
-    for name in campaign.experiments[experiment].setup:
+    for name in used_setup_steps(campaign):
         step = campaign.setups[name]
         on = [h["name"] for h in step.step_hosts()]
-        markers += [paths.setup_marker(name, host) for host in on if step.once or host in hosts]
+        markers += [
+            paths.setup_marker(name, host)
+            for host in on
+            if host in hosts or (step.once and name in own)
+        ]
     return markers
+
+
+def used_setup_steps(campaign: Campaign) -> list[str]:
+    """The set-up steps some experiment names, in the config's order."""
+    used = {name for e in campaign.experiments.values() for name in e.setup}
+    return [name for name in campaign.setups if name in used]
 
 
 def service_tools(campaign: Campaign) -> list[str]:

@@ -61,6 +61,10 @@ class WorkflowPlan:
         )
 
     @functools.cached_property
+    def any_setup(self) -> bool:
+        return bool(specs.used_setup_steps(self.campaign))
+
+    @functools.cached_property
     def host_names(self) -> list[str]:
         return sorted({h["name"] for hosts in self.campaign.host_groups.values() for h in hosts})
 
@@ -247,7 +251,7 @@ class WorkflowPlan:
 
     def setup_markers(self, experiment: str, run_id: str | None = None) -> list[str]:
         """The set-up steps done on the run's hosts (a search: the experiment's hosts)."""
-        if not self.campaign.experiments[experiment].setup:
+        if not self.any_setup:
             return []
         if run_id is None:
             hosts = [h["name"] for h in self.campaign.hosts_of(experiment)]

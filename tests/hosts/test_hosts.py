@@ -207,10 +207,16 @@ def test_timeout_returns_124_and_leaves_nothing_running(transport, tmp_path):
 
 def test_interrupt_kills_the_tool(transport, tmp_path):
     seconds = unique_sleep_seconds()
-    watcher = interrupt_main_thread_when_running(f"sleep {seconds}")
-    with pytest.raises(KeyboardInterrupt):
-        run(transport, ["sleep", seconds], tmp_path, timeout_s=25)
-    watcher.join()
+    # Ctrl-C raises KeyboardInterrupt also when pytest runs in the background, where the
+    # shell started it with SIGINT ignored
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        watcher = interrupt_main_thread_when_running(f"sleep {seconds}")
+        with pytest.raises(KeyboardInterrupt):
+            run(transport, ["sleep", seconds], tmp_path, timeout_s=25)
+        watcher.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert not is_running(f"sleep {seconds}")
 
 

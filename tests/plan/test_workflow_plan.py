@@ -249,3 +249,22 @@ def test_paths_give_patterns_without_arguments():
     assert paths.stage_marker("t", "afa", "purge") == (
         "results/targets/t/precondition/afa/stages/purge.json"
     )
+
+
+def test_runs_wait_for_every_set_up_step_on_their_hosts(tmp_path):
+    """'grid' names no step, but a step of 'sets' mounts over node1's target path: grid's runs
+    on node1 wait for it, so the mount never lands while one of them measures the host."""
+    raw_plan = campaign(tmp_path, hosts="pair")
+    raw = raw_plan.campaign.raw
+    raw["setup"] = {
+        "mount": {"hosts": "pair", "command": f"mount -t tmpfs x {tmp_path}/a/{{host}}"},
+        "unused": {"hosts": "pair", "command": "true"},
+    }
+    raw["experiments"]["sets"]["setup"] = "mount"
+    plan = WorkflowPlan(load_campaign(raw))
+    run_id = next(iter(plan.runs["grid"]))
+    assert plan.setup_markers("grid", run_id) == [
+        paths.setup_marker("mount", "node1"),
+        paths.setup_marker("mount", "node2"),
+    ]
+    assert plan.setup_markers("objects") == []  # on local: no step there
