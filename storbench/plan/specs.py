@@ -307,6 +307,7 @@ def setup_markers(campaign: Campaign, experiment: str, hosts: list[str]) -> list
     every other experiment's steps on these hosts, so that no step (a mount over a target
     path) changes a host while a run there measures it."""
     own = campaign.experiments[experiment].setup
+    run_hosts = set(hosts)  # every step's hosts are looked up, per run: 128 x 128 at scale
     markers = []
     for name in used_setup_steps(campaign):
         step = campaign.setups[name]
@@ -314,7 +315,7 @@ def setup_markers(campaign: Campaign, experiment: str, hosts: list[str]) -> list
         markers += [
             paths.setup_marker(name, host)
             for host in on
-            if host in hosts or (step.once and name in own)
+            if host in run_hosts or (step.once and name in own)
         ]
     return markers
 
