@@ -47,6 +47,16 @@ class BinValues:
         self.seen.add(value)
 
 
+class IntKeys(BinValues):
+    """The bin values of histograms whose keys are their values already (distinct ints)."""
+
+    def of(self, bins: dict) -> list[int]:
+        return list(bins)
+
+
+INT_KEYS = IntKeys()
+
+
 def from_mapping(bins: dict, bin_values: BinValues | None = None) -> Histogram:
     """fio json+ ``bins`` ({"19584": 1, ...}) -> sorted (values, counts)."""
     if bin_values is None:

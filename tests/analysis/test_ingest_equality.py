@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from storbench.tools.fio_json import (
     FioOutputError,
     _document_text,
     _op_stats,
+    final_document,
     load_documents,
     parse_outputs,
+    rows_from_document,
 )
 from tests.paths import FIXTURES, REPO
 from tests.tools.test_fio_json import BASE as FIO_TEST_BASE
@@ -273,3 +276,68 @@ def test_documents_from_bytes_equal_those_from_the_text(raw):
         assert str(raised.value) == str(error)
         return
     assert load_documents(raw, source="out") == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["<a> note\n{\n<b> x\n<c> y\n  1\n<d>}\n \n", "{\n<\n}", "{<not a note\n}\n<tail"]
+)
+def test_document_text_of_bytes_is_that_of_the_text(text):
+    start = text.index("{")
+    assert bytes(_document_text(text.encode(), start)) == _document_text(text, start).encode()
+
+
+def document_count(path: Path) -> int:
+    try:
+        return len(load_documents(path.read_bytes()))
+    except FioOutputError:  # an output of a failed fio, without a document
+        return 0
+
+
+SINGLE_DOCUMENTS = [path for path in FIO_OUTPUTS if document_count(path) == 1]
+
+
+@pytest.mark.parametrize("path", SINGLE_DOCUMENTS, ids=lambda p: p.name)
+def test_fio_output_takes_the_typed_decoder_and_gives_the_same_rows(path):
+    raw = path.read_bytes()
+    document, bin_values = final_document(raw, source=path.name)
+    general = load_documents(raw, source=path.name)[-1]
+    kwargs = {"host": "node1", "base": BASE, "client_names": CLIENT_NAMES, "source": path.name}
+    try:
+        expected = rows_from_document(general, **kwargs)
+    except FioOutputError as error:  # fail-einval: no jobs; the same error either way
+        with pytest.raises(FioOutputError, match=re.escape(str(error))):
+            rows_from_document(document, bin_values=bin_values, **kwargs)
+        return
+    if path.suffix == ".json":  # fio's document alone (text around it: the general way)
+        assert bin_values is histogram.INT_KEYS
+    rows = rows_from_document(document, bin_values=bin_values, **kwargs)
+    assert rows == expected
+    if any(row["hist_ns"] for row in expected):  # a json+ output: its bins, from int keys
+        assert any(row["hist_count"] for row in rows)
+
+
+def jsonplus_with(change) -> str:
+    document = json.loads((FIO / "standalone-nogroup.jsonplus.json").read_text())
+    change(document["jobs"][0]["read"])
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (lambda read: read["clat_ns"]["bins"].update({"x": 1}), "invalid literal for int"),
+        (lambda read: read["clat_ns"]["bins"].update({"1024": 1.5}), None),
+        (lambda read: read.update({"lat_ns": None}), None),
+        (lambda read: read.update({"total_ios": "7"}), "'read.total_ios' is '7'"),
+    ],
+)
+def test_a_document_of_other_types_is_read_the_general_way(change, error):
+    text = jsonplus_with(change)
+    document, bin_values = final_document(text, source="out")
+    if error is None:  # what the general way accepts, the same rows as before
+        assert bin_values is not histogram.INT_KEYS
+        rows = parse_outputs([("n", text)], base=BASE)
+        assert rows[0]["ios"] == load_documents(text)[-1]["jobs"][0]["read"]["total_ios"]
+        return
+    with pytest.raises(FioOutputError, match=re.escape(error)):
+        parse_outputs([("n", text)], base=BASE)
