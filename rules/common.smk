@@ -5,7 +5,6 @@ import os
 import re
 import sys
 
-from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
 
 from storbench.config import campaign as storbench_config
@@ -70,9 +69,9 @@ wildcard_constraints:
 
 
 def per_run(function):
-    """Snakemake asks for an input function's parameters twice per call; a campaign calls the
-    per-run ones once per run each, so their parameters are read once, here."""
-    overwrite_function_params(function, inspect.signature(function).parameters)
+    """Snakemake asks for an input function's signature twice per call; a campaign calls the
+    per-run ones once per run each, so their signature is read once, here."""
+    function.__signature__ = inspect.signature(function)
     return function
 
 
