@@ -25,11 +25,11 @@ include: "rules/compare.smk"
 
 
 onsuccess:
-    stop_campaign_services()
+    end_campaign()
 
 
 onerror:
-    stop_campaign_services()
+    end_campaign()
 
 
 rule all:

@@ -12,7 +12,7 @@ from storbench.core import paths
 from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
 from storbench.run import live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
-from storbench.run.processes import forward_sigint_to_steps
+from storbench.run.processes import cancel_pending_timers, forward_sigint_to_steps
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
@@ -125,8 +125,10 @@ if missing_caps:
     )
 
 
-def stop_campaign_services():
+def end_campaign():
     stop_services_of(CAMPAIGN)
+    # nothing is scheduled after the end: Snakemake's last timer would hold the process 1 s
+    cancel_pending_timers()
 
 
 # --- runs ---------------------------------------------------------------------------------------

@@ -105,3 +105,20 @@ def forward_sigint_to_steps() -> None:
     """Install forward_interrupt (the Snakefile calls this; only the main thread can)."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, forward_interrupt)
+
+
+def cancel_pending_timers() -> int:
+    """Cancel every threading.Timer still waiting; return how many.
+
+    Snakemake's job rate limiter schedules a re-evaluation of its queue a timespan (1 s) after
+    each round, on a non-daemon Timer: the last one keeps a finished workflow's process alive
+    until it fires. The workflow's end (onsuccess, onerror) calls this: no round follows.
+    """
+    pending = [
+        thread
+        for thread in threading.enumerate()
+        if isinstance(thread, threading.Timer) and not thread.finished.is_set()
+    ]
+    for timer in pending:
+        timer.cancel()
+    return len(pending)
