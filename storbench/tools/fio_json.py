@@ -126,17 +126,17 @@ def _one_ascii_document(raw: bytes) -> dict | None:
     return _decoded(memoryview(raw)[first.start() : _stripped_end(raw)])
 
 
-def _decoded(document_text, decoder=None) -> dict | None:
-    """The JSON object in document_text (msgspec; with decoder, its type), else None."""
+def _decoded(document_text, typed_decoder=None) -> dict | None:
+    """The JSON object in document_text (msgspec; typed_decoder() gives its type), else None."""
     try:
         import msgspec  # lazy: parsing only
     except ImportError:  # the standard library's decoder does the same, slower
         return None
     try:
-        if decoder is None:
+        if typed_decoder is None:
             document = msgspec.json.decode(document_text)
         else:
-            document = decoder().decode(document_text)
+            document = typed_decoder().decode(document_text)
     # DecodeError: also a value of another type than decoder's; ValueError: not UTF-8
     except (msgspec.DecodeError, ValueError):
         return None
@@ -284,7 +284,7 @@ def rows_from_document(
     """
     version = doc.get("fio version") if isinstance(doc, dict) else None
     try:
-        bins = bin_values or histogram.BinValues(FIO_BIN_KEYS)
+        bins = histogram.BinValues(FIO_BIN_KEYS) if bin_values is None else bin_values
         return _document_rows(doc, host, base, client_names or {}, source, bins)
     except FioOutputError:
         raise
