@@ -147,9 +147,13 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                     result.command = tool.run_command(
                         paths.job_path, paths.output_path, name, spec.params
                     )
-                    round_trip_s, result.clock_offset_s = start.probe(transport)
-                    result.round_trip_s = round(round_trip_s, 3)
-                    release_epoch = barrier.arm(name, round_trip_s)
+
+                    def probe() -> float:
+                        round_trip_s, result.clock_offset_s = start.probe(transport)
+                        result.round_trip_s = round(round_trip_s, 3)
+                        return round_trip_s
+
+                    release_epoch = barrier.arm(name, probe)
                     result.exit_code = _run_at_release(
                         spec, transport, argv, paths, local_dir, result, release_epoch
                     )

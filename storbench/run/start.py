@@ -1,11 +1,12 @@
 """A synchronized start of a standalone run: every host armed, then released at one instant.
 
-Each host thread prepares its host, measures how long a trivial command takes there, and
-waits at the barrier. When the last host arrives, the release time is set a little ahead
-(twice the slowest round trip plus a floor, capped), and each host's command is wrapped in
-a shell that sleeps on the host until then, prints the host's own start stamp on stderr
-and execs the tool. The stamp is taken back out of the stderr file after the run. A host
-that fails before arming aborts the barrier, so the others stop instead of waiting.
+Each host thread prepares its host; once all are prepared, each measures how long a trivial
+command takes there (all at once) and waits at the barrier. When the last host arrives, the
+release time is set a little ahead (twice the slowest round trip plus a floor, capped), and
+each host's command is wrapped in a shell that sleeps on the host until then, prints the
+host's own start stamp on stderr and execs the tool. The stamp is taken back out of the
+stderr file after the run. A host that fails before arming aborts the barrier, so the
+others stop instead of waiting.
 Standard library only: this is the benchmark path.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from storbench.core.atomic import atomic_output
@@ -42,9 +44,15 @@ class StartAborted(RuntimeError):
 
 
 class StartBarrier:
-    """Arms the run's hosts (one thread each) and picks the instant they all start at."""
+    """Arms the run's hosts (one thread each) and picks the instant they all start at.
+
+    Every host is prepared first; then all of them take their probe at once, so the slowest
+    round trip includes what reaching every host at the same moment costs this controller
+    (sessions opened together queue for its cores), as the launch after the release will.
+    """
 
     def __init__(self, hosts: int):
+        self._prepared = threading.Barrier(hosts)
         self._barrier = threading.Barrier(hosts, action=self._pick_release)
         self._hosts = hosts
         self._round_trips: list[float] = []
@@ -52,18 +60,26 @@ class StartBarrier:
         self._lock = threading.Lock()
         self._why_aborted = ""
         self.release_epoch: float | None = None
+        self.margin_s: float | None = None
 
-    def arm(self, host: str, round_trip_s: float) -> float:
-        """Wait until every host is armed; the release time (epoch seconds, our clock)."""
+    def arm(self, host: str, probe: Callable[[], float]) -> float:
+        """Wait until every host is prepared, then take probe() (the seconds a trivial
+        command takes on the host) with all of them, then wait until every host is armed;
+        the release time (epoch seconds, our clock)."""
+        self._wait(self._prepared)
+        round_trip_s = probe()
         with self._lock:
             self._round_trips.append(round_trip_s)
             self._armed.add(host)
-        try:
-            self._barrier.wait()
-        except threading.BrokenBarrierError:
-            raise StartAborted(f"not started: {self._why_aborted}") from None
+        self._wait(self._barrier)
         assert self.release_epoch is not None  # set by the barrier's action
         return self.release_epoch
+
+    def _wait(self, barrier: threading.Barrier) -> None:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            raise StartAborted(f"not started: {self._why_aborted}") from None
 
     def leave(self, host: str, why: str) -> None:
         """A host thread ends: one that never armed aborts the barrier, naming ``why``."""
@@ -74,6 +90,7 @@ class StartBarrier:
         with self._lock:
             if not self._barrier.broken and not self._why_aborted:
                 self._why_aborted = why
+        self._prepared.abort()
         self._barrier.abort()
 
     def released(self) -> bool:
@@ -85,6 +102,7 @@ class StartBarrier:
             margin = 0.0
         else:
             margin = min(2 * max(self._round_trips) + MARGIN_FLOOR_S, MARGIN_CAP_S)
+        self.margin_s = margin
         self.release_epoch = time.time() + margin
 
 

@@ -203,3 +203,74 @@ def test_three_ssh_hosts_start_together(ssh_lab, tmp_path):
     manifest = engine.run_iteration(spec, 1, str(job), str(tmp_path / "results/it1/run.json"))
     assert_started_together(manifest)
     assert all(h["exit_code"] == 0 for h in manifest.hosts)
+
+
+def arm_all(barrier: start.StartBarrier, probes: dict[str, object]) -> dict[str, float]:
+    """Each host's release time, every host arming from its own thread with its probe."""
+    released: dict[str, float] = {}
+
+    def arm(host: str, probe) -> None:
+        released[host] = barrier.arm(host, probe)
+
+    threads = [threading.Thread(target=arm, args=item) for item in probes.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(RUN_BOUND_S)
+    assert not any(thread.is_alive() for thread in threads)
+    return released
+
+
+def test_hosts_take_their_probe_together_once_every_host_is_prepared():
+    barrier = start.StartBarrier(2)
+    late_host_arrived = threading.Event()
+    seen_by_early_probe: list[bool] = []
+
+    def early_probe() -> float:
+        seen_by_early_probe.append(late_host_arrived.is_set())
+        return 0.01
+
+    def late_probe() -> float:
+        return 0.01
+
+    def late_arm() -> float:
+        time.sleep(0.3)  # still preparing while the early host waits
+        late_host_arrived.set()
+        return barrier.arm("late", late_probe)
+
+    late = threading.Thread(target=late_arm)
+    late.start()
+    early = barrier.arm("early", early_probe)
+    late.join(RUN_BOUND_S)
+    assert seen_by_early_probe == [True]
+    assert early == barrier.release_epoch
+
+
+def test_the_margin_comes_from_the_slowest_probe_taken_together():
+    barrier = start.StartBarrier(3)
+    released = arm_all(barrier, {"a": lambda: 0.3, "b": lambda: 0.1, "c": lambda: 0.05})
+    assert barrier.margin_s == pytest.approx(2 * 0.3 + start.MARGIN_FLOOR_S)
+    assert set(released.values()) == {barrier.release_epoch}
+    capped = start.StartBarrier(2)
+    arm_all(capped, {"a": lambda: 30.0, "b": lambda: 0.1})
+    assert capped.margin_s == start.MARGIN_CAP_S
+
+
+def test_a_host_whose_probe_fails_stops_the_others_before_the_start():
+    barrier = start.StartBarrier(2)
+
+    def failing_probe() -> float:
+        raise OSError("host b: connection lost")
+
+    def arm_b() -> None:
+        try:
+            barrier.arm("b", failing_probe)
+        except OSError:
+            barrier.leave("b", "host b failed before the synchronized start")
+
+    other = threading.Thread(target=arm_b)
+    other.start()
+    with pytest.raises(start.StartAborted, match="host b failed before the synchronized start"):
+        barrier.arm("a", lambda: 0.01)
+    other.join(RUN_BOUND_S)
+    assert barrier.release_epoch is None
