@@ -77,13 +77,10 @@ def load_documents(text: str | bytes, *, source: str = "fio output") -> list[dic
     A document cut short after the last complete one is an error: with --status-interval
     the complete ones are interim reports, and the cut one was the final report.
     """
-    if isinstance(text, bytes):
-        if (single := _one_ascii_document(text)) is not None:
-            return [single]
-        text = text.decode("utf-8", errors="replace")
-    first = _DOCUMENT_START.search(text)
-    if first is not None and (single := _one_document(text, first.start())) is not None:
+    if (single := _only_document(text)) is not None:
         return [single]
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
     decoder = json.JSONDecoder()
     documents = []
     position = 0
@@ -109,21 +106,13 @@ def load_documents(text: str | bytes, *, source: str = "fio output") -> list[dic
     return documents
 
 
-def _one_document(text: str, start: int) -> dict | None:
-    """The output's only document, decoded in one pass (several times faster than json);
-    None when more follows it (status-interval reports) or it does not decode."""
-    return _decoded(_document_text(text, start))
-
-
-def _one_ascii_document(raw: bytes) -> dict | None:
-    """The only document of an ASCII output without note lines in it (fio's usual output),
-    decoded from the bytes in place; None leaves it to the text's way."""
-    if not raw.isascii():
-        return None
-    first = _DOCUMENT_START_BYTES.search(raw)
-    if first is None or raw.find(b"<", first.start()) != -1:
-        return None
-    return _decoded(memoryview(raw)[first.start() : _stripped_end(raw)])
+def _only_document(text: str | bytes, typed_decoder=None) -> dict | None:
+    """The output's only document (fio's usual output), its note lines cut, decoded in one
+    pass (several times faster than json), bytes in place; None when there is none, more
+    follows it (status-interval reports) or it does not decode (UTF-8 JSON, of
+    typed_decoder()'s type when given): the general way reads it then."""
+    start = _document_start(text)
+    return None if start is None else _decoded(_document_text(text, start), typed_decoder)
 
 
 def _decoded(document_text, typed_decoder=None) -> dict | None:
@@ -228,11 +217,8 @@ def final_document(text: str | bytes, *, source: str) -> tuple[dict, histogram.B
     into the fields the rows read, bin keys as ints: about 1.5 times as fast as decoding it
     whole. Anything else is read the general way.
     """
-    start = _document_start(text)
-    if start is not None:
-        typed = _decoded(_document_text(text, start), _final_decoder)
-        if typed is not None:
-            return typed, histogram.INT_KEYS
+    if (typed := _only_document(text, _final_decoder)) is not None:
+        return typed, histogram.INT_KEYS
     return load_documents(text, source=source)[-1], histogram.BinValues(FIO_BIN_KEYS)
 
 
