@@ -15,6 +15,7 @@ from storbench.core.model import Host
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, open_transport
 from storbench.run import one_trip, room
+from storbench.run.start import CLOCK, clock_offset
 from storbench.tools import get_tool
 
 CHECK_TIMEOUT_S = 60.0
@@ -67,26 +68,12 @@ def _facts(transport, tool, directory: str | None) -> dict:
     facts: dict = {"tool_version": text.splitlines()[0] if text else ""}
     if "clock_end" in outcomes:  # else the room's step failed: room and clock unknown
         start, end = outcomes["clock_start"].out, outcomes["clock_end"].out
-        offset = _clock_offset(start, end, before, after)
+        offset = clock_offset(start, end, before, after)
         if offset is not None:
             facts["clock_offset_s"] = offset
     if "room" in outcomes:
         facts["free_bytes"] = room.free_bytes_from(outcomes["room"].rc, outcomes["room"].out)
     return facts
-
-
-CLOCK = "date +%s.%N"
-
-
-def _clock_offset(start: str, end: str, before: float, after: float) -> float | None:
-    """The host's clock minus ours: its first stamp against our time then, taking the round
-    trip's network part as symmetric (what the script itself took is not network)."""
-    try:
-        first, last = float(start.strip()), float(end.strip())
-    except ValueError:  # a date without %N (busybox) prints it literally
-        return None
-    network_s = max(0.0, (after - before) - (last - first))
-    return round(first - (before + network_s / 2), 3)
 
 
 def run_preflight(spec: dict, output_path: str) -> dict:

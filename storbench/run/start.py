@@ -3,8 +3,11 @@
 Each host thread prepares its host; once all are prepared, each measures how long a trivial
 command takes there (all at once) and waits at the barrier. When the last host arrives, the
 release time is set a little ahead (twice the slowest round trip plus a floor, capped), and
-each host's command is wrapped in a shell that sleeps on the host until then, prints the
-host's own start stamp on stderr and execs the tool. The stamp is taken back out of the
+each host's command is wrapped in a shell that waits on the host until then, prints the
+host's own start stamp on stderr and execs the tool. Where the host has bash 5, the wait and
+the stamp use its builtins only: nothing forks between reading the clock and the wait, or
+between the wake and the stamp (a POSIX shell's `date` and `sleep` make a host start a few
+milliseconds late, more on a busy host). The stamp is taken back out of the
 stderr file after the run. A host that fails before arming aborts the barrier, so the
 others stop instead of waiting.
 Standard library only: this is the benchmark path.
@@ -13,6 +16,7 @@ Standard library only: this is the benchmark path.
 from __future__ import annotations
 
 import datetime
+import shlex
 import threading
 import time
 from collections.abc import Callable
@@ -25,10 +29,11 @@ MARGIN_FLOOR_S = 0.2  # on top of twice the slowest host's round trip
 MARGIN_CAP_S = 5.0  # a host slower than this starts late, and the skew shows it
 STAMP_PREFIX = "storbench-start-epoch "
 STAMP_SEARCH_BYTES = 64 * 1024  # the stamp precedes the tool's output (a login rc file may not)
+CLOCK = "date +%s.%N"  # the host's clock in epoch seconds (GNU date; busybox prints N)
 WRAPPER_NAME = "storbench-start"  # $0 of the wrapper shell, shown in ps
-# $1: the release time (epoch seconds); then the tool's argv. GNU date gives nanoseconds; a
-# date without %N prints a literal N, and whole seconds are used instead.
-WRAPPER_SCRIPT = (
+# Any POSIX shell. $1: the release time (epoch seconds); then the tool's argv. GNU date gives
+# nanoseconds; a date without %N prints a literal N, and whole seconds are used instead.
+PORTABLE_WAIT = (
     "release=$1; shift; "
     'epoch() { t=$(date +%s.%N); case $t in *[!0-9.]*|"") t=$(date +%s);; esac; echo "$t"; }; '
     'delay=$(LC_ALL=C awk -v r="$release" -v n="$(epoch)" '
@@ -36,6 +41,31 @@ WRAPPER_SCRIPT = (
     'sleep "${delay:-0}"; '
     f'echo "{STAMP_PREFIX}$(epoch)" >&2; '
     'exec "$@"'
+)
+# bash 5: $1 the portable wait (taken without $EPOCHREALTIME or /dev/fd); $2 the release
+# time in epoch seconds with six decimals, whose digits are microseconds; then the tool's
+# argv. `read -t` on a pipe the shell holds both ends of sleeps without a child, and the
+# loop outlasts a signal. One command per line, the bash syntax in an eval: a shell that
+# is not bash 5 parses no further than the line that hands over to the portable wait.
+BASH_WAIT = "\n".join([
+    "portable=$1; shift",
+    'if [ -z "${EPOCHREALTIME-}" ] || ! eval "exec {wait_fd}<> <(:)"; then',
+    '  eval "$portable"; exit 127',
+    "fi",
+    "release=${1//[!0-9]/}; shift",
+    "while now=${EPOCHREALTIME//[!0-9]/}; left=$((release - now)); ((left > 0)); do",
+    "  printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))",
+    '  read -r -t "$left" -u "$wait_fd"',
+    "done",
+    "stamp=${EPOCHREALTIME//[!0-9]/}; exec {wait_fd}<&-",
+    f"printf '{STAMP_PREFIX}%d.%06d\\n' $((stamp / 1000000)) $((stamp % 1000000)) >&2",
+    'exec "$@"',
+])  # fmt: skip
+# $1 the bash wait, $2 the portable one: bash where the host has it, else this shell
+WRAPPER_SCRIPT = (
+    "precise=$1 portable=$2; shift 2; "
+    'if command -v bash >/dev/null 2>&1; then exec bash -c "$precise" "$0" "$portable" "$@"; fi; '
+    'eval "$portable"'
 )
 
 
@@ -107,23 +137,39 @@ class StartBarrier:
 
 
 def probe(transport) -> tuple[float, float | None]:
-    """(seconds a trivial command takes on the host, its clock minus ours or None)."""
+    """(seconds a trivial command takes on the host, its clock minus ours or None).
+
+    The command goes the way the tool will, through the start wrapper: on a host busy
+    starting many sessions, each of the wrapper's shells adds to the time the launch takes.
+    The host's clock is read before and after the wrapper; the offset leaves that time out."""
     before, began = time.time(), time.monotonic()
-    rc, out, _ = transport.shell("date +%s.%N", timeout_s=SHELL_TIMEOUT_S)
+    wrapper = shlex.join(at_release(["true"], 0))
+    rc, out, _ = transport.shell(f"{CLOCK}; {wrapper}; {CLOCK}", timeout_s=SHELL_TIMEOUT_S)
     round_trip = time.monotonic() - began
     after = time.time()
-    try:
-        host_clock = float(out.strip()) if rc == 0 else None
-    except ValueError:  # no %N in this date: the offset is unknown
-        host_clock = None
-    if host_clock is None:
+    stamps = out.split("\n")
+    if rc != 0 or len(stamps) < 2:
         return round_trip, None
-    return round_trip, round(host_clock - (before + after) / 2, 3) + 0.0  # + 0.0: never -0.0
+    return round_trip, clock_offset(stamps[0], stamps[1], before, after)
+
+
+def clock_offset(start: str, end: str, before: float, after: float) -> float | None:
+    """The host's clock minus ours: its first stamp against our time then, taking the round
+    trip's network part as symmetric (what the script itself took is not network)."""
+    try:
+        first, last = float(start.strip()), float(end.strip())
+    except ValueError:  # a date without %N (busybox) prints it literally
+        return None
+    network_s = max(0.0, (after - before) - (last - first))
+    return round(first - (before + network_s / 2), 3) + 0.0  # + 0.0: never -0.0
 
 
 def at_release(argv: list[str], release_epoch: float) -> list[str]:
     """argv run on the host at release_epoch (its own clock), its start stamped on stderr."""
-    return ["sh", "-c", WRAPPER_SCRIPT, WRAPPER_NAME, f"{release_epoch:.6f}", *map(str, argv)]
+    return [
+        "sh", "-c", WRAPPER_SCRIPT, WRAPPER_NAME, BASH_WAIT, PORTABLE_WAIT,
+        f"{release_epoch:.6f}", *map(str, argv),
+    ]  # fmt: skip
 
 
 def take_stamp(stderr_path: Path) -> float | None:

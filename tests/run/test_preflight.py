@@ -9,7 +9,7 @@ import pytest
 
 from storbench.core.model import Host
 from storbench.hosts.transport import HostError, open_transport
-from storbench.run import preflight, room
+from storbench.run import preflight, room, start
 from storbench.run.preflight import PreflightError, run_preflight
 from tests.minio import free_port
 from tests.run.test_one_trip import CountingTransport
@@ -134,9 +134,9 @@ def test_the_clock_offset_leaves_out_the_time_the_checks_took():
     """A host 5 s ahead, a 0.2 s network round trip, and 1 s of checks between its stamps."""
     before = 1000.0
     first = before + 0.1 + 5.0  # our time at the host's first stamp, on its clock
-    offset = preflight._clock_offset(f"{first:.6f}\n", f"{first + 1.0:.6f}\n", before, before + 1.2)
+    offset = start.clock_offset(f"{first:.6f}\n", f"{first + 1.0:.6f}\n", before, before + 1.2)
     assert offset == 5.0
 
 
 def test_a_date_without_nanoseconds_gives_no_clock_offset():
-    assert preflight._clock_offset("1700000000.N\n", "1700000000.N\n", 1.0, 2.0) is None
+    assert start.clock_offset("1700000000.N\n", "1700000000.N\n", 1.0, 2.0) is None

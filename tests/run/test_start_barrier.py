@@ -156,11 +156,49 @@ def test_the_start_wrapper_passes_every_argument_as_it_is_and_stamps_its_start(t
     (stamp_line,) = err.splitlines()
     stamp = float(stamp_line.removeprefix(start.STAMP_PREFIX))
     assert release <= stamp < release + SPREAD_BOUND_S
-    # as the local transport starts it: an argv
-    done = subprocess.run(wrapped[:4] + ["0", *wrapped[5:]], capture_output=True, text=True)
+    # as the local transport starts it: an argv (a release long past: at once)
+    done = subprocess.run(
+        start.at_release(["printf", "%s\\n", *AWKWARD_ARGV], 0), capture_output=True, text=True
+    )
     assert done.stdout.split("\n")[:-1] == AWKWARD_ARGV
 
 
+def host_programs(tmp_path: Path, programs: dict[str, str]) -> str:
+    """A PATH of only these programs: {name: a path to link to, or a script's text}."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, program in programs.items():
+        if program.startswith("#!"):
+            (bin_dir / name).write_text(program)
+            (bin_dir / name).chmod(0o755)
+        else:
+            (bin_dir / name).symlink_to(program)
+    return str(bin_dir)
+
+
+def started(path: str, release: float, argv: list[str]) -> tuple[str, str]:
+    """(stdout, the stamp's digits) of argv run by the start wrapper on a host with PATH."""
+    command = ["/usr/bin/env", f"PATH={path}", *start.at_release(argv, release)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    (stamp_line,) = done.stderr.splitlines()
+    return done.stdout, stamp_line.removeprefix(start.STAMP_PREFIX)
+
+
+def test_with_bash_5_the_host_waits_and_stamps_with_builtins_only(tmp_path):
+    """No date, sleep or awk on the host: bash's clock and read -t do the wait, and the
+    stamp has bash's microseconds."""
+    path = host_programs(tmp_path, {"sh": "/bin/sh", "bash": "/bin/bash", "echo": "/bin/echo"})
+    release = time.time() + 0.3
+    out, stamp = started(path, release, ["echo", *AWKWARD_ARGV])
+    assert out == " ".join(AWKWARD_ARGV) + "\n"
+    assert len(stamp.partition(".")[2]) == 6
+    assert release <= float(stamp) < release + SPREAD_BOUND_S
+
+
+PORTABLE_TOOLS = {
+    "sh": "/bin/sh", "awk": "/usr/bin/awk", "sleep": "/bin/sleep", "echo": "/bin/echo",
+}  # fmt: skip
 DATE_WITHOUT_NANOSECONDS = """#!/bin/sh
 case "$1" in
   *%N*) echo "$(/bin/date +%s).N" ;;
@@ -169,19 +207,45 @@ esac
 """
 
 
+def test_without_bash_the_host_waits_with_date_and_sleep(tmp_path):
+    path = host_programs(tmp_path, {**PORTABLE_TOOLS, "date": "/bin/date"})
+    release = time.time() + 0.3
+    out, stamp = started(path, release, ["echo", *AWKWARD_ARGV])
+    assert out == " ".join(AWKWARD_ARGV) + "\n"
+    assert len(stamp.partition(".")[2]) == 9  # date's nanoseconds
+    assert release <= float(stamp) < release + SPREAD_BOUND_S
+
+
+def test_a_bash_without_its_clock_hands_over_to_the_portable_wait(tmp_path):
+    """A `bash` that is not bash 5 (here dash under that name) runs the portable wait."""
+    not_bash_5 = '#!/bin/sh\nexec /bin/dash "$@"\n'
+    path = host_programs(tmp_path, {**PORTABLE_TOOLS, "date": "/bin/date", "bash": not_bash_5})
+    release = time.time() + 0.3
+    out, stamp = started(path, release, ["echo", "ran"])
+    assert out == "ran\n"
+    assert len(stamp.partition(".")[2]) == 9
+    assert float(stamp) >= release
+
+
 def test_without_nanoseconds_the_host_waits_in_whole_seconds(tmp_path):
     """A date without %N (it prints a literal N) still starts the tool, stamped in seconds."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake_date = bin_dir / "date"
-    fake_date.write_text(DATE_WITHOUT_NANOSECONDS)
-    fake_date.chmod(0o755)
+    path = host_programs(tmp_path, {**PORTABLE_TOOLS, "date": DATE_WITHOUT_NANOSECONDS})
     release = time.time() + 0.2
-    command = ["env", f"PATH={bin_dir}:/usr/bin:/bin", *start.at_release(["echo", "ran"], release)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=30)
-    assert done.stdout == "ran\n"
-    stamp = float(done.stderr.strip().removeprefix(start.STAMP_PREFIX))
-    assert stamp == int(stamp) and stamp >= int(release)
+    out, stamp = started(path, release, ["echo", "ran"])
+    assert out == "ran\n"
+    assert float(stamp) == int(stamp) and float(stamp) >= int(release)
+
+
+def test_the_probe_goes_through_the_start_wrapper_and_reads_the_hosts_clock(tmp_path, monkeypatch):
+    """The probe runs the wrapper the tool will run; on the controller's own clock the
+    offset is zero, to the millisecond the wrapper's time is left out of."""
+    transport = LocalTransport(Host(name="local", transport="local"))
+    round_trip_s, offset_s = start.probe(transport)
+    assert round_trip_s > 0
+    assert offset_s is not None and abs(offset_s) <= 0.005
+    programs = {**PORTABLE_TOOLS, "true": "/bin/true", "date": DATE_WITHOUT_NANOSECONDS}
+    monkeypatch.setenv("PATH", host_programs(tmp_path, programs))
+    assert start.probe(transport)[1] is None  # no nanoseconds, no offset
 
 
 def test_the_stamp_is_taken_out_of_the_stderr_file(tmp_path):
