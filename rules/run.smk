@@ -37,6 +37,7 @@ rule render_host_jobs:
 
 
 # Every host reachable, the tool installed, free space and clock offset, before any run.
+# priority: before the job files, which the runs after the first need only later.
 rule preflight:
     input:
         # the target may be a mount a set-up step makes
@@ -45,6 +46,7 @@ rule preflight:
         report=paths.preflight(),
     log:
         paths.log("preflight.log"),
+    priority: 10
     localrule: True
     conda:
         "../envs/storbench.yaml"
@@ -55,6 +57,8 @@ rule preflight:
 
 
 # One iteration on every host of the group; at most one per storage target at a time.
+# priority: a run starts once its own job file is ready; the other renders and the parses
+# take the cores left while it runs (below telemetry's, taken before the runs).
 rule run_iteration:
     input:
         # job, bucket, services, preparation, before, setup, preflight
@@ -63,6 +67,7 @@ rule run_iteration:
         manifest=paths.manifest(),
     log:
         paths.log("run/{run_id}.it{iteration}.log"),
+    priority: 5
     localrule: True
     conda:
         "../envs/storbench.yaml"
