@@ -53,7 +53,7 @@ BASH_WAIT = "\n".join([
     '  eval "$portable"; exit 127',
     "fi",
     "release=${1//[!0-9]/}; shift",
-    "while now=${EPOCHREALTIME//[!0-9]/}; left=$((release - now)); ((left > 0)); do",
+    "while now=${EPOCHREALTIME//[!0-9]/}; left=$((10#$release - now)); ((left > 0)); do",
     "  printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))",
     '  read -r -t "$left" -u "$wait_fd"',
     "done",

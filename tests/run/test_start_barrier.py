@@ -194,6 +194,8 @@ def test_with_bash_5_the_host_waits_and_stamps_with_builtins_only(tmp_path):
     assert out == " ".join(AWKWARD_ARGV) + "\n"
     assert len(stamp.partition(".")[2]) == 6
     assert release <= float(stamp) < release + SPREAD_BOUND_S
+    # a release long past whose digits start with zeros (not octal to bash): at once
+    assert started(path, 0.0008, ["echo", "ran"])[0] == "ran\n"
 
 
 PORTABLE_TOOLS = {
@@ -237,12 +239,13 @@ def test_without_nanoseconds_the_host_waits_in_whole_seconds(tmp_path):
 
 
 def test_the_probe_goes_through_the_start_wrapper_and_reads_the_hosts_clock(tmp_path, monkeypatch):
-    """The probe runs the wrapper the tool will run; on the controller's own clock the
-    offset is zero, to the millisecond the wrapper's time is left out of."""
+    """The probe runs the wrapper the tool will run. On the controller's own clock the
+    offset is within half the round trip (plus the millisecond it is rounded to): the
+    midpoint estimate's bound, whatever the machine's load."""
     transport = LocalTransport(Host(name="local", transport="local"))
     round_trip_s, offset_s = start.probe(transport)
     assert round_trip_s > 0
-    assert offset_s is not None and abs(offset_s) <= 0.005
+    assert offset_s is not None and abs(offset_s) <= round_trip_s / 2 + 0.001
     programs = {**PORTABLE_TOOLS, "true": "/bin/true", "date": DATE_WITHOUT_NANOSECONDS}
     monkeypatch.setenv("PATH", host_programs(tmp_path, programs))
     assert start.probe(transport)[1] is None  # no nanoseconds, no offset
