@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storbench.core import atomic
+from storbench.core import atomic, start_hook
 from storbench.core import paths as paths_of
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, scrub
@@ -154,9 +154,14 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                         return round_trip_s
 
                     release_epoch = barrier.arm(name, probe)
+                    held = start_hook.VARIABLE in job_text
                     result.exit_code = _run_at_release(
-                        spec, transport, argv, paths, local_dir, result, release_epoch
+                        spec, transport, argv, paths, local_dir, result, release_epoch, held
                     )
+                    if held:
+                        _check_hook(result)
+                        # a local host works in the raw folder: empty files there
+                        _drop_empty(local_dir, tool.hook_output_names(job_text))
                 finally:
                     transport.remove(private_files)
                 result.end_time = now()
@@ -220,13 +225,19 @@ def _prepare_host(spec: RunSpec, tool, transport, host: Host, paths: HostPaths, 
 
 
 def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths, local_dir: Path,
-                    result: HostResult, release_epoch: float) -> int:  # fmt: skip
-    """Launch argv to start at the release instant; record when it started on the host."""
+                    result: HostResult, release_epoch: float, held: bool) -> int:  # fmt: skip
+    """Launch argv to start at the release instant (held: launched now, its job's start hook
+    waiting); record when it started on the host."""
     stderr_path = local_dir / f"{result.name}.stderr"
     result.launch_time = now()
     wait_s = max(0.0, release_epoch - time.time())
+    command = (
+        start.held_at_release(argv, release_epoch, paths.workdir)
+        if held
+        else start.at_release(argv, release_epoch)
+    )
     exit_code = transport.run(
-        start.at_release(argv, release_epoch),
+        command,
         timeout_s=spec.timeout_s + wait_s,  # the tool keeps its whole time limit
         stdout_path=local_dir / f"{result.name}.stdout",
         stderr_path=stderr_path,
@@ -237,6 +248,23 @@ def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths,
     result.start_time = start.iso(stamp) if stamp is not None else result.launch_time
     result.start_time_source = "host" if stamp is not None else "controller"
     return exit_code
+
+
+def _check_hook(result: HostResult) -> None:
+    """A tool whose start hook fails may skip its workload and still exit 0 (fio does)."""
+    if result.exit_code == 0 and result.start_time_source != "host":
+        result.error = (
+            f"host {result.name}: the job's start hook ({start_hook.COMMAND}) left no start"
+            " stamp on stderr: it failed, and the tool may have skipped its workload"
+        )
+
+
+def _drop_empty(folder: Path, names: list[str]) -> None:
+    for name in names:
+        path = folder / name
+        with contextlib.suppress(OSError):
+            if path.stat().st_size == 0:
+                path.unlink()
 
 
 def _command_with_secrets(

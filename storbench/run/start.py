@@ -7,9 +7,11 @@ each host's command is wrapped in a shell that waits on the host until then, pri
 host's own start stamp on stderr and execs the tool. Where the host has bash 5, the wait and
 the stamp use its builtins only: nothing forks between reading the clock and the wait, or
 between the wake and the stamp (a POSIX shell's `date` and `sleep` make a host start a few
-milliseconds late, more on a busy host). The stamp is taken back out of the
-stderr file after the run. A host that fails before arming aborts the barrier, so the
-others stop instead of waiting.
+milliseconds late, more on a busy host). A tool whose job holds its start (a start hook,
+core/start_hook) is launched at once instead, and the same wait runs in its hook, after
+the tool's exec and set-up: those no longer happen at the release, all hosts at once.
+The stamp is taken back out of the stderr file after the run. A host that fails before
+arming aborts the barrier, so the others stop instead of waiting.
 Standard library only: this is the benchmark path.
 """
 
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from storbench.core import start_hook
 from storbench.core.atomic import atomic_output
 from storbench.hosts.transport import SHELL_TIMEOUT_S
 
@@ -66,6 +69,15 @@ WRAPPER_SCRIPT = (
     "precise=$1 portable=$2; shift 2; "
     'if command -v bash >/dev/null 2>&1; then exec bash -c "$precise" "$0" "$portable" "$@"; fi; '
     'eval "$portable"'
+)
+
+STAMP_FD = 7  # a tool holding its start: the hook's stamp goes to the tool's stderr through it
+# A tool whose job holds its start (start_hook.COMMAND): exec'd at once in its work folder
+# (where it may leave the hook's output), the hook's script in the hook's variable, its
+# stderr also on STAMP_FD, since the tool sends the hook's own output to a file.
+HELD_SCRIPT = (
+    f'{start_hook.VARIABLE}=$1; export {start_hook.VARIABLE}; cd "$2" || exit 126; shift 2; '
+    f'exec {STAMP_FD}>&2; exec "$@"'
 )
 
 
@@ -172,38 +184,65 @@ def at_release(argv: list[str], release_epoch: float) -> list[str]:
     ]  # fmt: skip
 
 
+def held_at_release(argv: list[str], release_epoch: float, workdir: str) -> list[str]:
+    """argv started at once in workdir, its job's start hook holding the workload until
+    release_epoch (the host's own clock); the hook stamps the start on the tool's stderr."""
+    return ["sh", "-c", HELD_SCRIPT, WRAPPER_NAME, hook_script(release_epoch), workdir, *argv]
+
+
+def hook_script(release_epoch: float) -> str:
+    """The start hook's script: the wait of at_release, run by the tool's own shell, its
+    stamp on STAMP_FD (the tool's stderr). No command after the release: the wait's `exec`
+    without one ends the hook with status 0, which lets the tool go on (fio skips the I/O
+    of a job whose exec_prerun fails, and says nothing)."""
+    waits = shlex.join(["set", "--", BASH_WAIT, PORTABLE_WAIT, f"{release_epoch:.6f}"])
+    return f"exec 2>&{STAMP_FD} {STAMP_FD}>&-; {waits}; {WRAPPER_SCRIPT}"
+
+
 def take_stamp(stderr_path: Path) -> float | None:
-    """The host's start stamp (epoch seconds) from the tool's stderr file, whose stamp line
-    is then removed: the file keeps only what the tool wrote. None without a stamp."""
+    """The host's start stamp (epoch seconds) from the tool's stderr file, whose stamp lines
+    are then removed: the file keeps only what the tool wrote. A tool holding its start
+    stamps once per job section or process: the earliest counts. None without a stamp."""
     try:
         with open(stderr_path, "rb") as stream:
             head = stream.read(STAMP_SEARCH_BYTES)
     except OSError:
         return None
-    at = _stamp_line_start(head)
-    end = -1 if at is None else head.find(b"\n", at)
-    if at is None or end < 0:
+    lines = _stamp_lines(head)
+    stamps = []
+    for at, end in lines:
+        try:
+            stamps.append(float(head[at + len(STAMP_PREFIX) : end]))
+        except ValueError:
+            continue
+    if not stamps:
         return None
-    try:
-        stamp = float(head[at + len(STAMP_PREFIX) : end])
-    except ValueError:
-        return None
-    _drop_bytes(stderr_path, at, end + 1)
-    return stamp
+    _drop_lines(stderr_path, lines)
+    return min(stamps)
 
 
-def _stamp_line_start(head: bytes) -> int | None:
-    prefix = STAMP_PREFIX.encode()
-    if head.startswith(prefix):
-        return 0
-    found = head.find(b"\n" + prefix)
+def _stamp_lines(head: bytes) -> list[tuple[int, int]]:
+    """(start, end) of every whole stamp line in head, end at its newline."""
+    found: list[tuple[int, int]] = []
+    at = 0 if head.startswith(STAMP_PREFIX.encode()) else _next_stamp(head, 0)
+    while at is not None and (end := head.find(b"\n", at)) >= 0:
+        found.append((at, end))
+        at = _next_stamp(head, end)
+    return found
+
+
+def _next_stamp(head: bytes, start: int) -> int | None:
+    found = head.find(b"\n" + STAMP_PREFIX.encode(), start)
     return None if found < 0 else found + 1
 
 
-def _drop_bytes(path: Path, start: int, end: int) -> None:
+def _drop_lines(path: Path, lines: list[tuple[int, int]]) -> None:
     with open(path, "rb") as source, atomic_output(path) as tmp, open(tmp, "wb") as sink:
-        sink.write(source.read(start))
-        source.seek(end)
+        kept_from = 0
+        for at, end in lines:
+            sink.write(source.read(at - kept_from))
+            source.seek(end + 1)
+            kept_from = end + 1
         while chunk := source.read(1 << 20):
             sink.write(chunk)
 

@@ -244,6 +244,10 @@ class ToolAdapter:
         """Files in the service's folder that hold each host's actual start (start_stamps)."""
         return []
 
+    def hook_output_names(self, job_text: str) -> list[str]:
+        """Files a job holding its start (core/start_hook) leaves in the tool's working folder."""
+        return []
+
     def offered_iops(self, params: dict, hosts: int) -> float | None:
         """The aggregate I/O rate a run offers (open loop), or None for a closed-loop run."""
         return None

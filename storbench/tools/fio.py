@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from storbench.core import start_hook
 from storbench.core.hostfacts import has_expression
 from storbench.core.options import normalized_options
 from storbench.core.specs import Manifest
@@ -83,6 +84,8 @@ class FioAdapter(ToolAdapter):
             "per_host": "host" in spec,
             # a service-mode job records its actual start on the host (the runner reads it back)
             "start_stamp": spec.get("execution") == "service",
+            # standalone on several hosts: each host's fio waits for the release after its set-up
+            "start_hook": start_hook.COMMAND if _holds_start(spec) else None,
         }
 
     def option_problems(self, sections: list[dict]) -> dict[str, str]:
@@ -216,6 +219,11 @@ class FioAdapter(ToolAdapter):
         sections = [m["name"] for m in spec["target"].get("members", [])] or [spec["run_id"]]
         return [f"{section}.prerun.txt" for section in sections]
 
+    def hook_output_names(self, job_text: str) -> list[str]:
+        """fio saves each job section's exec_prerun output as <section>.prerun.txt."""
+        sections = SECTION_HEADER.findall(job_text)
+        return [f"{section}.prerun.txt" for section in sections if section != "global"]
+
     def offered_iops(self, params: dict, hosts: int) -> float | None:
         # rate_iops is per job; 'r,w' pairs and host expressions are not summed here
         per_job = whole_rate(params.get("rate_iops"))
@@ -312,6 +320,7 @@ def value_problem(text: str) -> str | None:
     return None
 
 
+SECTION_HEADER = re.compile(r"^\[([^\]\n]+)\]", re.MULTILINE)
 EXEC_OPTIONS = ("exec_prerun", "exec_postrun")  # fio runs these with system()
 TARGET_OPTIONS = frozenset({"directory", "opendir"})  # storbench sets them from the target
 FILE_NAME_OPTIONS = frozenset({"filename", "filename_format"})
@@ -357,6 +366,11 @@ def _output_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as error:
         raise FioOutputError(f"{path}: cannot read fio output: {error.strerror}") from None
+
+
+def _holds_start(spec: dict) -> bool:
+    """Whether the job holds each host's start in exec_prerun until the run's release."""
+    return spec.get("execution", "standalone") == "standalone" and len(spec.get("hosts", ())) > 1
 
 
 def _job_directory(target: dict, host: str | None) -> str | None:

@@ -36,6 +36,18 @@ def test_default_fio_template_renders_every_option():
     assert text.rstrip().endswith("[randread_bs4k_qd16_nj1]")
 
 
+def test_a_standalone_job_on_several_hosts_holds_its_start_in_exec_prerun():
+    """Its hook waits for the release after fio's set-up; one host has nothing to wait for,
+    a service-mode job stamps its start, and a job's own exec_prerun is left alone."""
+    hook = 'eval "$STORBENCH_START"'  # no braces: fio would expand ${...} itself
+    assert option_lines(render_job({**SPEC, "hosts": ["a", "b"]}))["exec_prerun"] == hook
+    assert "exec_prerun" not in option_lines(render_job(SPEC))
+    service = {**SPEC, "hosts": ["a", "b"], "execution": "service"}
+    assert option_lines(render_job(service))["exec_prerun"] == "date +%s.%N"
+    own = {**SPEC, "hosts": ["a", "b"], "params": {**SPEC["params"], "exec_prerun": "sync"}}
+    assert option_lines(render_job(own))["exec_prerun"] == "sync"
+
+
 def test_shared_target_directory_without_per_host_subdir():
     spec = {**SPEC, "target": {**SPEC["target"], "per_host_subdir": False}}
     assert option_lines(render_job(spec))["directory"] == "/var/tmp/storbench/scratch"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from storbench.analysis import ingest
+from storbench.core import start_hook
 from storbench.core.model import Host
 from storbench.core.specs import Manifest, RunSpec
 from storbench.hosts.transport import LocalTransport
@@ -27,9 +28,14 @@ SPREAD_BOUND_S = 0.5  # a correctness bound (hosts start together), not a timing
 RUN_BOUND_S = 60.0  # a run that waits longer than this for a failed host hangs
 
 
-def fio_run(tmp_path: Path, hosts: list[dict]) -> tuple[RunSpec, Path]:
+HOOK_LINE = f"exec_prerun={start_hook.COMMAND}\n"
+
+
+def fio_run(tmp_path: Path, hosts: list[dict], *, held: bool = False) -> tuple[RunSpec, Path]:
+    """A 1 MiB write; held: its job holds the start in exec_prerun, as rendered jobs do."""
     job = tmp_path / "job.fio"
-    job.write_text(f"[w]\ndirectory={tmp_path / 'target'}\nrw=write\nbs=64k\nsize=1m\n")
+    hook = HOOK_LINE if held else ""
+    job.write_text(f"[w]\ndirectory={tmp_path / 'target'}\nrw=write\nbs=64k\nsize=1m\n{hook}")
     spec = RunSpec(
         experiment="e",
         run_id="r",
@@ -62,9 +68,10 @@ def assert_started_together(manifest: Manifest) -> None:
     assert manifest.start_skew_s < SPREAD_BOUND_S
 
 
-def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path):
+@pytest.mark.parametrize("held", [False, True], ids=["wrapper", "held-by-fio"])
+def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path, held):
     names = ["h1", "h2", "h3"]
-    spec, job = fio_run(tmp_path, local_hosts(tmp_path, names))
+    spec, job = fio_run(tmp_path, local_hosts(tmp_path, names), held=held)
     manifest_path = tmp_path / "results/it1/run.json"
     manifest = engine.run_iteration(spec, 1, str(job), str(manifest_path))
 
@@ -77,6 +84,7 @@ def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path):
         written = json.loads((raw / host["output"]).read_text())["jobs"][0]["write"]["io_bytes"]
         assert written == 1 << 20
         assert start.STAMP_PREFIX not in (raw / host["stderr"]).read_text()  # taken out
+    assert not list(raw.glob("*.prerun.txt"))  # the hook's empty output files, removed
     rows, _ = ingest.manifest_rows(manifest, manifest_path.parent)
     assert {row["start_skew_s"] for row in rows} == {manifest.start_skew_s}
     host_starts = {row["host"]: row["start_time"] for row in rows if row["host"] in names}
@@ -118,6 +126,19 @@ def test_a_host_failing_before_the_start_fails_the_run_without_hanging(
         assert not (raw / f"{waiting}.json").exists()  # fio never ran
         if failing == "silent":  # prepared, so it waited armed until the abort
             assert (raw / f"{waiting}.version").exists()
+
+
+def test_a_start_hook_that_fails_fails_the_run_though_fio_exits_0(tmp_path):
+    """fio skips the I/O of a job whose exec_prerun fails, and exits 0: no stamp is a failure."""
+    spec, job = fio_run(tmp_path, local_hosts(tmp_path, ["h1", "h2"]))
+    job.write_text(job.read_text() + f'exec_prerun=test -z "${start_hook.VARIABLE}"\n')
+    with pytest.raises(RunError) as failure:
+        engine.run_iteration(spec, 1, str(job), str(tmp_path / "results/it1/run.json"))
+    message = str(failure.value)
+    for host in ("h1", "h2"):
+        assert f"host {host}: the job's start hook ({start_hook.COMMAND}) left no start" in message
+        output = json.loads((tmp_path / f"results/it1/a1/{host}.json").read_text())
+        assert output["jobs"][0]["write"]["io_bytes"] == 0  # kept: what fio did, nothing
 
 
 def run_standalone_bounded(spec: RunSpec, raw_dir: Path) -> BaseException:
@@ -251,6 +272,14 @@ def test_the_probe_goes_through_the_start_wrapper_and_reads_the_hosts_clock(tmp_
     assert start.probe(transport)[1] is None  # no nanoseconds, no offset
 
 
+def test_every_stamp_is_taken_out_and_the_earliest_counts(tmp_path):
+    stderr = tmp_path / "h.stderr"
+    stamps = [f"{start.STAMP_PREFIX}1700000000.{n}00000\n" for n in (7, 2, 5)]
+    stderr.write_text(f"{stamps[0]}{stamps[1]}fio: a warning\n{stamps[2]}")
+    assert start.take_stamp(stderr) == 1700000000.2
+    assert stderr.read_text() == "fio: a warning\n"
+
+
 def test_the_stamp_is_taken_out_of_the_stderr_file(tmp_path):
     stderr = tmp_path / "h.stderr"
     stderr.write_text(f"login noise\n{start.STAMP_PREFIX}1700000000.250000000\nfio: a warning\n")
@@ -261,15 +290,64 @@ def test_the_stamp_is_taken_out_of_the_stderr_file(tmp_path):
     assert start.iso(1700000000.25) == "2023-11-14T22:13:20.250+00:00"
 
 
-def test_three_ssh_hosts_start_together(ssh_lab, tmp_path):
+@pytest.mark.parametrize("held", [False, True], ids=["wrapper", "held-by-fio"])
+def test_three_ssh_hosts_start_together(ssh_lab, tmp_path, held):
     hosts = [
-        lab_host(ssh_lab, server, tmp_path / "remote" / server.address).to_dict()
+        {**lab_host(ssh_lab, server, tmp_path / "remote" / server.address).to_dict(),
+         "keep_attempts": 1}
         for server in ssh_lab.servers[:3]
-    ]
-    spec, job = fio_run(tmp_path, hosts)
-    manifest = engine.run_iteration(spec, 1, str(job), str(tmp_path / "results/it1/run.json"))
+    ]  # fmt: skip
+    spec, job = fio_run(tmp_path, hosts, held=held)
+    manifest_path = tmp_path / "results/it1/run.json"
+    manifest = engine.run_iteration(spec, 1, str(job), str(manifest_path))
     assert_started_together(manifest)
     assert all(h["exit_code"] == 0 for h in manifest.hosts)
+    for host in manifest.hosts:
+        output = json.loads((manifest_path.parent / "a1" / host["output"]).read_text())
+        assert output["jobs"][0]["write"]["io_bytes"] == 1 << 20
+    # the hook's output file is in the host's work folder (kept: keep_attempts), not its home
+    hook_outputs = list((tmp_path / "remote").rglob("a1/w.prerun.txt"))
+    assert len(hook_outputs) == (3 if held else 0)
+
+
+def held_fio(path: str, tmp_path: Path, release: float, numjobs: int) -> tuple[Path, Path]:
+    """fio launched now on a host with PATH, its job held until release; (its json, stderr)."""
+    job = tmp_path / "held.fio"
+    job.write_text(
+        f"[held]\ndirectory={tmp_path}\nrw=write\nbs=64k\nsize=256k\nnumjobs={numjobs}\n"
+        + HOOK_LINE
+    )
+    output, stderr = tmp_path / "held.json", tmp_path / "held.stderr"
+    argv = ["fio", str(job), "--output-format=json", f"--output={output}"]
+    command = ["/usr/bin/env", f"PATH={path}", *start.held_at_release(argv, release, str(tmp_path))]
+    with open(stderr, "wb") as err:
+        done = subprocess.run(command, stderr=err, timeout=60)
+    assert done.returncode == 0, stderr.read_text()
+    return output, stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "portable"])
+def test_fio_launched_at_once_holds_its_jobs_until_the_release(tmp_path, shell):
+    """Every job process of fio stamps its start at or after the release, on fio's stderr;
+    the stamps are taken out (the earliest counts) and fio's own output is whole."""
+    programs = {**PORTABLE_TOOLS, "fio": "/usr/bin/fio", "date": "/bin/date"}
+    if shell == "bash":
+        programs = {"sh": "/bin/sh", "bash": "/bin/bash", "fio": "/usr/bin/fio"}
+    release = time.time() + 0.5
+    output, stderr = held_fio(host_programs(tmp_path, programs), tmp_path, release, numjobs=2)
+    stamps = [
+        line.removeprefix(start.STAMP_PREFIX)
+        for line in stderr.read_text().splitlines()
+        if line.startswith(start.STAMP_PREFIX)
+    ]
+    assert len(stamps) == 2  # one per job process
+    assert {len(stamp.partition(".")[2]) for stamp in stamps} == {6 if shell == "bash" else 9}
+    assert all(release <= float(stamp) < release + SPREAD_BOUND_S for stamp in stamps)
+    assert start.take_stamp(stderr) == min(float(stamp) for stamp in stamps)
+    assert start.STAMP_PREFIX not in stderr.read_text()
+    jobs = json.loads(output.read_text())["jobs"]
+    assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2
+    assert (tmp_path / "held.prerun.txt").read_text() == ""  # the stamps went to stderr
 
 
 def arm_all(barrier: start.StartBarrier, probes: dict[str, object]) -> dict[str, float]:
