@@ -462,7 +462,8 @@ def _run_standalone(
     private = credentials is not None
     paths = [host_paths(host, tool, local_dir, remote_dir(host), private=private) for host in hosts]
     results = [HostResult(name=host.name) for host in hosts]
-    barrier = start.StartBarrier(len(hosts))
+    held = any(start_hook.VARIABLE in text for text in job_texts.values())
+    barrier = start.StartBarrier(len(hosts), setup_s=tool.start_setup_s if held else 0.0)
     threads = [
         threading.Thread(
             target=_run_on_host,

@@ -93,7 +93,10 @@ class StartBarrier:
     (sessions opened together queue for its cores), as the launch after the release will.
     """
 
-    def __init__(self, hosts: int):
+    def __init__(self, hosts: int, setup_s: float = 0.0):
+        """setup_s: a held start (the tool launched at once, its hook waiting) leaves the
+        tool this long on top of the margin, to reach its hook before the release."""
+        self._setup_s = setup_s
         self._prepared = threading.Barrier(hosts)
         self._barrier = threading.Barrier(hosts, action=self._pick_release)
         self._hosts = hosts
@@ -144,6 +147,7 @@ class StartBarrier:
             margin = 0.0
         else:
             margin = min(2 * max(self._round_trips) + MARGIN_FLOOR_S, MARGIN_CAP_S)
+            margin += self._setup_s
         self.margin_s = margin
         self.release_epoch = time.time() + margin
 

@@ -116,6 +116,9 @@ class ToolAdapter:
     output_is_folder: bool = False  # output_name() is a folder the runner creates and fetches
     capabilities: Capabilities = Capabilities()
     preparation_template: str = ""  # the job template of preparation stages (preparation tools)
+    # a job holding its start (core/start_hook): seconds from the tool's exec to its hook on
+    # an idle host, which a held start's release leaves on top of the launch's margin
+    start_setup_s: float = 0.0
 
     @property
     def target_types(self) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from storbench.core.specs import Manifest, RunSpec
 from storbench.hosts.transport import LocalTransport
 from storbench.run import engine, start
 from storbench.run.attempt import RunError
+from storbench.tools import get_tool
 from tests.sshd import lab_host
 
 SPREAD_BOUND_S = 0.5  # a correctness bound (hosts start together), not a timing benchmark
@@ -76,6 +77,9 @@ def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path, h
     manifest = engine.run_iteration(spec, 1, str(job), str(manifest_path))
 
     assert_started_together(manifest)
+    margin = moment(manifest.release_time) - max(moment(h["launch_time"]) for h in manifest.hosts)
+    if held:  # fio's set-up time, on top of the probes' margin
+        assert margin.total_seconds() >= get_tool("fio").start_setup_s
     assert json.loads(manifest_path.read_text())["start_skew_s"] == manifest.start_skew_s
     raw = manifest_path.parent / "a1"
     for host in manifest.hosts:
@@ -399,6 +403,10 @@ def test_the_margin_comes_from_the_slowest_probe_taken_together():
     capped = start.StartBarrier(2)
     arm_all(capped, {"a": lambda: 30.0, "b": lambda: 0.1})
     assert capped.margin_s == start.MARGIN_CAP_S
+    # a held start leaves the tool its set-up time on top, beyond the cap too
+    held = start.StartBarrier(2, setup_s=0.5)
+    arm_all(held, {"a": lambda: 30.0, "b": lambda: 0.1})
+    assert held.margin_s == start.MARGIN_CAP_S + 0.5
 
 
 def test_a_host_whose_probe_fails_stops_the_others_before_the_start():
