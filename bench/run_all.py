@@ -34,6 +34,7 @@ BENCHMARKS = [
       "run_cycle_median_s", "breakdown_s", "host_start_delay_s", "bare_client_loop"]),
     ("scale.py", "scale.json",
      ["hosts", "settings", "storbench_parallel_settings", "service_start", "sweep"]),
+    ("held_start.py", "held_start.json", ["runs"]),
     ("slo_search.py", "slo_search.json",
      ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"]),
 ]  # fmt: skip

@@ -655,9 +655,9 @@ NOTES = [
     "services started once; standalone, per run one system ssh process per host, all at "
     "once, running fio on the same rendered job file; per_run_wall_median_s",
     "start_skew_s: latest minus earliest host start per run: storbench's manifests "
-    "(start_skew_s, hosts' start_time: the wrapper's stamp standalone, fio's exec_prerun in "
-    "service mode); anchors: the same exec_prerun stamp (service), a `date` just before "
-    "`exec fio` on each host (ssh loop)",
+    "(start_skew_s, hosts' start_time: fio's exec_prerun in both modes, standalone the held "
+    "start's hook, right before the I/O); anchors: the same exec_prerun stamp (service), a "
+    "`date` just before `exec fio` on each host (ssh loop: before fio's own set-up)",
     "controller: user + sys CPU of every process this script started meanwhile once reaped "
     "(RUSAGE_CHILDREN deltas: Snakemake and its jobs, fio clients, ssh clients) and the peak "
     "of their summed RSS polled from /proc every 0.25 s; the sshd servers and what they run "

@@ -36,7 +36,7 @@ from storbench.hosts.transport import (
     program_name,
     raise_interrupt,
 )
-from storbench.run import faults, one_trip, ready, room, start, target_lock
+from storbench.run import faults, one_trip, ready, room, start, start_margin, target_lock
 from storbench.run.attempt import (
     RunError,
     exit_reason,
@@ -66,6 +66,8 @@ class HostResult:
     launch_time: str | None = None  # when the controller launched the command
     round_trip_s: float | None = None  # a trivial command on the host, timed when armed
     clock_offset_s: float | None = None  # the host's clock minus ours, ± round_trip_s / 2
+    armed_time: str | None = None  # the host's own stamp when its wait began
+    setup_s: float | None = None  # a held start: from the launch to the tool's start hook
     end_time: str | None = None
     tool_version: str | None = None
     error: str | None = None
@@ -230,7 +232,8 @@ def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths,
     waiting); record when it started on the host."""
     stderr_path = local_dir / f"{result.name}.stderr"
     result.launch_time = now()
-    wait_s = max(0.0, release_epoch - time.time())
+    launched = time.time()
+    wait_s = max(0.0, release_epoch - launched)
     command = (
         start.held_at_release(argv, release_epoch, paths.workdir)
         if held
@@ -244,9 +247,13 @@ def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths,
         marker=paths.job_path,  # unique to this attempt on this host
         program=program_name(argv),  # errors name the tool, not the start wrapper
     )
-    stamp = start.take_stamp(stderr_path)
+    stamp, armed = start.take_stamps(stderr_path)
     result.start_time = start.iso(stamp) if stamp is not None else result.launch_time
     result.start_time_source = "host" if stamp is not None else "controller"
+    if armed is not None:
+        result.armed_time = start.iso(armed)
+        if held:  # on the host's clock: its offset from ours taken out
+            result.setup_s = round(armed - (result.clock_offset_s or 0.0) - launched, 3)
     return exit_code
 
 
@@ -463,7 +470,9 @@ def _run_standalone(
     paths = [host_paths(host, tool, local_dir, remote_dir(host), private=private) for host in hosts]
     results = [HostResult(name=host.name) for host in hosts]
     held = any(start_hook.VARIABLE in text for text in job_texts.values())
-    barrier = start.StartBarrier(len(hosts), setup_s=tool.start_setup_s if held else 0.0)
+    setup_history = start_margin.history_path(local_dir.parent, spec.tool, [h.name for h in hosts])
+    setup_s = start_margin.allowance_s(setup_history, tool.start_setup_s) if held else 0.0
+    barrier = start.StartBarrier(len(hosts), setup_s=setup_s)
     threads = [
         threading.Thread(
             target=_run_on_host,
@@ -489,6 +498,9 @@ def _run_standalone(
         if schedule is not None:  # a paused or cut-off device is restored even now
             atomic.write_json(local_dir / FAULTS_RECORD, schedule.finish(interrupted=True))
         raise
+    set_up = [result.setup_s for result in results if result.setup_s is not None]
+    if held and set_up:  # failed runs too: a late host is what the next run must allow for
+        start_margin.remember(setup_history, max(set_up))
     placement: dict = {}
     if schedule is not None:
         placement["faults"] = schedule.finish()
@@ -521,6 +533,10 @@ def _host_record(tool, result: HostResult) -> dict:
         record["round_trip_s"] = result.round_trip_s
     if result.clock_offset_s is not None:
         record["clock_offset_s"] = result.clock_offset_s
+    if result.armed_time is not None:
+        record["armed_time"] = result.armed_time
+    if result.setup_s is not None:
+        record["setup_s"] = result.setup_s
     return record
 
 

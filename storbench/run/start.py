@@ -31,6 +31,8 @@ from storbench.hosts.transport import SHELL_TIMEOUT_S
 MARGIN_FLOOR_S = 0.2  # on top of twice the slowest host's round trip
 MARGIN_CAP_S = 5.0  # a host slower than this starts late, and the skew shows it
 STAMP_PREFIX = "storbench-start-epoch "
+ARMED_PREFIX = "storbench-armed-epoch "  # when the host's wait began (a held tool: set up)
+OUR_LINE = b"storbench-"  # what every stamp line starts with
 STAMP_SEARCH_BYTES = 64 * 1024  # the stamp precedes the tool's output (a login rc file may not)
 CLOCK = "date +%s.%N"  # the host's clock in epoch seconds (GNU date; busybox prints N)
 WRAPPER_NAME = "storbench-start"  # $0 of the wrapper shell, shown in ps
@@ -39,6 +41,7 @@ WRAPPER_NAME = "storbench-start"  # $0 of the wrapper shell, shown in ps
 PORTABLE_WAIT = (
     "release=$1; shift; "
     'epoch() { t=$(date +%s.%N); case $t in *[!0-9.]*|"") t=$(date +%s);; esac; echo "$t"; }; '
+    f'echo "{ARMED_PREFIX}$(epoch)" >&2; '
     'delay=$(LC_ALL=C awk -v r="$release" -v n="$(epoch)" '
     "'BEGIN { d = r - n; printf \"%.6f\", (d > 0 ? d : 0) }'); "
     'sleep "${delay:-0}"; '
@@ -56,6 +59,8 @@ BASH_WAIT = "\n".join([
     '  eval "$portable"; exit 127',
     "fi",
     "release=${1//[!0-9]/}; shift",
+    "armed=${EPOCHREALTIME//[!0-9]/}",
+    f"printf '{ARMED_PREFIX}%d.%06d\\n' $((armed / 1000000)) $((armed % 1000000)) >&2",
     "while now=${EPOCHREALTIME//[!0-9]/}; left=$((10#$release - now)); ((left > 0)); do",
     "  printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))",
     '  read -r -t "$left" -u "$wait_fd"',
@@ -203,40 +208,46 @@ def hook_script(release_epoch: float) -> str:
     return f"exec 2>&{STAMP_FD} {STAMP_FD}>&-; {waits}; {WRAPPER_SCRIPT}"
 
 
-def take_stamp(stderr_path: Path) -> float | None:
-    """The host's start stamp (epoch seconds) from the tool's stderr file, whose stamp lines
-    are then removed: the file keeps only what the tool wrote. A tool holding its start
-    stamps once per job section or process: the earliest counts. None without a stamp."""
+def take_stamps(stderr_path: Path) -> tuple[float | None, float | None]:
+    """(the host's start, when it was armed), epoch seconds, from the tool's stderr file,
+    whose stamp lines are then removed: the file keeps only what the tool wrote. A tool
+    holding its start stamps once per job section or process: the earliest start counts,
+    and the latest arrival (the host is armed when all of them are). None: no such stamp."""
     try:
         with open(stderr_path, "rb") as stream:
             head = stream.read(STAMP_SEARCH_BYTES)
     except OSError:
-        return None
-    lines = _stamp_lines(head)
-    stamps = []
-    for at, end in lines:
+        return None, None
+    found: dict[str, list[float]] = {STAMP_PREFIX: [], ARMED_PREFIX: []}
+    lines = []
+    for at, end in _our_lines(head):
+        text = head[at:end].decode(errors="replace")
+        prefix = next((prefix for prefix in found if text.startswith(prefix)), None)
         try:
-            stamps.append(float(head[at + len(STAMP_PREFIX) : end]))
+            stamp = float(text.removeprefix(prefix)) if prefix else None
         except ValueError:
-            continue
-    if not stamps:
-        return None
-    _drop_lines(stderr_path, lines)
-    return min(stamps)
+            stamp = None
+        if prefix and stamp is not None:
+            found[prefix].append(stamp)
+            lines.append((at, end))
+    if lines:
+        _drop_lines(stderr_path, lines)
+    starts, arrivals = found[STAMP_PREFIX], found[ARMED_PREFIX]
+    return (min(starts) if starts else None), (max(arrivals) if arrivals else None)
 
 
-def _stamp_lines(head: bytes) -> list[tuple[int, int]]:
-    """(start, end) of every whole stamp line in head, end at its newline."""
+def _our_lines(head: bytes) -> list[tuple[int, int]]:
+    """(start, end) of every whole line in head that starts like a stamp, end at its newline."""
     found: list[tuple[int, int]] = []
-    at = 0 if head.startswith(STAMP_PREFIX.encode()) else _next_stamp(head, 0)
+    at = 0 if head.startswith(OUR_LINE) else _next_line(head, 0)
     while at is not None and (end := head.find(b"\n", at)) >= 0:
         found.append((at, end))
-        at = _next_stamp(head, end)
+        at = _next_line(head, end)
     return found
 
 
-def _next_stamp(head: bytes, start: int) -> int | None:
-    found = head.find(b"\n" + STAMP_PREFIX.encode(), start)
+def _next_line(head: bytes, start: int) -> int | None:
+    found = head.find(b"\n" + OUR_LINE, start)
     return None if found < 0 else found + 1
 
 

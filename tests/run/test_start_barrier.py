@@ -20,7 +20,7 @@ from storbench.core import start_hook
 from storbench.core.model import Host
 from storbench.core.specs import Manifest, RunSpec
 from storbench.hosts.transport import LocalTransport
-from storbench.run import engine, start
+from storbench.run import engine, start, start_margin
 from storbench.run.attempt import RunError
 from storbench.tools import get_tool
 from tests.sshd import lab_host
@@ -93,6 +93,27 @@ def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path, h
     assert {row["start_skew_s"] for row in rows} == {manifest.start_skew_s}
     host_starts = {row["host"]: row["start_time"] for row in rows if row["host"] in names}
     assert host_starts == {h["name"]: h["start_time"] for h in manifest.hosts}
+    if held:
+        assert_learns_the_set_up_time(spec, job, manifest, tmp_path)
+
+
+def assert_learns_the_set_up_time(spec: RunSpec, job: Path, first: Manifest, tmp_path: Path):
+    """Each host's arrival at fio's hook is recorded; the slowest host's set-up time is
+    remembered beside the runs, and the next run's release leaves FACTOR times it."""
+    for host in first.hosts:
+        assert moment(host["launch_time"]) < moment(host["armed_time"])
+        assert moment(host["armed_time"]) <= moment(host["start_time"])
+        assert host["setup_s"] > 0  # fio's exec and set-up, at least
+    slowest = max(host["setup_s"] for host in first.hosts)
+    (history,) = (tmp_path / ".start-setup").glob("fio-*.json")  # beside the raw folders
+    assert json.loads(history.read_text()) == {"setup_s": [slowest]}
+    second = engine.run_iteration(spec, 2, str(job), str(tmp_path / "results/it2/run.json"))
+    assert second.release_time is not None
+    margin = moment(second.release_time) - max(moment(h["launch_time"]) for h in second.hosts)
+    allowance = max(get_tool("fio").start_setup_s, start_margin.FACTOR * slowest)
+    assert margin.total_seconds() >= allowance
+    assert json.loads(history.read_text())["setup_s"][0] == slowest
+    assert len(json.loads(history.read_text())["setup_s"]) == 2
 
 
 @pytest.fixture
@@ -178,9 +199,10 @@ def test_the_start_wrapper_passes_every_argument_as_it_is_and_stamps_its_start(t
     rc, out, err = transport.shell(shlex.join(wrapped), timeout_s=30)
     assert rc == 0
     assert out.split("\n")[:-1] == AWKWARD_ARGV
-    (stamp_line,) = err.splitlines()
+    armed_line, stamp_line = err.splitlines()
     stamp = float(stamp_line.removeprefix(start.STAMP_PREFIX))
     assert release <= stamp < release + SPREAD_BOUND_S
+    assert float(armed_line.removeprefix(start.ARMED_PREFIX)) < release  # its wait began
     # as the local transport starts it: an argv (a release long past: at once)
     done = subprocess.run(
         start.at_release(["printf", "%s\\n", *AWKWARD_ARGV], 0), capture_output=True, text=True
@@ -206,8 +228,12 @@ def started(path: str, release: float, argv: list[str]) -> tuple[str, str]:
     command = ["/usr/bin/env", f"PATH={path}", *start.at_release(argv, release)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    (stamp_line,) = done.stderr.splitlines()
-    return done.stdout, stamp_line.removeprefix(start.STAMP_PREFIX)
+    armed_line, stamp_line = done.stderr.splitlines()
+    armed = armed_line.removeprefix(start.ARMED_PREFIX)
+    stamp = stamp_line.removeprefix(start.STAMP_PREFIX)
+    assert len(armed.partition(".")[2]) == len(stamp.partition(".")[2])  # the same clock
+    assert float(armed) <= float(stamp)
+    return done.stdout, stamp
 
 
 def test_with_bash_5_the_host_waits_and_stamps_with_builtins_only(tmp_path):
@@ -276,20 +302,24 @@ def test_the_probe_goes_through_the_start_wrapper_and_reads_the_hosts_clock(tmp_
     assert start.probe(transport)[1] is None  # no nanoseconds, no offset
 
 
-def test_every_stamp_is_taken_out_and_the_earliest_counts(tmp_path):
+def test_every_stamp_is_taken_out_the_earliest_start_and_the_latest_arrival_count(tmp_path):
     stderr = tmp_path / "h.stderr"
-    stamps = [f"{start.STAMP_PREFIX}1700000000.{n}00000\n" for n in (7, 2, 5)]
-    stderr.write_text(f"{stamps[0]}{stamps[1]}fio: a warning\n{stamps[2]}")
-    assert start.take_stamp(stderr) == 1700000000.2
-    assert stderr.read_text() == "fio: a warning\n"
+    starts = [f"{start.STAMP_PREFIX}1700000000.{n}00000\n" for n in (7, 2, 5)]
+    arrivals = [f"{start.ARMED_PREFIX}1699999999.{n}00000\n" for n in (1, 4, 3)]
+    stderr.write_text(
+        f"{arrivals[0]}{arrivals[1]}{starts[0]}{starts[1]}fio: a warning\n{arrivals[2]}"
+        f"{starts[2]}storbench-not-a-stamp\n"
+    )
+    assert start.take_stamps(stderr) == (1700000000.2, 1699999999.4)
+    assert stderr.read_text() == "fio: a warning\nstorbench-not-a-stamp\n"
 
 
 def test_the_stamp_is_taken_out_of_the_stderr_file(tmp_path):
     stderr = tmp_path / "h.stderr"
     stderr.write_text(f"login noise\n{start.STAMP_PREFIX}1700000000.250000000\nfio: a warning\n")
-    assert start.take_stamp(stderr) == 1700000000.25
+    assert start.take_stamps(stderr) == (1700000000.25, None)
     assert stderr.read_text() == "login noise\nfio: a warning\n"
-    assert start.take_stamp(stderr) is None  # nothing left to take
+    assert start.take_stamps(stderr) == (None, None)  # nothing left to take
     assert stderr.read_text() == "login noise\nfio: a warning\n"
     assert start.iso(1700000000.25) == "2023-11-14T22:13:20.250+00:00"
 
@@ -339,16 +369,15 @@ def test_fio_launched_at_once_holds_its_jobs_until_the_release(tmp_path, shell):
         programs = {"sh": "/bin/sh", "bash": "/bin/bash", "fio": "/usr/bin/fio"}
     release = time.time() + 0.5
     output, stderr = held_fio(host_programs(tmp_path, programs), tmp_path, release, numjobs=2)
-    stamps = [
-        line.removeprefix(start.STAMP_PREFIX)
-        for line in stderr.read_text().splitlines()
-        if line.startswith(start.STAMP_PREFIX)
-    ]
-    assert len(stamps) == 2  # one per job process
+    lines = stderr.read_text().splitlines()
+    stamps = [line.removeprefix(start.STAMP_PREFIX) for line in lines if "start" in line]
+    arrivals = [line.removeprefix(start.ARMED_PREFIX) for line in lines if "armed" in line]
+    assert len(stamps) == len(arrivals) == 2  # one per job process
+    assert max(float(arrived) for arrived in arrivals) < release  # set up before it
     assert {len(stamp.partition(".")[2]) for stamp in stamps} == {6 if shell == "bash" else 9}
     assert all(release <= float(stamp) < release + SPREAD_BOUND_S for stamp in stamps)
-    assert start.take_stamp(stderr) == min(float(stamp) for stamp in stamps)
-    assert start.STAMP_PREFIX not in stderr.read_text()
+    assert start.take_stamps(stderr)[0] == min(float(stamp) for stamp in stamps)
+    assert "storbench-" not in stderr.read_text()
     jobs = json.loads(output.read_text())["jobs"]
     assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2
     assert (tmp_path / "held.prerun.txt").read_text() == ""  # the stamps went to stderr

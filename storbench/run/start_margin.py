@@ -1,0 +1,54 @@
+"""How long a held start leaves the tool to reach its start hook, learned on the same hosts.
+
+A held tool (core/start_hook) is launched at once and sets itself up before the release.
+How long that takes depends on the hosts: 0.27 s for fio on an idle host here, seconds when
+many tools start on the same cores (the loopback lab), and once much longer (a first file
+layout). Each held run records the slowest host's set-up (its arrival at the hook minus its
+launch, on the host's clock corrected by the probe's offset); the next run on the same set
+of hosts leaves FACTOR times the least of the last HISTORY of them (the least: a one-time
+layout must not hold the runs after it), at least the tool's own start_setup_s and at most
+CAP_S. A host later than that starts late, and the skew shows it. The file is a hint, not an
+output: without it (a fresh results folder) the tool's start_setup_s is used.
+Standard library only: this is the benchmark path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from storbench.core import atomic
+from storbench.core import paths as paths_of
+
+HISTORY = 3
+FACTOR = 1.25
+CAP_S = 30.0
+
+
+def history_path(iteration_dir: Path, tool: str, hosts: list[str]) -> Path:
+    key = hashlib.sha256("\n".join(hosts).encode()).hexdigest()[:16]
+    return Path(paths_of.start_setup(str(iteration_dir), tool, key))
+
+
+def allowance_s(path: Path, floor_s: float) -> float:
+    """Seconds the release leaves the tool for its set-up on these hosts."""
+    seen = _seen(path)
+    if not seen:
+        return floor_s
+    return min(max(floor_s, FACTOR * min(seen)), CAP_S)
+
+
+def remember(path: Path, setup_s: float) -> None:
+    """Keep the slowest host's set-up time of this run among the last HISTORY."""
+    atomic.write_json(path, {"setup_s": [*_seen(path)[-(HISTORY - 1) :], round(setup_s, 3)]})
+
+
+def _seen(path: Path) -> list[float]:
+    try:
+        seen = json.loads(path.read_text())["setup_s"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not isinstance(seen, list):
+        return []
+    return [s for s in seen if isinstance(s, int | float) and not isinstance(s, bool) and s >= 0]
