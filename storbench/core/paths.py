@@ -113,9 +113,9 @@ def manifest(experiment: str = E, run_id: str = R, iteration: int | str = K) -> 
 
 def start_setup(iteration_folder: str, tool: str, hosts_key: str) -> str:
     """The set-up times held starts saw on one set of hosts (run/start_margin), not an
-    output: raw/.start-setup/ beside the runs of the iteration folder's experiment."""
-    raw = os.path.dirname(os.path.dirname(iteration_folder))
-    return f"{raw}/.start-setup/{component(tool, 'tool')}-{hosts_key}.json"
+    output: results/<experiment>/.start-setup/, found from an iteration's folder."""
+    experiment = os.path.dirname(os.path.dirname(os.path.dirname(iteration_folder)))
+    return f"{experiment}/.start-setup/{component(tool, 'tool')}-{hosts_key}.json"
 
 
 def parsed(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:

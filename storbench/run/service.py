@@ -10,21 +10,21 @@ are stopped, so no tool process is left on any host.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import shlex
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from storbench.core import atomic
+from storbench.core import atomic, start_hook
 from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, Transport, hold_signals, open_transport
-from storbench.run import one_trip, ready, target_lock
+from storbench.run import one_trip, ready, start_margin, target_lock
 from storbench.run.attempt import (
     RunError,
     exit_reason,
@@ -32,6 +32,7 @@ from storbench.run.attempt import (
     output_tail,
     run_credentials,
 )
+from storbench.run.start import MARGIN_FLOOR_S, hook_file_text, iso, stamps_in
 from storbench.tools import get_tool
 from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
 
@@ -58,8 +59,9 @@ def run_service_iteration(
     workers: dict[str, list[str]] = {}
     sessions = Sessions()
     released: set[str] = set()
+    held = any(start_hook.RELEASE in text for text in job_texts.values())
     try:
-        prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder, sessions)
+        prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder, sessions, held)
         if tool.service_per_run:
             workers = _start_workers(spec, tool, hosts, port, sessions)
             endpoints = [_controller_endpoint(host, port) for host in hosts]
@@ -69,10 +71,20 @@ def run_service_iteration(
         if tool.output_is_folder:
             output_path.mkdir(parents=True, exist_ok=True)
         jobs = [str(Path(job_files[h["name"]]).resolve()) for h in hosts]
+        history = start_margin.history_path(
+            local_dir.parent, f"{spec.tool}-service", [h["name"] for h in hosts]
+        )
+        wait_s = MARGIN_FLOOR_S + start_margin.allowance_s(history, tool.start_setup_s)
+        release = time.time() + wait_s
+        if held:
+            jobs = _launch_jobs(hosts, job_texts, local_dir, release)
         argv = tool.controller_command(jobs, str(output_path), endpoints)
         start = now()
+        launched = time.time()
         try:
-            exit_code = _run_controller(spec, tool, jobs, endpoints, local_dir, str(output_path))
+            exit_code = _run_controller(
+                spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s if held else 0
+            )
         except KeyboardInterrupt:
             hold_signals()
             if workers:
@@ -86,7 +98,14 @@ def run_service_iteration(
         finished = _finish_hosts(spec, tool, hosts, port, local_dir, prepared, holder, sessions)
         released.update(finished)
         logs = {name: done.log for name, done in finished.items() if done.log}
-        stamps = {name: done.stamp for name, done in finished.items() if done.stamp}
+        stamps = {name: iso(done.stamp) for name, done in finished.items() if done.stamp}
+        set_up = {
+            name: round(done.armed - launched, 3)  # the clocks' offset not known here
+            for name, done in finished.items()
+            if held and done.armed is not None
+        }
+        if set_up:  # failed runs too: a late host is what the next run must allow for
+            start_margin.remember(history, max(set_up.values()))
         if exit_code != 0:
             reason = exit_reason(exit_code)
             # fio --client writes its clients' errors into its output file, not to stderr
@@ -101,8 +120,16 @@ def run_service_iteration(
                 + "\n    ".join((tail or "(empty)").splitlines())
                 + f"\nraw output kept in {local_dir}"
             )
+        unstamped = [name for name in finished if held and name not in stamps]
+        if unstamped:  # fio skips the I/O of a job whose exec_prerun fails, and exits 0
+            raise RunError(
+                f"{spec.experiment}/{spec.run_id}: the start hook ({start_hook.SCRIPT_NAME})"
+                f" left no start stamp on {', '.join(unstamped)}: it failed, and {spec.tool}"
+                f" may have skipped the workload there\nraw output kept in {local_dir}"
+            )
         return {
             "execution": "service",
+            **({"release_time": iso(release)} if held else {}),
             "controller": {
                 "command": argv,
                 "exit_code": exit_code,
@@ -122,6 +149,7 @@ def run_service_iteration(
                     # the host's own start (its job's exec_prerun), else when the client started
                     "start_time": stamps.get(host["name"]) or start,
                     "start_time_source": "host" if host["name"] in stamps else "controller",
+                    **_arrival(finished.get(host["name"]), set_up.get(host["name"])),
                     "end_time": end,
                     "tool_version": prepared[host["name"]].version,
                     "output": output_path.name,
@@ -133,6 +161,31 @@ def run_service_iteration(
     finally:
         _release_locks(spec, [h for h in hosts if h["name"] not in released], holder, sessions)
         sessions.close()
+
+
+def _launch_jobs(
+    hosts: list[dict], job_texts: dict[str, str], local_dir: Path, release_epoch: float
+) -> list[str]:
+    """Each host's job as launched, its start hook given the release (kept in raw/launch/)."""
+    folder = local_dir / "launch"
+    folder.mkdir(exist_ok=True)
+    jobs = []
+    for host in hosts:
+        path = folder / f"{host['name']}.job"
+        text = job_texts[host["name"]].replace(start_hook.RELEASE, f"{release_epoch:.6f}")
+        atomic.write_text(path, text)
+        jobs.append(str(path.resolve()))
+    return jobs
+
+
+def _arrival(done: Finished | None, setup_s: float | None) -> dict:
+    """A host record's armed_time and setup_s, where its hook stamped its arrival."""
+    if done is None or done.armed is None:
+        return {}
+    record: dict = {"armed_time": iso(done.armed)}
+    if setup_s is not None:
+        record["setup_s"] = setup_s
+    return record
 
 
 def _controller_endpoint(host: dict, port: int) -> str:
@@ -185,10 +238,12 @@ def _check_one_job(spec: RunSpec, hosts: list[dict], texts: dict[str, str]) -> N
 
 
 def _run_controller(
-    spec: RunSpec, tool, jobs: list[str], endpoints: list[str], local_dir: Path, output: str
-) -> int:
-    """The tool's client here. S3 keys reach it through private files (a job file with the
-    keys filled in, an environment file) in a folder of its own, never through its argv."""
+    spec: RunSpec, tool, jobs: list[str], endpoints: list[str], local_dir: Path, output: str,
+    wait_s: float,
+) -> int:  # fmt: skip
+    """The tool's client here, its time limit extended by the held start's wait. S3 keys
+    reach it through private files (a job file with the keys filled in, an environment
+    file) in a folder of its own, never through its argv."""
     credentials = run_credentials(spec)
     controller = Host(name=CONTROLLER, transport="local")
     with contextlib.ExitStack() as stack:
@@ -208,7 +263,7 @@ def _run_controller(
         with open_transport(controller) as transport:
             return transport.run(
                 argv,
-                timeout_s=spec.timeout_s,
+                timeout_s=spec.timeout_s + wait_s,
                 stdout_path=local_dir / f"{CONTROLLER}.stdout",
                 stderr_path=local_dir / f"{CONTROLLER}.stderr",
                 marker=output,  # absolute and unique: stops exactly this client
@@ -273,10 +328,12 @@ class Sessions:
 
 
 def _prepare_hosts(
-    spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, holder: str, sessions
-) -> dict:
-    """Target locks taken, target directories made, old start stamps removed, tool version
-    and the service log's size read: per host, at once, in one round trip each."""
+    spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, holder: str, sessions,
+    held: bool,
+) -> dict:  # fmt: skip
+    """Target locks taken, target directories made, old start stamps removed, the start
+    hook's script left (held), tool version and the service log's size read: per host, at
+    once, in one round trip each."""
 
     def prepare(host: dict) -> Prepared:
         host_spec = services.host_spec(host)
@@ -287,6 +344,13 @@ def _prepare_hosts(
         stamps = " ".join(map(shlex.quote, _stamp_paths(host_spec, spec, tool, port)))
         if stamps:  # best effort, like Transport.remove
             preparation.add("stamps", f"rm -f -- {stamps}; exit 0", lambda o: "")
+        if held:
+            folder = services.service_dir(host_spec, spec.tool, port)
+            hook = one_trip.write_file_script(
+                hook_file_text(), f"{folder}/{start_hook.SCRIPT_NAME}"
+            )
+            assert hook is not None  # a small text
+            preparation.add("hook", hook, lambda o: f"cannot write the start hook: {o.err.strip()}")
         preparation.version(tool)
         if tool.service_log_results:
             log = shlex.quote(_log_path(host_spec, spec, port))
@@ -305,7 +369,8 @@ def _prepare_hosts(
 @dataclass
 class Finished:
     log: str | None  # the file with what the host's service logged during the run
-    stamp: str | None  # the host's own start (ISO), from the stamp its job left
+    stamp: float | None  # the host's own start (epoch seconds), from the stamps its job left
+    armed: float | None = None  # when its start hook began to wait (the host's clock)
 
 
 def _finish_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path,
@@ -339,25 +404,28 @@ def _finish_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: 
         if "log" in outcomes:
             log_name = tool.service_log_name(host_spec.name)
             atomic.write_text(local_dir / log_name, outcomes["log"].out)
-        stamp = _earliest(outcomes["stamps"].out) if "stamps" in outcomes else None
-        return Finished(log_name, stamp)
+        stamp, armed = (
+            _host_stamps(outcomes["stamps"].out) if "stamps" in outcomes else (None, None)
+        )
+        return Finished(log_name, stamp, armed)
 
     results = services.on_every_host(hosts, finish, "finishing the run")
     return {name: done for name, done in results.items() if done is not None}
 
 
-def _earliest(text: str) -> str | None:
-    """numjobs clones each stamp; the host started when its first clone did."""
-    seconds = []
-    for line in text.split():
-        try:
-            seconds.append(float(line))
-        except ValueError:
-            continue
-    if not seconds:
-        return None
-    moment = datetime.datetime.fromtimestamp(min(seconds), datetime.UTC)
-    return moment.isoformat(timespec="milliseconds")
+def _host_stamps(text: str) -> tuple[float | None, float | None]:
+    """(start, armed) from the start hook's stamps; numjobs clones each stamp, and the host
+    started when its first clone did. A job's own exec_prerun may print bare epoch times."""
+    start, armed = stamps_in(text)
+    if start is None:
+        bare = []
+        for word in text.split():
+            try:
+                bare.append(float(word))
+            except ValueError:
+                continue
+        start = min(bare) if bare else None
+    return start, armed
 
 
 def _release_locks(spec: RunSpec, hosts: list[dict], holder: str, sessions) -> None:

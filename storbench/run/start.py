@@ -208,6 +208,24 @@ def hook_script(release_epoch: float) -> str:
     return f"exec 2>&{STAMP_FD} {STAMP_FD}>&-; {waits}; {WRAPPER_SCRIPT}"
 
 
+def hook_file_text() -> str:
+    """The service-mode start hook (core/start_hook.SCRIPT_NAME): the wait of at_release
+    until its first argument, the release (epoch seconds, six decimals), its stamps on
+    stderr (fio saves the hook's output), then nothing: it ends with status 0."""
+    waits = shlex.join(["set", "--", BASH_WAIT, PORTABLE_WAIT])
+    return f'release=$1\n{waits} "$release"\n{WRAPPER_SCRIPT}\n'
+
+
+def stamps_in(text: str) -> tuple[float | None, float | None]:
+    """(the earliest start, the latest arrival) among text's stamp lines; None: none such."""
+    found: dict[str, list[float]] = {STAMP_PREFIX: [], ARMED_PREFIX: []}
+    for line in text.splitlines():
+        stamp = _stamp_of(line)
+        if stamp is not None:
+            found[stamp[0]].append(stamp[1])
+    return _earliest_and_latest(found)
+
+
 def take_stamps(stderr_path: Path) -> tuple[float | None, float | None]:
     """(the host's start, when it was armed), epoch seconds, from the tool's stderr file,
     whose stamp lines are then removed: the file keeps only what the tool wrote. A tool
@@ -221,17 +239,26 @@ def take_stamps(stderr_path: Path) -> tuple[float | None, float | None]:
     found: dict[str, list[float]] = {STAMP_PREFIX: [], ARMED_PREFIX: []}
     lines = []
     for at, end in _our_lines(head):
-        text = head[at:end].decode(errors="replace")
-        prefix = next((prefix for prefix in found if text.startswith(prefix)), None)
-        try:
-            stamp = float(text.removeprefix(prefix)) if prefix else None
-        except ValueError:
-            stamp = None
-        if prefix and stamp is not None:
-            found[prefix].append(stamp)
+        stamp = _stamp_of(head[at:end].decode(errors="replace"))
+        if stamp is not None:
+            found[stamp[0]].append(stamp[1])
             lines.append((at, end))
     if lines:
         _drop_lines(stderr_path, lines)
+    return _earliest_and_latest(found)
+
+
+def _stamp_of(line: str) -> tuple[str, float] | None:
+    for prefix in (STAMP_PREFIX, ARMED_PREFIX):
+        if line.startswith(prefix):
+            try:
+                return prefix, float(line.removeprefix(prefix))
+            except ValueError:
+                return None
+    return None
+
+
+def _earliest_and_latest(found: dict[str, list[float]]) -> tuple[float | None, float | None]:
     starts, arrivals = found[STAMP_PREFIX], found[ARMED_PREFIX]
     return (min(starts) if starts else None), (max(arrivals) if arrivals else None)
 

@@ -85,10 +85,8 @@ class FioAdapter(ToolAdapter):
             # per-host job files put options in the job section: client/server output has one
             # 'global options' block for all clients, but per-client 'job options'
             "per_host": "host" in spec,
-            # a service-mode job records its actual start on the host (the runner reads it back)
-            "start_stamp": spec.get("execution") == "service",
-            # standalone on several hosts: each host's fio waits for the release after its set-up
-            "start_hook": start_hook.COMMAND if _holds_start(spec) else None,
+            # each host's fio waits for the run's release after its set-up, and stamps its start
+            "start_hook": _start_hook(spec),
         }
 
     def option_problems(self, sections: list[dict]) -> dict[str, str]:
@@ -371,9 +369,12 @@ def _output_bytes(path: Path) -> bytes:
         raise FioOutputError(f"{path}: cannot read fio output: {error.strerror}") from None
 
 
-def _holds_start(spec: dict) -> bool:
-    """Whether the job holds each host's start in exec_prerun until the run's release."""
-    return spec.get("execution", "standalone") == "standalone" and len(spec.get("hosts", ())) > 1
+def _start_hook(spec: dict) -> str | None:
+    """The exec_prerun holding each host's start until the run's release: in service mode
+    always (it stamps the start too), standalone on several hosts."""
+    if spec.get("execution") == "service":
+        return start_hook.SERVICE_COMMAND
+    return start_hook.COMMAND if len(spec.get("hosts", ())) > 1 else None
 
 
 def _job_directory(target: dict, host: str | None) -> str | None:

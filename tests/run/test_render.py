@@ -37,13 +37,16 @@ def test_default_fio_template_renders_every_option():
 
 
 def test_a_standalone_job_on_several_hosts_holds_its_start_in_exec_prerun():
-    """Its hook waits for the release after fio's set-up; one host has nothing to wait for,
-    a service-mode job stamps its start, and a job's own exec_prerun is left alone."""
+    """Its hook waits for the release after fio's set-up; one host has nothing to wait for;
+    a service-mode job runs the script the run leaves in the service's folder, with the
+    release the run writes in; a job's own exec_prerun is left alone."""
     hook = 'eval "$STORBENCH_START"'  # no braces: fio would expand ${...} itself
     assert option_lines(render_job({**SPEC, "hosts": ["a", "b"]}))["exec_prerun"] == hook
     assert "exec_prerun" not in option_lines(render_job(SPEC))
-    service = {**SPEC, "hosts": ["a", "b"], "execution": "service"}
-    assert option_lines(render_job(service))["exec_prerun"] == "date +%s.%N"
+    service_hook = "sh storbench-start.sh @storbench-release@"
+    for hosts in (["a"], ["a", "b"]):
+        service = {**SPEC, "hosts": hosts, "execution": "service"}
+        assert option_lines(render_job(service))["exec_prerun"] == service_hook
     own = {**SPEC, "hosts": ["a", "b"], "params": {**SPEC["params"], "exec_prerun": "sync"}}
     assert option_lines(render_job(own))["exec_prerun"] == "sync"
 

@@ -73,7 +73,7 @@ def assert_started_together(manifest: Manifest) -> None:
 def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path, held):
     names = ["h1", "h2", "h3"]
     spec, job = fio_run(tmp_path, local_hosts(tmp_path, names), held=held)
-    manifest_path = tmp_path / "results/it1/run.json"
+    manifest_path = tmp_path / "results/e/raw/r/it1/run.json"
     manifest = engine.run_iteration(spec, 1, str(job), str(manifest_path))
 
     assert_started_together(manifest)
@@ -105,9 +105,10 @@ def assert_learns_the_set_up_time(spec: RunSpec, job: Path, first: Manifest, tmp
         assert moment(host["armed_time"]) <= moment(host["start_time"])
         assert host["setup_s"] > 0  # fio's exec and set-up, at least
     slowest = max(host["setup_s"] for host in first.hosts)
-    (history,) = (tmp_path / ".start-setup").glob("fio-*.json")  # beside the raw folders
+    (history,) = (tmp_path / "results/e/.start-setup").glob("fio-*.json")  # the experiment's
     assert json.loads(history.read_text()) == {"setup_s": [slowest]}
-    second = engine.run_iteration(spec, 2, str(job), str(tmp_path / "results/it2/run.json"))
+    second_path = tmp_path / "results/e/raw/r/it2/run.json"
+    second = engine.run_iteration(spec, 2, str(job), str(second_path))
     assert second.release_time is not None
     margin = moment(second.release_time) - max(moment(h["launch_time"]) for h in second.hosts)
     allowance = max(get_tool("fio").start_setup_s, start_margin.FACTOR * slowest)
@@ -456,3 +457,28 @@ def test_a_host_whose_probe_fails_stops_the_others_before_the_start():
         barrier.arm("a", lambda: 0.01)
     other.join(RUN_BOUND_S)
     assert barrier.release_epoch is None
+
+
+def test_a_service_job_holds_its_start_in_the_script_left_in_the_services_folder(tmp_path):
+    """Service mode: fio runs `sh storbench-start.sh <release>` from its working folder (the
+    service's); the stamps go to the hook's output file, which the run reads back."""
+    (tmp_path / start_hook.SCRIPT_NAME).write_text(start.hook_file_text())
+    release = time.time() + 0.5
+    hook = start_hook.SERVICE_COMMAND.replace(start_hook.RELEASE, f"{release:.6f}")
+    job = tmp_path / "service.fio"
+    job.write_text(
+        f"[held]\ndirectory={tmp_path}\nrw=write\nbs=64k\nsize=256k\nnumjobs=2\n"
+        f"exec_prerun={hook}\n"
+    )
+    output = tmp_path / "held.json"
+    command = ["fio", str(job), "--output-format=json", f"--output={output}"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    saved = (tmp_path / "held.prerun.txt").read_text()
+    started_at, armed_at = start.stamps_in(saved)
+    assert started_at is not None and armed_at is not None
+    assert armed_at < release <= started_at < release + SPREAD_BOUND_S
+    # both clones write held.prerun.txt (fio names it after the job), each truncating it
+    assert saved.count(start.STAMP_PREFIX) in (1, 2)
+    jobs = json.loads(output.read_text())["jobs"]
+    assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2

@@ -6,8 +6,8 @@ from storbench.run import start_margin
 
 
 def test_without_a_history_the_tools_own_set_up_time_is_left(tmp_path):
-    history = start_margin.history_path(tmp_path / "raw/run/it1", "fio", ["a", "b"])
-    assert history == tmp_path / "raw/.start-setup" / history.name  # beside the runs
+    history = start_margin.history_path(tmp_path / "e/raw/run/it1", "fio", ["a", "b"])
+    assert history == tmp_path / "e/.start-setup" / history.name  # the experiment's
     assert history.name.startswith("fio-")
     assert start_margin.allowance_s(history, 0.5) == 0.5
     history.parent.mkdir(parents=True)
@@ -17,7 +17,7 @@ def test_without_a_history_the_tools_own_set_up_time_is_left(tmp_path):
 
 
 def test_the_least_of_the_last_runs_counts_times_the_factor_within_the_cap(tmp_path):
-    history = tmp_path / "raw/.start-setup/fio-key.json"
+    history = tmp_path / "e/.start-setup/fio-key.json"
     start_margin.remember(history, 240.0)  # a first file layout
     assert start_margin.allowance_s(history, 0.5) == start_margin.CAP_S
     start_margin.remember(history, 8.0)
@@ -29,7 +29,7 @@ def test_the_least_of_the_last_runs_counts_times_the_factor_within_the_cap(tmp_p
 
 
 def test_other_hosts_keep_their_own_history(tmp_path):
-    iteration = tmp_path / "raw/run/it1"
+    iteration = tmp_path / "e/raw/run/it1"
     few = start_margin.history_path(iteration, "fio", ["a", "b"])
     many = start_margin.history_path(iteration, "fio", ["a", "b", "c"])
     other_tool = start_margin.history_path(iteration, "elbencho", ["a", "b"])
