@@ -49,6 +49,7 @@ from dispatch import controller_output, host_runtimes_ms, when  # noqa: E402
 from storbench.core.atomic import write_json  # noqa: E402
 from storbench.core.specs import start_skew_s  # noqa: E402
 from storbench.hosts import services as storbench_services  # noqa: E402
+from storbench.run.start import stamps_in  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 WORK = OUT / "scale-work"
@@ -447,8 +448,12 @@ def prerun_stamp_paths(hosts: list[dict], run_id: str) -> list[Path]:
 
 
 def earliest_stamp(path: Path) -> float | None:
+    """The start stamp fio's exec_prerun left: the start hook's (its release long past when
+    the anchor runs a manifest's job again), or a bare `date +%s.%N`."""
     with contextlib.suppress(OSError, ValueError):
-        return min(float(line) for line in path.read_text().split())
+        text = path.read_text()
+        started, _ = stamps_in(text)
+        return started if started is not None else min(float(line) for line in text.split())
     return None
 
 
