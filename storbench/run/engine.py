@@ -471,8 +471,9 @@ def _run_standalone(
     results = [HostResult(name=host.name) for host in hosts]
     held = any(start_hook.VARIABLE in text for text in job_texts.values())
     setup_history = start_margin.history_path(local_dir.parent, spec.tool, [h.name for h in hosts])
-    setup_s = start_margin.allowance_s(setup_history, tool.start_setup_s) if held else 0.0
-    barrier = start.StartBarrier(len(hosts), setup_s=setup_s)
+    learned = start_margin.learned_s(setup_history) if held else None
+    own = tool.start_setup_s if held else 0.0
+    barrier = start.StartBarrier(len(hosts), setup_s=learned or own, learned=learned is not None)
     threads = [
         threading.Thread(
             target=_run_on_host,

@@ -74,7 +74,8 @@ def run_service_iteration(
         history = start_margin.history_path(
             local_dir.parent, f"{spec.tool}-service", [h["name"] for h in hosts]
         )
-        wait_s = MARGIN_FLOOR_S + start_margin.allowance_s(history, tool.start_setup_s)
+        # the set-up learned from the launch on, else fio's own on top of the floor
+        wait_s = start_margin.learned_s(history) or MARGIN_FLOOR_S + tool.start_setup_s
         release = time.time() + wait_s
         if held:
             jobs = _launch_jobs(hosts, job_texts, local_dir, release)

@@ -98,10 +98,12 @@ class StartBarrier:
     (sessions opened together queue for its cores), as the launch after the release will.
     """
 
-    def __init__(self, hosts: int, setup_s: float = 0.0):
+    def __init__(self, hosts: int, setup_s: float = 0.0, learned: bool = False):
         """setup_s: a held start (the tool launched at once, its hook waiting) leaves the
-        tool this long on top of the margin, to reach its hook before the release."""
+        tool this long to reach its hook: on top of the probes' margin, or, learned (a set-up
+        time measured from the launch, run/start_margin), at least that long."""
         self._setup_s = setup_s
+        self._learned = learned
         self._prepared = threading.Barrier(hosts)
         self._barrier = threading.Barrier(hosts, action=self._pick_release)
         self._hosts = hosts
@@ -152,7 +154,7 @@ class StartBarrier:
             margin = 0.0
         else:
             margin = min(2 * max(self._round_trips) + MARGIN_FLOOR_S, MARGIN_CAP_S)
-            margin += self._setup_s
+            margin = max(margin, self._setup_s) if self._learned else margin + self._setup_s
         self.margin_s = margin
         self.release_epoch = time.time() + margin
 

@@ -3,12 +3,13 @@
 A held tool (core/start_hook) is launched at once and sets itself up before the release.
 How long that takes depends on the hosts: 0.27 s for fio on an idle host here, seconds when
 many tools start on the same cores (the loopback lab), and once much longer (a first file
-layout). Each held run records the slowest host's set-up (its arrival at the hook minus its
-launch, on the host's clock corrected by the probe's offset); the next run on the same set
-of hosts leaves FACTOR times the least of the last HISTORY of them (the least: a one-time
-layout must not hold the runs after it), at least the tool's own start_setup_s and at most
-CAP_S. A host later than that starts late, and the skew shows it. The file is a hint, not an
-output: without it (a fresh results folder) the tool's start_setup_s is used.
+layout). Each held run records the slowest host's set-up: its arrival at the hook minus its
+launch, so the launch's own time is in it (standalone: the host's clock corrected by the
+probe's offset; service mode: fio's client reaching every service). The next run on the same
+set of hosts releases FACTOR times the least of the last HISTORY of them after the launch
+(the least: a one-time layout must not hold the runs after it), at most CAP_S. A host later
+than that starts late, and the skew shows it. The file is a hint, not an output: without it
+(a fresh results folder) the run goes by the tool's own start_setup_s.
 Standard library only: this is the benchmark path.
 """
 
@@ -22,7 +23,7 @@ from storbench.core import atomic
 from storbench.core import paths as paths_of
 
 HISTORY = 3
-FACTOR = 1.25
+FACTOR = 1.1
 CAP_S = 30.0
 
 
@@ -31,12 +32,10 @@ def history_path(iteration_dir: Path, tool: str, hosts: list[str]) -> Path:
     return Path(paths_of.start_setup(str(iteration_dir), tool, key))
 
 
-def allowance_s(path: Path, floor_s: float) -> float:
-    """Seconds the release leaves the tool for its set-up on these hosts."""
+def learned_s(path: Path) -> float | None:
+    """Seconds from the launch the release leaves these hosts to set up; None before any run."""
     seen = _seen(path)
-    if not seen:
-        return floor_s
-    return min(max(floor_s, FACTOR * min(seen)), CAP_S)
+    return min(FACTOR * min(seen), CAP_S) if seen else None
 
 
 def remember(path: Path, setup_s: float) -> None:

@@ -5,25 +5,25 @@ import json
 from storbench.run import start_margin
 
 
-def test_without_a_history_the_tools_own_set_up_time_is_left(tmp_path):
+def test_without_a_history_nothing_is_learned(tmp_path):
     history = start_margin.history_path(tmp_path / "e/raw/run/it1", "fio", ["a", "b"])
     assert history == tmp_path / "e/.start-setup" / history.name  # the experiment's
     assert history.name.startswith("fio-")
-    assert start_margin.allowance_s(history, 0.5) == 0.5
+    assert start_margin.learned_s(history) is None
     history.parent.mkdir(parents=True)
     for unreadable in ("", "[1, 2]", '{"setup_s": "3"}', '{"setup_s": [-1, true, "x"]}'):
         history.write_text(unreadable)
-        assert start_margin.allowance_s(history, 0.5) == 0.5
+        assert start_margin.learned_s(history) is None
 
 
 def test_the_least_of_the_last_runs_counts_times_the_factor_within_the_cap(tmp_path):
     history = tmp_path / "e/.start-setup/fio-key.json"
     start_margin.remember(history, 240.0)  # a first file layout
-    assert start_margin.allowance_s(history, 0.5) == start_margin.CAP_S
+    assert start_margin.learned_s(history) == start_margin.CAP_S
     start_margin.remember(history, 8.0)
-    assert start_margin.allowance_s(history, 0.5) == 8.0 * start_margin.FACTOR
+    assert start_margin.learned_s(history) == 8.0 * start_margin.FACTOR
     start_margin.remember(history, 0.2)
-    assert start_margin.allowance_s(history, 0.5) == 0.5  # never below the tool's own
+    assert start_margin.learned_s(history) == 0.2 * start_margin.FACTOR
     start_margin.remember(history, 12.0)
     assert json.loads(history.read_text()) == {"setup_s": [8.0, 0.2, 12.0]}  # the last 3
 
