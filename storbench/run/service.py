@@ -74,17 +74,18 @@ def run_service_iteration(
         history = start_margin.history_path(
             local_dir.parent, f"{spec.tool}-service", [h["name"] for h in hosts]
         )
-        # the set-up learned from the launch on, else fio's own on top of the floor
-        wait_s = start_margin.learned_s(history) or MARGIN_FLOOR_S + tool.start_setup_s
-        release = time.time() + wait_s
+        wait_s = release = 0.0
         if held:
+            # the set-up learned from the launch on, else the tool's own on top of the floor
+            wait_s = start_margin.learned_s(history) or MARGIN_FLOOR_S + tool.start_setup_s
+            release = time.time() + wait_s
             jobs = _launch_jobs(hosts, job_texts, local_dir, release)
         argv = tool.controller_command(jobs, str(output_path), endpoints)
         start = now()
         launched = time.time()
         try:
             exit_code = _run_controller(
-                spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s if held else 0
+                spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s
             )
         except KeyboardInterrupt:
             hold_signals()

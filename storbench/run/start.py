@@ -202,20 +202,22 @@ def held_at_release(argv: list[str], release_epoch: float, workdir: str) -> list
 
 
 def hook_script(release_epoch: float) -> str:
-    """The start hook's script: the wait of at_release, run by the tool's own shell, its
-    stamp on STAMP_FD (the tool's stderr). No command after the release: the wait's `exec`
-    without one ends the hook with status 0, which lets the tool go on (fio skips the I/O
-    of a job whose exec_prerun fails, and says nothing)."""
-    waits = shlex.join(["set", "--", BASH_WAIT, PORTABLE_WAIT, f"{release_epoch:.6f}"])
-    return f"exec 2>&{STAMP_FD} {STAMP_FD}>&-; {waits}; {WRAPPER_SCRIPT}"
+    """The start hook's script (standalone): its stamps on STAMP_FD, the tool's stderr."""
+    return f"exec 2>&{STAMP_FD} {STAMP_FD}>&-\n{_hook_wait(f'{release_epoch:.6f}')}"
 
 
 def hook_file_text() -> str:
-    """The service-mode start hook (core/start_hook.SCRIPT_NAME): the wait of at_release
-    until its first argument, the release (epoch seconds, six decimals), its stamps on
-    stderr (fio saves the hook's output), then nothing: it ends with status 0."""
-    waits = shlex.join(["set", "--", BASH_WAIT, PORTABLE_WAIT])
-    return f'release=$1\n{waits} "$release"\n{WRAPPER_SCRIPT}\n'
+    """The service-mode start hook (core/start_hook.SCRIPT_NAME), the release its first
+    argument; its stamps on stderr, which fio saves with the hook's output."""
+    return _hook_wait('"$1"') + "\n"
+
+
+def _hook_wait(release: str) -> str:
+    """The wait of at_release until release (a shell word: epoch seconds, six decimals),
+    with no command after it: the wait's `exec` without one ends the hook with status 0,
+    which lets the tool go on (fio skips the I/O of a job whose exec_prerun fails, and
+    says nothing)."""
+    return f"{shlex.join(['set', '--', BASH_WAIT, PORTABLE_WAIT])} {release}\n{WRAPPER_SCRIPT}"
 
 
 def stamps_in(text: str) -> tuple[float | None, float | None]:
