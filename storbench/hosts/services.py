@@ -32,6 +32,9 @@ DEFAULT_FANOUT = 512  # hosts handled at once over persistent (OpenSSH) connecti
 # outlived the 60 s command limit (bench/scale.py), 64 at a time did not
 PER_STEP_FANOUT = 64
 LOG_NAME = "service.log"
+# the running service's version (stdout, stderr), taken when it started: the binary it runs
+VERSION_NAMES = ("service.version", "service.version.stderr")
+VERSION_TIMEOUT_S = 60
 QUIT_TIMEOUT_S = 30.0
 
 
@@ -152,7 +155,10 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
     argv = get_tool(tool_name).service_start_command(spec.tool_address, port)
     if not _accepts(spec.tool_address, port, timeout_s=2):
         # one session: a stale service that no longer answers is stopped, then ours starts
-        script = f"( {stale_service_script(folder, argv)} ) && {detached_script(folder, argv)}"
+        script = (
+            f"( {stale_service_script(folder, argv)} ) && {detached_script(folder, argv)}"
+            f" && {_record_version_script(get_tool(tool_name))}"
+        )
         with open_transport(spec) as transport:
             code, _, err = transport.shell(script, timeout_s=START_TIMEOUT_S)
             if code != 0:
@@ -192,6 +198,32 @@ def detached_script(folder: str, argv: list[str]) -> str:
     return (
         f"mkdir -p {shlex.quote(folder)} && cd {shlex.quote(folder)} && "
         f"{{ nohup {command} >> {LOG_NAME} 2>&1 < /dev/null & echo $! > service.pid; }}"
+    )
+
+
+def version_script(tool) -> str:
+    """The tool's version on stdout (as it prints it), bounded in time."""
+    return f"exec timeout -k 5 {VERSION_TIMEOUT_S} {shlex.join(tool.version_command())}"
+
+
+def _record_version_script(tool) -> str:
+    """In the service's folder, right after its start: its version kept beside it (an earlier
+    service's removed, also when the tool cannot tell its version now); always exits 0."""
+    out, err = VERSION_NAMES
+    return (
+        f"{{ rm -f -- {out} {err}; ( {version_script(tool)} ) > {out}.tmp 2> {err}"
+        f" && mv -f -- {out}.tmp {out} || rm -f -- {out}.tmp {err}; }}"
+    )
+
+
+def recorded_version_script(folder: str, tool) -> str:
+    """The version the service in folder recorded when it started, in shell builtins alone (a
+    run's preparation on every host); the tool's version now where none was recorded."""
+    out, err = (shlex.quote(f"{folder}/{name}") for name in VERSION_NAMES)
+    echo = 'while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\' "$line"; done'
+    return (
+        f"if [ -f {out} ]; then {echo} < {out}; {{ {echo} < {err}; }} >&2 2>/dev/null; exit 0;"
+        f" fi\n{version_script(tool)}"
     )
 
 

@@ -99,11 +99,12 @@ def write_file_script(text: str, path: str) -> str | None:
 
 def mkdir_script(path: str) -> str:
     """mkdir -p, tried again: on a work folder shared by hosts (an NFS home) two hosts making
-    the same parent at once can see it fail, then exist."""
+    the same parent at once can see it fail, then exist. A folder already there costs no
+    process (every run's preparation makes the same folders again)."""
     quoted = shlex.quote(path)
     return (
-        f"{{ for try in 1 2 3; do mkdir -p -- {quoted} 2>/dev/null && break; sleep 0.2; done;"
-        f" mkdir -p -- {quoted}; }}"
+        f"{{ [ -d {quoted} ] || {{ for try in 1 2 3; do mkdir -p -- {quoted} 2>/dev/null && break;"
+        f" sleep 0.2; done; mkdir -p -- {quoted}; }}; }}"
     )
 
 

@@ -12,12 +12,12 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
+from storbench.hosts import services
 from storbench.hosts.transport import HostError
 from storbench.run import one_trip, target_lock
 from storbench.run.attempt import STDERR_TAIL_LINES
 
 READY_TIMEOUT_S = 180.0  # the whole script: small commands, and the tool's version (60 s)
-VERSION_TIMEOUT_S = 60
 STEP_VERSION = "version"
 
 
@@ -56,10 +56,15 @@ class Preparation:
         self.add(name, f"rm -rf -- {shlex.quote(path)} && {one_trip.mkdir_script(path)}",
                  lambda o: f"cannot create an empty directory {path}: {_reason(o)}")  # fmt: skip
 
-    def version(self, tool) -> None:
-        command = shlex.join(tool.version_command())
-        self.add(STEP_VERSION, f"exec timeout -k 5 {VERSION_TIMEOUT_S} {command}",
-                 lambda o: tool.unusable(o.rc, _tail(o.err)))  # fmt: skip
+    def version(self, tool, service_folder: str | None = None) -> None:
+        """The tool's version; with the folder of a running service, the one it recorded when
+        it started (the binary that runs the workload), read without starting the tool."""
+        script = (
+            services.version_script(tool)
+            if service_folder is None
+            else services.recorded_version_script(service_folder, tool)
+        )
+        self.add(STEP_VERSION, script, lambda o: tool.unusable(o.rc, _tail(o.err)))
 
     def run(self, transport) -> dict[str, one_trip.Outcome]:
         """Run the script (once more after each stale lock removed); HostError naming the host

@@ -344,16 +344,21 @@ def _prepare_hosts(
         for index, directory in enumerate(tool.target_directories(spec.target, host_spec.name)):
             preparation.mkdirs(f"target{index}", directory)
         stamps = " ".join(map(shlex.quote, _stamp_paths(host_spec, spec, tool, port)))
-        if stamps:  # best effort, like Transport.remove
-            preparation.add("stamps", f"rm -f -- {stamps}; exit 0", lambda o: "")
+        if stamps:  # best effort, like Transport.remove; no rm where there is none
+            preparation.add(
+                "stamps",
+                f'for f in {stamps}; do if [ -e "$f" ] || [ -h "$f" ]; then rm -f -- "$f"; fi;'
+                " done; exit 0",
+                lambda o: "",
+            )
+        folder = services.service_dir(host_spec, spec.tool, port)
         if held:
-            folder = services.service_dir(host_spec, spec.tool, port)
             hook = one_trip.write_file_script(
                 hook_file_text(), f"{folder}/{start_hook.SCRIPT_NAME}"
             )
             assert hook is not None  # a small text
             preparation.add("hook", hook, lambda o: f"cannot write the start hook: {o.err.strip()}")
-        preparation.version(tool)
+        preparation.version(tool, None if tool.service_per_run else folder)
         if tool.service_log_results:
             log = shlex.quote(_log_path(host_spec, spec, port))
             preparation.add("log_size", f"wc -c < {log} 2>/dev/null; exit 0", lambda o: "")

@@ -6,9 +6,11 @@ many tools start on the same cores (the loopback lab), and once much longer (a f
 layout). Each held run records the slowest host's set-up: its arrival at the hook minus its
 launch, so the launch's own time is in it (standalone: the host's clock corrected by the
 probe's offset; service mode: fio's client reaching every service). The next run on the same
-set of hosts releases FACTOR times the least of the last HISTORY of them after the launch
-(the least: a one-time layout must not hold the runs after it), at most CAP_S. A host later
-than that starts late, and the skew shows it. The file is a hint, not an output: without it
+set of hosts is released the lower median of the last HISTORY of them after the launch, plus
+a margin (MARGIN_FRACTION of it and MARGIN_S), at most CAP_S: the median, so that neither a
+one-time layout nor one quick run sets it; a small margin, since every second of it is spent
+idle on every run, while a host a little late only starts that much late, and the skew of
+that run shows it. The file is a hint, not an output: without it
 (a fresh results folder) the run goes by the tool's own start_setup_s.
 Standard library only: this is the benchmark path.
 """
@@ -23,7 +25,8 @@ from storbench.core import atomic
 from storbench.core import paths as paths_of
 
 HISTORY = 3
-FACTOR = 1.1
+MARGIN_FRACTION = 0.03  # the run-to-run spread of 8 and 128 loopback hosts: 1-6 %
+MARGIN_S = 0.02
 CAP_S = 30.0
 
 
@@ -34,8 +37,11 @@ def history_path(iteration_dir: Path, tool: str, hosts: list[str]) -> Path:
 
 def learned_s(path: Path) -> float | None:
     """Seconds from the launch the release leaves these hosts to set up; None before any run."""
-    seen = _seen(path)
-    return min(FACTOR * min(seen), CAP_S) if seen else None
+    seen = sorted(_seen(path))
+    if not seen:
+        return None
+    typical = seen[(len(seen) - 1) // 2]
+    return min(typical * (1 + MARGIN_FRACTION) + MARGIN_S, CAP_S)
 
 
 def remember(path: Path, setup_s: float) -> None:

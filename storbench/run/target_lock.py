@@ -129,8 +129,9 @@ def take_script(path: str, me: str) -> str:
     with the holder's line on stdout when another holds it, another code when it failed."""
     lock = shlex.quote(path)
     mine = shlex.quote(me)
+    folder = shlex.quote(path.rsplit("/", 1)[0])
     return (
-        f"mkdir -p -- {shlex.quote(path.rsplit('/', 1)[0])} || exit\n"
+        f"[ -d {folder} ] || mkdir -p -- {folder} || exit\n"
         f"(set -C; printf '%s\\n' {mine} > {lock}) 2>/dev/null && exit 0\n"
         f"held=$(cat -- {lock} 2>/dev/null)\n"
         f'[ "$held" = {mine} ] && exit 0\n'

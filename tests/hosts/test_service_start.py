@@ -6,6 +6,9 @@ import subprocess
 import time
 
 from storbench.hosts import services
+from storbench.hosts.transport import open_transport
+from storbench.run import ready
+from storbench.tools import get_tool
 from tests.sshd import free_port
 
 
@@ -59,3 +62,36 @@ def test_a_pid_file_naming_another_program_leaves_that_program_alone(tmp_path, m
         other.kill()
         services.stop_services([host], "fio", port)
     assert not answers(port)
+
+
+def test_a_service_records_its_version_and_a_run_reads_it_without_starting_the_tool(
+    tmp_path, monkeypatch
+):
+    """The version a run records is the running service's (taken when it started), read in
+    shell builtins; without a record (a service an earlier storbench started), the tool's own."""
+    monkeypatch.chdir(tmp_path)
+    port = free_port("127.0.0.1")
+    host = {"name": "localhost", "address": "127.0.0.1", "workdir": str(tmp_path / "work")}
+    folder = tmp_path / "work" / "services" / f"fio-127.0.0.1-{port}"
+    folder.mkdir(parents=True)
+    (folder / "service.version").write_text("fio-0.1-an-earlier-service\n")
+    fio = get_tool("fio")
+    installed = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout
+
+    def prepared_version() -> str:
+        preparation = ready.Preparation("localhost")
+        preparation.version(fio, str(folder))
+        with open_transport(services.host_spec(host)) as transport:
+            return preparation.run(transport)[ready.STEP_VERSION].out
+
+    try:
+        services.start_services([host], "fio", port)
+        assert installed.startswith("fio-")
+        assert (folder / "service.version").read_text() == installed  # the earlier one replaced
+        assert prepared_version() == installed
+        (folder / "service.version").write_text("fio-9.9-the-running-binary\n")
+        assert prepared_version() == "fio-9.9-the-running-binary\n"  # not the binary on disk
+        (folder / "service.version").unlink()
+        assert prepared_version() == installed
+    finally:
+        services.stop_services([host], "fio", port)
