@@ -32,7 +32,7 @@ DEFAULT_FANOUT = 512  # hosts handled at once over persistent (OpenSSH) connecti
 # outlived the 60 s command limit (bench/scale.py), 64 at a time did not
 PER_STEP_FANOUT = 64
 LOG_NAME = "service.log"
-# the running service's version (stdout, stderr), taken when it started: the binary it runs
+# the running service's version (stdout, stderr), recorded by the first run on it
 VERSION_NAMES = ("service.version", "service.version.stderr")
 VERSION_TIMEOUT_S = 60
 QUIT_TIMEOUT_S = 30.0
@@ -157,7 +157,7 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
         # one session: a stale service that no longer answers is stopped, then ours starts
         script = (
             f"( {stale_service_script(folder, argv)} ) && {detached_script(folder, argv)}"
-            f" && {_record_version_script(get_tool(tool_name))}"
+            f" && {_forget_version_script()}"
         )
         with open_transport(spec) as transport:
             code, _, err = transport.shell(script, timeout_s=START_TIMEOUT_S)
@@ -206,25 +206,27 @@ def version_script(tool) -> str:
     return f"exec timeout -k 5 {VERSION_TIMEOUT_S} {shlex.join(tool.version_command())}"
 
 
-def _record_version_script(tool) -> str:
-    """In the service's folder, right after its start: its version kept beside it (an earlier
-    service's removed, also when the tool cannot tell its version now); always exits 0."""
-    out, err = VERSION_NAMES
-    return (
-        f"{{ rm -f -- {out} {err}; ( {version_script(tool)} ) > {out}.tmp 2> {err}"
-        f" && mv -f -- {out}.tmp {out} || rm -f -- {out}.tmp {err}; }}"
-    )
+def _forget_version_script() -> str:
+    """An earlier service's recorded version, removed when a service starts: the first run
+    on the new one records its own (recorded_version_script)."""
+    return f"rm -f -- {' '.join(VERSION_NAMES)}"
 
 
 def recorded_version_script(folder: str, tool) -> str:
-    """The version the service in folder recorded when it started, in shell builtins alone (a
-    run's preparation on every host); the tool's version now where none was recorded."""
+    """The service's version, as the first run on it recorded it, read in shell builtins (every
+    later run's preparation, on every host); else the tool's version now, recorded."""
     out, err = (shlex.quote(f"{folder}/{name}") for name in VERSION_NAMES)
+    out_tmp, err_tmp = (f'{name}".$$.tmp"' for name in (out, err))  # runs may prepare at once
     echo = 'while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\' "$line"; done'
-    return (
-        f"if [ -f {out} ]; then {echo} < {out}; {{ {echo} < {err}; }} >&2 2>/dev/null; exit 0;"
-        f" fi\n{version_script(tool)}"
-    )
+    return "\n".join([
+        f"if [ -f {out} ]; then {echo} < {out}; {{ {echo} < {err}; }} >&2 2>/dev/null; exit 0; fi",
+        f"[ -d {shlex.quote(folder)} ] || {version_script(tool)}",
+        f"( {version_script(tool)} ) > {out_tmp} 2> {err_tmp}; rc=$?",
+        f"{echo} < {out_tmp}; {{ {echo} < {err_tmp}; }} >&2 2>/dev/null",
+        f"if [ $rc -eq 0 ]; then mv -f -- {err_tmp} {err}; mv -f -- {out_tmp} {out};"
+        f" else rm -f -- {out_tmp} {err_tmp}; fi",
+        "exit $rc",
+    ])  # fmt: skip
 
 
 def _wait_ready(spec: Host, port: int, folder: str) -> None:

@@ -64,17 +64,18 @@ def test_a_pid_file_naming_another_program_leaves_that_program_alone(tmp_path, m
     assert not answers(port)
 
 
-def test_a_service_records_its_version_and_a_run_reads_it_without_starting_the_tool(
+def test_the_first_run_on_a_service_records_its_version_and_later_runs_read_it(
     tmp_path, monkeypatch
 ):
-    """The version a run records is the running service's (taken when it started), read in
-    shell builtins; without a record (a service an earlier storbench started), the tool's own."""
+    """A run's preparation reads the service's version in shell builtins once the first run
+    on it has recorded it; a service that starts forgets an earlier one's."""
     monkeypatch.chdir(tmp_path)
     port = free_port("127.0.0.1")
     host = {"name": "localhost", "address": "127.0.0.1", "workdir": str(tmp_path / "work")}
     folder = tmp_path / "work" / "services" / f"fio-127.0.0.1-{port}"
     folder.mkdir(parents=True)
-    (folder / "service.version").write_text("fio-0.1-an-earlier-service\n")
+    record = folder / "service.version"
+    record.write_text("fio-0.1-an-earlier-service\n")
     fio = get_tool("fio")
     installed = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout
 
@@ -87,11 +88,12 @@ def test_a_service_records_its_version_and_a_run_reads_it_without_starting_the_t
     try:
         services.start_services([host], "fio", port)
         assert installed.startswith("fio-")
-        assert (folder / "service.version").read_text() == installed  # the earlier one replaced
-        assert prepared_version() == installed
-        (folder / "service.version").write_text("fio-9.9-the-running-binary\n")
-        assert prepared_version() == "fio-9.9-the-running-binary\n"  # not the binary on disk
-        (folder / "service.version").unlink()
+        assert not record.exists()  # the earlier service's, forgotten
+        assert prepared_version() == installed  # asked, and recorded
+        assert record.read_text() == installed
+        record.write_text("fio-9.9-recorded\n")
+        assert prepared_version() == "fio-9.9-recorded\n"  # read, not asked again
+        record.unlink()
         assert prepared_version() == installed
     finally:
         services.stop_services([host], "fio", port)
