@@ -217,12 +217,12 @@ def recorded_version_script(folder: str, tool) -> str:
     later run's preparation, on every host); else the tool's version now, recorded."""
     out, err = (shlex.quote(f"{folder}/{name}") for name in VERSION_NAMES)
     out_tmp, err_tmp = (f'{name}".$$.tmp"' for name in (out, err))  # runs may prepare at once
-    echo = 'while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\' "$line"; done'
     return "\n".join([
-        f"if [ -f {out} ]; then {echo} < {out}; {{ {echo} < {err}; }} >&2 2>/dev/null; exit 0; fi",
+        'show() { while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\' "$line"; done; }',
+        f"if [ -f {out} ]; then show < {out}; {{ show < {err}; }} >&2 2>/dev/null; exit 0; fi",
         f"[ -d {shlex.quote(folder)} ] || {version_script(tool)}",
         f"( {version_script(tool)} ) > {out_tmp} 2> {err_tmp}; rc=$?",
-        f"{echo} < {out_tmp}; {{ {echo} < {err_tmp}; }} >&2 2>/dev/null",
+        f"show < {out_tmp}; {{ show < {err_tmp}; }} >&2 2>/dev/null",
         f"if [ $rc -eq 0 ]; then mv -f -- {err_tmp} {err}; mv -f -- {out_tmp} {out};"
         f" else rm -f -- {out_tmp} {err_tmp}; fi",
         "exit $rc",

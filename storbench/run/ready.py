@@ -57,8 +57,8 @@ class Preparation:
                  lambda o: f"cannot create an empty directory {path}: {_reason(o)}")  # fmt: skip
 
     def version(self, tool, service_folder: str | None = None) -> None:
-        """The tool's version; with the folder of a running service, the one it recorded when
-        it started (the binary that runs the workload), read without starting the tool."""
+        """The tool's version; with the folder of a running service, the one the first run on
+        it recorded (the binary that runs the workload), read without starting the tool."""
         script = (
             services.version_script(tool)
             if service_folder is None

@@ -21,6 +21,7 @@ import socket
 
 from storbench.core import paths
 from storbench.hosts.transport import SHELL_TIMEOUT_S, HostError
+from storbench.run import one_trip
 from storbench.run.processes import Process, is_alive, this_process
 
 LOCK_MARGIN_S = 600.0  # beyond the run's own time limit before a lock counts as abandoned
@@ -129,9 +130,8 @@ def take_script(path: str, me: str) -> str:
     with the holder's line on stdout when another holds it, another code when it failed."""
     lock = shlex.quote(path)
     mine = shlex.quote(me)
-    folder = shlex.quote(path.rsplit("/", 1)[0])
     return (
-        f"[ -d {folder} ] || mkdir -p -- {folder} || exit\n"
+        f"{one_trip.mkdir_script(path.rsplit('/', 1)[0])} || exit\n"
         f"(set -C; printf '%s\\n' {mine} > {lock}) 2>/dev/null && exit 0\n"
         f"held=$(cat -- {lock} 2>/dev/null)\n"
         f'[ "$held" = {mine} ] && exit 0\n'
