@@ -53,14 +53,18 @@ def unique_sleep_seconds() -> str:
     return f"20.{uuid.uuid4().int % 10**6:06d}"
 
 
-def is_running(pattern: str) -> bool:
+def is_running(pattern: str, *, whole_line: bool = False) -> bool:
     # The SSH hosts are loopback addresses: their processes are visible here too.
-    return subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True).returncode == 0
+    exact = ["-x"] if whole_line else []
+    found = subprocess.run(["pgrep", *exact, "-f", "--", pattern], capture_output=True)
+    return found.returncode == 0
 
 
 def wait_until_running(pattern: str) -> None:
+    """Until a process's whole command line is pattern: the tool itself, not the ssh client or
+    the shells whose command lines carry it."""
     deadline = time.monotonic() + 10
-    while not is_running(pattern):
+    while not is_running(pattern, whole_line=True):
         assert time.monotonic() < deadline, f"no process matching {pattern!r} appeared"
         time.sleep(0.02)
 
