@@ -14,6 +14,7 @@ import posixpath
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -28,11 +29,20 @@ PROBE_EVERY_S = 5.0  # silence on a running tool's channel before the host is as
 SHELL_TIMEOUT_S = 60.0  # limit for small helper commands (mkdir, pkill)
 SFTP_STALL_S = 300.0  # an SFTP read/write that gets no answer this long fails
 CHUNK = 64 * 1024
+# A line "release <fifo>" on a held tool's session: its start hooks, waiting on the FIFO
+# (run/start), each get a line; one arriving later finds <fifo>.released. Builtins only.
+RELEASE_LINE = "release "
+RELEASE_ACTION = (
+    'f=${line#release }; [ -p "$f" ] && { : > "$f.released"; exec 4<> "$f"; '
+    '[ -f "$f.hooks" ] && while read -r _; do echo go >&4; done < "$f.hooks"; exec 4>&-; }'
+)
 # Runs "$@" with stdin from /dev/null and SIGTERMs it when the session's stdin ends (sshd
 # closes it when the channel or the connection goes away); exits with the tool's status.
 SESSION_GUARD = (
     'exec 3<&0 </dev/null; "$@" 3<&- & tool=$!; '
-    '{ while read -r _; do :; done <&3; kill -TERM "$tool" 2>/dev/null; } & guard=$!; '
+    '{ while read -r line; do case $line in "release "?*) '
+    + RELEASE_ACTION
+    + ';; esac; done <&3; kill -TERM "$tool" 2>/dev/null; } & guard=$!; '
     'exec 3<&-; wait "$tool"; rc=$?; kill "$guard" 2>/dev/null; exit "$rc"'
 )
 SESSION_GUARD_NAME = "storbench-session"  # $0 of the guard shell, shown in ps
@@ -130,6 +140,14 @@ class Transport:
         """Best effort rm -f of files on the host (private copies after a run)."""
         if paths:
             self._shell("rm -f -- " + " ".join(map(shlex.quote, paths)), timeout_s=SHELL_TIMEOUT_S)
+
+    def release(self, fifo: str) -> None:
+        """Release the held tool this transport runs now: its start hooks wait on fifo (a
+        path on the host); best effort, the hooks' own deadline stands behind it."""
+        self._send_to_session(release_line(fifo))
+
+    def _send_to_session(self, line: bytes) -> None:
+        raise NotImplementedError
 
     def kill_matching(self, marker: str) -> None:
         """SIGTERM the processes whose command line contains marker, SIGKILL leftovers."""
@@ -241,6 +259,30 @@ def _kill_script(marker: str) -> str:
         "done",
         'pkill -KILL -f -- "$pattern"; [ "$?" -le 1 ]',
     ])  # fmt: skip
+
+
+def release_line(fifo: str) -> bytes:
+    if "\n" in fifo or not fifo:
+        raise ValueError(f"a release FIFO's path must be one non-empty line, got {fifo!r}")
+    return f"{RELEASE_LINE}{fifo}\n".encode()
+
+
+def release_here(fifo: str) -> None:
+    """RELEASE_ACTION on this machine (a local host, which has no session guard)."""
+    if not stat.S_ISFIFO(os.stat(fifo).st_mode):
+        return
+    with open(f"{fifo}.released", "wb"):
+        pass
+    try:
+        with open(f"{fifo}.hooks", "rb") as hooks:
+            waiting = hooks.read().count(b"\n")
+    except FileNotFoundError:
+        return
+    descriptor = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # never blocks, with or without readers
+    try:
+        os.write(descriptor, b"go\n" * waiting)
+    finally:
+        os.close(descriptor)
 
 
 def _kill_process_group(proc: subprocess.Popen) -> None:

@@ -73,6 +73,7 @@ class OpenSSHTransport(Transport):
         except OSError as exc:
             raise self._error(f"no private folder for its connection socket: {exc}") from exc
         self._master_checked = False
+        self._running: subprocess.Popen | None = None  # the session of the tool run() waits for
 
     def check(self) -> None:
         self._ensure_master()
@@ -93,6 +94,7 @@ class OpenSSHTransport(Transport):
                 self._session_argv(command), stdin=subprocess.PIPE, stdout=out, stderr=err,
                 start_new_session=True,
             )  # fmt: skip
+            self._running = proc
             try:
                 try:
                     status = proc.wait(timeout=backstop_s)
@@ -103,11 +105,20 @@ class OpenSSHTransport(Transport):
                 if status == SSH_FAILED and not self.master_alive():
                     raise self._connection_lost(action)
             except BaseException as exc:
+                self._running = None
                 _end_session(proc)
                 self._kill_after_failure(marker, exc)
                 raise
+            self._running = None
             _end_session(proc)
         return status
+
+    def _send_to_session(self, line: bytes) -> None:
+        proc = self._running
+        if proc is not None and proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):  # the session ending under us
+                proc.stdin.write(line)
+                proc.stdin.flush()
 
     def put_text(self, text: str, path: str) -> None:
         directory, name = posixpath.split(path)

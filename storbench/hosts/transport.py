@@ -65,6 +65,7 @@ from storbench.hosts.base import (
     hold_signals,
     program_name,
     raise_interrupt,
+    release_here,
 )
 from storbench.hosts.openssh import OpenSSHTransport
 
@@ -159,6 +160,10 @@ class LocalTransport(Transport):
         except (OSError, shutil.Error) as exc:
             raise self._error(f"cannot fetch {path}: {exc}") from exc
 
+    def release(self, fifo: str) -> None:
+        with contextlib.suppress(OSError):  # best effort: the hooks' deadline stands behind it
+            release_here(fifo)
+
     def kill_matching(self, marker: str) -> None:
         """Like pkill -f, but sparing this process and its ancestors.
 
@@ -191,6 +196,7 @@ class SSHTransport(Transport):
         self._gateway = None
         self._sftp = None
         self._open_lock = threading.Lock()  # paramiko races when one client is opened twice
+        self._running = None  # the channel of the tool run() waits for
 
     def check(self) -> None:
         self._connection()
@@ -210,14 +216,22 @@ class SSHTransport(Transport):
                 action = f"running {program or program_name(argv)}"
                 with self._translating(action):
                     channel = self._exec(command, keep_stdin=True)  # the guard watches it
+                    self._running = channel
                     return self._pump(channel, out, err, deadline, action=action, watch=True)
             except BaseException as exc:
                 self._drop_lost_connection()  # so the kill below reconnects
                 self._kill_after_failure(marker, exc)
                 raise
             finally:
+                self._running = None
                 if channel is not None:
                     channel.close()
+
+    def _send_to_session(self, line: bytes) -> None:
+        channel = self._running
+        if channel is not None:
+            with contextlib.suppress(Exception):  # a channel closing under us: nothing to release
+                channel.sendall(line)
 
     def put_text(self, text: str, path: str) -> None:
         directory, name = posixpath.split(path)

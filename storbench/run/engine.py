@@ -12,6 +12,7 @@ a watch thread sees it gone and interrupts the run like a SIGTERM would.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -128,7 +129,8 @@ def stale_attempts_marker(workdir: str) -> str:
 
 def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, local_dir: Path,
                  result: HostResult, credentials: Credentials | None, attempt: int,
-                 barrier: start.StartBarrier):  # fmt: skip
+                 barrier: start.StartBarrier,
+                 early: start.EarlyRelease | None = None):  # fmt: skip
     tool = get_tool(spec.tool)
     name = host.name
     try:
@@ -151,15 +153,19 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                     )
 
                     def probe() -> float:
-                        round_trip_s, result.clock_offset_s = start.probe(transport)
+                        round_trip_s, result.clock_offset_s, precise = start.probe_wait(transport)
+                        if not precise:
+                            barrier.imprecise(name)
                         result.round_trip_s = round(round_trip_s, 3)
                         return round_trip_s
 
                     release_epoch = barrier.arm(name, probe)
                     held = start_hook.VARIABLE in job_text
+                    listening = early if held and barrier.listening else None
                     result.exit_code = _run_at_release(
-                        spec, transport, argv, paths, local_dir, result, release_epoch, held
-                    )
+                        spec, transport, argv, paths, local_dir, result, release_epoch, held,
+                        listening,
+                    )  # fmt: skip
                     if held:
                         _check_hook(result)
                         # a local host works in the raw folder: empty files there
@@ -227,26 +233,38 @@ def _prepare_host(spec: RunSpec, tool, transport, host: Host, paths: HostPaths, 
 
 
 def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths, local_dir: Path,
-                    result: HostResult, release_epoch: float, held: bool) -> int:  # fmt: skip
+                    result: HostResult, release_epoch: float, held: bool,
+                    early: start.EarlyRelease | None = None) -> int:  # fmt: skip
     """Launch argv to start at the release instant (held: launched now, its job's start hook
-    waiting); record when it started on the host."""
+    waiting, released early once every host's is, given early); record when it started on
+    the host."""
     stderr_path = local_dir / f"{result.name}.stderr"
+    fifo = None
+    if early is not None:
+        fifo = start.release_fifo(paths.workdir, result.name)
+        early.expect(result.name, stderr_path, functools.partial(transport.release, fifo))
     result.launch_time = now()
     launched = time.time()
     wait_s = max(0.0, release_epoch - launched)
     command = (
-        start.held_at_release(argv, release_epoch, paths.workdir)
+        start.held_at_release(argv, release_epoch, paths.workdir, fifo)
         if held
         else start.at_release(argv, release_epoch)
     )
-    exit_code = transport.run(
-        command,
-        timeout_s=spec.timeout_s + wait_s,  # the tool keeps its whole time limit
-        stdout_path=local_dir / f"{result.name}.stdout",
-        stderr_path=stderr_path,
-        marker=paths.job_path,  # unique to this attempt on this host
-        program=program_name(argv),  # errors name the tool, not the start wrapper
-    )
+    try:
+        exit_code = transport.run(
+            command,
+            timeout_s=spec.timeout_s + wait_s,  # the tool keeps its whole time limit
+            stdout_path=local_dir / f"{result.name}.stdout",
+            stderr_path=stderr_path,
+            marker=paths.job_path,  # unique to this attempt on this host
+            program=program_name(argv),  # errors name the tool, not the start wrapper
+        )
+    finally:
+        if early is not None:
+            early.gone(result.name)
+        if fifo is not None and Path(paths.workdir) == local_dir.resolve():
+            _drop_release_files(fifo)  # the raw folder keeps what the tool wrote, no more
     stamp, armed = start.take_stamps(stderr_path)
     result.start_time = start.iso(stamp) if stamp is not None else result.launch_time
     result.start_time_source = "host" if stamp is not None else "controller"
@@ -255,6 +273,12 @@ def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths,
         if held:  # on the host's clock: its offset from ours taken out
             result.setup_s = round(armed - (result.clock_offset_s or 0.0) - launched, 3)
     return exit_code
+
+
+def _drop_release_files(fifo: str) -> None:
+    for path in (fifo, f"{fifo}.hooks", f"{fifo}.released"):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _check_hook(result: HostResult) -> None:
@@ -473,12 +497,16 @@ def _run_standalone(
     setup_history = start_margin.history_path(local_dir.parent, spec.tool, [h.name for h in hosts])
     learned = start_margin.learned_s(setup_history) if held else None
     own = tool.start_setup_s if held else 0.0
-    barrier = start.StartBarrier(len(hosts), setup_s=learned or own, learned=learned is not None)
+    listen = held and len(hosts) > 1
+    barrier = start.StartBarrier(
+        len(hosts), setup_s=learned or own, learned=learned is not None, listen=listen
+    )
+    early = start.EarlyRelease(barrier, len(hosts)) if listen else None
     threads = [
         threading.Thread(
             target=_run_on_host,
             args=(spec, host, host_paths_, job_texts[host.name], local_dir, result, credentials),
-            kwargs={"attempt": attempt, "barrier": barrier},
+            kwargs={"attempt": attempt, "barrier": barrier, "early": early},
             name=f"run-{host.name}",
             daemon=True,
         )
@@ -488,12 +516,18 @@ def _run_standalone(
     try:
         for thread in threads:
             thread.start()
+        if early is not None:
+            threading.Thread(target=early.watch, name="early-release", daemon=True).start()
         schedule = faults.schedule_for_run(spec, hosts, paths, barrier.released, threads)
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
+        if early is not None:
+            early.stop()
     except KeyboardInterrupt:
         hold_signals()
+        if early is not None:
+            early.stop()
         barrier.abort("the run was interrupted")  # a host still preparing never starts
         _kill_everywhere(hosts, paths, local_dir, tool)
         if schedule is not None:  # a paused or cut-off device is restored even now

@@ -18,6 +18,8 @@ Standard library only: this is the benchmark path.
 from __future__ import annotations
 
 import datetime
+import posixpath
+import re
 import shlex
 import threading
 import time
@@ -30,6 +32,13 @@ from storbench.hosts.transport import SHELL_TIMEOUT_S
 
 MARGIN_FLOOR_S = 0.2  # on top of twice the slowest host's round trip
 MARGIN_CAP_S = 5.0  # a host slower than this starts late, and the skew shows it
+# A held start's early release: the hooks wait on a FIFO in the tool's work folder (its path
+# in RELEASE_VARIABLE) as well as for the release time, and go on when the controller, seeing
+# every host's LISTENING_LINE, has each host's session guard write them a line there.
+RELEASE_VARIABLE = "STORBENCH_RELEASE"
+LISTENING_LINE = "storbench-listening"
+LISTENING_DEADLINE_S = 60.0  # a first held start waits this long at most for every host
+POLL_S = 0.01  # the hosts' stderr files are looked at this often for LISTENING_LINE
 STAMP_PREFIX = "storbench-start-epoch "
 ARMED_PREFIX = "storbench-armed-epoch "  # when the host's wait began (a held tool: set up)
 OUR_LINE = b"storbench-"  # what every stamp line starts with
@@ -61,9 +70,17 @@ BASH_WAIT = "\n".join([
     "release=${1//[!0-9]/}; shift",
     "armed=${EPOCHREALTIME//[!0-9]/}",
     f"printf '{ARMED_PREFIX}%d.%06d\\n' $((armed / 1000000)) $((armed % 1000000)) >&2",
-    "while now=${EPOCHREALTIME//[!0-9]/}; left=$((10#$release - now)); ((left > 0)); do",
+    "go=",
+    f'if [ -p "${{{RELEASE_VARIABLE}-}}" ]; then',
+    f'  exec {{wait_fd}}<&- {{wait_fd}}<> "${RELEASE_VARIABLE}"',
+    f'  echo "$$" >> "${RELEASE_VARIABLE}.hooks"',
+    f'  [ -e "${RELEASE_VARIABLE}.released" ] && go=1',
+    f"  echo {LISTENING_LINE} >&2",
+    "fi",
+    'while now=${EPOCHREALTIME//[!0-9]/}; left=$((10#$release - now)); [ -z "$go" ] &&'
+    " ((left > 0)); do",
     "  printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))",
-    '  read -r -t "$left" -u "$wait_fd"',
+    '  read -r -t "$left" -u "$wait_fd" && go=1',
     "done",
     "stamp=${EPOCHREALTIME//[!0-9]/}; exec {wait_fd}<&-",
     f"printf '{STAMP_PREFIX}%d.%06d\\n' $((stamp / 1000000)) $((stamp % 1000000)) >&2",
@@ -84,6 +101,13 @@ HELD_SCRIPT = (
     f'{start_hook.VARIABLE}=$1; export {start_hook.VARIABLE}; cd "$2" || exit 126; shift 2; '
     f'exec {STAMP_FD}>&2; exec "$@"'
 )
+# The same, its hooks listening on a new FIFO ($3) for an early release.
+LISTENING_SCRIPT = (
+    f'{start_hook.VARIABLE}=$1; export {start_hook.VARIABLE}; cd "$2" || exit 126; '
+    f'rm -f -- "$3" "$3.hooks" "$3.released"; '
+    f'mkfifo -m 600 -- "$3" && {RELEASE_VARIABLE}=$3 && export {RELEASE_VARIABLE}; shift 3; '
+    f'exec {STAMP_FD}>&2; exec "$@"'
+)
 
 
 class StartAborted(RuntimeError):
@@ -98,12 +122,21 @@ class StartBarrier:
     (sessions opened together queue for its cores), as the launch after the release will.
     """
 
-    def __init__(self, hosts: int, setup_s: float = 0.0, learned: bool = False):
+    def __init__(
+        self, hosts: int, setup_s: float = 0.0, learned: bool = False, listen: bool = False
+    ):
         """setup_s: a held start (the tool launched at once, its hook waiting) leaves the
         tool this long to reach its hook: on top of the probes' margin, or, learned (a set-up
-        time measured from the launch, run/start_margin), at least that long."""
+        time measured from the launch, run/start_margin), at least that long. listen: a held
+        start with no set-up learned yet is released when every host waits (EarlyRelease),
+        if every host's probe shows the precise wait: its time is then only a deadline.
+        Learned, the time is the release: on 128 loopback hosts sharing 2 cores it started
+        them closer together than the release's way through each host's session did."""
         self._setup_s = setup_s
         self._learned = learned
+        self._listen = listen
+        self._imprecise: set[str] = set()
+        self.listening = False
         self._prepared = threading.Barrier(hosts)
         self._barrier = threading.Barrier(hosts, action=self._pick_release)
         self._hosts = hosts
@@ -113,6 +146,20 @@ class StartBarrier:
         self._why_aborted = ""
         self.release_epoch: float | None = None
         self.margin_s: float | None = None
+
+    def imprecise(self, host: str) -> None:
+        """host's probe ran the portable wait, which cannot be released early."""
+        with self._lock:
+            self._imprecise.add(host)
+
+    def release_now(self) -> bool:
+        """Release a listening start now, if its deadline has not passed; whether it did."""
+        with self._lock:
+            now = time.time()
+            if not self.listening or self.release_epoch is None or now >= self.release_epoch:
+                return False
+            self.release_epoch = now
+            return True
 
     def arm(self, host: str, probe: Callable[[], float]) -> float:
         """Wait until every host is prepared, then take probe() (the seconds a trivial
@@ -155,25 +202,109 @@ class StartBarrier:
         else:
             margin = min(2 * max(self._round_trips) + MARGIN_FLOOR_S, MARGIN_CAP_S)
             margin = max(margin, self._setup_s) if self._learned else margin + self._setup_s
+            # no set-up learned yet: the hooks go when all are waiting, this is a deadline
+            self.listening = self._listen and not self._learned and not self._imprecise
+            if self.listening:
+                margin = max(margin, LISTENING_DEADLINE_S)
         self.margin_s = margin
         self.release_epoch = time.time() + margin
 
 
 def probe(transport) -> tuple[float, float | None]:
-    """(seconds a trivial command takes on the host, its clock minus ours or None).
+    """(seconds a trivial command takes on the host, its clock minus ours or None)."""
+    round_trip, offset, _ = probe_wait(transport)
+    return round_trip, offset
+
+
+def probe_wait(transport) -> tuple[float, float | None, bool]:
+    """probe(), and whether the host runs the precise wait (bash 5), whose stamps have
+    microseconds (the portable one's date has nanoseconds, or whole seconds).
 
     The command goes the way the tool will, through the start wrapper: on a host busy
     starting many sessions, each of the wrapper's shells adds to the time the launch takes.
     The host's clock is read before and after the wrapper; the offset leaves that time out."""
     before, began = time.time(), time.monotonic()
     wrapper = shlex.join(at_release(["true"], 0))
-    rc, out, _ = transport.shell(f"{CLOCK}; {wrapper}; {CLOCK}", timeout_s=SHELL_TIMEOUT_S)
+    rc, out, err = transport.shell(f"{CLOCK}; {wrapper}; {CLOCK}", timeout_s=SHELL_TIMEOUT_S)
     round_trip = time.monotonic() - began
     after = time.time()
+    precise = rc == 0 and PRECISE_STAMP.search(err) is not None
     stamps = out.split("\n")
     if rc != 0 or len(stamps) < 2:
-        return round_trip, None
-    return round_trip, clock_offset(stamps[0], stamps[1], before, after)
+        return round_trip, None, precise
+    return round_trip, clock_offset(stamps[0], stamps[1], before, after), precise
+
+
+PRECISE_STAMP = re.compile(rf"^{re.escape(STAMP_PREFIX)}[0-9]+\.[0-9]{{6}}$", re.MULTILINE)
+
+
+class EarlyRelease:
+    """Releases a listening held start (StartBarrier.listening) the moment every host's
+    start hook is waiting: each hook says so on the tool's stderr (LISTENING_LINE), which
+    arrives in the host's stderr file here while the tool runs. Each host's thread says
+    where that file is and how to release it (expect); watch() runs in a thread of its own."""
+
+    def __init__(self, barrier: StartBarrier, hosts: int):
+        self._barrier = barrier
+        self._hosts = hosts
+        self._expected: dict[str, tuple[Path, Callable[[], None]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._gone: set[str] = set()
+        self.released = False
+
+    def expect(self, host: str, stderr_path: Path, release: Callable[[], None]) -> None:
+        with self._lock:
+            self._expected[host] = (stderr_path, release)
+
+    def gone(self, host: str) -> None:
+        """host's tool has ended before the release (it failed): the others need not wait
+        for it, and go when they listen, as they would have at their time."""
+        with self._lock:
+            self._gone.add(host)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def watch(self) -> None:
+        """Until every host listens (then release them all), the deadline, or stop()."""
+        listening: set[str] = set()
+        sizes: dict[str, int] = {}
+        while not self._stop.wait(POLL_S):
+            deadline = self._barrier.release_epoch
+            if deadline is not None and time.time() >= deadline:
+                return
+            with self._lock:
+                expected = dict(self._expected)
+                listening |= self._gone
+            for host, (path, _) in expected.items():
+                if host not in listening and _grew(path, sizes, host) and _listens(path):
+                    listening.add(host)
+            if len(listening) == self._hosts and self._barrier.release_now():
+                for _, release in expected.values():
+                    release()
+                self.released = True
+                return
+
+
+def _grew(path: Path, sizes: dict[str, int], key: str) -> bool:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False
+    grew = size != sizes.get(key)
+    sizes[key] = size
+    return grew
+
+
+def _listens(path: Path) -> bool:
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(STAMP_SEARCH_BYTES)
+    except OSError:
+        return False
+    line = LISTENING_LINE.encode()
+    return head.startswith(line + b"\n") or b"\n" + line + b"\n" in head
 
 
 def clock_offset(start: str, end: str, before: float, after: float) -> float | None:
@@ -195,10 +326,21 @@ def at_release(argv: list[str], release_epoch: float) -> list[str]:
     ]  # fmt: skip
 
 
-def held_at_release(argv: list[str], release_epoch: float, workdir: str) -> list[str]:
+def held_at_release(
+    argv: list[str], release_epoch: float, workdir: str, fifo: str | None = None
+) -> list[str]:
     """argv started at once in workdir, its job's start hook holding the workload until
-    release_epoch (the host's own clock); the hook stamps the start on the tool's stderr."""
-    return ["sh", "-c", HELD_SCRIPT, WRAPPER_NAME, hook_script(release_epoch), workdir, *argv]
+    release_epoch (the host's own clock); the hook stamps the start on the tool's stderr.
+    fifo: a path on the host for the early release (EarlyRelease); made new here."""
+    hook = hook_script(release_epoch)
+    if fifo is None:
+        return ["sh", "-c", HELD_SCRIPT, WRAPPER_NAME, hook, workdir, *argv]
+    return ["sh", "-c", LISTENING_SCRIPT, WRAPPER_NAME, hook, workdir, fifo, *argv]
+
+
+def release_fifo(workdir: str, host: str) -> str:
+    """Where a host's held start listens for its early release (hosts may share workdir)."""
+    return posixpath.join(workdir, f".storbench-release.{host}")
 
 
 def hook_script(release_epoch: float) -> str:
@@ -243,9 +385,11 @@ def take_stamps(stderr_path: Path) -> tuple[float | None, float | None]:
     found: dict[str, list[float]] = {STAMP_PREFIX: [], ARMED_PREFIX: []}
     lines = []
     for at, end in _our_lines(head):
-        stamp = _stamp_of(head[at:end].decode(errors="replace"))
+        text = head[at:end].decode(errors="replace")
+        stamp = _stamp_of(text)
         if stamp is not None:
             found[stamp[0]].append(stamp[1])
+        if stamp is not None or text == LISTENING_LINE:
             lines.append((at, end))
     if lines:
         _drop_lines(stderr_path, lines)

@@ -5,6 +5,7 @@ that fails before the start makes the run fail without leaving the others waitin
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import shlex
 import socket
@@ -77,9 +78,8 @@ def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path, h
     manifest = engine.run_iteration(spec, 1, str(job), str(manifest_path))
 
     assert_started_together(manifest)
-    margin = moment(manifest.release_time) - max(moment(h["launch_time"]) for h in manifest.hosts)
-    if held:  # fio's set-up time, on top of the probes' margin
-        assert margin.total_seconds() >= get_tool("fio").start_setup_s
+    if held:  # released the moment fio waited at its hook on every host, not at a deadline
+        assert_released_when_all_waited(manifest)
     assert json.loads(manifest_path.read_text())["start_skew_s"] == manifest.start_skew_s
     raw = manifest_path.parent / "a1"
     for host in manifest.hosts:
@@ -95,6 +95,16 @@ def test_local_hosts_start_at_the_release_and_record_their_own_start(tmp_path, h
     assert host_starts == {h["name"]: h["start_time"] for h in manifest.hosts}
     if held:
         assert_learns_the_set_up_time(spec, job, manifest, tmp_path)
+
+
+def assert_released_when_all_waited(manifest: Manifest) -> None:
+    """A held start on hosts with bash 5 goes when the last host's hooks wait (EarlyRelease),
+    long before its deadline (first run: LISTENING_DEADLINE_S after the launch)."""
+    release = moment(manifest.release_time)
+    assert all(moment(h["armed_time"]) <= release for h in manifest.hosts)
+    launched = max(moment(h["launch_time"]) for h in manifest.hosts)
+    assert (release - launched).total_seconds() < start.LISTENING_DEADLINE_S / 4
+    assert get_tool("fio").start_setup_s > 0  # the time-based release's guess, not used
 
 
 def assert_learns_the_set_up_time(spec: RunSpec, job: Path, first: Manifest, tmp_path: Path):
@@ -327,17 +337,26 @@ def test_the_stamp_is_taken_out_of_the_stderr_file(tmp_path):
     assert start.iso(1700000000.25) == "2023-11-14T22:13:20.250+00:00"
 
 
-@pytest.mark.parametrize("held", [False, True], ids=["wrapper", "held-by-fio"])
-def test_three_ssh_hosts_start_together(ssh_lab, tmp_path, held):
+@pytest.mark.parametrize(
+    ("held", "connection"),
+    [(False, "per-step"), (True, "per-step"), (True, "persistent")],
+    ids=["wrapper", "held-by-fio", "held-by-fio-persistent"],
+)
+def test_three_ssh_hosts_start_together(ssh_lab, tmp_path, held, connection):
+    """Held, each host's session guard passes the early release to its hooks (paramiko's
+    channel per step, or the ssh client's stdin on the persistent connection)."""
     hosts = [
         {**lab_host(ssh_lab, server, tmp_path / "remote" / server.address).to_dict(),
-         "keep_attempts": 1}
+         "keep_attempts": 1, "connection": connection}
         for server in ssh_lab.servers[:3]
     ]  # fmt: skip
     spec, job = fio_run(tmp_path, hosts, held=held)
     manifest_path = tmp_path / "results/it1/run.json"
     manifest = engine.run_iteration(spec, 1, str(job), str(manifest_path))
     assert_started_together(manifest)
+    if held:
+        assert_released_when_all_waited(manifest)
+        assert "storbench-" not in (manifest_path.parent / "a1" / "127.0.0.2.stderr").read_text()
     assert all(h["exit_code"] == 0 for h in manifest.hosts)
     for host in manifest.hosts:
         output = json.loads((manifest_path.parent / "a1" / host["output"]).read_text())
@@ -347,7 +366,9 @@ def test_three_ssh_hosts_start_together(ssh_lab, tmp_path, held):
     assert len(hook_outputs) == (3 if held else 0)
 
 
-def held_fio(path: str, tmp_path: Path, release: float, numjobs: int) -> tuple[Path, Path]:
+def held_fio(
+    path: str, tmp_path: Path, release: float, numjobs: int, fifo: str | None = None
+) -> tuple[Path, Path]:
     """fio launched now on a host with PATH, its job held until release; (its json, stderr)."""
     job = tmp_path / "held.fio"
     job.write_text(
@@ -356,7 +377,8 @@ def held_fio(path: str, tmp_path: Path, release: float, numjobs: int) -> tuple[P
     )
     output, stderr = tmp_path / "held.json", tmp_path / "held.stderr"
     argv = ["fio", str(job), "--output-format=json", f"--output={output}"]
-    command = ["/usr/bin/env", f"PATH={path}", *start.held_at_release(argv, release, str(tmp_path))]
+    held = start.held_at_release(argv, release, str(tmp_path), fifo)
+    command = ["/usr/bin/env", f"PATH={path}", *held]
     with open(stderr, "wb") as err:
         done = subprocess.run(command, stderr=err, timeout=60)
     assert done.returncode == 0, stderr.read_text()
@@ -384,6 +406,52 @@ def test_fio_launched_at_once_holds_its_jobs_until_the_release(tmp_path, shell):
     jobs = json.loads(output.read_text())["jobs"]
     assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2
     assert (tmp_path / "held.prerun.txt").read_text() == ""  # the stamps went to stderr
+
+
+@pytest.mark.parametrize("shell", ["bash", "portable"])
+def test_fio_held_on_a_fifo_goes_when_released_and_not_before(tmp_path, shell):
+    """Each of fio's job processes, waiting at its hook, says it listens (bash 5); released
+    through the FIFO, all start within a moment, long before the release time. A portable
+    wait cannot listen: it says nothing and goes at the time."""
+    programs = {**PORTABLE_TOOLS, "fio": "/usr/bin/fio", "date": "/bin/date", "mkfifo":
+                "/usr/bin/mkfifo", "rm": "/bin/rm"}  # fmt: skip
+    if shell == "bash":
+        programs = {"sh": "/bin/sh", "bash": "/bin/bash", "fio": "/usr/bin/fio",
+                    "mkfifo": "/usr/bin/mkfifo", "rm": "/bin/rm"}  # fmt: skip
+    fifo = start.release_fifo(str(tmp_path), "h1")
+    release = time.time() + (30 if shell == "bash" else 1.0)
+    stderr = tmp_path / "held.stderr"
+    released_at: list[float] = []
+
+    def release_when_listening() -> None:
+        deadline = time.monotonic() + RUN_BOUND_S
+        while time.monotonic() < deadline:
+            if stderr.exists() and stderr.read_text().count(start.LISTENING_LINE) == 2:
+                released_at.append(time.time())
+                LocalTransport(Host(name="h1", transport="local")).release(fifo)
+                return
+            time.sleep(0.01)
+
+    releaser = threading.Thread(target=release_when_listening, daemon=True)
+    if shell == "bash":
+        releaser.start()
+    output, stderr = held_fio(host_programs(tmp_path, programs), tmp_path, release, 2, fifo)
+    if shell == "bash":
+        releaser.join(RUN_BOUND_S)
+    lines = stderr.read_text().splitlines()
+    stamps = [float(line.removeprefix(start.STAMP_PREFIX)) for line in lines if "start" in line]
+    assert len(stamps) == 2
+    if shell == "bash":
+        (released,) = released_at
+        assert all(released <= stamp < released + SPREAD_BOUND_S for stamp in stamps)
+        assert max(stamps) < release - 20  # not the time: the FIFO
+    else:
+        assert start.LISTENING_LINE not in stderr.read_text()
+        assert all(release <= stamp < release + SPREAD_BOUND_S for stamp in stamps)
+    start.take_stamps(stderr)
+    assert "storbench-" not in stderr.read_text()  # the listening lines are taken out too
+    jobs = json.loads(output.read_text())["jobs"]
+    assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2
 
 
 def arm_all(barrier: start.StartBarrier, probes: dict[str, object]) -> dict[str, float]:
@@ -444,6 +512,38 @@ def test_the_margin_comes_from_the_slowest_probe_taken_together():
         learned = start.StartBarrier(2, setup_s=learned_s, learned=True)
         arm_all(learned, {"a": lambda: 0.1, "b": lambda: 0.05})
         assert learned.margin_s == pytest.approx(margin_s)
+        assert not learned.listening
+
+
+def test_a_listening_start_sets_its_time_as_a_deadline_unless_a_host_cannot_listen():
+    """Released when every host waits, its time is only a deadline, on a first run; later
+    runs go at the learned time. A host whose probe ran the portable wait
+    (no bash 5) cannot be released early: then nobody is, and the time is the release."""
+    first = start.StartBarrier(2, setup_s=0.5, listen=True)
+    arm_all(first, {"a": lambda: 0.1, "b": lambda: 0.05})
+    assert first.listening and first.margin_s == start.LISTENING_DEADLINE_S
+    later = start.StartBarrier(2, setup_s=9.0, learned=True, listen=True)
+    arm_all(later, {"a": lambda: 0.1, "b": lambda: 0.05})
+    assert not later.listening and later.margin_s == pytest.approx(9.0)  # the learned time
+    mixed = start.StartBarrier(2, setup_s=0.5, listen=True)
+
+    def portable_probe() -> float:
+        mixed.imprecise("b")
+        return 0.05
+
+    arm_all(mixed, {"a": lambda: 0.1, "b": portable_probe})
+    assert not mixed.listening and mixed.margin_s == pytest.approx(2 * 0.1 + 0.2 + 0.5)
+    assert mixed.release_now() is False  # nothing to release early
+    assert first.release_now() is True and first.release_epoch <= time.time()
+    assert first.release_now() is False  # its time has passed
+
+
+def test_the_probe_tells_the_precise_wait_from_the_portable_one(tmp_path, monkeypatch):
+    transport = LocalTransport(Host(name="local", transport="local"))
+    assert start.probe_wait(transport)[2] is True  # this machine has bash 5
+    monkeypatch.setenv("PATH", host_programs(tmp_path, {**PORTABLE_TOOLS, "true": "/bin/true",
+                                                        "date": "/bin/date"}))  # fmt: skip
+    assert start.probe_wait(transport)[2] is False
 
 
 def test_a_host_whose_probe_fails_stops_the_others_before_the_start():
@@ -489,3 +589,30 @@ def test_a_service_job_holds_its_start_in_the_script_left_in_the_services_folder
     assert saved.count(start.STAMP_PREFIX) in (1, 2)
     jobs = json.loads(output.read_text())["jobs"]
     assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2
+
+
+def test_the_early_release_waits_for_every_host_to_listen_or_be_gone(tmp_path):
+    """Released (each host's release called once, the release time moved to now) only once
+    every host's stderr says it listens, or its tool has ended (a failed host no longer
+    holds the others until the deadline)."""
+    barrier = start.StartBarrier(3, setup_s=0.5, listen=True)
+    arm_all(barrier, {"a": lambda: 0.01, "b": lambda: 0.01, "c": lambda: 0.01})
+    deadline = barrier.release_epoch
+    early = start.EarlyRelease(barrier, 3)
+    calls: list[str] = []
+    for host in ("a", "b", "c"):
+        early.expect(host, tmp_path / f"{host}.stderr", functools.partial(calls.append, host))
+    watcher = threading.Thread(target=early.watch)
+    watcher.start()
+    (tmp_path / "a.stderr").write_text(f"fio: noise\n{start.LISTENING_LINE}\n")
+    (tmp_path / "b.stderr").write_text(f"{start.ARMED_PREFIX}1.000000\n")  # armed, not yet
+    time.sleep(10 * start.POLL_S)
+    assert calls == [] and barrier.release_epoch == deadline
+    (tmp_path / "b.stderr").write_text(f"{start.ARMED_PREFIX}1.000000\n{start.LISTENING_LINE}\n")
+    time.sleep(10 * start.POLL_S)
+    assert calls == []  # c neither listens nor is gone
+    before = time.time()
+    early.gone("c")
+    watcher.join(RUN_BOUND_S)
+    assert sorted(calls) == ["a", "b", "c"] and early.released
+    assert before <= barrier.release_epoch < deadline
