@@ -33,14 +33,14 @@ CHUNK = 64 * 1024
 # (run/start), each get a line; one arriving later finds <fifo>.released. Builtins only.
 RELEASE_LINE = "release "
 RELEASE_ACTION = (
-    'f=${line#release }; [ -p "$f" ] && { : > "$f.released"; exec 4<> "$f"; '
+    f'f=${{line#{RELEASE_LINE}}}; [ -p "$f" ] && {{ : > "$f.released"; exec 4<> "$f"; '
     '[ -f "$f.hooks" ] && while read -r _; do echo go >&4; done < "$f.hooks"; exec 4>&-; }'
 )
 # Runs "$@" with stdin from /dev/null and SIGTERMs it when the session's stdin ends (sshd
 # closes it when the channel or the connection goes away); exits with the tool's status.
 SESSION_GUARD = (
     'exec 3<&0 </dev/null; "$@" 3<&- & tool=$!; '
-    '{ while read -r line; do case $line in "release "?*) '
+    f'{{ while read -r line; do case $line in "{RELEASE_LINE}"?*) '
     + RELEASE_ACTION
     + ';; esac; done <&3; kill -TERM "$tool" 2>/dev/null; } & guard=$!; '
     'exec 3<&-; wait "$tool"; rc=$?; kill "$guard" 2>/dev/null; exit "$rc"'
