@@ -14,7 +14,6 @@ import posixpath
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -265,24 +264,6 @@ def release_line(fifo: str) -> bytes:
     if "\n" in fifo or not fifo:
         raise ValueError(f"a release FIFO's path must be one non-empty line, got {fifo!r}")
     return f"{RELEASE_LINE}{fifo}\n".encode()
-
-
-def release_here(fifo: str) -> None:
-    """RELEASE_ACTION on this machine (a local host, which has no session guard)."""
-    if not stat.S_ISFIFO(os.stat(fifo).st_mode):
-        return
-    with open(f"{fifo}.released", "wb"):
-        pass
-    try:
-        with open(f"{fifo}.hooks", "rb") as hooks:
-            waiting = hooks.read().count(b"\n")
-    except FileNotFoundError:
-        return
-    descriptor = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # never blocks, with or without readers
-    try:
-        os.write(descriptor, b"go\n" * waiting)
-    finally:
-        os.close(descriptor)
 
 
 def _kill_process_group(proc: subprocess.Popen) -> None:

@@ -27,6 +27,7 @@ import math
 import os
 import posixpath
 import select
+import shlex
 import shutil
 import signal
 import stat as stat_module
@@ -43,6 +44,7 @@ from storbench.hosts.base import (
     KEEPALIVE_S,
     KILL_AFTER_S,
     PROBE_EVERY_S,
+    RELEASE_ACTION,
     SFTP_STALL_S,
     SHELL_TIMEOUT_S,
     TERM_GRACE_S,
@@ -65,7 +67,7 @@ from storbench.hosts.base import (
     hold_signals,
     program_name,
     raise_interrupt,
-    release_here,
+    release_line,
 )
 from storbench.hosts.openssh import OpenSSHTransport
 
@@ -161,8 +163,10 @@ class LocalTransport(Transport):
             raise self._error(f"cannot fetch {path}: {exc}") from exc
 
     def release(self, fifo: str) -> None:
-        with contextlib.suppress(OSError):  # best effort: the hooks' deadline stands behind it
-            release_here(fifo)
+        """The session guard's release action, here (a local tool has no session)."""
+        with contextlib.suppress(OSError, subprocess.SubprocessError):  # best effort, as there
+            line = release_line(fifo).decode().rstrip("\n")
+            self._shell(f"line={shlex.quote(line)}; {RELEASE_ACTION}", timeout_s=SHELL_TIMEOUT_S)
 
     def kill_matching(self, marker: str) -> None:
         """Like pkill -f, but sparing this process and its ancestors.

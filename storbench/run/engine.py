@@ -153,7 +153,7 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                     )
 
                     def probe() -> float:
-                        round_trip_s, result.clock_offset_s, precise = start.probe_wait(transport)
+                        round_trip_s, result.clock_offset_s, precise = start.probe(transport)
                         if not precise:
                             barrier.imprecise(name)
                         result.round_trip_s = round(round_trip_s, 3)
@@ -522,17 +522,16 @@ def _run_standalone(
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
-        if early is not None:
-            early.stop()
     except KeyboardInterrupt:
         hold_signals()
-        if early is not None:
-            early.stop()
         barrier.abort("the run was interrupted")  # a host still preparing never starts
         _kill_everywhere(hosts, paths, local_dir, tool)
         if schedule is not None:  # a paused or cut-off device is restored even now
             atomic.write_json(local_dir / FAULTS_RECORD, schedule.finish(interrupted=True))
         raise
+    finally:
+        if early is not None:
+            early.stop()
     set_up = [result.setup_s for result in results if result.setup_s is not None]
     if held and set_up:  # failed runs too: a late host is what the next run must allow for
         start_margin.remember(setup_history, max(set_up))

@@ -210,15 +210,10 @@ class StartBarrier:
         self.release_epoch = time.time() + margin
 
 
-def probe(transport) -> tuple[float, float | None]:
-    """(seconds a trivial command takes on the host, its clock minus ours or None)."""
-    round_trip, offset, _ = probe_wait(transport)
-    return round_trip, offset
-
-
-def probe_wait(transport) -> tuple[float, float | None, bool]:
-    """probe(), and whether the host runs the precise wait (bash 5), whose stamps have
-    microseconds (the portable one's date has nanoseconds, or whole seconds).
+def probe(transport) -> tuple[float, float | None, bool]:
+    """(seconds a trivial command takes on the host, its clock minus ours or None, whether
+    it runs the precise wait: bash 5, whose stamps have microseconds where the portable
+    one's date has nanoseconds, or whole seconds).
 
     The command goes the way the tool will, through the start wrapper: on a host busy
     starting many sessions, each of the wrapper's shells adds to the time the launch takes.
@@ -304,7 +299,7 @@ def _listens(path: Path) -> bool:
     except OSError:
         return False
     line = LISTENING_LINE.encode()
-    return head.startswith(line + b"\n") or b"\n" + line + b"\n" in head
+    return any(head[at:end] == line for at, end in _our_lines(head))
 
 
 def clock_offset(start: str, end: str, before: float, after: float) -> float | None:

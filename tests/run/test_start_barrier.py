@@ -307,7 +307,7 @@ def test_the_probe_goes_through_the_start_wrapper_and_reads_the_hosts_clock(tmp_
     offset is within half the round trip (plus the millisecond it is rounded to): the
     midpoint estimate's bound, whatever the machine's load."""
     transport = LocalTransport(Host(name="local", transport="local"))
-    round_trip_s, offset_s = start.probe(transport)
+    round_trip_s, offset_s, _ = start.probe(transport)
     assert round_trip_s > 0
     assert offset_s is not None and abs(offset_s) <= round_trip_s / 2 + 0.001
     programs = {**PORTABLE_TOOLS, "true": "/bin/true", "date": DATE_WITHOUT_NANOSECONDS}
@@ -540,10 +540,10 @@ def test_a_listening_start_sets_its_time_as_a_deadline_unless_a_host_cannot_list
 
 def test_the_probe_tells_the_precise_wait_from_the_portable_one(tmp_path, monkeypatch):
     transport = LocalTransport(Host(name="local", transport="local"))
-    assert start.probe_wait(transport)[2] is True  # this machine has bash 5
+    assert start.probe(transport)[2] is True  # this machine has bash 5
     monkeypatch.setenv("PATH", host_programs(tmp_path, {**PORTABLE_TOOLS, "true": "/bin/true",
                                                         "date": "/bin/date"}))  # fmt: skip
-    assert start.probe_wait(transport)[2] is False
+    assert start.probe(transport)[2] is False
 
 
 def test_a_host_whose_probe_fails_stops_the_others_before_the_start():
