@@ -24,7 +24,7 @@ from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, Transport, hold_signals, open_transport
-from storbench.run import one_trip, ready, start_margin, target_lock
+from storbench.run import one_trip, ready, service_release, start_margin, target_lock
 from storbench.run.attempt import (
     RunError,
     exit_reason,
@@ -32,7 +32,14 @@ from storbench.run.attempt import (
     output_tail,
     run_credentials,
 )
-from storbench.run.start import MARGIN_FLOOR_S, hook_file_text, iso, stamps_in
+from storbench.run.start import (
+    LISTENING_DEADLINE_S,
+    MARGIN_FLOOR_S,
+    hook_file_text,
+    iso,
+    release_fifo,
+    stamps_in,
+)
 from storbench.tools import get_tool
 from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
 
@@ -60,8 +67,17 @@ def run_service_iteration(
     sessions = Sessions()
     released: set[str] = set()
     held = any(start_hook.RELEASE in text for text in job_texts.values())
+    history = start_margin.history_path(
+        local_dir.parent, f"{spec.tool}-service", [h["name"] for h in hosts]
+    )
+    learned = start_margin.learned_s(history) if held else None
+    # no set-up learned yet: the hooks may go when all of them wait (run/service_release)
+    fifos = _release_fifos(spec, hosts, port) if held and learned is None and len(hosts) > 1 else {}
+    watchers: service_release.Watchers | None = None
     try:
-        prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder, sessions, held)
+        prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder, sessions, held, fifos)
+        if not all(prepared[name].precise for name in fifos):
+            fifos = {}  # the portable wait cannot be released early: the time is the release
         if tool.service_per_run:
             workers = _start_workers(spec, tool, hosts, port, sessions)
             endpoints = [_controller_endpoint(host, port) for host in hosts]
@@ -71,18 +87,22 @@ def run_service_iteration(
         if tool.output_is_folder:
             output_path.mkdir(parents=True, exist_ok=True)
         jobs = [str(Path(job_files[h["name"]]).resolve()) for h in hosts]
-        history = start_margin.history_path(
-            local_dir.parent, f"{spec.tool}-service", [h["name"] for h in hosts]
-        )
         wait_s = release = 0.0
         if held:
-            # the set-up learned from the launch on, else the tool's own on top of the floor
-            wait_s = start_margin.learned_s(history) or MARGIN_FLOOR_S + tool.start_setup_s
+            # the set-up learned from the launch on, else the tool's own on top of the floor;
+            # listening, a deadline
+            wait_s = (
+                LISTENING_DEADLINE_S if fifos else learned or MARGIN_FLOOR_S + tool.start_setup_s
+            )
             release = time.time() + wait_s
-            jobs = _launch_jobs(hosts, job_texts, local_dir, release)
+            jobs = _launch_jobs(hosts, job_texts, local_dir, release, fifos)
         argv = tool.controller_command(jobs, str(output_path), endpoints)
         start = now()
         launched = time.time()
+        if fifos:
+            deadline = service_release.Deadline(release)
+            watchers = service_release.Watchers(deadline, local_dir / "launch", len(hosts))
+            watchers.start(sessions, hosts, fifos)
         try:
             exit_code = _run_controller(
                 spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s
@@ -95,6 +115,10 @@ def run_service_iteration(
                 _stop_campaign_services(spec)
             raise
         end = now()
+        if watchers is not None:
+            watchers.close(sessions, hosts)
+            release = watchers.deadline.release_epoch
+            watchers = None
         if workers:  # they end with the server; a worker left over has lost it
             _stop_workers(hosts, workers, sessions)
         finished = _finish_hosts(spec, tool, hosts, port, local_dir, prepared, holder, sessions)
@@ -161,20 +185,25 @@ def run_service_iteration(
             ],
         }
     finally:
+        if watchers is not None:
+            watchers.close(sessions, hosts)
         _release_locks(spec, [h for h in hosts if h["name"] not in released], holder, sessions)
         sessions.close()
 
 
 def _launch_jobs(
-    hosts: list[dict], job_texts: dict[str, str], local_dir: Path, release_epoch: float
-) -> list[str]:
-    """Each host's job as launched, its start hook given the release (kept in raw/launch/)."""
+    hosts: list[dict], job_texts: dict[str, str], local_dir: Path, release_epoch: float,
+    fifos: dict[str, str],
+) -> list[str]:  # fmt: skip
+    """Each host's job as launched, its start hook given the release and the FIFO it listens
+    on, if any (kept in raw/launch/)."""
     folder = local_dir / "launch"
     folder.mkdir(exist_ok=True)
     jobs = []
     for host in hosts:
         path = folder / f"{host['name']}.job"
-        text = job_texts[host["name"]].replace(start_hook.RELEASE, f"{release_epoch:.6f}")
+        arguments = service_release.hook_arguments(release_epoch, fifos.get(host["name"]))
+        text = job_texts[host["name"]].replace(start_hook.RELEASE, arguments)
         atomic.write_text(path, text)
         jobs.append(str(path.resolve()))
     return jobs
@@ -293,6 +322,7 @@ def _private_file(path: Path, text: str) -> str:
 class Prepared:
     version: str | None
     log_offset: int | None  # bytes in the service's log before the run
+    precise: bool = False  # its release FIFO made, and the hooks' precise wait there
 
 
 class Sessions:
@@ -331,11 +361,11 @@ class Sessions:
 
 def _prepare_hosts(
     spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path, holder: str, sessions,
-    held: bool,
+    held: bool, fifos: dict[str, str],
 ) -> dict:  # fmt: skip
     """Target locks taken, target directories made, old start stamps removed, the start
-    hook's script left (held), tool version and the service log's size read: per host, at
-    once, in one round trip each."""
+    hook's script left (held) and its release FIFO made (fifos), tool version and the
+    service log's size read: per host, at once, in one round trip each."""
 
     def prepare(host: dict) -> Prepared:
         host_spec = services.host_spec(host)
@@ -358,6 +388,9 @@ def _prepare_hosts(
             )
             assert hook is not None  # a small text
             preparation.add("hook", hook, lambda o: f"cannot write the start hook: {o.err.strip()}")
+        if host_spec.name in fifos:
+            preparation.add("fifo", service_release.prepare_script(fifos[host_spec.name]),
+                            lambda o: "")  # fmt: skip
         preparation.version(tool, None if tool.service_per_run else folder)
         if tool.service_log_results:
             log = shlex.quote(_log_path(host_spec, spec, port))
@@ -368,7 +401,8 @@ def _prepare_hosts(
         if tool.service_log_results:
             size = outcomes["log_size"].out.strip()
             offset = int(size) if size.isdigit() else 0
-        return Prepared(version, offset)
+        precise = "fifo" in outcomes and outcomes["fifo"].out.strip() == service_release.PRECISE
+        return Prepared(version, offset, precise)
 
     return services.on_every_host(hosts, prepare, "preparing the hosts")
 
@@ -448,6 +482,16 @@ def _release_locks(spec: RunSpec, hosts: list[dict], holder: str, sessions) -> N
 
     with contextlib.suppress(Exception):  # never hide the run's own error behind this
         services.on_every_host(hosts, release, "releasing the target locks")
+
+
+def _release_fifos(spec: RunSpec, hosts: list[dict], port: int) -> dict[str, str]:
+    """Each host's release FIFO, in its service's folder (where the hook runs)."""
+    fifos = {}
+    for host in hosts:
+        host_spec = services.host_spec(host)
+        folder = services.service_dir(host_spec, spec.tool, port)
+        fifos[host_spec.name] = release_fifo(folder, host_spec.name)
+    return fifos
 
 
 def _stamp_paths(host_spec: Host, spec: RunSpec, tool, port: int) -> list[str]:

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from storbench.core import start_hook
 from storbench.core.atomic import atomic_output
@@ -233,13 +234,22 @@ def probe(transport) -> tuple[float, float | None, bool]:
 PRECISE_STAMP = re.compile(rf"^{re.escape(STAMP_PREFIX)}[0-9]+\.[0-9]{{6}}$", re.MULTILINE)
 
 
+class Releasable(Protocol):
+    """A listening held start's release time (StartBarrier; service mode's Deadline)."""
+
+    @property
+    def release_epoch(self) -> float | None: ...
+
+    def release_now(self) -> bool: ...
+
+
 class EarlyRelease:
     """Releases a listening held start (StartBarrier.listening) the moment every host's
     start hook is waiting: each hook says so on the tool's stderr (LISTENING_LINE), which
     arrives in the host's stderr file here while the tool runs. Each host's thread says
     where that file is and how to release it (expect); watch() runs in a thread of its own."""
 
-    def __init__(self, barrier: StartBarrier, hosts: int):
+    def __init__(self, barrier: Releasable, hosts: int):
         self._barrier = barrier
         self._hosts = hosts
         self._expected: dict[str, tuple[Path, Callable[[], None]]] = {}
@@ -345,8 +355,10 @@ def hook_script(release_epoch: float) -> str:
 
 def hook_file_text() -> str:
     """The service-mode start hook (core/start_hook.SCRIPT_NAME), the release its first
-    argument; its stamps on stderr, which fio saves with the hook's output."""
-    return _hook_wait('"$1"') + "\n"
+    argument and the FIFO it listens on for an early release its second, if any; its
+    stamps on stderr, which fio saves with the hook's output."""
+    listen = f'if [ -n "${{2-}}" ]; then {RELEASE_VARIABLE}=$2; export {RELEASE_VARIABLE}; fi\n'
+    return listen + _hook_wait('"$1"') + "\n"
 
 
 def _hook_wait(release: str) -> str:

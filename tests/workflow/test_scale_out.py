@@ -7,6 +7,7 @@ import signal
 import pyarrow.parquet as pq
 import pytest
 
+from storbench.run.start import LISTENING_DEADLINE_S, LISTENING_LINE
 from tests.run.test_interrupt import processes_matching, start_snakemake, stop_if_running, wait_for
 from tests.workflow.test_workflow import snakemake
 
@@ -118,20 +119,23 @@ def test_each_host_records_its_own_start_and_the_skew(scale_campaign):
     moments = [datetime.fromisoformat(value) for value in starts.values()]
     skew = (max(moments) - min(moments)).total_seconds()
     assert {r["start_skew_s"] for r in h4} == {skew}
-    # each host's fio held its start in the hook the run left in the service's folder, until
-    # the release the run wrote into the job it launched
+    # each host's fio held its start in the hook the run left in the service's folder; the
+    # first run on these hosts: until every host's hook waited (its watcher said so), long
+    # before the deadline the run wrote into the job it launched, with the FIFO to listen on
     release = datetime.fromisoformat(manifest["release_time"])
     assert all(moment >= release for moment in moments)
     raw = tmp_path / "results/scale/raw/randread_bs4k_h4/it1/a1"
     for host in manifest["hosts"]:
         launched = (raw / "launch" / f"{host['name']}.job").read_text()
         (hook,) = [line for line in launched.splitlines() if line.startswith("exec_prerun=")]
-        released_at = float(hook.removeprefix("exec_prerun=sh storbench-start.sh "))
-        assert 0 <= released_at - release.timestamp() < 0.001  # the ISO keeps whole ms
-        assert datetime.fromisoformat(host["armed_time"]) <= datetime.fromisoformat(
-            host["start_time"]
-        )
+        deadline, fifo = hook.removeprefix("exec_prerun=sh storbench-start.sh ").split(" ")
+        assert fifo.endswith(f"/services/fio-{host['name']}-8765/.storbench-release.{host['name']}")
+        assert float(deadline) - release.timestamp() > LISTENING_DEADLINE_S - 10
+        armed = datetime.fromisoformat(host["armed_time"])
+        assert armed <= release <= datetime.fromisoformat(host["start_time"])
         assert host["setup_s"] > 0
+        watched = (raw / "launch" / f"{host['name']}.watch.stderr").read_text()
+        assert watched == f"{LISTENING_LINE}\n"
 
 
 def test_per_host_job_files_use_their_own_directory(ssh_lab, scale_campaign):

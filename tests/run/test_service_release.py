@@ -1,0 +1,126 @@
+"""Service mode's first held start: released when every host's start hook waits.
+
+Real fio and real shells on local hosts; the SSH hosts' case runs in
+tests/workflow/test_scale_out.py (its first runs on each set of hosts)."""
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+
+from storbench.core import start_hook
+from storbench.run import service_release, start
+from storbench.run.service import Sessions
+
+DEADLINE_S = 30.0  # far beyond what two small fio jobs take to reach their hooks
+RUN_BOUND_S = 20.0
+
+
+def shell(script: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_the_preparation_makes_a_fresh_fifo_and_says_whether_the_host_waits_precisely(tmp_path):
+    fifo = str(tmp_path / ".storbench-release.a")
+    for suffix in (".hooks", ".released"):  # what an earlier run left
+        (tmp_path / f".storbench-release.a{suffix}").write_text("123\n")
+    done = shell(service_release.prepare_script(fifo))
+    assert done.returncode == 0 and done.stdout.strip() == service_release.PRECISE
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_IMODE(os.stat(fifo).st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".storbench-release.a"]
+    # a host whose bash is not bash 5 (here: dash under that name) keeps the time
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bash").symlink_to(shutil.which("dash"))
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    assert shell(service_release.prepare_script(fifo), env).stdout == ""
+    # and one where the FIFO cannot be made
+    assert shell(service_release.prepare_script(str(tmp_path / "no/such/fifo"))).stdout == ""
+
+
+def test_fio_on_two_hosts_goes_when_both_hooks_wait_long_before_the_deadline(tmp_path):
+    """Each host's fio (numjobs=2) runs the service's hook with the deadline and its FIFO;
+    each host's watcher says its hooks wait, then both hosts are released at once."""
+    hosts = [{"name": name, "transport": "local"} for name in ("a", "b")]
+    fifos, processes = {}, {}
+    deadline = service_release.Deadline(time.time() + DEADLINE_S)
+    for host in hosts:
+        folder = tmp_path / host["name"]
+        folder.mkdir()
+        fifos[host["name"]] = fifo = start.release_fifo(str(folder), host["name"])
+        assert shell(service_release.prepare_script(fifo)).stdout.strip() == "precise"
+        (folder / start_hook.SCRIPT_NAME).write_text(start.hook_file_text())
+        arguments = service_release.hook_arguments(deadline.release_epoch, fifo)
+        (folder / "job.fio").write_text(
+            f"[held]\ndirectory={folder}\nrw=write\nbs=64k\nsize=256k\nnumjobs=2\n"
+            f"exec_prerun={start_hook.SERVICE_COMMAND.replace(start_hook.RELEASE, arguments)}\n"
+        )
+    sessions = Sessions()
+    watchers = service_release.Watchers(deadline, tmp_path / "launch", len(hosts))
+    watchers.start(sessions, hosts, fifos)
+    began = time.time()
+    for host in hosts:
+        folder = tmp_path / host["name"]
+        processes[host["name"]] = subprocess.Popen(
+            ["fio", "job.fio", "--output-format=json", "--output=out.json"], cwd=folder
+        )
+    try:
+        for process in processes.values():
+            assert process.wait(RUN_BOUND_S) == 0
+    finally:
+        watchers.close(sessions, hosts)
+        sessions.close()
+    released = deadline.release_epoch
+    assert began < released < began + RUN_BOUND_S  # not the deadline's time
+    for host in hosts:
+        folder = tmp_path / host["name"]
+        started, armed = start.stamps_in((folder / "held.prerun.txt").read_text())
+        assert armed is not None and started is not None
+        assert armed <= released <= started
+        jobs = json.loads((folder / "out.json").read_text())["jobs"]
+        assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2
+        watched = (tmp_path / "launch" / f"{host['name']}.watch.stderr").read_text()
+        assert watched == f"{start.LISTENING_LINE}\n"
+        assert os.path.exists(f"{fifos[host['name']]}.released")
+
+
+def test_a_watcher_whose_hooks_never_came_ends_at_close_and_the_deadline_stands(tmp_path):
+    hosts = [{"name": "a", "transport": "local"}, {"name": "b", "transport": "local"}]
+    fifos = {h["name"]: start.release_fifo(str(tmp_path), h["name"]) for h in hosts}
+    for fifo in fifos.values():
+        shell(service_release.prepare_script(fifo))
+    due = time.time() + DEADLINE_S
+    deadline = service_release.Deadline(due)
+    sessions = Sessions()
+    watchers = service_release.Watchers(deadline, tmp_path / "launch", len(hosts))
+    watchers.start(sessions, hosts, fifos)
+    time.sleep(0.3)
+    before = time.monotonic()
+    watchers.close(sessions, hosts)
+    sessions.close()
+    assert time.monotonic() - before < service_release.END_GRACE_S
+    assert deadline.release_epoch == due  # nobody listened: not released early
+    for host in hosts:
+        assert (tmp_path / "launch" / f"{host['name']}.watch.stderr").read_text() == ""
+
+
+def test_a_watcher_ends_by_itself_at_the_deadline(tmp_path):
+    fifo = start.release_fifo(str(tmp_path), "a")
+    shell(service_release.prepare_script(fifo))
+    deadline_us = int((time.time() + 0.3) * 1_000_000)
+    done = subprocess.run(
+        ["bash", "-c", service_release.WATCH_SCRIPT, "watch", fifo, str(deadline_us)],
+        capture_output=True, text=True, timeout=RUN_BOUND_S,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == ""
+    assert time.time() * 1_000_000 >= deadline_us
+
+
+def test_the_deadline_moves_to_now_only_before_it_has_passed():
+    ahead = service_release.Deadline(time.time() + DEADLINE_S)
+    assert ahead.release_now() and ahead.release_epoch <= time.time()
+    passed = service_release.Deadline(time.time() - 1)
+    due = passed.release_epoch
+    assert not passed.release_now() and passed.release_epoch == due
