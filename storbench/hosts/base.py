@@ -28,11 +28,13 @@ PROBE_EVERY_S = 5.0  # silence on a running tool's channel before the host is as
 SHELL_TIMEOUT_S = 60.0  # limit for small helper commands (mkdir, pkill)
 SFTP_STALL_S = 300.0  # an SFTP read/write that gets no answer this long fails
 CHUNK = 64 * 1024
-# A line "release <fifo>" on a held tool's session: its start hooks, waiting on the FIFO
-# (run/start), each get a line; one arriving later finds <fifo>.released. Builtins only.
+# A line "release <at> <fifo>" on a held tool's session: <at>, the instant its start hooks go
+# at (epoch microseconds), is written to <fifo>.released, where a hook arriving later finds
+# it; then the hooks waiting on the FIFO (run/start) get a line each. Builtins only.
 RELEASE_LINE = "release "
 RELEASE_ACTION = (
-    f'f=${{line#{RELEASE_LINE}}}; [ -p "$f" ] && {{ : > "$f.released"; exec 4<> "$f"; '
+    f'r=${{line#{RELEASE_LINE}}}; at=${{r%% *}}; f=${{r#* }}; [ -p "$f" ] && '
+    '{ echo "$at" > "$f.released"; exec 4<> "$f"; '
     '[ -f "$f.hooks" ] && while read -r _; do echo go >&4; done < "$f.hooks"; exec 4>&-; }'
 )
 # Runs "$@" with stdin from /dev/null and SIGTERMs it when the session's stdin ends (sshd
@@ -140,10 +142,11 @@ class Transport:
         if paths:
             self._shell("rm -f -- " + " ".join(map(shlex.quote, paths)), timeout_s=SHELL_TIMEOUT_S)
 
-    def release(self, fifo: str) -> None:
-        """Release the held tool this transport runs now: its start hooks wait on fifo (a
-        path on the host); best effort, the hooks' own deadline stands behind it."""
-        self._send_to_session(release_line(fifo))
+    def release(self, fifo: str, at_epoch: float) -> None:
+        """Release the held tool this transport runs now at at_epoch (the host's clock): its
+        start hooks wait on fifo (a path on the host); best effort, the hooks' own deadline
+        stands behind it."""
+        self._send_to_session(release_line(fifo, at_epoch))
 
     def _send_to_session(self, line: bytes) -> None:
         raise NotImplementedError
@@ -260,10 +263,10 @@ def _kill_script(marker: str) -> str:
     ])  # fmt: skip
 
 
-def release_line(fifo: str) -> bytes:
+def release_line(fifo: str, at_epoch: float) -> bytes:
     if "\n" in fifo or not fifo:
         raise ValueError(f"a release FIFO's path must be one non-empty line, got {fifo!r}")
-    return f"{RELEASE_LINE}{fifo}\n".encode()
+    return f"{RELEASE_LINE}{round(at_epoch * 1_000_000)} {fifo}\n".encode()
 
 
 def _kill_process_group(proc: subprocess.Popen) -> None:

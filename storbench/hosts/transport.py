@@ -162,10 +162,10 @@ class LocalTransport(Transport):
         except (OSError, shutil.Error) as exc:
             raise self._error(f"cannot fetch {path}: {exc}") from exc
 
-    def release(self, fifo: str) -> None:
+    def release(self, fifo: str, at_epoch: float) -> None:
         """The session guard's release action, here (a local tool has no session)."""
         with contextlib.suppress(OSError, subprocess.SubprocessError):  # best effort, as there
-            line = release_line(fifo).decode().rstrip("\n")
+            line = release_line(fifo, at_epoch).decode().rstrip("\n")
             self._shell(f"line={shlex.quote(line)}; {RELEASE_ACTION}", timeout_s=SHELL_TIMEOUT_S)
 
     def kill_matching(self, marker: str) -> None:

@@ -35,6 +35,7 @@ from storbench.run.attempt import (
 from storbench.run.start import (
     LISTENING_DEADLINE_S,
     MARGIN_FLOOR_S,
+    delivery_margin,
     hook_file_text,
     iso,
     release_fifo,
@@ -100,7 +101,8 @@ def run_service_iteration(
         start = now()
         launched = time.time()
         if fifos:
-            deadline = service_release.Deadline(release)
+            slowest = max(prepared[host["name"]].round_trip_s for host in hosts)
+            deadline = service_release.Deadline(release, delivery_margin(slowest))
             watchers = service_release.Watchers(deadline, local_dir / "launch", len(hosts))
             watchers.start(sessions, hosts, fifos)
         try:
@@ -322,6 +324,7 @@ def _private_file(path: Path, text: str) -> str:
 class Prepared:
     version: str | None
     log_offset: int | None  # bytes in the service's log before the run
+    round_trip_s: float  # the preparation's, all hosts at once
     precise: bool = False  # its release FIFO made, and the hooks' precise wait there
 
 
@@ -395,14 +398,16 @@ def _prepare_hosts(
         if tool.service_log_results:
             log = shlex.quote(_log_path(host_spec, spec, port))
             preparation.add("log_size", f"wc -c < {log} 2>/dev/null; exit 0", lambda o: "")
+        began = time.monotonic()
         outcomes = preparation.run(sessions.of(host))
+        round_trip_s = time.monotonic() - began
         version = ready.keep_version(outcomes, local_dir, host_spec.name)
         offset = None
         if tool.service_log_results:
             size = outcomes["log_size"].out.strip()
             offset = int(size) if size.isdigit() else 0
         precise = "fifo" in outcomes and outcomes["fifo"].out.strip() == service_release.PRECISE
-        return Prepared(version, offset, precise)
+        return Prepared(version, offset, round_trip_s, precise)
 
     return services.on_every_host(hosts, prepare, "preparing the hosts")
 

@@ -5,9 +5,10 @@ while the tool runs (run/start.EarlyRelease). In service mode the hooks run unde
 services, whose output the run does not see until the end. So the host's preparation makes
 a release FIFO in the service's folder (and says whether the host has bash 5), the job as
 launched gives the hook that FIFO, and a watcher on the host's session says LISTENING_LINE
-on its stderr once a hook has registered there. The release then reaches the hooks through
-that session (Transport.release), as it does standalone, and the watcher ends once it sees
-<fifo>.released. Only where every host has bash 5 (the hooks' precise wait); the release
+on its stderr once a hook has registered there. The release, an instant the delivery
+margin ahead (start.delivery_margin of the slowest preparation), then reaches the hooks
+through that session (Transport.release), as it does standalone, and the watcher ends once
+it sees <fifo>.released. Only where every host has bash 5 (the hooks' precise wait); the release
 time in the jobs is then a deadline (start.LISTENING_DEADLINE_S).
 Standard library only: this is the benchmark path.
 """
@@ -65,20 +66,22 @@ def hook_arguments(release_epoch: float, fifo: str | None) -> str:
 
 
 class Deadline:
-    """A listening held start's release time: a deadline, until the early release."""
+    """A listening held start's release time: a deadline, until the early release, which
+    comes delivery_s after every host waits (start.delivery_margin)."""
 
-    def __init__(self, epoch: float):
+    def __init__(self, epoch: float, delivery_s: float):
         self.release_epoch = epoch
+        self.delivery_s = delivery_s
         self._lock = threading.Lock()
 
-    def release_now(self) -> bool:
-        """Release now, if the deadline has not passed; whether it did."""
+    def release_early(self) -> float | None:
+        """The release brought forward to delivery_s from now, if that is sooner: when."""
         with self._lock:
-            now = time.time()
-            if now >= self.release_epoch:
-                return False
-            self.release_epoch = now
-            return True
+            at = time.time() + self.delivery_s
+            if at >= self.release_epoch:
+                return None
+            self.release_epoch = at
+            return at
 
 
 class Watchers:
@@ -128,7 +131,7 @@ class Watchers:
         for thread, transport, fifo in self._running.values():
             if thread.is_alive():
                 with contextlib.suppress(Exception):
-                    transport.release(fifo)
+                    transport.release(fifo, time.time())
         ends = time.monotonic() + END_GRACE_S
         for host in hosts:
             running = self._running.pop(host["name"], None)

@@ -71,20 +71,26 @@ BASH_WAIT = "\n".join([
     "release=${1//[!0-9]/}; shift",
     "armed=${EPOCHREALTIME//[!0-9]/}",
     f"printf '{ARMED_PREFIX}%d.%06d\\n' $((armed / 1000000)) $((armed % 1000000)) >&2",
-    "go=",
+    # an early release: a line on the FIFO (hooks reading it at once share its bytes, so
+    # the line says nothing), then the instant to go at (epoch microseconds) in
+    # <fifo>.released, if sooner, else now; a hook takes one line, then waits on its own pipe
+    f'sooner() {{ n=0; until read -r at 2>/dev/null < "${RELEASE_VARIABLE}.released"'
+    ' || ((++n > 1000)); do :; done; at=${at//[!0-9]/}; fd=$wait_fd;'
+    ' if [ -z "$at" ]; then release=0; elif ((10#$at < 10#$release)); then release=$at; fi; }',
+    "fd=$wait_fd",
     f'if [ -p "${{{RELEASE_VARIABLE}-}}" ]; then',
-    f'  exec {{wait_fd}}<&- {{wait_fd}}<> "${RELEASE_VARIABLE}"',
+    f'  exec {{fifo_fd}}<> "${RELEASE_VARIABLE}"; fd=$fifo_fd',
     f'  echo "$$" >> "${RELEASE_VARIABLE}.hooks"',
-    f'  [ -e "${RELEASE_VARIABLE}.released" ] && go=1',
+    f'  [ -e "${RELEASE_VARIABLE}.released" ] && sooner',
     f"  echo {LISTENING_LINE} >&2",
     "fi",
-    'while now=${EPOCHREALTIME//[!0-9]/}; left=$((10#$release - now)); [ -z "$go" ] &&'
-    " ((left > 0)); do",
+    "while now=${EPOCHREALTIME//[!0-9]/}; left=$((10#$release - now)); ((left > 0)); do",
     "  printf -v left '%d.%06d' $((left / 1000000)) $((left % 1000000))",
-    '  read -r -t "$left" -u "$wait_fd" && go=1',
+    '  read -r -t "$left" -u "$fd" && sooner',
     "done",
     "stamp=${EPOCHREALTIME//[!0-9]/}; exec {wait_fd}<&-",
     f"printf '{STAMP_PREFIX}%d.%06d\\n' $((stamp / 1000000)) $((stamp % 1000000)) >&2",
+    '[ -z "${fifo_fd-}" ] || exec {fifo_fd}<&-',
     'exec "$@"',
 ])  # fmt: skip
 # $1 the bash wait, $2 the portable one: bash where the host has it, else this shell
@@ -147,20 +153,22 @@ class StartBarrier:
         self._why_aborted = ""
         self.release_epoch: float | None = None
         self.margin_s: float | None = None
+        self.delivery_s = 0.0  # the probes' margin: what reaching every host takes, at most
 
     def imprecise(self, host: str) -> None:
         """host's probe ran the portable wait, which cannot be released early."""
         with self._lock:
             self._imprecise.add(host)
 
-    def release_now(self) -> bool:
-        """Release a listening start now, if its deadline has not passed; whether it did."""
+    def release_early(self) -> float | None:
+        """Bring a listening start's release forward to the probes' margin from now, if that
+        is before its deadline: the new release time, else None."""
         with self._lock:
-            now = time.time()
-            if not self.listening or self.release_epoch is None or now >= self.release_epoch:
-                return False
-            self.release_epoch = now
-            return True
+            at = time.time() + self.delivery_s
+            if not self.listening or self.release_epoch is None or at >= self.release_epoch:
+                return None
+            self.release_epoch = at
+            return at
 
     def arm(self, host: str, probe: Callable[[], float]) -> float:
         """Wait until every host is prepared, then take probe() (the seconds a trivial
@@ -201,7 +209,7 @@ class StartBarrier:
         if self._hosts == 1:  # nothing to synchronize with
             margin = 0.0
         else:
-            margin = min(2 * max(self._round_trips) + MARGIN_FLOOR_S, MARGIN_CAP_S)
+            margin = self.delivery_s = delivery_margin(max(self._round_trips))
             margin = max(margin, self._setup_s) if self._learned else margin + self._setup_s
             # no set-up learned yet: the hooks go when all are waiting, this is a deadline
             self.listening = self._listen and not self._learned and not self._imprecise
@@ -209,6 +217,12 @@ class StartBarrier:
                 margin = max(margin, LISTENING_DEADLINE_S)
         self.margin_s = margin
         self.release_epoch = time.time() + margin
+
+
+def delivery_margin(round_trip_s: float) -> float:
+    """How long after now a release reaches hosts whose slowest round trip, all of them at
+    once, took round_trip_s: twice that and a floor, capped."""
+    return min(2 * round_trip_s + MARGIN_FLOOR_S, MARGIN_CAP_S)
 
 
 def probe(transport) -> tuple[float, float | None, bool]:
@@ -240,25 +254,28 @@ class Releasable(Protocol):
     @property
     def release_epoch(self) -> float | None: ...
 
-    def release_now(self) -> bool: ...
+    def release_early(self) -> float | None: ...
 
 
 class EarlyRelease:
-    """Releases a listening held start (StartBarrier.listening) the moment every host's
-    start hook is waiting: each hook says so on the tool's stderr (LISTENING_LINE), which
-    arrives in the host's stderr file here while the tool runs. Each host's thread says
-    where that file is and how to release it (expect); watch() runs in a thread of its own."""
+    """Releases a listening held start (StartBarrier.listening) once every host's start
+    hook is waiting, to go at an instant the delivery margin ahead (release_early), so the
+    release's way to each host is not in the skew: each hook says it waits on the tool's
+    stderr (LISTENING_LINE), which arrives in the host's stderr file here while the tool
+    runs. Each host's thread says where that file is and how to release it (expect);
+    watch() runs in a thread of its own."""
 
     def __init__(self, barrier: Releasable, hosts: int):
         self._barrier = barrier
         self._hosts = hosts
-        self._expected: dict[str, tuple[Path, Callable[[], None]]] = {}
+        self._expected: dict[str, tuple[Path, Callable[[float], None]]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._gone: set[str] = set()
         self.released = False
 
-    def expect(self, host: str, stderr_path: Path, release: Callable[[], None]) -> None:
+    def expect(self, host: str, stderr_path: Path, release: Callable[[float], None]) -> None:
+        """release(at): the host's hooks told to go at at (epoch seconds)."""
         with self._lock:
             self._expected[host] = (stderr_path, release)
 
@@ -285,9 +302,9 @@ class EarlyRelease:
             for host, (path, _) in expected.items():
                 if host not in listening and _grew(path, sizes, host) and _listens(path):
                     listening.add(host)
-            if len(listening) == self._hosts and self._barrier.release_now():
+            if len(listening) == self._hosts and (at := self._barrier.release_early()):
                 for _, release in expected.values():
-                    release()
+                    release(at)
                 self.released = True
                 return
 

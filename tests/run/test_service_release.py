@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import time
+from pathlib import Path
 
 from storbench.core import start_hook
 from storbench.run import service_release, start
@@ -16,6 +17,7 @@ from storbench.run.service import Sessions
 
 DEADLINE_S = 30.0  # far beyond what two small fio jobs take to reach their hooks
 RUN_BOUND_S = 20.0
+DELIVERY_S = 0.3  # an early release's instant, after every host waits
 
 
 def shell(script: str, env=None) -> subprocess.CompletedProcess:
@@ -45,7 +47,7 @@ def test_fio_on_two_hosts_goes_when_both_hooks_wait_long_before_the_deadline(tmp
     each host's watcher says its hooks wait, then both hosts are released at once."""
     hosts = [{"name": name, "transport": "local"} for name in ("a", "b")]
     fifos, processes = {}, {}
-    deadline = service_release.Deadline(time.time() + DEADLINE_S)
+    deadline = service_release.Deadline(time.time() + DEADLINE_S, DELIVERY_S)
     for host in hosts:
         folder = tmp_path / host["name"]
         folder.mkdir()
@@ -78,12 +80,14 @@ def test_fio_on_two_hosts_goes_when_both_hooks_wait_long_before_the_deadline(tmp
         folder = tmp_path / host["name"]
         started, armed = start.stamps_in((folder / "held.prerun.txt").read_text())
         assert armed is not None and started is not None
-        assert armed <= released <= started
+        assert armed < released - DELIVERY_S  # every hook waited before the line was sent
+        assert released <= started < released + 0.5  # then went at the instant it named
         jobs = json.loads((folder / "out.json").read_text())["jobs"]
         assert [job["write"]["io_bytes"] for job in jobs] == [256 << 10] * 2
         watched = (tmp_path / "launch" / f"{host['name']}.watch.stderr").read_text()
         assert watched == f"{start.LISTENING_LINE}\n"
-        assert os.path.exists(f"{fifos[host['name']]}.released")
+        released_us = Path(f"{fifos[host['name']]}.released").read_text().strip()
+        assert int(released_us) == round(released * 1_000_000)
 
 
 def test_a_watcher_whose_hooks_never_came_ends_at_close_and_the_deadline_stands(tmp_path):
@@ -92,7 +96,7 @@ def test_a_watcher_whose_hooks_never_came_ends_at_close_and_the_deadline_stands(
     for fifo in fifos.values():
         shell(service_release.prepare_script(fifo))
     due = time.time() + DEADLINE_S
-    deadline = service_release.Deadline(due)
+    deadline = service_release.Deadline(due, DELIVERY_S)
     sessions = Sessions()
     watchers = service_release.Watchers(deadline, tmp_path / "launch", len(hosts))
     watchers.start(sessions, hosts, fifos)
@@ -118,9 +122,12 @@ def test_a_watcher_ends_by_itself_at_the_deadline(tmp_path):
     assert time.time() * 1_000_000 >= deadline_us
 
 
-def test_the_deadline_moves_to_now_only_before_it_has_passed():
-    ahead = service_release.Deadline(time.time() + DEADLINE_S)
-    assert ahead.release_now() and ahead.release_epoch <= time.time()
-    passed = service_release.Deadline(time.time() - 1)
-    due = passed.release_epoch
-    assert not passed.release_now() and passed.release_epoch == due
+def test_the_early_release_comes_the_delivery_margin_from_now_if_that_is_sooner():
+    ahead = service_release.Deadline(time.time() + DEADLINE_S, DELIVERY_S)
+    before = time.time()
+    at = ahead.release_early()
+    assert at is not None and ahead.release_epoch == at
+    assert before + DELIVERY_S <= at <= time.time() + DELIVERY_S
+    near = service_release.Deadline(time.time() + DELIVERY_S / 2, DELIVERY_S)
+    due = near.release_epoch
+    assert near.release_early() is None and near.release_epoch == due

@@ -28,6 +28,7 @@ from tests.sshd import lab_host
 
 SPREAD_BOUND_S = 0.5  # a correctness bound (hosts start together), not a timing benchmark
 RUN_BOUND_S = 60.0  # a run that waits longer than this for a failed host hangs
+GO_AFTER_S = 0.3  # an early release's instant, after the line is sent
 
 
 HOOK_LINE = f"exec_prerun={start_hook.COMMAND}\n"
@@ -411,8 +412,9 @@ def test_fio_launched_at_once_holds_its_jobs_until_the_release(tmp_path, shell):
 @pytest.mark.parametrize("shell", ["bash", "portable"])
 def test_fio_held_on_a_fifo_goes_when_released_and_not_before(tmp_path, shell):
     """Each of fio's job processes, waiting at its hook, says it listens (bash 5); released
-    through the FIFO, all start within a moment, long before the release time. A portable
-    wait cannot listen: it says nothing and goes at the time."""
+    through the FIFO to go at an instant, all start at that instant (not when the line came),
+    long before the release time. A portable wait cannot listen: it says nothing and goes
+    at the time."""
     programs = {**PORTABLE_TOOLS, "fio": "/usr/bin/fio", "date": "/bin/date", "mkfifo":
                 "/usr/bin/mkfifo", "rm": "/bin/rm"}  # fmt: skip
     if shell == "bash":
@@ -427,8 +429,8 @@ def test_fio_held_on_a_fifo_goes_when_released_and_not_before(tmp_path, shell):
         deadline = time.monotonic() + RUN_BOUND_S
         while time.monotonic() < deadline:
             if stderr.exists() and stderr.read_text().count(start.LISTENING_LINE) == 2:
-                released_at.append(time.time())
-                LocalTransport(Host(name="h1", transport="local")).release(fifo)
+                released_at.append(time.time() + GO_AFTER_S)  # the instant they go at
+                LocalTransport(Host(name="h1", transport="local")).release(fifo, released_at[0])
                 return
             time.sleep(0.01)
 
@@ -444,6 +446,9 @@ def test_fio_held_on_a_fifo_goes_when_released_and_not_before(tmp_path, shell):
     if shell == "bash":
         (released,) = released_at
         assert all(released <= stamp < released + SPREAD_BOUND_S for stamp in stamps)
+        arrivals = [float(line.removeprefix(start.ARMED_PREFIX)) for line in lines
+                    if "armed" in line]  # fmt: skip
+        assert max(arrivals) < released - GO_AFTER_S  # listening before the line was sent
         assert max(stamps) < release - 20  # not the time: the FIFO
     else:
         assert start.LISTENING_LINE not in stderr.read_text()
@@ -533,9 +538,14 @@ def test_a_listening_start_sets_its_time_as_a_deadline_unless_a_host_cannot_list
 
     arm_all(mixed, {"a": lambda: 0.1, "b": portable_probe})
     assert not mixed.listening and mixed.margin_s == pytest.approx(2 * 0.1 + 0.2 + 0.5)
-    assert mixed.release_now() is False  # nothing to release early
-    assert first.release_now() is True and first.release_epoch <= time.time()
-    assert first.release_now() is False  # its time has passed
+    assert mixed.release_early() is None  # nothing to release early
+    # released early: the probes' margin from now, the time the release takes to get there
+    assert first.delivery_s == pytest.approx(2 * 0.1 + start.MARGIN_FLOOR_S)
+    before = time.time()
+    at = first.release_early()
+    assert at is not None and first.release_epoch == at
+    assert before + first.delivery_s <= at <= time.time() + first.delivery_s
+    assert first.release_early() is None  # not later than it already is
 
 
 def test_the_probe_tells_the_precise_wait_from_the_portable_one(tmp_path, monkeypatch):
@@ -592,16 +602,17 @@ def test_a_service_job_holds_its_start_in_the_script_left_in_the_services_folder
 
 
 def test_the_early_release_waits_for_every_host_to_listen_or_be_gone(tmp_path):
-    """Released (each host's release called once, the release time moved to now) only once
-    every host's stderr says it listens, or its tool has ended (a failed host no longer
-    holds the others until the deadline)."""
+    """Released (each host's release called once, with the instant to go at: the probes'
+    margin from now) only once every host's stderr says it listens, or its tool has ended (a
+    failed host no longer holds the others until the deadline)."""
     barrier = start.StartBarrier(3, setup_s=0.5, listen=True)
     arm_all(barrier, {"a": lambda: 0.01, "b": lambda: 0.01, "c": lambda: 0.01})
     deadline = barrier.release_epoch
     early = start.EarlyRelease(barrier, 3)
-    calls: list[str] = []
+    calls: list[tuple[str, float]] = []
     for host in ("a", "b", "c"):
-        early.expect(host, tmp_path / f"{host}.stderr", functools.partial(calls.append, host))
+        release = functools.partial(lambda name, at: calls.append((name, at)), host)
+        early.expect(host, tmp_path / f"{host}.stderr", release)
     watcher = threading.Thread(target=early.watch)
     watcher.start()
     (tmp_path / "a.stderr").write_text(f"fio: noise\n{start.LISTENING_LINE}\n")
@@ -614,5 +625,6 @@ def test_the_early_release_waits_for_every_host_to_listen_or_be_gone(tmp_path):
     before = time.time()
     early.gone("c")
     watcher.join(RUN_BOUND_S)
-    assert sorted(calls) == ["a", "b", "c"] and early.released
-    assert before <= barrier.release_epoch < deadline
+    assert sorted(name for name, _ in calls) == ["a", "b", "c"] and early.released
+    assert {at for _, at in calls} == {barrier.release_epoch}
+    assert before + barrier.delivery_s <= barrier.release_epoch < deadline
