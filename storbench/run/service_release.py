@@ -8,8 +8,8 @@ launched gives the hook that FIFO, and a watcher on the host's session says LIST
 on its stderr once a hook has registered there. The release, an instant the delivery
 margin ahead (start.delivery_margin of the slowest preparation), then reaches the hooks
 through that session (Transport.release), as it does standalone, and the watcher ends once
-it sees <fifo>.released. Only where every host has bash 5 (the hooks' precise wait); the release
-time in the jobs is then a deadline (start.LISTENING_DEADLINE_S).
+it sees <fifo>.released. Only where every host has bash 5 (the hooks' precise wait); the
+release time in the jobs is then a deadline (start.LISTENING_DEADLINE_S).
 Standard library only: this is the benchmark path.
 """
 
@@ -90,6 +90,7 @@ class Watchers:
 
     def __init__(self, deadline: Deadline, folder: Path, hosts: int):
         self.deadline = deadline
+        self._until = deadline.release_epoch  # the watchers' own end: the deadline as set
         self._folder = folder
         self._early = start.EarlyRelease(deadline, hosts)
         self._running: dict[str, tuple[threading.Thread, Transport, str]] = {}
@@ -111,12 +112,12 @@ class Watchers:
         threading.Thread(target=self._early.watch, name="early-release", daemon=True).start()
 
     def _watch(self, name: str, transport: Transport, fifo: str, stderr_path: Path) -> None:
-        deadline_us = int(self.deadline.release_epoch * 1_000_000)
+        deadline_us = round(self._until * 1_000_000)
         try:
             with contextlib.suppress(HostError, OSError):
                 transport.run(
                     ["bash", "-c", WATCH_SCRIPT, WATCHER_NAME, fifo, str(deadline_us)],
-                    timeout_s=max(0.0, self.deadline.release_epoch - time.time()) + END_GRACE_S,
+                    timeout_s=max(0.0, self._until - time.time()) + END_GRACE_S,
                     stdout_path=self._folder / f"{name}.watch.stdout",
                     stderr_path=stderr_path,
                     marker=fifo,
