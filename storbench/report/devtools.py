@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 CLOSE_WAIT_S = 10.0
+EVENTS_KEPT = 10_000  # events waited for later (a load), among those nobody waits for
 
 
 class BrowserExited(RuntimeError):
@@ -63,10 +64,16 @@ class Browser:
         self._complete: list[bytes] = []  # messages received, not yet read
         self._next_id = 0
         self._events: list[dict] = []
+        self._sent: dict[int, str] = {}  # id: method of commands not yet answered
+        self._results: dict[int, dict] = {}  # replies received before they were asked for
 
     def call(self, method: str, params: dict | None = None, session: str | None = None,
              *, deadline: float) -> dict:  # fmt: skip
         """The result of one command; ``deadline``: time.monotonic() to give up at."""
+        return self.result(self.send(method, params, session), deadline=deadline)
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None) -> int:
+        """Send one command without waiting for it: its id, for result()."""
         self._next_id += 1
         message: dict = {"id": self._next_id, "method": method, "params": params or {}}
         if session:
@@ -75,14 +82,22 @@ class Browser:
             os.write(self._commands, json.dumps(message).encode() + b"\0")
         except BrokenPipeError:
             raise BrowserExited(self._status()) from None
-        while True:
+        self._sent[self._next_id] = method
+        return self._next_id
+
+    def result(self, command: int, *, deadline: float) -> dict:
+        """The result of the command sent as ``command``; CommandError if it failed."""
+        while command not in self._results:
             reply = self._receive(deadline)
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise CommandError(f"{method}: {reply['error'].get('message')}")
-                return reply.get("result", {})
-            if "method" in reply:
+            if "id" in reply:
+                self._results[reply["id"]] = reply
+            elif "method" in reply:
                 self._events.append(reply)
+        reply = self._results.pop(command)
+        method = self._sent.pop(command)
+        if "error" in reply:
+            raise CommandError(f"{method}: {reply['error'].get('message')}")
+        return reply.get("result", {})
 
     def wait_event(self, method: str, matches, *, deadline: float) -> dict:
         """The params of the first event ``method`` whose params ``matches``."""
@@ -91,7 +106,8 @@ class Browser:
                 if event["method"] == method and matches(event.get("params", {})):
                     self._events.remove(event)
                     return event["params"]
-            self._events = self._events[-100:]  # events nobody waits for are dropped
+            # events nobody waits for are dropped; tabs loading at once send a dozen each
+            self._events = self._events[-EVENTS_KEPT:]
             reply = self._receive(deadline)
             if "method" in reply:
                 self._events.append(reply)

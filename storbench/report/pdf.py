@@ -10,12 +10,14 @@ failed print leaves no file under its name.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.core.atomic import atomic_output
@@ -84,8 +86,9 @@ def print_pdfs(
     timeout_s: float = 120,
     browser: str | None = None,
 ) -> list[Path]:
-    """Print each (HTML file, PDF path) like ``html_to_pdf``, all in one Chromium;
-    ``timeout_s`` for each page."""
+    """Print each (HTML file, PDF path) like ``html_to_pdf``, all in one Chromium, every
+    page loading at once in a tab of its own (its own renderer), then printed in order;
+    ``timeout_s`` for each page's load and for its print."""
     resolved = [(_existing_html(html), Path(out)) for html, out in pages]
     names = ", ".join(str(html) for html, _ in resolved)
     browser = _browser_or_error(browser, f"print {names} to PDF")
@@ -93,36 +96,76 @@ def print_pdfs(
         stderr_path = Path(work) / "stderr.txt"
         session = devtools.Browser([browser, *headless_flags(Path(work) / "profile")], stderr_path)
         try:
-            return [
-                _print_page(session, browser, html, out, timeout_s, stderr_path)
-                for html, out in resolved
-            ]
+            tabs = []
+            for html, out in resolved:
+                with _as_pdf_error(session, browser, html, out, timeout_s, stderr_path):
+                    tabs.append(_open_page(session, browser, html, timeout_s))
+            for tab, (html, out) in zip(tabs, resolved, strict=True):
+                with _as_pdf_error(session, browser, html, out, timeout_s, stderr_path):
+                    _start_print(session, tab, timeout_s)
+            printed = []
+            for tab, (html, out) in zip(tabs, resolved, strict=True):
+                with _as_pdf_error(session, browser, html, out, timeout_s, stderr_path):
+                    printed.append(_publish_print(session, browser, tab, html, out, timeout_s))
+            return printed
         finally:
             session.close()
 
 
-def _print_page(session, browser: str, html: Path, out: Path, timeout_s: float, stderr_path):
+@dataclass
+class _Tab:
+    target: str
+    session: str
+    loader: str | None
+    printing: int | None = None  # the print command's id, once sent
+
+
+def _open_page(session, browser: str, html: Path, timeout_s: float) -> _Tab:
+    """A new tab navigating to html (not waiting for it to load)."""
     deadline = time.monotonic() + timeout_s
+    target = session.call("Target.createTarget", {"url": "about:blank"}, deadline=deadline)
+    tab = session.call(
+        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
+        deadline=deadline,
+    )["sessionId"]  # fmt: skip
+    session.call("Page.enable", session=tab, deadline=deadline)
+    session.call("Page.setLifecycleEventsEnabled", {"enabled": True}, tab, deadline=deadline)
+    navigation = session.call("Page.navigate", {"url": html.as_uri()}, tab, deadline=deadline)
+    if navigation.get("errorText"):
+        raise PdfError(f"{browser} could not open {html}: {navigation['errorText']}")
+    return _Tab(target["targetId"], tab, navigation.get("loaderId"))
+
+
+def _start_print(session, tab: _Tab, timeout_s: float) -> None:
+    """Once the tab's page has loaded, ask for its PDF (the tabs print at once)."""
+    deadline = time.monotonic() + timeout_s
+    session.wait_event(
+        "Page.lifecycleEvent",
+        lambda event: event.get("name") == "load" and event.get("loaderId") == tab.loader,
+        deadline=deadline,
+    )
+    tab.printing = session.send("Page.printToPDF", PRINT_OPTIONS, tab.session)
+
+
+def _publish_print(session, browser: str, tab: _Tab, html: Path, out: Path, timeout_s: float):
+    """The tab's PDF, published atomically at out; the tab closed."""
+    deadline = time.monotonic() + timeout_s
+    assert tab.printing is not None  # _start_print's
+    printed = session.result(tab.printing, deadline=deadline)
+    session.call("Target.closeTarget", {"targetId": tab.target}, deadline=deadline)
+    data = base64.b64decode(printed.get("data", ""))
+    if not data.startswith(PDF_MAGIC):
+        raise PdfError(f"{browser} exited without writing a PDF of {html} to {out}")
+    with atomic_output(out) as tmp:
+        tmp.write_bytes(data)
+    return out
+
+
+@contextlib.contextmanager
+def _as_pdf_error(session, browser: str, html: Path, out: Path, timeout_s: float, stderr_path):
+    """The browser's failures while rendering html, as a PdfError naming the page."""
     try:
-        target = session.call("Target.createTarget", {"url": "about:blank"}, deadline=deadline)
-        tab = session.call(
-            "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True},
-            deadline=deadline,
-        )["sessionId"]  # fmt: skip
-        session.call("Page.enable", session=tab, deadline=deadline)
-        session.call("Page.setLifecycleEventsEnabled", {"enabled": True}, tab, deadline=deadline)
-        navigation = session.call("Page.navigate", {"url": html.as_uri()}, tab, deadline=deadline)
-        if navigation.get("errorText"):
-            raise PdfError(f"{browser} could not open {html}: {navigation['errorText']}")
-        session.wait_event(
-            "Page.lifecycleEvent",
-            lambda event: (
-                event.get("name") == "load" and event.get("loaderId") == navigation.get("loaderId")
-            ),
-            deadline=deadline,
-        )
-        printed = session.call("Page.printToPDF", PRINT_OPTIONS, tab, deadline=deadline)
-        session.call("Target.closeTarget", {"targetId": target["targetId"]}, deadline=deadline)
+        yield
     except devtools.BrowserTimeout:
         session.kill()
         raise PdfError(
@@ -136,12 +179,6 @@ def _print_page(session, browser: str, html: Path, out: Path, timeout_s: float, 
         ) from None
     except devtools.CommandError as error:
         raise PdfError(f"{browser} could not print {html} to {out}: {error}") from None
-    data = base64.b64decode(printed.get("data", ""))
-    if not data.startswith(PDF_MAGIC):
-        raise PdfError(f"{browser} exited without writing a PDF of {html} to {out}")
-    with atomic_output(out) as tmp:
-        tmp.write_bytes(data)
-    return out
 
 
 def _read_text(path: Path) -> str:
