@@ -276,7 +276,7 @@ def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths,
 
 
 def _drop_release_files(fifo: str) -> None:
-    for path in (fifo, f"{fifo}.hooks", f"{fifo}.released"):
+    for path in (f"{fifo}{suffix}" for suffix in start.RELEASE_SUFFIXES):
         with contextlib.suppress(OSError):
             os.unlink(path)
 

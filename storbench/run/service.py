@@ -40,6 +40,7 @@ from storbench.run.start import (
     iso,
     release_fifo,
     stamps_in,
+    waits_precisely,
 )
 from storbench.tools import get_tool
 from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
@@ -406,7 +407,7 @@ def _prepare_hosts(
         if tool.service_log_results:
             size = outcomes["log_size"].out.strip()
             offset = int(size) if size.isdigit() else 0
-        precise = "fifo" in outcomes and outcomes["fifo"].out.strip() == service_release.PRECISE
+        precise = "fifo" in outcomes and waits_precisely(outcomes["fifo"].err)
         return Prepared(version, offset, round_trip_s, precise)
 
     return services.on_every_host(hosts, prepare, "preparing the hosts")

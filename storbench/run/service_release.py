@@ -3,13 +3,13 @@
 Standalone, a held tool's hooks say they wait on the tool's own stderr, which the run reads
 while the tool runs (run/start.EarlyRelease). In service mode the hooks run under the
 services, whose output the run does not see until the end. So the host's preparation makes
-a release FIFO in the service's folder (and says whether the host has bash 5), the job as
-launched gives the hook that FIFO, and a watcher on the host's session says LISTENING_LINE
-on its stderr once a hook has registered there. The release, an instant the delivery
-margin ahead (start.delivery_margin of the slowest preparation), then reaches the hooks
-through that session (Transport.release), as it does standalone, and the watcher ends once
-it sees <fifo>.released. Only where every host has bash 5 (the hooks' precise wait); the
-release time in the jobs is then a deadline (start.LISTENING_DEADLINE_S).
+a release FIFO in the service's folder (and runs the start wrapper's probe: which wait the
+host has), the job as launched gives the hook that FIFO, and a watcher on the host's session
+says LISTENING_LINE on its stderr once a hook has registered there. The release, an instant
+the delivery margin ahead (start.delivery_margin of the slowest preparation), then reaches
+the hooks through that session (Transport.release), as it does standalone, and the watcher
+ends once it sees <fifo>.released. Only where every host has bash 5 (the hooks' precise
+wait); the release time in the jobs is then a deadline (start.LISTENING_DEADLINE_S).
 Standard library only: this is the benchmark path.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import shlex
 import threading
 import time
@@ -25,9 +26,6 @@ from pathlib import Path
 from storbench.hosts.transport import HostError, Transport
 from storbench.run import start
 
-PRECISE = "precise"
-# The host can run the hooks' precise wait (start_hook.BASH_WAIT's own test).
-PRECISE_CHECK = f'[ -n "${{EPOCHREALTIME-}}" ] && eval "exec {{fd}}<> <(:)" && echo {PRECISE}'
 WATCHER_NAME = "storbench-watch"  # $0 of the watcher shell, shown in ps
 TICK_S = 0.01  # how often a watcher looks for a registered hook and for the release
 # bash 5. $1: the release FIFO; $2: the deadline, epoch microseconds (the locale's decimal
@@ -48,13 +46,11 @@ END_GRACE_S = 10.0  # a watcher released at the end has this long to go
 
 
 def prepare_script(fifo: str) -> str:
-    """A new release FIFO at fifo (what an earlier run left there removed), then PRECISE on
-    stdout if the host has the precise wait; a host that cannot make the FIFO says nothing."""
-    quoted = shlex.quote(fifo)
-    files = " ".join(shlex.quote(f"{fifo}{suffix}") for suffix in ("", ".hooks", ".released"))
+    """A new release FIFO at fifo, then the start wrapper's probe: its stderr says whether
+    the host runs the precise wait (start.waits_precisely); a host that cannot make the FIFO
+    runs no probe."""
     return (
-        f"rm -f -- {files}; mkfifo -m 600 -- {quoted} 2>/dev/null &&"
-        f" bash -c {shlex.quote(PRECISE_CHECK)} 2>/dev/null; exit 0"
+        f"{start.fresh_fifo_script(shlex.quote(fifo))} 2>/dev/null && {start.wait_probe()}; exit 0"
     )
 
 
@@ -118,7 +114,7 @@ class Watchers:
                 transport.run(
                     ["bash", "-c", WATCH_SCRIPT, WATCHER_NAME, fifo, str(deadline_us)],
                     timeout_s=max(0.0, self._until - time.time()) + END_GRACE_S,
-                    stdout_path=self._folder / f"{name}.watch.stdout",
+                    stdout_path=os.devnull,  # a watcher says nothing there
                     stderr_path=stderr_path,
                     marker=fifo,
                 )
@@ -141,7 +137,3 @@ class Watchers:
             running[0].join(max(0.0, ends - time.monotonic()))
             if running[0].is_alive():
                 sessions.drop(host)
-        for stdout in self._folder.glob("*.watch.stdout"):  # a watcher says nothing there
-            with contextlib.suppress(OSError):
-                if stdout.stat().st_size == 0:
-                    stdout.unlink()

@@ -108,12 +108,20 @@ HELD_SCRIPT = (
     f'{start_hook.VARIABLE}=$1; export {start_hook.VARIABLE}; cd "$2" || exit 126; shift 2; '
     f'exec {STAMP_FD}>&2; exec "$@"'
 )
+RELEASE_SUFFIXES = ("", ".hooks", ".released")  # the FIFO, its hooks' PIDs, the instant
+
+
+def fresh_fifo_script(word: str) -> str:
+    """Shell: a new release FIFO at word (a shell word), what an earlier run left removed."""
+    files = " ".join(f"{word}{suffix}" for suffix in RELEASE_SUFFIXES)
+    return f"rm -f -- {files}; mkfifo -m 600 -- {word}"
+
+
 # The same, its hooks listening on a new FIFO ($3) for an early release.
 LISTENING_SCRIPT = (
     f'{start_hook.VARIABLE}=$1; export {start_hook.VARIABLE}; cd "$2" || exit 126; '
-    f'rm -f -- "$3" "$3.hooks" "$3.released"; '
-    f'mkfifo -m 600 -- "$3" && {RELEASE_VARIABLE}=$3 && export {RELEASE_VARIABLE}; shift 3; '
-    f'exec {STAMP_FD}>&2; exec "$@"'
+    f"{fresh_fifo_script(chr(34) + '$3' + chr(34))} && {RELEASE_VARIABLE}=$3 && "
+    f'export {RELEASE_VARIABLE}; shift 3; exec {STAMP_FD}>&2; exec "$@"'
 )
 
 
@@ -234,11 +242,10 @@ def probe(transport) -> tuple[float, float | None, bool]:
     starting many sessions, each of the wrapper's shells adds to the time the launch takes.
     The host's clock is read before and after the wrapper; the offset leaves that time out."""
     before, began = time.time(), time.monotonic()
-    wrapper = shlex.join(at_release(["true"], 0))
-    rc, out, err = transport.shell(f"{CLOCK}; {wrapper}; {CLOCK}", timeout_s=SHELL_TIMEOUT_S)
+    rc, out, err = transport.shell(f"{CLOCK}; {wait_probe()}; {CLOCK}", timeout_s=SHELL_TIMEOUT_S)
     round_trip = time.monotonic() - began
     after = time.time()
-    precise = rc == 0 and PRECISE_STAMP.search(err) is not None
+    precise = rc == 0 and waits_precisely(err)
     stamps = out.split("\n")
     if rc != 0 or len(stamps) < 2:
         return round_trip, None, precise
@@ -246,6 +253,18 @@ def probe(transport) -> tuple[float, float | None, bool]:
 
 
 PRECISE_STAMP = re.compile(rf"^{re.escape(STAMP_PREFIX)}[0-9]+\.[0-9]{{6}}$", re.MULTILINE)
+
+
+def wait_probe() -> str:
+    """Shell: the start wrapper around `true`, released at once: its stamp on stderr shows
+    which wait the host runs (waits_precisely)."""
+    return shlex.join(at_release(["true"], 0))
+
+
+def waits_precisely(stderr: str) -> bool:
+    """Whether wait_probe's stderr has the precise wait's stamp (bash 5: microseconds, where
+    the portable wait's date has nanoseconds, or whole seconds)."""
+    return PRECISE_STAMP.search(stderr) is not None
 
 
 class Releasable(Protocol):

@@ -29,7 +29,7 @@ def test_the_preparation_makes_a_fresh_fifo_and_says_whether_the_host_waits_prec
     for suffix in (".hooks", ".released"):  # what an earlier run left
         (tmp_path / f".storbench-release.a{suffix}").write_text("123\n")
     done = shell(service_release.prepare_script(fifo))
-    assert done.returncode == 0 and done.stdout.strip() == service_release.PRECISE
+    assert done.returncode == 0 and start.waits_precisely(done.stderr)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_IMODE(os.stat(fifo).st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == [".storbench-release.a"]
     # a host whose bash is not bash 5 (here: dash under that name) keeps the time
@@ -37,9 +37,9 @@ def test_the_preparation_makes_a_fresh_fifo_and_says_whether_the_host_waits_prec
     fake.mkdir()
     (fake / "bash").symlink_to(shutil.which("dash"))
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
-    assert shell(service_release.prepare_script(fifo), env).stdout == ""
+    assert not start.waits_precisely(shell(service_release.prepare_script(fifo), env).stderr)
     # and one where the FIFO cannot be made
-    assert shell(service_release.prepare_script(str(tmp_path / "no/such/fifo"))).stdout == ""
+    assert shell(service_release.prepare_script(str(tmp_path / "no/such/fifo"))).stderr == ""
 
 
 def test_fio_on_two_hosts_goes_when_both_hooks_wait_long_before_the_deadline(tmp_path):
@@ -52,7 +52,7 @@ def test_fio_on_two_hosts_goes_when_both_hooks_wait_long_before_the_deadline(tmp
         folder = tmp_path / host["name"]
         folder.mkdir()
         fifos[host["name"]] = fifo = start.release_fifo(str(folder), host["name"])
-        assert shell(service_release.prepare_script(fifo)).stdout.strip() == "precise"
+        assert start.waits_precisely(shell(service_release.prepare_script(fifo)).stderr)
         (folder / start_hook.SCRIPT_NAME).write_text(start.hook_file_text())
         arguments = service_release.hook_arguments(deadline.release_epoch, fifo)
         (folder / "job.fio").write_text(
