@@ -10,8 +10,10 @@ temporary folder:
            gathering them, one more after it, rule all), padded to the same count.
 Nothing runs (-n). Each dry run is `--quiet rules`: Snakemake's listing of every job is
 printing, the same for every workflow, not planning; its job stats table still goes to a file
-(the job counts are read from it). Writes bench/out/planning.json: the times, the ratios and
-the job counts.
+(the job counts are read from it). `--first-job` also times a real run of storbench and of
+the chained workflow until Snakemake starts its first job, then stops it: planning as a
+campaign's start or resume waits for it, without a dry run's listing. Writes
+bench/out/planning.json: the times, the ratios and the job counts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import argparse
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -150,6 +155,37 @@ def dry_run(workdir: Path, command: list[str]) -> tuple[float, dict[str, int]]:
     return seconds, stats
 
 
+STOP_WAIT_S = 30
+
+
+def time_to_first_job(workdir: Path, command: list[str]) -> float:
+    """Seconds from starting ``command`` (a real run) until Snakemake starts its first job (it
+    marks the job's outputs incomplete in .snakemake/incomplete); the run is then stopped."""
+    shutil.rmtree(workdir / ".snakemake", ignore_errors=True)
+    incomplete = workdir / ".snakemake" / "incomplete"
+    log = workdir / "first-job.log"
+    with open(log, "w") as output:
+        start = time.monotonic()
+        process = subprocess.Popen(
+            command, cwd=workdir, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            while not (incomplete.is_dir() and any(incomplete.iterdir())):
+                if process.poll() is not None:
+                    raise RuntimeError(f"{command[0]} ended before its first job: {log}")
+                time.sleep(0.002)
+            seconds = time.monotonic() - start
+        finally:
+            # Snakemake stops its jobs on SIGTERM
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    return seconds
+
+
 def job_stats(log_text: str) -> dict[str, int]:
     """The last 'Job stats:' table of a Snakemake log, as {rule: count}."""
     table = log_text.rsplit("Job stats:", 1)[-1].splitlines()
@@ -204,6 +240,11 @@ def main() -> int:
         help="dry runs of each workflow, taken in turn; the fastest of each counts",
     )
     parser.add_argument(
+        "--first-job",
+        action="store_true",
+        help="also time real runs of storbench and the chained workflow until their first job",
+    )
+    parser.add_argument(
         "--at-limit",
         action="store_true",
         help="storbench alone at MAX_RUNS (20,000 runs): time and peak memory of the dry run",
@@ -228,6 +269,9 @@ def main() -> int:
         storbench_s = min(storbench_s, dry_run(WORK / "storbench", storbench_command())[0])
         flat_s = min(flat_s, dry_run(WORK / "flat", BASELINE_COMMAND)[0])
         chained_s = min(chained_s, dry_run(WORK / "chained", BASELINE_COMMAND)[0])
+    first_job = {}
+    if args.first_job:
+        first_job = first_job_times(WORK, args.repeat)
     sweep = config["experiments"]["planned"]["sweep"]
     result = {
         "runs": runs,
@@ -241,6 +285,7 @@ def main() -> int:
         "storbench_job_stats": storbench_stats,
         "empty_flat_job_stats": flat_stats,
         "empty_chained_job_stats": chained_stats,
+        **first_job,
         "note": "job stats are the table each dry run printed; times: the fastest of `repeat`",
     }
     write_result("planning", result)
@@ -253,10 +298,24 @@ def main() -> int:
             ("empty chained s", result["empty_chained_dry_run_s"]),
             ("storbench / flat", result["ratio_storbench_to_flat"]),
             ("storbench / chained", result["ratio_storbench_to_chained"]),
+            *[(key.replace("_", " "), value) for key, value in first_job.items()],
         ],
     )
     shutil.rmtree(WORK, ignore_errors=True)
     return 0
+
+
+def first_job_times(work: Path, repeat: int) -> dict[str, float]:
+    """Time to the first job of a real run, storbench and the chained workflow in turn."""
+    storbench_s = chained_s = float("inf")
+    for _ in range(repeat):
+        storbench_s = min(storbench_s, time_to_first_job(work / "storbench", storbench_command()))
+        chained_s = min(chained_s, time_to_first_job(work / "chained", BASELINE_COMMAND))
+    return {
+        "storbench_first_job_s": round(storbench_s, 2),
+        "empty_chained_first_job_s": round(chained_s, 2),
+        "ratio_first_job_storbench_to_chained": round(storbench_s / chained_s, 2),
+    }
 
 
 def at_limit() -> int:
