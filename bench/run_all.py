@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "bench" / "out"
 
-# (script, its JSON in bench/out, the keys copied into results.json)
+# (script and its options, its JSON in bench/out, the keys copied into results.json)
 BENCHMARKS = [
     ("overhead.py", "overhead.json",
      ["points", "runtime_s_per_point", "bare_shell_loop_s", "bench_fio_s", "storbench_s",
@@ -23,9 +23,11 @@ BENCHMARKS = [
     ("ingest.py", "ingest.json",
      ["hosts", "jobs_per_host", "file_mb", "rows", "storbench_mb_s", "json_load_mb_s",
       "ratio_storbench_to_json_load_time"]),
-    ("planning.py", "planning.json",
+    ("planning.py --first-job", "planning.json",
      ["runs", "storbench_dry_run_s", "empty_flat_dry_run_s", "empty_chained_dry_run_s",
-      "ratio_storbench_to_flat", "ratio_storbench_to_chained", "storbench_job_stats"]),
+      "ratio_storbench_to_flat", "ratio_storbench_to_chained", "storbench_job_stats",
+      "storbench_first_job_s", "empty_chained_first_job_s",
+      "ratio_first_job_storbench_to_chained"]),
     ("report_scale.py", "report_scale.json",
      ["runs", "iterations", "rows", "build_report_s", "storbench_report_cli_s"]),
     ("services.py", "services.json", ["hosts", "repetitions", "summary", "ratios"]),
@@ -42,7 +44,8 @@ BENCHMARKS = [
 
 def run_benchmark(script: str, output: str, keys: list[str]) -> dict:
     """Run bench/<script> (it prints its own table), return the given keys of its JSON."""
-    subprocess.run([sys.executable, str(REPO / "bench" / script)], cwd=REPO, check=True)
+    name, *options = script.split()
+    subprocess.run([sys.executable, str(REPO / "bench" / name), *options], cwd=REPO, check=True)
     details = json.loads((OUT / output).read_text())
     return {key: details[key] for key in keys} | {"details": f"bench/out/{output}"}
 
