@@ -154,9 +154,14 @@ def host_jobs_spec_json(wildcards):
     return PLAN.host_jobs_spec(wildcards.experiment, wildcards.run_id)
 
 
+# ancient: telemetry taken again (another experiment on the host) never renders a finished
+# run's job files again, which would run it again
 @per_run
 def run_host_facts_files(wildcards):
-    return PLAN.run_host_facts_files(wildcards.experiment, wildcards.run_id)
+    return [
+        ancient(p)
+        for p in PLAN.run_host_facts_files(wildcards.experiment, wildcards.run_id)
+    ]
 
 
 @per_run

@@ -227,6 +227,28 @@ def test_host_fact_braces_are_safe_in_every_rule(tmp_path):
     assert "campaign_report" in snakemake(tmp_path, config, "-n", "--forceall").stdout
 
 
+def test_another_experiment_on_the_host_leaves_finished_host_fact_runs_alone(tmp_path):
+    """A second experiment on the host takes its telemetry again (a new preflight among its
+    inputs); the first experiment's runs, whose job files use the host's facts, are done."""
+    config = tiny_config(tmp_path / "target", rw=("randread",))
+    config["experiments"]["tiny"]["iterations"] = 1
+    config["experiments"]["tiny"]["job"]["numjobs"] = "{cores}"
+    snakemake(tmp_path, config)
+    first = tmp_path / "results/tiny/raw/randread_bs4k_njhost/it1/run.json"
+    finished = json.loads(first.read_text())
+    config["experiments"]["second"] = {
+        **config["experiments"]["tiny"],
+        "job": {**config["experiments"]["tiny"]["job"], "numjobs": 1},
+        "sweep": {"rw": ["read"], "bs": ["4k"]},
+    }
+    jobs = planned_jobs(snakemake(tmp_path, config, "-n"))
+    assert jobs["telemetry"] == 1  # its set of inputs changed
+    assert jobs["run_iteration"] == 1 and "render_host_jobs" not in jobs  # the second's only
+    snakemake(tmp_path, config)
+    assert json.loads(first.read_text()) == finished  # not run again: the same attempt
+    assert (tmp_path / "results/second/raw/read_bs4k_nj1/it1/run.json").exists()
+
+
 def test_after_and_ordered_runs_keep_their_order_and_wait(tmp_path):
     """Write before read across experiments, a sweep in its written order, a wait before
     each run: Snakemake dependencies, so two cores still run them one after another."""
