@@ -169,6 +169,22 @@ def run_spec_json(wildcards):
     return PLAN.run_spec(wildcards.experiment, wildcards.run_id)
 
 
+class Untracked:
+    """A param value Snakemake leaves out of its params rerun trigger (it records only plain
+    values): a time limit changed mid-campaign runs no finished run again."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __format__(self, format_spec):
+        return format(self.value, format_spec)
+
+
+@per_run
+def run_time_limit(wildcards):
+    return Untracked(PLAN.run_time_limit(wildcards.experiment, wildcards.run_id))
+
+
 def preflight_spec_json(wildcards):
     return PLAN.preflight_spec(wildcards.experiment)
 
@@ -339,6 +355,10 @@ def experiment_preparation(wildcards):
 
 def search_spec_json(wildcards):
     return PLAN.search_spec(wildcards.experiment)
+
+
+def search_time_limit(wildcards):
+    return Untracked(PLAN.search_time_limit(wildcards.experiment))
 
 
 def search_probe_markers(wildcards):

@@ -75,6 +75,8 @@ rule run_iteration:
         **target_locks(),
     params:
         spec=run_spec_json,
+        time_limit=run_time_limit,
     shell:
         "storbench run --spec {params.spec:q} --iteration {wildcards.iteration}"
-        " --job {input.job:q} --manifest {output.manifest:q} > {log:q} 2>&1"
+        " --timeout-s {params.time_limit} --job {input.job:q} --manifest {output.manifest:q}"
+        " > {log:q} 2>&1"

@@ -23,9 +23,11 @@ rule search_probe:
         **target_locks(),
     params:
         spec=search_spec_json,
+        time_limit=search_time_limit,
     shell:
         "storbench search probe --spec {params.spec:q} --probe {wildcards.probe}"
-        " --output {output.marker:q} --markers {input.earlier:q} > {log:q} 2>&1"
+        " --timeout-s {params.time_limit} --output {output.marker:q}"
+        " --markers {input.earlier:q} > {log:q} 2>&1"
 
 
 rule search_gather:

@@ -7,6 +7,7 @@ Heavy modules (pandas, pyarrow, matplotlib) are imported only by the steps that 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -63,6 +64,8 @@ def _run(args) -> int:
     from storbench.run import engine as runner
 
     spec = RunSpec.from_dict(args.spec)
+    if args.timeout_s is not None:
+        spec = dataclasses.replace(spec, timeout_s=args.timeout_s)
     job = args.job[0]
     if spec.per_host_jobs:  # jobs/<run_id>/<host><suffix>, one per host
         files = _job_file_paths(args.job)
@@ -372,6 +375,8 @@ def _search(args) -> int:
     from storbench.analysis import search
 
     spec = ProbeSpec.from_dict(args.spec)
+    if args.timeout_s is not None:
+        spec = dataclasses.replace(spec, timeout_s=args.timeout_s)
     if args.action == "probe":
         marker = search.run_probe(spec, args.probe, args.markers, args.output)
         print(json.dumps({k: v for k, v in marker.items() if k != "measured"}, sort_keys=True))
@@ -480,6 +485,14 @@ def _units_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     )
 
 
+def _time_limit_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        help="an iteration's time limit in seconds, the config's timeout (default: the spec's)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="storbench", description=__doc__)
     parser.add_argument("--version", action=_Version, help="print storbench's version")
@@ -508,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = steps.add_parser("run", help="run one iteration on every host of the run")
     run.add_argument("--spec", type=json_argument, required=True, help="run spec (JSON)")
     run.add_argument("--iteration", type=int, required=True, help="iteration number, from 1")
+    _time_limit_argument(run)
     run.add_argument("--job", required=True, nargs="+", help="rendered job file, or one per host")
     run.add_argument("--manifest", required=True, help="run.json to publish on success")
     run.set_defaults(handler=_run)
@@ -675,6 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("action", choices=("probe", "gather", "report"), help="which search step")
     search.add_argument("--spec", type=json_argument, help="probe/gather: the search spec (JSON)")
     search.add_argument("--probe", help="probe: its id, p01, p02 ...")
+    _time_limit_argument(search)
     search.add_argument("--output", help="probe: its marker; gather: search.json")
     search.add_argument("--markers", nargs="*", default=[], help="earlier (or all) probe markers")
     search.add_argument("--summary", help="gather: result Parquet to write; report: to read")

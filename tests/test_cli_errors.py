@@ -6,6 +6,7 @@ path must read as one line naming the path, and nothing may be published.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from storbench.config import campaign as config
 from storbench.plan import specs as plan
+from storbench.run import render
 from tests.workflow.test_workflow import tiny_config
 
 
@@ -37,6 +39,27 @@ def test_run_names_a_missing_job_file_and_publishes_nothing(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "storbench: error: jobs/absent.fio: No such file or directory"
     assert not manifest.exists() and not (tmp_path / "target").exists()
+
+
+def test_run_stops_the_tool_at_the_time_limit_it_is_given(tmp_path):
+    """The configured `timeout` reaches the run beside its spec (a new limit runs no finished
+    run again): a 30 s fio job given 2 s is stopped, named, and publishes nothing."""
+    config_ = tiny_config(tmp_path / "target", rw=("read",))
+    config_["experiments"]["tiny"]["job"]["runtime"] = "30s"
+    campaign = config.load_campaign(config_)
+    (run,) = campaign.experiment_runs("tiny")
+    spec = plan.run_spec(campaign, "tiny", run)
+    assert spec.timeout_s == 2 * 30 + 120  # the spec's own limit, from the planned time
+    job = tmp_path / "job.fio"
+    render.write_job(json.loads(plan.to_json(plan.render_spec(campaign, "tiny", run))), str(job))
+    manifest = tmp_path / "raw/it1/run.json"
+    result = storbench(
+        tmp_path, "run", "--spec", plan.to_json(spec), "--iteration", "1", "--timeout-s", "2",
+        "--job", str(job), "--manifest", str(manifest),
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "host localhost: fio timed out" in result.stderr
+    assert not manifest.exists() and (tmp_path / "raw/it1/a1/localhost.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -158,7 +158,9 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> RunSpec:
         {
             **_run_identity(campaign, name, run),
             "hosts": run_hosts(campaign, name, run),
-            "timeout_s": iteration_timeout(run.params, experiment.timeout),
+            # the planned time's limit; a configured `timeout` comes beside the spec
+            # (run_time_limit): a new limit is no reason to run finished runs again
+            "timeout_s": iteration_timeout(run.params, None),
             "execution": experiment.execution,
             "step": run.step,
             "per_host_jobs": per_host_jobs(experiment),
@@ -174,6 +176,18 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> RunSpec:
     )
 
 
+def run_time_limit(campaign: Campaign, name: str, run: Run) -> float:
+    """An iteration's time limit: the configured `timeout`, else twice the planned time and
+    slack (the spec's own)."""
+    return iteration_timeout(run.params, campaign.experiments[name].timeout)
+
+
+def search_time_limit(campaign: Campaign, name: str) -> float:
+    """A probe's time limit, as run_time_limit's."""
+    experiment = campaign.experiments[name]
+    return iteration_timeout(experiment.job, experiment.timeout)
+
+
 def search_spec(campaign: Campaign, name: str) -> ProbeSpec:
     """What every probe job of a search experiment needs; the probe sets run id and options."""
     experiment = campaign.experiments[name]
@@ -186,7 +200,7 @@ def search_spec(campaign: Campaign, name: str) -> ProbeSpec:
         target=experiment_target(campaign, name),
         params=hostfacts.resolve(experiment.job, names),
         hosts=tuple(hosts),
-        timeout_s=iteration_timeout(experiment.job, experiment.timeout),
+        timeout_s=iteration_timeout(experiment.job, None),  # as run_spec's
         template=experiment.template,
         # the chain's length is the workflow's business: a larger budget keeps finished probes
         search={k: v for k, v in experiment.search.items() if k != "probes"},

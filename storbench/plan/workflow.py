@@ -226,6 +226,12 @@ class WorkflowPlan:
         run = self.run(experiment, run_id)
         return specs.to_json(specs.run_spec(self.campaign, experiment, run))
 
+    def run_time_limit(self, experiment: str, run_id: str) -> float:
+        return specs.run_time_limit(self.campaign, experiment, self.run(experiment, run_id))
+
+    def search_time_limit(self, experiment: str) -> float:
+        return specs.search_time_limit(self.campaign, experiment)
+
     def preflight_spec(self, experiment: str) -> str:
         return specs.to_json(specs.preflight_spec(self.campaign, experiment))
 

@@ -145,6 +145,20 @@ def test_changing_one_sweep_value_reruns_only_its_runs(finished_campaign):
     snakemake(workdir, config, "-n")  # leave the original config in place for other tests
 
 
+def test_a_new_time_limit_runs_nothing_again(finished_campaign):
+    """`timeout` bounds a run, it does not change what it measures: raised after runs are
+    done, it reaches the runs still to come, and the finished ones stay."""
+    workdir, config, _ = finished_campaign
+    limited = copy.deepcopy(config)
+    limited["experiments"]["tiny"]["timeout"] = "300s"
+    jobs = planned_jobs(snakemake(workdir, limited, "-n"))
+    assert "run_iteration" not in jobs and "parse_iteration" not in jobs
+    forced = snakemake(workdir, limited, "-n", "-p", "--forcerun", "run_iteration")
+    commands = [line for line in forced.stdout.splitlines() if "storbench run " in line]
+    assert len(commands) == 4 and all("--timeout-s 300.0 " in line for line in commands)
+    snakemake(workdir, config, "-n")  # leave the original config in place for other tests
+
+
 def test_one_report_target_builds_one_experiment(finished_campaign):
     workdir, config, _ = finished_campaign
     result = snakemake(workdir, config, "-n", "reports/tiny/index.html")
