@@ -294,6 +294,10 @@ def dataset_spec_json(wildcards):
     return PLAN.dataset_spec(wildcards.dataset, wildcards.target)
 
 
+def dataset_limits(wildcards):
+    return Untracked(PLAN.dataset_limits(wildcards.dataset))
+
+
 def dataset_preflights(wildcards):
     return [
         ancient(p) for p in PLAN.preparation_preflights("dataset", wildcards.dataset)
@@ -325,6 +329,10 @@ def stage_spec_json(wildcards):
 
 def recipe_spec_json(wildcards):
     return PLAN.recipe_spec(wildcards.recipe, wildcards.target)
+
+
+def recipe_limits(wildcards):
+    return Untracked(PLAN.recipe_limits(wildcards.recipe, wildcards.target))
 
 
 def recipe_stage_markers(wildcards):

@@ -17,8 +17,10 @@ rule prepare_dataset:
         **preparation_locks(),
     params:
         spec=dataset_spec_json,
+        limits=dataset_limits,
     shell:
-        "storbench prepare dataset --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+        "storbench prepare dataset --spec {params.spec:q} --limits {params.limits:q}"
+        " --output {output.marker:q} > {log:q} 2>&1"
 
 
 # One purge, overwrite-pass chunk or SNIA round; stages run in recipe order.
@@ -38,8 +40,10 @@ rule precondition_stage:
         **preparation_locks(),
     params:
         spec=stage_spec_json,
+        limits=recipe_limits,
     shell:
-        "storbench prepare stage --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+        "storbench prepare stage --spec {params.spec:q} --limits {params.limits:q}"
+        " --output {output.marker:q} > {log:q} 2>&1"
 
 
 # Steady-state verdict, write cliffs, and the state token on every host.
@@ -57,9 +61,10 @@ rule precondition_prepared:
         **preparation_locks(),
     params:
         spec=recipe_spec_json,
+        limits=recipe_limits,
     shell:
-        "storbench prepare finish --spec {params.spec:q} --output {output.marker:q}"
-        " --stages {input.stages:q} > {log:q} 2>&1"
+        "storbench prepare finish --spec {params.spec:q} --limits {params.limits:q}"
+        " --output {output.marker:q} --stages {input.stages:q} > {log:q} 2>&1"
 
 
 # Wait for the write cache to flush, after the runs that measure before the flush.
@@ -78,8 +83,10 @@ rule precondition_flush:
         **preparation_locks(),
     params:
         spec=recipe_spec_json,
+        limits=recipe_limits,
     shell:
-        "storbench prepare flush --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+        "storbench prepare flush --spec {params.spec:q} --limits {params.limits:q}"
+        " --output {output.marker:q} > {log:q} 2>&1"
 
 
 rule precondition_report:

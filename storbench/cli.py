@@ -348,6 +348,11 @@ def _prepare(args) -> int:
     # Snakemake stops a job with SIGTERM: a purge or flush command must stop on the host too
     signal.signal(signal.SIGTERM, raise_interrupt)
     spec = args.spec
+    if args.limits is not None:
+        # this step's modules only: every step starts fast
+        from storbench.plan import preparation as prepare_plan
+
+        spec = prepare_plan.with_limits(spec, args.limits)
     if args.action == "dataset":
         result = prepare.prepare_dataset(spec, args.output)
     elif args.action == "stage":
@@ -675,6 +680,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="which preparation step",
     )
     prepare.add_argument("--spec", type=json_argument, help="dataset, stage or recipe spec (JSON)")
+    prepare.add_argument(
+        "--limits", type=json_argument, help="the config's time limits (JSON), else the spec's"
+    )
     prepare.add_argument("--output", help="marker to publish")
     prepare.add_argument("--prepared", help="report: the recipe's prepared.json")
     prepare.add_argument("--flushed", help="report: the recipe's flushed.json, if any")

@@ -31,6 +31,8 @@ REGION_FILE = "storbench-region"
 STATE_DIR = ".storbench"
 ALIGN = 1 << 20  # slices and chunks are whole MiB, so every common block size divides them
 DEFAULT_CHUNK_TIMEOUT_S = 24 * 3600.0
+DEFAULT_FLUSH_POLL_S = 10.0
+DEFAULT_FLUSH_TIMEOUT_S = 3600.0
 LAYOUT_OPTIONS = ("size", "filesize", "nrfiles", "filename_format")
 PASS_FORBIDDEN = ("numjobs", "rw", "bs", "size", "io_size", "offset", "filename", "runtime")
 # Names an expression may use without the host's telemetry.
@@ -145,7 +147,8 @@ class Recipe:
 
     @property
     def sha256(self) -> str:
-        return _digest({"recipe": self.raw, "capacity": self.capacity, "target": self.target})
+        recipe = without_limits(self.raw)
+        return _digest({"recipe": recipe, "capacity": self.capacity, "target": self.target})
 
     @property
     def slice_bytes(self) -> int:
@@ -192,6 +195,15 @@ class Recipe:
             Stage(s.stage_id, s.kind, i, s.pass_, s.repeat, s.chunk, s.chunks, s.round)
             for i, s in enumerate(stages, start=1)
         ]
+
+
+def without_limits(raw: dict) -> dict:
+    """A recipe as configured, less its time limits (its timeout, its flush's poll and
+    timeout): a new limit prepares nothing again."""
+    recipe = {key: value for key, value in raw.items() if key != "timeout"}
+    if isinstance(raw.get("flush"), dict):
+        recipe["flush"] = {k: v for k, v in raw["flush"].items() if k not in ("poll", "timeout")}
+    return recipe
 
 
 def _digest(value) -> str:
@@ -500,8 +512,10 @@ def _flush(key: str, spec: dict, hosts, problems: list[str]) -> dict:
         command=spec["command"],
         host=host,
         done=spec.get("done"),
-        poll_s=_duration(f"{key}.poll", spec.get("poll", "10s"), problems),
-        timeout_s=_duration(f"{key}.timeout", spec.get("timeout", "1h"), problems),
+        poll_s=_duration(f"{key}.poll", spec.get("poll", DEFAULT_FLUSH_POLL_S), problems),
+        timeout_s=_duration(
+            f"{key}.timeout", spec.get("timeout", DEFAULT_FLUSH_TIMEOUT_S), problems
+        ),
     )
     return flush
 

@@ -3,7 +3,16 @@ hosts, and each preparation step's spec."""
 
 from __future__ import annotations
 
-from storbench.config.preparation import STATE_DIR, Dataset, Recipe, Stage
+from storbench.config.preparation import (
+    DEFAULT_CHUNK_TIMEOUT_S,
+    DEFAULT_FLUSH_POLL_S,
+    DEFAULT_FLUSH_TIMEOUT_S,
+    STATE_DIR,
+    Dataset,
+    Recipe,
+    Stage,
+    without_limits,
+)
 from storbench.core import paths
 from storbench.core.specs import DatasetSpec, RecipeSpec, StageSpec
 from storbench.tools import preparation_tool
@@ -54,7 +63,7 @@ def dataset_spec(dataset: Dataset) -> DatasetSpec:
             "method": dataset.method,
             "job": dataset.job,
             "sha256": dataset.sha256,
-            "timeout_s": dataset.timeout_s,
+            "timeout_s": DEFAULT_CHUNK_TIMEOUT_S,  # a configured one comes beside (limits)
             "raw_dir": paths.dataset_raw_dir(dataset.target_name, dataset.name),
             "tokens": {
                 h["name"]: token_path(dataset.target, h, "dataset", dataset.name)
@@ -90,11 +99,11 @@ def recipe_spec(recipe: Recipe) -> RecipeSpec:
             "interval_s": recipe.interval_s,
             "cliff": recipe.cliff,
             "rounds": rounds,
-            "flush": recipe.flush,
-            "timeout_s": recipe.timeout_s,
+            "flush": _flush_without_limits(recipe.flush),
+            "timeout_s": None,  # a configured one comes beside the spec (limits)
             "sha256": recipe.sha256,
             "dir": recipe_dir(recipe),
-            "recipe_spec": recipe.raw,
+            "recipe_spec": without_limits(recipe.raw),
             "tokens": {
                 h["name"]: token_path(recipe.target, h, "precondition", recipe.name)
                 for h in recipe.hosts
@@ -135,3 +144,37 @@ def stage_spec(recipe: Recipe, stage: Stage) -> StageSpec:
             **({"targets": list(p.targets)} if p.targets else {}),
         }
     return StageSpec.from_dict(spec)
+
+
+# A preparation's time limits come to its steps beside their specs (the workflow leaves them
+# out of its rerun trigger): a limit raised after a timeout prepares nothing again. The specs
+# keep the defaults, so a config without limits has the specs it always had.
+
+
+def _flush_without_limits(flush: dict | None) -> dict | None:
+    if not flush or flush.get("method") != "command":
+        return flush
+    return {**flush, "poll_s": DEFAULT_FLUSH_POLL_S, "timeout_s": DEFAULT_FLUSH_TIMEOUT_S}
+
+
+def limits(found: Dataset | Recipe) -> dict:
+    """A dataset's or recipe's time limits as configured (or their defaults)."""
+    flush = getattr(found, "flush", None)
+    if flush and flush.get("method") == "command":
+        return {
+            "timeout_s": found.timeout_s,
+            "flush_poll_s": flush["poll_s"],
+            "flush_timeout_s": flush["timeout_s"],
+        }
+    return {"timeout_s": found.timeout_s}
+
+
+def with_limits(spec: dict, given: dict) -> dict:
+    """A dataset, recipe or stage spec (JSON) with the limits ``limits`` gave."""
+    if "recipe" in spec:  # a stage: its recipe's limits
+        return {**spec, "recipe": with_limits(spec["recipe"], given)}
+    limited = {**spec, "timeout_s": given["timeout_s"]}
+    if "flush_timeout_s" in given and spec.get("flush"):
+        poll, timeout = given["flush_poll_s"], given["flush_timeout_s"]
+        limited["flush"] = {**spec["flush"], "poll_s": poll, "timeout_s": timeout}
+    return limited

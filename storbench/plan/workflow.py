@@ -508,6 +508,12 @@ class WorkflowPlan:
     def recipe_spec(self, recipe: str, target: str) -> str:
         return specs.to_json(prepare_plan.recipe_spec(self.recipe(recipe, target)))
 
+    def recipe_limits(self, recipe: str, target: str) -> str:
+        return specs.to_json(prepare_plan.limits(self.recipe(recipe, target)))
+
+    def dataset_limits(self, dataset: str) -> str:
+        return specs.to_json(prepare_plan.limits(self.campaign.datasets[dataset]))
+
     def recipe_stage_markers(self, recipe: str, target: str) -> list[str]:
         found = self.recipe(recipe, target)
         return [prepare_plan.stage_marker(found, s.stage_id) for s in found.stages()]

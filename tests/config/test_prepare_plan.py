@@ -2,12 +2,15 @@
 token paths, and one clear problem per bad key. No Snakemake, no fio."""
 
 import copy
+import json
 
 import pytest
 
 from storbench.config.campaign import ConfigError, load_campaign
 from storbench.core import units
+from storbench.core.specs import StageSpec
 from storbench.plan import preparation as prepare_plan
+from storbench.plan import specs as plan_specs
 
 MIB = 1 << 20
 RUN = {"rw": "randread", "bs": "4k", "runtime": "1s"}
@@ -255,6 +258,40 @@ def test_the_recipe_digest_follows_the_recipe_and_the_capacity():
     changed_capacity = campaign_of(lambda raw: raw["targets"]["scratch"].update(capacity="1GiB"))
     assert changed_pass.recipes["afa"].sha256 != same
     assert changed_capacity.recipes["afa"].sha256 != same
+
+
+def test_time_limits_stay_out_of_what_a_preparation_is():
+    """A recipe's timeout and its flush's poll and timeout, and a dataset's timeout, reach the
+    steps beside the specs: the digest and every spec are those of the recipe without them."""
+
+    def polled(raw):
+        recipe(raw)["flush"] = {"command": "array-cache", "done": "dirty=0"}
+
+    def limited(raw):
+        polled(raw)
+        recipe(raw)["timeout"] = "6h"
+        recipe(raw)["flush"].update(poll="1m", timeout="3h")
+        raw["datasets"]["d"]["timeout"] = "2h"
+
+    plain, timed = campaign_of(polled), campaign_of(limited)
+    afa, timed_afa = plain.recipes["afa"], timed.recipes["afa"]
+    assert timed_afa.sha256 == afa.sha256
+    stage = afa.stages()[0]
+    spec = prepare_plan.stage_spec(timed_afa, stage)
+    assert spec == prepare_plan.stage_spec(afa, stage)
+    assert spec.recipe.timeout_s is None and spec.recipe.flush["timeout_s"] == 3600.0
+    assert prepare_plan.dataset_spec(timed.datasets["d"]) == prepare_plan.dataset_spec(
+        plain.datasets["d"]
+    )
+    limits = prepare_plan.limits(timed_afa)
+    assert limits == {"timeout_s": 6 * 3600.0, "flush_poll_s": 60.0, "flush_timeout_s": 3 * 3600.0}
+    assert prepare_plan.limits(timed.datasets["d"]) == {"timeout_s": 2 * 3600.0}
+    applied = prepare_plan.with_limits(json.loads(plan_specs.to_json(spec)), limits)
+    assert applied["recipe"]["timeout_s"] == 6 * 3600.0
+    assert applied["recipe"]["flush"]["poll_s"] == 60.0
+    assert applied["recipe"]["flush"]["timeout_s"] == 3 * 3600.0
+    # the configured limits are what the steps then run under
+    assert StageSpec.from_dict(applied).recipe.timeout_s == 6 * 3600.0
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,11 @@
 """Datasets and preconditioning through real Snakemake and real fio on a local directory."""
 
+import copy
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -11,9 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from storbench.config.campaign import load_campaign
+from storbench.plan import preparation as prepare_plan
+from storbench.plan import specs as plan_specs
 from tests.report.exported import pipe_table_rows
 from tests.run.test_interrupt import processes_matching, stop_if_running, wait_for
-from tests.workflow.test_workflow import REPO, SNAKEMAKE, snakemake
+from tests.workflow.test_workflow import REPO, SNAKEMAKE, planned_jobs, snakemake
 
 MIB = 1 << 20
 
@@ -70,6 +75,37 @@ def test_a_dataset_used_by_two_experiments_is_prepared_once(dataset_campaign):
     files = sorted(p.name for p in (workdir / "target/localhost").iterdir() if p.is_file())
     assert files == ["files.0.0", "files.0.1", "files.1.0", "files.1.1"]
     assert all((workdir / "target/localhost" / f).stat().st_size == 4 * MIB for f in files)
+
+
+def test_a_new_time_limit_prepares_nothing_again(dataset_campaign):
+    """A dataset's timeout bounds its layout, it is not part of it: set after the dataset is
+    there, it reaches the next layout's command and lays out nothing now."""
+    workdir, config, _ = dataset_campaign
+    limited = copy.deepcopy(config)
+    limited["datasets"]["files"]["timeout"] = "2h"
+    jobs = planned_jobs(snakemake(workdir, limited, "-n"))
+    assert "prepare_dataset" not in jobs and "run_iteration" not in jobs
+    forced = snakemake(workdir, limited, "-n", "-p", "--forcerun", "prepare_dataset")
+    assert """--limits '{"timeout_s":7200.0}'""" in forced.stdout
+    snakemake(workdir, config, "-n")  # leave the original config in place for other tests
+
+
+def test_a_flush_stops_at_the_limit_it_is_given(tmp_path):
+    raw = chunked_config(tmp_path / "target")
+    raw["preconditioning"]["fill"]["flush"] = {"command": "echo dirty=1", "done": "dirty=0"}
+    found = load_campaign(raw).recipes["fill"]
+    spec = plan_specs.to_json(prepare_plan.recipe_spec(found))
+    assert json.loads(spec)["flush"]["timeout_s"] == 3600.0  # the spec's own: an hour
+    limits = {"timeout_s": None, "flush_poll_s": 0.2, "flush_timeout_s": 1}
+    marker = tmp_path / "flushed.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "storbench", "prepare", "flush", "--spec", spec,
+         "--limits", json.dumps(limits), "--output", str(marker)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "cache flush on localhost not done after 1s" in result.stderr
+    assert not marker.exists()
 
 
 def test_runs_are_tagged_with_the_preparation_state(dataset_campaign):
