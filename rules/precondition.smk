@@ -61,10 +61,9 @@ rule precondition_prepared:
         **preparation_locks(),
     params:
         spec=recipe_spec_json,
-        limits=recipe_limits,
     shell:
-        "storbench prepare finish --spec {params.spec:q} --limits {params.limits:q}"
-        " --output {output.marker:q} --stages {input.stages:q} > {log:q} 2>&1"
+        "storbench prepare finish --spec {params.spec:q} --output {output.marker:q}"
+        " --stages {input.stages:q} > {log:q} 2>&1"
 
 
 # Wait for the write cache to flush, after the runs that measure before the flush.
