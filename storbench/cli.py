@@ -760,6 +760,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.config.campaign import ConfigError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
+    from storbench.hosts.open_files import OpenFilesError
     from storbench.hosts.services import ServiceError
     from storbench.hosts.transport import HostError
     from storbench.plan.search import SearchError
@@ -779,6 +780,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         HostError,
         ImportInputError,
         NetcheckError,
+        OpenFilesError,
         PdfError,
         PreflightError,
         PrepareError,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from storbench.core import paths
 from storbench.core.model import Host
+from storbench.hosts import open_files
 from storbench.hosts.base import TERM_GRACE_S
 from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
@@ -60,6 +61,13 @@ def fanout(hosts: Sequence[dict] = ()) -> int:
         for host in hosts
     )
     return PER_STEP_FANOUT if per_step else DEFAULT_FANOUT
+
+
+def workers(hosts: Sequence[dict]) -> int:
+    """Threads for a step on ``hosts``: the fan-out, with the open files they need allowed."""
+    count = max(1, min(fanout(hosts), len(hosts)))
+    open_files.allow_for(count, in_turns=True)
+    return count
 
 
 def host_spec(host: dict) -> Host:
@@ -110,8 +118,7 @@ def _ask_to_quit(hosts: list[dict], tool_name: str, port: int) -> None:
     def answers(host: dict) -> bool:
         return _accepts(host_spec(host).tool_address, _port(host, tool_name, port), 2)
 
-    workers = max(1, min(fanout(hosts), len(hosts)))
-    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="quit") as pool:
+    with concurrent.futures.ThreadPoolExecutor(workers(hosts), thread_name_prefix="quit") as pool:
         up = list(pool.map(answers, hosts))
     answering = [host for host, answered in zip(hosts, up, strict=True) if answered]
     argv = tool.service_stop_command([endpoint(host, port, tool_name) for host in answering])
@@ -259,8 +266,8 @@ def _stop_one(host: dict, tool_name: str, port: int) -> None:
 def on_every_host(hosts: Sequence[dict], action, verb: str) -> dict:
     """{host name: action(host)} from all hosts in parallel; one error lists each failed host."""
     results, problems = {}, {}
-    workers = max(1, min(fanout(hosts), len(hosts)))
-    with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="service") as pool:
+    threads = workers(hosts)
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="service") as pool:
         futures = {pool.submit(action, host): host["name"] for host in hosts}
         for future in concurrent.futures.as_completed(futures):
             name = futures[future]

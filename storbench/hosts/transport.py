@@ -438,12 +438,13 @@ class SSHTransport(Transport):
         With ``watch``, a host silent for a while is asked whether it still answers (a new
         session channel); one that does not within ``unresponsive_s`` is named unresponsive.
         """
-        wakeup = channel.fileno()  # readable when output or EOF arrives
+        wakeup = select.poll()  # poll, not select: past 1,024 open files select fails
+        wakeup.register(channel.fileno(), select.POLLIN)  # readable on output or EOF
         probe_after = min(PROBE_EVERY_S, self.spec.unresponsive_s / 2)
         heard = time.monotonic()
         exited_at = None
         while True:
-            select.select([wakeup], [], [], 0.5)  # the timeout lets us check the deadline
+            wakeup.poll(500)  # the timeout (ms) lets us check the deadline
             got_output = _copy_chunk(channel.recv_ready, channel.recv, out)
             got_output |= _copy_chunk(channel.recv_stderr_ready, channel.recv_stderr, err)
             if got_output:

@@ -29,6 +29,7 @@ from storbench.core import paths as paths_of
 from storbench.core.model import Host
 from storbench.core.secrets import Credentials, scrub
 from storbench.core.specs import Manifest, RunSpec, start_skew_s
+from storbench.hosts import open_files
 from storbench.hosts.transport import (
     SHELL_TIMEOUT_S,
     HostError,
@@ -415,6 +416,7 @@ def run_iteration(
     if spec.wait_s:  # the workflow holds the target meanwhile: nothing else runs on it
         print(f"storbench: waiting {spec.wait_s:g} s before the run (experiment wait)", flush=True)
         time.sleep(spec.wait_s)
+    open_files.allow_for(len(spec.hosts))  # every host of a run is started at once
     host_jobs = job_file if isinstance(job_file, dict) else None
     job_texts = {
         host["name"]: Path(host_jobs[host["name"]] if host_jobs else str(job_file)).read_text()

@@ -12,7 +12,7 @@ import time
 
 from storbench.core import atomic
 from storbench.core.model import Host
-from storbench.hosts import services
+from storbench.hosts import open_files, services
 from storbench.hosts.transport import HostError, open_transport
 from storbench.run import one_trip, room
 from storbench.run.start import CLOCK, clock_offset
@@ -80,8 +80,8 @@ def run_preflight(spec: dict, output_path: str) -> dict:
     """Check every host in parallel; publish the report, or raise naming every bad host."""
     tool = get_tool(spec["tool"])
     hosts = spec["hosts"]
-    workers = max(1, min(services.fanout(hosts), len(hosts)))
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    open_files.allow_for(len(hosts))  # before any host: the runs will start them all at once
+    with concurrent.futures.ThreadPoolExecutor(services.workers(hosts)) as pool:
         reports = list(pool.map(lambda host: check_host(host, tool, spec["target"]), hosts))
     bad = [r for r in reports if "error" in r]
     if bad:

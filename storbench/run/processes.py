@@ -24,10 +24,11 @@ class Process:
 
 
 def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat from field 2 on: [name, state, ppid, ...]; None if the process is gone."""
+    """/proc/<pid>/stat from field 2 on: [name, state, ppid, ...]; None if the process is gone.
+    OSError if it cannot be read (no file descriptor left in this process: it may be alive)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    except (FileNotFoundError, ProcessLookupError):
         return None
     name = text[text.index("(") + 1 : text.rindex(")")]
     return [name, *text[text.rindex(")") + 2 :].split()]
@@ -52,7 +53,12 @@ def _parent(pid: int) -> int:
 
 
 def is_alive(process: Process) -> bool:
-    fields = _stat_fields(process.pid)
+    """Whether process still runs; one that cannot be looked at now counts as alive (a watcher
+    short of file descriptors must not stop a run whose controller is there)."""
+    try:
+        fields = _stat_fields(process.pid)
+    except OSError:
+        return True
     if fields is None or fields[1] in ("Z", "X"):  # gone, or a zombie nobody reaped yet
         return False
     return fields[_START_TICKS] == process.start_ticks
