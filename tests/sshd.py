@@ -94,6 +94,7 @@ def start_sshd(
     *,
     sftp: bool = True,
     session_home: Path | None = None,
+    extra_config: str = "",
 ) -> SshServer:
     """Start `sshd -D` on address and port (default a free one); return once it sends its banner.
 
@@ -113,6 +114,8 @@ def start_sshd(
     if session_home is not None:
         session_home.mkdir(parents=True, exist_ok=True)
         text = text.rstrip("\n") + f"\nSetEnv HOME={session_home}"
+    if extra_config:  # e.g. MaxStartups, as a hardened bastion sets it
+        text = text.rstrip("\n") + f"\n{extra_config}"
     config.write_text(text + "\n")
     with open(directory / "sshd.log", "wb") as log:
         process = subprocess.Popen(

@@ -36,6 +36,7 @@ from storbench.hosts.base import (
     KILL_AFTER_S,
     SHELL_TIMEOUT_S,
     TERM_GRACE_S,
+    HostError,
     Transport,
     _mkdir_script,
     _open_output,
@@ -66,14 +67,17 @@ def socket_dir() -> Path:
 class OpenSSHTransport(Transport):
     """A host reached with the ssh client over its campaign-long master connection."""
 
-    def __init__(self, spec: Host):
+    def __init__(self, spec: Host, *, role: str = ""):
+        """role: what the host is to the one we reach ('jump host'), named in its errors."""
         super().__init__(spec)
+        self._role = role
         try:
             self._socket = control_socket(spec)
         except OSError as exc:
             raise self._error(f"no private folder for its connection socket: {exc}") from exc
         self._master_checked = False
         self._running: subprocess.Popen | None = None  # the session of the tool run() waits for
+        self._jump = _jump_transport(spec) if spec.jump else None
 
     def check(self) -> None:
         self._ensure_master()
@@ -162,6 +166,8 @@ class OpenSSHTransport(Transport):
         if self._socket.exists():
             _control(self._socket, self.spec.address, "exit")
         self._master_checked = False
+        if self._jump is not None:  # the hosts behind it end their masters here too
+            self._jump.disconnect()
 
     def _shell(self, script: str, *, timeout_s: float) -> tuple[int, str, str]:
         done = self._session(script, timeout_s=timeout_s)
@@ -205,10 +211,22 @@ class OpenSSHTransport(Transport):
     def _ensure_master(self) -> None:
         if self._master_checked:
             return
+        if self._jump is not None:
+            self._ensure_jump_master()
         with _locked(self._socket.with_suffix(".lock")):
             if not self.master_alive():
                 self._start_master()
         self._master_checked = True
+
+    def _ensure_jump_master(self) -> None:
+        """The jump host's own master, which every host behind it shares: one connection to
+        the jump host, not one per host (a bastion's sshd drops connections that arrive
+        together past its MaxStartups, 10 by default: 13 of 47 hosts failed at once)."""
+        assert self._jump is not None
+        try:
+            self._jump._ensure_master()
+        except HostError as error:
+            raise self._error(error.reason) from error
 
     def master_alive(self) -> bool:
         """Whether a master listens on the socket: a connect, no `ssh -O check` process (a
@@ -301,7 +319,9 @@ class OpenSSHTransport(Transport):
         if spec.jump:
             jump_user, jump_host, jump_port = parse_jump(spec.jump)
             login = jump_user or spec.user
+            assert self._jump is not None
             jump = ["ssh", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+                    "-o", f"ControlPath={self._jump._socket}", "-o", "ControlMaster=no",
                     *self._identity_options(), "-p", str(jump_port), "-W", "%h:%p",
                     f"{login}@{jump_host}" if login else jump_host]  # fmt: skip
             # ssh sends a persistent master's ProxyCommand errors to /dev/null: keep them
@@ -333,7 +353,20 @@ class OpenSSHTransport(Transport):
         return self._socket.with_suffix(".jump.log")
 
     def _where(self) -> str:
-        return f"{self.spec.address}:{self.spec.port}"
+        return f"{self.spec.address}:{self.spec.port}" + (f" ({self._role})" if self._role else "")
+
+
+def _jump_transport(spec: Host) -> OpenSSHTransport:
+    """The jump host of spec, reached as spec says (its key, known_hosts and limits)."""
+    assert spec.jump is not None
+    user, host, port = parse_jump(spec.jump)
+    jump = Host(
+        name=host, transport="ssh", address=host, user=user or spec.user, port=port,
+        identity=spec.identity, known_hosts=spec.known_hosts,
+        host_key_check=spec.host_key_check, connect_timeout=spec.connect_timeout,
+        unresponsive_s=spec.unresponsive_s, connection=spec.connection,
+    )  # fmt: skip
+    return OpenSSHTransport(jump, role="jump host")
 
 
 def control_socket(spec: Host) -> Path:

@@ -191,13 +191,40 @@ class LocalTransport(Transport):
         return done.returncode, done.stdout, done.stderr
 
 
+class _Gateway:
+    """A jump host's connection in this process, shared by every host behind it."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.users = 0
+        self.opening = threading.Lock()
+        self.error: Exception | None = None  # why it could not be opened, for every waiter
+
+
+_GATEWAYS: dict[tuple, _Gateway] = {}
+_GATEWAYS_LOCK = threading.Lock()
+
+
+def _release(gateway: _Gateway) -> None:
+    """One host behind the gateway is done with it; the last one closes it."""
+    with _GATEWAYS_LOCK:
+        gateway.users -= 1
+        if gateway.users > 0:
+            return
+        for key, shared in list(_GATEWAYS.items()):
+            if shared is gateway:
+                del _GATEWAYS[key]
+    with contextlib.suppress(Exception):
+        gateway.conn.close()
+
+
 class SSHTransport(Transport):
     """A host reached over SSH (fabric Connection, paramiko channels underneath)."""
 
     def __init__(self, spec: Host):
         super().__init__(spec)
         self._conn = None
-        self._gateway = None
+        self._gateway: _Gateway | None = None
         self._sftp = None
         self._open_lock = threading.Lock()  # paramiko races when one client is opened twice
         self._running = None  # the channel of the tool run() waits for
@@ -285,11 +312,14 @@ class SSHTransport(Transport):
                         sftp.get(remote, str(tmp))
 
     def close(self) -> None:
-        for closable in (self._sftp, self._conn, self._gateway):
+        for closable in (self._sftp, self._conn):
             if closable is not None:
                 with contextlib.suppress(Exception):
                     closable.close()
-        self._sftp = self._conn = self._gateway = None
+        self._sftp = self._conn = None
+        if self._gateway is not None:
+            _release(self._gateway)
+            self._gateway = None
 
     def _shell(self, script: str, *, timeout_s: float) -> tuple[int, str, str]:
         out, err = io.BytesIO(), io.BytesIO()
@@ -314,25 +344,51 @@ class SSHTransport(Transport):
         for label, path in (("identity", spec.identity), ("known_hosts", spec.known_hosts)):
             if path is not None and not os.path.isfile(path):
                 raise self._error(f"{label} file not found: {path}")
-        gateway = None
-        if spec.jump:
-            jump_user, jump_host, jump_port = parse_jump(spec.jump)
-            gateway = self._new_connection(jump_host, jump_user or spec.user, jump_port)
+        gateway = self._open_gateway() if spec.jump else None
         conn = self._new_connection(spec.address, spec.user, spec.port, gateway)
         try:
             conn.open()
         except Exception as exc:
-            failed = gateway if gateway is not None and not gateway.is_connected else conn
-            for opened in (conn, gateway):
-                if opened is not None:
-                    with contextlib.suppress(Exception):
-                        opened.close()
-            raise self._connect_error(exc, failed, is_jump=failed is not conn) from exc
-        for opened in (conn, gateway):
-            if opened is not None:
-                opened.transport.set_keepalive(KEEPALIVE_S)
-        self._gateway = gateway
+            with contextlib.suppress(Exception):
+                conn.close()
+            self.close()  # this host's share of the gateway
+            raise self._connect_error(exc, conn, is_jump=False) from exc
+        conn.transport.set_keepalive(KEEPALIVE_S)
         return conn
+
+    def _open_gateway(self):
+        """The jump host's connection, opened once in this process for every host behind it:
+        a bastion's sshd drops connections that arrive together past its MaxStartups (10 by
+        default; 16 of 47 hosts failed when each opened its own)."""
+        spec = self.spec
+        assert spec.jump is not None
+        jump_user, jump_host, jump_port = parse_jump(spec.jump)
+        login = jump_user or spec.user
+        key = (login, jump_host, jump_port, spec.identity, spec.known_hosts,
+               spec.host_key_check, spec.connect_timeout)  # fmt: skip
+        with _GATEWAYS_LOCK:
+            gateway = _GATEWAYS.get(key)
+            if gateway is None:
+                gateway = _GATEWAYS[key] = _Gateway(
+                    self._new_connection(jump_host, login, jump_port)
+                )
+            gateway.users += 1
+        self._gateway = gateway
+        with gateway.opening:  # the first host connects; the others wait and share it
+            try:
+                if gateway.error is None:
+                    gateway.conn.open()  # nothing to do once connected
+                    gateway.conn.transport.set_keepalive(KEEPALIVE_S)
+            except Exception as exc:
+                gateway.error = exc
+            if gateway.error is not None:
+                with _GATEWAYS_LOCK:  # the next step tries again
+                    if _GATEWAYS.get(key) is gateway:
+                        del _GATEWAYS[key]
+                error = gateway.error
+                self.close()
+                raise self._connect_error(error, gateway.conn, is_jump=True) from error
+        return gateway.conn
 
     def _new_connection(self, host: str, user: str | None, port: int, gateway=None):
         import paramiko  # lazy: loads importlib.metadata, paramiko, yaml

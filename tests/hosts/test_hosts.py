@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import os
@@ -16,8 +18,9 @@ import uuid
 import pytest
 
 from storbench.core.model import Host, parse_jump
+from storbench.hosts.openssh import OpenSSHTransport
 from storbench.hosts.transport import HostError, open_transport
-from tests.sshd import free_port, generate_key
+from tests.sshd import free_port, generate_key, lab_host, start_sshd
 
 
 @pytest.fixture(params=["local", "ssh", "persistent"])
@@ -322,6 +325,48 @@ def test_jump_host(ssh_hosts, connection, tmp_path):
         assert run(transport, ["echo", "via-jump"], tmp_path)[:2] == (0, b"via-jump\n")
     dead_jump = dataclasses.replace(second, jump=f"127.0.0.9:{free_port('127.0.0.9')}")
     assert "(jump host)" in connect_error(dead_jump)
+
+
+JUMP_ADDRESS = "127.0.0.6"
+HOSTS_BEHIND_THE_JUMP = 12
+
+
+def test_hosts_behind_one_jump_host_share_one_connection_to_it(ssh_lab, connection, tmp_path):
+    """A bastion's sshd refuses connections arriving together past its MaxStartups (10 by
+    default; this one 1): 12 hosts connecting at once through it all answer, over the one
+    connection of this process (paramiko) or of the jump host's master (OpenSSH)."""
+    jump = start_sshd(JUMP_ADDRESS, tmp_path / "jump", ssh_lab.authorized_keys,
+                      extra_config="MaxStartups 1")  # fmt: skip
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(ssh_lab.known_hosts.read_text() + jump.known_hosts_line() + "\n")
+    hosts = [
+        dataclasses.replace(
+            lab_host(ssh_lab, ssh_lab.servers[index % 4], tmp_path / "remote"),
+            name=f"behind{index}", connection=connection, known_hosts=str(known_hosts),
+            jump=f"root@{JUMP_ADDRESS}:{jump.port}",
+        )
+        for index in range(HOSTS_BEHIND_THE_JUMP)
+    ]  # fmt: skip
+    try:
+        together = threading.Barrier(len(hosts))
+
+        def answer(spec: Host) -> str:
+            with open_transport(spec) as transport:
+                together.wait()
+                rc, out, err = transport._shell("echo $((6 * 7))", timeout_s=30)
+                return f"{rc} {out.strip()} {err.strip()}".strip()
+
+        with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
+            answers = list(pool.map(answer, hosts))
+        assert answers == ["0 42"] * len(hosts)
+        logins = (jump.directory / "sshd.log").read_text().count("Accepted publickey")
+        assert logins == 1
+    finally:
+        if connection == "persistent":  # the masters (and the jump host's) end now
+            for spec in hosts:
+                with contextlib.suppress(Exception):
+                    OpenSSHTransport(spec).disconnect()
+        jump.stop()
 
 
 def test_fio_runs_on_both_ssh_hosts(ssh_hosts, tmp_path):
