@@ -30,12 +30,15 @@ SFTP_STALL_S = 300.0  # an SFTP read/write that gets no answer this long fails
 CHUNK = 64 * 1024
 # A line "release <at> <fifo>" on a held tool's session: <at>, the instant its start hooks go
 # at (epoch microseconds), is written to <fifo>.released, where a hook arriving later finds
-# it; then the hooks waiting on the FIFO (run/start) get a line each. Builtins only.
+# it; then the hooks waiting on the FIFO (run/start) get a line each; then <fifo>.sent says
+# all that is done (a service's watcher ends on it, and its end stops this guard: ending on
+# .released left one host of 128 waiting for its deadline, 46 s). Builtins only.
 RELEASE_LINE = "release "
 RELEASE_ACTION = (
     f'r=${{line#{RELEASE_LINE}}}; at=${{r%% *}}; f=${{r#* }}; [ -p "$f" ] && '
     '{ echo "$at" > "$f.released"; exec 4<> "$f"; '
-    '[ -f "$f.hooks" ] && while read -r _; do echo go >&4; done < "$f.hooks"; exec 4>&-; }'
+    '[ -f "$f.hooks" ] && while read -r _; do echo go >&4; done < "$f.hooks"; exec 4>&-; '
+    ': > "$f.sent"; }'
 )
 # Runs "$@" with stdin from /dev/null and SIGTERMs it when the session's stdin ends (sshd
 # closes it when the channel or the connection goes away); exits with the tool's status.

@@ -8,8 +8,9 @@ host has), the job as launched gives the hook that FIFO, and a watcher on the ho
 says LISTENING_LINE on its stderr once a hook has registered there. The release, an instant
 the delivery margin ahead (start.delivery_margin of the slowest preparation), then reaches
 the hooks through that session (Transport.release), as it does standalone, and the watcher
-ends once it sees <fifo>.released. Only where every host has bash 5 (the hooks' precise
-wait); the release time in the jobs is then a deadline (start.LISTENING_DEADLINE_S).
+ends once it sees <fifo>.sent (every hook told: its end stops the session's guard). Only
+where every host has bash 5 (the hooks' precise wait); the release time in the jobs is then
+a deadline (start.LISTENING_DEADLINE_S).
 Standard library only: this is the benchmark path.
 """
 
@@ -33,7 +34,7 @@ TICK_S = 0.01  # how often a watcher looks for a registered hook and for the rel
 WATCH_SCRIPT = "\n".join([
     "fifo=$1 deadline=$2 said=",
     "exec {tick}<> <(:)",
-    'while [ ! -e "$fifo.released" ]; do',
+    'while [ ! -e "$fifo.sent" ]; do',
     "  now=${EPOCHREALTIME//[!0-9]/}",
     "  ((10#$now < deadline)) || exit 0",
     '  if [ -z "$said" ] && [ -s "$fifo.hooks" ]; then',
@@ -41,6 +42,7 @@ WATCH_SCRIPT = "\n".join([
     "  fi",
     f'  read -r -t {TICK_S} -u "$tick"',
     "done",
+    "exit 0",  # not the last tick's timed-out read
 ])  # fmt: skip
 END_GRACE_S = 10.0  # a watcher released at the end has this long to go
 

@@ -108,7 +108,8 @@ HELD_SCRIPT = (
     f'{start_hook.VARIABLE}=$1; export {start_hook.VARIABLE}; cd "$2" || exit 126; shift 2; '
     f'exec {STAMP_FD}>&2; exec "$@"'
 )
-RELEASE_SUFFIXES = ("", ".hooks", ".released")  # the FIFO, its hooks' PIDs, the instant
+# the FIFO, its hooks' PIDs, the instant, every hook told (hosts/base RELEASE_ACTION)
+RELEASE_SUFFIXES = ("", ".hooks", ".released", ".sent")
 
 
 def fresh_fifo_script(word: str) -> str:

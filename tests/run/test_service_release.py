@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from storbench.core import start_hook
+from storbench.hosts.base import RELEASE_ACTION
 from storbench.run import service_release, start
 from storbench.run.service import Sessions
 
@@ -26,7 +27,7 @@ def shell(script: str, env=None) -> subprocess.CompletedProcess:
 
 def test_the_preparation_makes_a_fresh_fifo_and_says_whether_the_host_waits_precisely(tmp_path):
     fifo = str(tmp_path / ".storbench-release.a")
-    for suffix in (".hooks", ".released"):  # what an earlier run left
+    for suffix in (".hooks", ".released", ".sent"):  # what an earlier run left
         (tmp_path / f".storbench-release.a{suffix}").write_text("123\n")
     done = shell(service_release.prepare_script(fifo))
     assert done.returncode == 0 and start.waits_precisely(done.stderr)
@@ -131,3 +132,29 @@ def test_the_early_release_comes_the_delivery_margin_from_now_if_that_is_sooner(
     near = service_release.Deadline(time.time() + DELIVERY_S / 2, DELIVERY_S)
     due = near.release_epoch
     assert near.release_early() is None and near.release_epoch == due
+
+
+def test_a_watcher_ends_only_once_every_hook_was_told(tmp_path):
+    """The release action writes <fifo>.released, then a line per hook, then <fifo>.sent; the
+    watcher's end stops the session's guard running it, so it must wait for .sent: ending on
+    .released cut one host of 128 off before its hooks' line, and it went at its deadline."""
+    fifo = start.release_fifo(str(tmp_path), "a")
+    shell(service_release.prepare_script(fifo))
+    deadline_us = int((time.time() + RUN_BOUND_S) * 1_000_000)
+    watcher = subprocess.Popen(
+        ["bash", "-c", service_release.WATCH_SCRIPT, "watch", fifo, str(deadline_us)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        Path(f"{fifo}.released").write_text("")  # the guard's first step, caught half-way
+        time.sleep(0.3)  # thirty of the watcher's ticks
+        assert watcher.poll() is None
+        released_at = round(time.time() * 1_000_000)
+        done = shell(f"line='release {released_at} {fifo}'; {RELEASE_ACTION}")
+        assert done.returncode == 0
+        assert watcher.wait(RUN_BOUND_S) == 0
+        assert Path(f"{fifo}.released").read_text() == f"{released_at}\n"
+        assert Path(f"{fifo}.sent").exists()
+    finally:
+        watcher.kill()
+        watcher.wait()
