@@ -242,10 +242,18 @@ def _wait_ready(spec: Host, port: int, folder: str) -> None:
         if _accepts(spec.tool_address, port, timeout_s=1):
             return
         time.sleep(0.1)
+    # the tool's client connects from here, not through the jump host the sessions go through
+    unrouted = (
+        f"; the host is reached through jump host {spec.jump}, but the tool's client connects"
+        " from this controller: service mode needs a data_address it reaches, or run the"
+        " experiment standalone (its sessions go through the jump host)"
+        if spec.jump
+        else ""
+    )
     raise HostError(
         spec.name,
         f"service not answering on {spec.tool_address}:{port} after {READY_TIMEOUT_S:.0f} s "
-        f"(its log: {folder}/service.log)",
+        f"(its log: {folder}/service.log){unrouted}",
     )
 
 

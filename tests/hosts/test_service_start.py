@@ -5,8 +5,10 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from storbench.hosts import services
-from storbench.hosts.transport import open_transport
+from storbench.hosts.transport import HostError, open_transport
 from storbench.run import ready
 from storbench.tools import get_tool
 from tests.sshd import free_port
@@ -97,3 +99,21 @@ def test_the_first_run_on_a_service_records_its_version_and_later_runs_read_it(
         assert prepared_version() == installed
     finally:
         services.stop_services([host], "fio", port)
+
+
+def test_a_service_behind_a_jump_host_the_controller_cannot_reach_says_so(monkeypatch):
+    """Sessions go through the jump host; the tool's client connects from the controller."""
+    monkeypatch.setattr(services, "READY_TIMEOUT_S", 0.3)
+    port = free_port("127.0.0.1")  # nothing listens there
+    spec = services.host_spec(
+        {"name": "behind", "transport": "ssh", "address": "127.0.0.1", "jump": "ops@bastion:22"}
+    )
+    with pytest.raises(HostError) as caught:
+        services._wait_ready(spec, port, "/w/services/fio")
+    assert str(caught.value) == (
+        f"host behind: service not answering on 127.0.0.1:{port} after 0 s (its log:"
+        " /w/services/fio/service.log); the host is reached through jump host ops@bastion:22,"
+        " but the tool's client connects from this controller: service mode needs a"
+        " data_address it reaches, or run the experiment standalone (its sessions go through"
+        " the jump host)"
+    )
