@@ -153,6 +153,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for name, experiment in experiments.items():
         if experiment is not None:
             _warn_short_runs(name, experiment)
+            _warn_service_behind_jump(name, experiment, raw["hosts"])
             _check_shared_bucket(name, experiment, host_groups, problems)
             _check_controller_address(name, experiment, raw["hosts"], problems)
             experiment_hosts = [
@@ -985,6 +986,22 @@ def _warn_short_runs(name: str, experiment) -> None:
             "(fine for trying a config, short for a report)",
             file=sys.stderr,
         )
+
+
+def _warn_service_behind_jump(name: str, experiment, groups: dict) -> None:
+    """Only the sessions go through a jump host: a service's own client connects from here."""
+    if experiment.execution != "service":
+        return
+    for group in experiment.host_groups:
+        spec = groups.get(group) or {}
+        if spec.get("jump") and "data_address" not in spec:
+            print(
+                f"storbench: warning: experiments.{name}: service mode on hosts.{group}, reached"
+                f" through jump host {spec['jump']}: the tool's client connects from this"
+                " controller to each host's service port, not through the jump host; where"
+                " the controller cannot reach them, give data_address or run standalone",
+                file=sys.stderr,
+            )
 
 
 def _check_controller_address(name: str, experiment, groups: dict, problems: list[str]) -> None:

@@ -281,6 +281,26 @@ def test_runs_shorter_than_the_guides_minimums_are_warned_about(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_service_mode_on_hosts_behind_a_jump_host_is_warned_about(capsys):
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"]["jump"] = "ops@bastion:22"
+    raw["experiments"]["demo"].update(hosts="clients", execution="service")
+    raw["experiments"]["demo"]["job"]["runtime"] = "2m"
+    load_campaign(copy.deepcopy(raw))
+    assert capsys.readouterr().err == (
+        "storbench: warning: experiments.demo: service mode on hosts.clients, reached through"
+        " jump host ops@bastion:22: the tool's client connects from this controller to each"
+        " host's service port, not through the jump host; where the controller cannot reach"
+        " them, give data_address or run standalone\n"
+    )
+    raw["hosts"]["clients"]["data_address"] = "10.0.0.{n}"
+    load_campaign(copy.deepcopy(raw))
+    raw["hosts"]["clients"].pop("data_address")
+    raw["experiments"]["demo"]["execution"] = "standalone"
+    load_campaign(raw)
+    assert capsys.readouterr().err == ""
+
+
 def test_after_names_other_experiments_without_a_circle():
     raw = copy.deepcopy(VALID)
     demo = raw["experiments"]["demo"]
