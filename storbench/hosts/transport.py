@@ -194,7 +194,8 @@ class LocalTransport(Transport):
 class _Gateway:
     """A jump host's connection in this process, shared by every host behind it."""
 
-    def __init__(self, conn):
+    def __init__(self, key: tuple, conn):
+        self.key = key
         self.conn = conn
         self.users = 0
         self.opening = threading.Lock()
@@ -205,15 +206,19 @@ _GATEWAYS: dict[tuple, _Gateway] = {}
 _GATEWAYS_LOCK = threading.Lock()
 
 
+def _forget(gateway: _Gateway) -> None:
+    """The next host behind this jump host opens a new gateway (call with _GATEWAYS_LOCK)."""
+    if _GATEWAYS.get(gateway.key) is gateway:
+        del _GATEWAYS[gateway.key]
+
+
 def _release(gateway: _Gateway) -> None:
     """One host behind the gateway is done with it; the last one closes it."""
     with _GATEWAYS_LOCK:
         gateway.users -= 1
         if gateway.users > 0:
             return
-        for key, shared in list(_GATEWAYS.items()):
-            if shared is gateway:
-                del _GATEWAYS[key]
+        _forget(gateway)
     with contextlib.suppress(Exception):
         gateway.conn.close()
 
@@ -370,7 +375,7 @@ class SSHTransport(Transport):
             gateway = _GATEWAYS.get(key)
             if gateway is None:
                 gateway = _GATEWAYS[key] = _Gateway(
-                    self._new_connection(jump_host, login, jump_port)
+                    key, self._new_connection(jump_host, login, jump_port)
                 )
             gateway.users += 1
         self._gateway = gateway
@@ -383,8 +388,7 @@ class SSHTransport(Transport):
                 gateway.error = exc
             if gateway.error is not None:
                 with _GATEWAYS_LOCK:  # the next step tries again
-                    if _GATEWAYS.get(key) is gateway:
-                        del _GATEWAYS[key]
+                    _forget(gateway)
                 error = gateway.error
                 self.close()
                 raise self._connect_error(error, gateway.conn, is_jump=True) from error
