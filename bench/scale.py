@@ -1,8 +1,8 @@
 """Benchmark: 128 loopback sshd hosts (issue 24); start, a sweep in both modes, controller cost.
 
-Real sshd on 127.0.1.1..127.0.1.N (clear of services.py, dispatch.py, ingest.py and the
-tests, all on 127.0.0.x), started with the tests' SshLab. Each figure is a ratio against
-an anchor measured in the same run:
+Real sshd on 127.0.1.1..127.0.1.N (past 254 hosts on 127.0.2.x and on; clear of services.py,
+dispatch.py, ingest.py and the tests, all on 127.0.0.x), started with the tests' SshLab.
+Each figure is a ratio against an anchor measured in the same run:
 
 1. Starting fio services on all N hosts (start + ready): storbench.hosts.services vs clush
    (system ssh, fanout N) vs a fabric ThreadingGroup, interleaved, each stopped and checked
@@ -70,12 +70,14 @@ ANCHOR_RUN_TIMEOUT_S = 120
 FILES_PER_HOST = 16  # sshd, its session, ssh client, sockets: a generous guess
 SAMPLE_EVERY_S = 0.25
 STAMP_PREFIX = "anchor-start "
+MAX_HOSTS = 4 * 254
 
 
 def addresses_for(hosts: int) -> list[str]:
-    if not 1 <= hosts <= 254:
-        raise SystemExit(f"--hosts: 1..254 (127.0.1.1..127.0.1.254), not {hosts}")
-    return [f"127.0.1.{last}" for last in range(1, hosts + 1)]
+    """127.0.1.1..127.0.1.254, then 127.0.2.1 and on: past 254 hosts a subnet each 254."""
+    if not 1 <= hosts <= MAX_HOSTS:
+        raise SystemExit(f"--hosts: 1..{MAX_HOSTS} (127.0.1.1..127.0.4.254), not {hosts}")
+    return [f"127.0.{1 + index // 254}.{1 + index % 254}" for index in range(hosts)]
 
 
 # -- limits ---------------------------------------------------------------------------------
@@ -738,7 +740,10 @@ def main() -> int:
             parser.error(f"--runs: 2..{len(BLOCK_SIZES)}")
         settings["runs"] = options.runs
     result = measure(settings)
-    write_json(OUT / ("scale-start.json" if options.start_only else "scale.json"), result)
+    name = "scale-start" if options.start_only else "scale"
+    if options.hosts and options.hosts != FULL["hosts"] and not options.quick:
+        name += f"-{options.hosts}"  # the 128-host result (the README's) is kept
+    write_json(OUT / f"{name}.json", result)
     print_table(result)
     if not os.environ.get("BENCH_KEEP"):  # BENCH_KEEP=1 keeps the lab and campaign folders
         shutil.rmtree(WORK, ignore_errors=True)
