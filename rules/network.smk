@@ -14,8 +14,9 @@ rule network_check:
         spec=network_spec_json,
         raw_dir=paths.network_raw_dir(),
     shell:
-        "storbench network --spec {params.spec:q} --out-dir {params.raw_dir:q}"
+        "storbench network --spec - --out-dir {params.raw_dir:q}"
         " --parquet {output.parquet:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 rule network_report:

@@ -19,8 +19,9 @@ rule prepare_dataset:
         spec=dataset_spec_json,
         limits=dataset_limits,
     shell:
-        "storbench prepare dataset --spec {params.spec:q} --limits {params.limits:q}"
+        "storbench prepare dataset --spec - --limits {params.limits:q}"
         " --output {output.marker:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # One purge, overwrite-pass chunk or SNIA round; stages run in recipe order.
@@ -42,8 +43,9 @@ rule precondition_stage:
         spec=stage_spec_json,
         limits=recipe_limits,
     shell:
-        "storbench prepare stage --spec {params.spec:q} --limits {params.limits:q}"
+        "storbench prepare stage --spec - --limits {params.limits:q}"
         " --output {output.marker:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # Steady-state verdict, write cliffs, and the state token on every host.
@@ -62,8 +64,9 @@ rule precondition_prepared:
     params:
         spec=recipe_spec_json,
     shell:
-        "storbench prepare finish --spec {params.spec:q} --output {output.marker:q}"
+        "storbench prepare finish --spec - --output {output.marker:q}"
         " --stages {input.stages:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # Wait for the write cache to flush, after the runs that measure before the flush.
@@ -84,8 +87,9 @@ rule precondition_flush:
         spec=recipe_spec_json,
         limits=recipe_limits,
     shell:
-        "storbench prepare flush --spec {params.spec:q} --limits {params.limits:q}"
+        "storbench prepare flush --spec - --limits {params.limits:q}"
         " --output {output.marker:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 rule precondition_report:

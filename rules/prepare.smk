@@ -26,7 +26,7 @@ rule cleanup:
     params:
         spec=cleanup_spec_json,
     shell:
-        "storbench cleanup --spec {params.spec:q} > {log:q} 2>&1"
+        "storbench cleanup --spec - > {log:q} 2>&1 <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # A client set-up step (setup:) on one host: a mount, a per-target attribute; undone by cleanup.
@@ -43,7 +43,8 @@ rule host_setup:
     params:
         spec=setup_spec_json,
     shell:
-        "storbench setup --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+        "storbench setup --spec - --output {output.marker:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # Host facts (kernel, CPU, memory, NICs, mount of the target, tool versions), once per campaign.
@@ -62,7 +63,8 @@ rule telemetry:
     params:
         spec=telemetry_spec_json,
     shell:
-        "storbench telemetry --spec {params.spec:q} --output {output.facts:q} > {log:q} 2>&1"
+        "storbench telemetry --spec - --output {output.facts:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # Tool services (fio --server) on every host of the campaign's service-mode experiments,
@@ -79,4 +81,5 @@ rule start_services:
     params:
         spec=services_spec_json,
     shell:
-        "storbench services start --spec {params.spec:q} --output {output.marker:q} > {log:q} 2>&1"
+        "storbench services start --spec - --output {output.marker:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"

@@ -11,7 +11,8 @@ rule render_job:
     params:
         spec=render_spec_json,
     shell:
-        "storbench render --spec {params.spec:q} --output {output.job:q} > {log:q} 2>&1"
+        "storbench render --spec - --output {output.job:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # Every host's own job file of a run (its directory, its read/write role, its host-fact values
@@ -33,7 +34,8 @@ rule render_host_jobs:
     params:
         spec=host_jobs_spec_json,
     shell:
-        "storbench render-hosts --spec {params.spec:q} --output-dir {output.jobs:q} > {log:q} 2>&1"
+        "storbench render-hosts --spec - --output-dir {output.jobs:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # Every host reachable, the tool installed, free space and clock offset, before any run.
@@ -53,7 +55,8 @@ rule preflight:
     params:
         spec=preflight_spec_json,
     shell:
-        "storbench preflight --spec {params.spec:q} --output {output.report:q} > {log:q} 2>&1"
+        "storbench preflight --spec - --output {output.report:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 # One iteration on every host of the group; at most one per storage target at a time.
@@ -77,6 +80,7 @@ rule run_iteration:
         spec=run_spec_json,
         time_limit=run_time_limit,
     shell:
-        "storbench run --spec {params.spec:q} --iteration {wildcards.iteration}"
+        "storbench run --spec - --iteration {wildcards.iteration}"
         " --timeout-s {params.time_limit} --job {input.job:q} --manifest {output.manifest:q}"
         " > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"

@@ -25,9 +25,10 @@ rule search_probe:
         spec=search_spec_json,
         time_limit=search_time_limit,
     shell:
-        "storbench search probe --spec {params.spec:q} --probe {wildcards.probe}"
+        "storbench search probe --spec - --probe {wildcards.probe}"
         " --timeout-s {params.time_limit} --output {output.marker:q}"
         " --markers {input.earlier:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 rule search_gather:
@@ -46,9 +47,10 @@ rule search_gather:
     params:
         spec=search_spec_json,
     shell:
-        "storbench search gather --spec {params.spec:q} --output {output.result:q}"
+        "storbench search gather --spec - --output {output.result:q}"
         " --summary {output.summary:q} --timeseries {output.timeseries:q}"
         " --markers {input.markers:q} > {log:q} 2>&1"
+        " <<'SPEC'\n{params.spec}\nSPEC"
 
 
 rule search_report:

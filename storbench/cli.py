@@ -457,7 +457,10 @@ class RegressionError(RuntimeError):
 
 
 def json_argument(text: str):
-    """A JSON option value; argparse names the option when it is not JSON."""
+    """A JSON option value, or ``-``: read from stdin (a spec naming hundreds of hosts is past
+    Linux's 128 KiB limit on one argument); argparse names the option when it is not JSON."""
+    if text == "-":
+        text = sys.stdin.read()
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:

@@ -94,6 +94,16 @@ def test_a_spec_that_is_not_json_names_the_option(step, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_spec_on_stdin_that_is_not_json_names_the_option(tmp_path):
+    command = [sys.executable, "-m", "storbench", "preflight", "--spec", "-", "--output", "p.json"]
+    result = subprocess.run(
+        command, cwd=tmp_path, input="{'hosts': []", capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "storbench preflight: error: argument --spec: not valid JSON" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_version_help_texts_and_a_closed_pipe():
     import argparse
     import subprocess

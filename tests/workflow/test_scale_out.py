@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import subprocess
 
 import pyarrow.parquet as pq
 import pytest
@@ -243,3 +244,36 @@ def test_scaling_table_has_theoretical_and_efficiency(scale_campaign):
         assert table[step]["bottleneck"] == "cluster"
         assert float(table[step]["efficiency"]) == pytest.approx(total["bw_bytes_s"] / 2e9)
     assert "Efficiency" in (tmp_path / "reports/scale/index.html").read_text()
+
+
+MAX_ARG_STRLEN = 32 * 4096  # Linux's limit on one argument of a command
+
+
+def test_a_spec_longer_than_one_argument_may_be_reaches_its_step(tmp_path):
+    """A step's spec names every host: 300 hosts (local ones here, each with a long work
+    folder) make a preflight spec past what one argument may hold; it goes on stdin. Passed as
+    an argument, the step failed: 'storbench: Argument list too long'."""
+    workdir = "/tmp/storbench-" + "w" * 400
+    names = [f"h{n:03d}" for n in range(300)]
+    config = {
+        "hosts": {name: {"transport": "local", "workdir": workdir} for name in names},
+        "targets": {"scratch": {"type": "directory", "path": str(tmp_path / "target")}},
+        "experiments": {
+            "wide": {
+                "tool": "fio",
+                "hosts": names,
+                "target": "scratch",
+                "job": {"size": "64KiB", "runtime": "1s", "ioengine": "psync"},
+                "sweep": {"rw": ["read"]},
+            }
+        },
+    }
+    planned = snakemake(tmp_path, config, "-n", "-p", "results/wide/preflight.json")
+    (command,) = [line for line in planned.stdout.splitlines() if "storbench preflight" in line]
+    (spec,) = [line for line in planned.stdout.splitlines() if line.startswith('{"experiment"')]
+    assert len(spec) > MAX_ARG_STRLEN and "--spec -" in command
+    snakemake(tmp_path, config, "results/wide/preflight.json")
+    report = json.loads((tmp_path / "results/wide/preflight.json").read_text())
+    version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+    assert [host["name"] for host in report["hosts"]] == names
+    assert {host["tool_version"] for host in report["hosts"]} == {version}
