@@ -111,14 +111,23 @@ class HostPaths:
 
 
 def host_paths(
-    spec: Host, tool, local_dir: Path, remote_dir: str, *, private: bool = False
+    spec: Host,
+    tool,
+    local_dir: Path,
+    remote_dir: str,
+    *,
+    private: bool = False,
+    shared: bool = False,
 ) -> HostPaths:
-    """Local runs work in the raw folder itself, unless private files (keys) are involved."""
+    """Local runs work in the raw folder itself, unless private files (keys) are involved;
+    shared: other local hosts of the run work there too, so each has a job file of its own
+    (per-host jobs differ, and the job file's path is what finds a host's tool to stop it)."""
     local = spec.transport == "local" and not private
     workdir = str(local_dir.resolve()) if local else remote_dir
+    job_name = f"job.{spec.name}" if local and shared else "job"
     return HostPaths(
         workdir=workdir,
-        job_path=f"{workdir}/job{tool.job_suffix}",
+        job_path=f"{workdir}/{job_name}{tool.job_suffix}",
         output_path=f"{workdir}/{tool.output_name(spec.name)}",
     )
 
@@ -493,7 +502,11 @@ def _run_standalone(
 
     hosts = [Host.from_dict(h) for h in spec.hosts]
     private = credentials is not None
-    paths = [host_paths(host, tool, local_dir, remote_dir(host), private=private) for host in hosts]
+    shared = sum(host.transport == "local" for host in hosts) > 1
+    paths = [
+        host_paths(host, tool, local_dir, remote_dir(host), private=private, shared=shared)
+        for host in hosts
+    ]
     results = [HostResult(name=host.name) for host in hosts]
     held = any(start_hook.VARIABLE in text for text in job_texts.values())
     setup_history = start_margin.history_path(local_dir.parent, spec.tool, [h.name for h in hosts])

@@ -144,15 +144,19 @@ class StartBarrier:
         """setup_s: a held start (the tool launched at once, its hook waiting) leaves the
         tool this long to reach its hook: on top of the probes' margin, or, learned (a set-up
         time measured from the launch, run/start_margin), at least that long. listen: a held
-        start with no set-up learned yet is released when every host waits (EarlyRelease),
-        if every host's probe shows the precise wait: its time is then only a deadline.
-        Learned, the time is the release: on 128 loopback hosts sharing 2 cores it started
-        them closer together than the release's way through each host's session did."""
+        start is released when every host waits (EarlyRelease), if every host's probe shows
+        the precise wait: its time is then only a deadline. Learned, the release is sent as
+        soon as every host waits, for the learned instant (each hook waits for it on its own
+        clock: on 128 loopback hosts sharing 2 cores that started them closer together than
+        the release's way through each host's session did), or for the probes' margin from
+        then if later: at 256 hosts a run's set-up outgrew the last runs' by 18 s, and the
+        hosts that arrived after the learned instant started up to that late."""
         self._setup_s = setup_s
         self._learned = learned
         self._listen = listen
         self._imprecise: set[str] = set()
         self.listening = False
+        self.learned_epoch: float | None = None  # a learned start's instant, listening
         self._prepared = threading.Barrier(hosts)
         self._barrier = threading.Barrier(hosts, action=self._pick_release)
         self._hosts = hosts
@@ -170,10 +174,11 @@ class StartBarrier:
             self._imprecise.add(host)
 
     def release_early(self) -> float | None:
-        """Bring a listening start's release forward to the probes' margin from now, if that
-        is before its deadline: the new release time, else None."""
+        """Bring a listening start's release forward to the probes' margin from now (or its
+        learned instant, if later), if that is before its deadline: the new release time,
+        else None."""
         with self._lock:
-            at = time.time() + self.delivery_s
+            at = max(time.time() + self.delivery_s, self.learned_epoch or 0.0)
             if not self.listening or self.release_epoch is None or at >= self.release_epoch:
                 return None
             self.release_epoch = at
@@ -220,9 +225,12 @@ class StartBarrier:
         else:
             margin = self.delivery_s = delivery_margin(max(self._round_trips))
             margin = max(margin, self._setup_s) if self._learned else margin + self._setup_s
-            # no set-up learned yet: the hooks go when all are waiting, this is a deadline
-            self.listening = self._listen and not self._learned and not self._imprecise
+            # the hooks go when all are waiting (at the learned instant at the earliest): a
+            # deadline
+            self.listening = self._listen and not self._imprecise
             if self.listening:
+                if self._learned:
+                    self.learned_epoch = time.time() + margin
                 margin = max(margin, LISTENING_DEADLINE_S)
         self.margin_s = margin
         self.release_epoch = time.time() + margin

@@ -10,8 +10,9 @@ set of hosts is released the lower median of the last HISTORY of them after the 
 a margin (MARGIN_FRACTION of it and MARGIN_S), at most CAP_S: the median, so that neither a
 one-time layout nor one quick run sets it; a small margin, since every second of it is spent
 idle on every run, while a host a little late only starts that much late, and the skew of
-that run shows it. The file is a hint, not an output: without it
-(a fresh results folder) the run goes by the tool's own start_setup_s.
+that run shows it (standalone hosts with bash 5 are waited for instead: run/start). The
+file is a hint, not an output: without it (a fresh results folder) the run goes by the
+tool's own start_setup_s.
 Standard library only: this is the benchmark path.
 """
 

@@ -59,6 +59,42 @@ def test_hosts_sharing_a_work_folder_run_their_own_jobs(ssh_hosts, tmp_path, kee
         assert remote == [] and not list((shared / "e/r/it1").iterdir())
 
 
+def test_local_hosts_working_in_the_raw_folder_run_their_own_jobs(tmp_path):
+    """Local hosts work in the run's raw folder itself: each gets a job file of its own
+    there. Before, both wrote job.fio and ran whichever was written last."""
+    target_dir = tmp_path / "target"
+    names = ["h0", "h1"]
+    jobs = {}
+    for index, name in enumerate(names):
+        job = tmp_path / "jobs" / f"{name}.fio"
+        job.parent.mkdir(exist_ok=True)
+        job.write_text(
+            f"[w{index}]\ndirectory={target_dir}/{name}\nrw=write\nbs=64k\n"
+            f"size={SIZES[index]}\nioengine=psync\n"
+        )
+        jobs[name] = str(job)
+    spec = RunSpec(
+        experiment="e",
+        run_id="r",
+        tool="fio",
+        target={"name": "t", "type": "directory", "path": str(target_dir)},
+        params={"rw": "write"},
+        hosts=tuple({"name": name, "transport": "local"} for name in names),
+        timeout_s=60,
+        per_host_jobs=True,
+    )
+    manifest_path = tmp_path / "results/it1/run.json"
+    manifest = engine.run_iteration(spec, 1, jobs, str(manifest_path))
+    raw = manifest_path.parent / "a1"
+    for index, name in enumerate(names):
+        (job,) = json.loads((raw / f"{name}.json").read_text())["jobs"]
+        assert (job["jobname"], job["write"]["io_bytes"]) == (f"w{index}", SIZES[index])
+        assert (raw / f"job.{name}.fio").read_text() == (
+            tmp_path / "jobs" / f"{name}.fio"
+        ).read_text()
+    assert [h["exit_code"] for h in manifest.hosts] == [0, 0]
+
+
 def test_a_failed_attempt_keeps_what_the_tool_wrote(ssh_hosts, tmp_path):
     host = dataclasses.replace(ssh_hosts[0], workdir=str(tmp_path / "remote"))
     job = tmp_path / "broken.fio"  # fio writes its JSON, then exits 1 for the missing file

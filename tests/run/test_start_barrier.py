@@ -521,15 +521,30 @@ def test_the_margin_comes_from_the_slowest_probe_taken_together():
 
 
 def test_a_listening_start_sets_its_time_as_a_deadline_unless_a_host_cannot_listen():
-    """Released when every host waits, its time is only a deadline, on a first run; later
-    runs go at the learned time. A host whose probe ran the portable wait
-    (no bash 5) cannot be released early: then nobody is, and the time is the release."""
+    """Released when every host waits, its time is only a deadline; a later run, with a
+    set-up time learned, is released for the learned instant at the earliest. A host whose
+    probe ran the portable wait (no bash 5) cannot be released early: then nobody is, and
+    the time is the release."""
     first = start.StartBarrier(2, setup_s=0.5, listen=True)
     arm_all(first, {"a": lambda: 0.1, "b": lambda: 0.05})
     assert first.listening and first.margin_s == start.LISTENING_DEADLINE_S
+    assert first.learned_epoch is None
     later = start.StartBarrier(2, setup_s=9.0, learned=True, listen=True)
+    picked = time.time()
     arm_all(later, {"a": lambda: 0.1, "b": lambda: 0.05})
-    assert not later.listening and later.margin_s == pytest.approx(9.0)  # the learned time
+    assert later.listening and later.margin_s == start.LISTENING_DEADLINE_S
+    assert later.learned_epoch is not None
+    assert picked + 9.0 <= later.learned_epoch <= time.time() + 9.0  # the learned time
+    # every host waits before it: the release is sent now, for the learned instant
+    assert later.release_early() == later.learned_epoch == later.release_epoch
+    assert later.release_early() is None  # not later than it already is
+    slow = start.StartBarrier(2, setup_s=0.3, learned=True, listen=True)
+    arm_all(slow, {"a": lambda: 0.1, "b": lambda: 0.05})
+    assert slow.learned_epoch is not None
+    time.sleep(0.35)  # a host arrives after the learned instant: the probes' margin from then
+    before = time.time()
+    at = slow.release_early()
+    assert at is not None and at >= before + slow.delivery_s > slow.learned_epoch
     mixed = start.StartBarrier(2, setup_s=0.5, listen=True)
 
     def portable_probe() -> float:
@@ -628,3 +643,28 @@ def test_the_early_release_waits_for_every_host_to_listen_or_be_gone(tmp_path):
     assert sorted(name for name, _ in calls) == ["a", "b", "c"] and early.released
     assert {at for _, at in calls} == {barrier.release_epoch}
     assert before + barrier.delivery_s <= barrier.release_epoch < deadline
+
+
+def test_a_run_whose_set_up_outgrows_the_learned_time_waits_for_its_last_host(tmp_path):
+    """A run with a set-up time learned is released for that instant only if every host's
+    hook waits by then. Host b's fio reaches its hook 1.5 s later than the learned time
+    allows (startdelay), as 256 loopback hosts' fio did (18 s later, the last run's parse on
+    the same cores): b is waited for. Released at the learned time, b started 1.5 s late."""
+    names = ["a", "b"]
+    spec, job = fio_run(tmp_path, local_hosts(tmp_path, names), held=True)
+    slow = tmp_path / "slow.fio"
+    slow.write_text(job.read_text().replace("[w]\n", "[w]\nstartdelay=1500ms\n"))
+    manifest_path = tmp_path / "results/e/raw/r/it1/run.json"
+    history = start_margin.history_path(manifest_path.parent, "fio", names)
+    start_margin.remember(history, 0.3)  # what fio's set-up took on the earlier runs
+    learned = start_margin.learned_s(history)
+    assert learned is not None and learned < 0.5
+    jobs = {"a": str(job), "b": str(slow)}
+    manifest = engine.run_iteration(spec, 1, jobs, str(manifest_path))
+    assert_started_together(manifest)
+    assert_released_when_all_waited(manifest)
+    by_name = {host["name"]: host for host in manifest.hosts}
+    assert by_name["b"]["setup_s"] > 1.5 > learned
+    release = moment(manifest.release_time)
+    assert (release - moment(by_name["b"]["launch_time"])).total_seconds() > 1.5
+    assert json.loads(history.read_text())["setup_s"] == [0.3, by_name["b"]["setup_s"]]
