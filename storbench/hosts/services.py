@@ -161,28 +161,35 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
     port = port_of(spec, tool_name, port)
     argv = get_tool(tool_name).service_start_command(spec.tool_address, port)
     if not _accepts(spec.tool_address, port, timeout_s=2):
-        # one session: a stale service that no longer answers is stopped, then ours starts
-        script = (
-            f"( {stale_service_script(folder, argv)} ) && {detached_script(folder, argv)}"
-            f" && {_forget_version_script()}"
-        )
         with open_transport(spec) as transport:
-            code, _, err = transport.shell(script, timeout_s=START_TIMEOUT_S)
+            code, _, err = transport.shell(start_script(folder, argv), timeout_s=START_TIMEOUT_S)
             if code != 0:
                 raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
         _wait_ready(spec, port, folder)
     return {"host": spec.name, "endpoint": f"{spec.tool_address}:{port}", "folder": folder}
 
 
+def start_script(folder: str, argv: list[str]) -> str:
+    """One session: a stale service that no longer answers is stopped, then ours starts."""
+    return (
+        f"( {stale_service_script(folder, argv)} ) && {detached_script(folder, argv)}"
+        f" && {_forget_version_script()}"
+    )
+
+
 def stale_service_script(folder: str, argv: list[str]) -> str:
     """Stop the service an earlier start left in folder (its service.pid, if that process still
     runs the service's command line): SIGTERM, a grace period, SIGKILL. The pid file, not a
     scan of every process's command line (pkill -f): 128 loopback hosts share one /proc, and
-    128 scans of it took 2 of the 3.5 s a start took there."""
+    128 scans of it took 2 of the 3.5 s a start took there. The command line is put together
+    word by word: written out whole, it was in this script's own command line, and at 256
+    hosts the old pid came back as the shell running the script, which stopped itself."""
     polls = int(TERM_GRACE_S / 0.1)
     return "\n".join([
         f"f={shlex.quote(folder + '/service.pid')}",
-        f"command={shlex.quote(' '.join(argv))}",
+        f"command=; for word in {_quoted_words(argv)}; do",
+        '  command="${command:+$command }$word"',
+        "done",
         '[ -r "$f" ] || exit 0',
         'pid=$(cat "$f")',
         "case $pid in ''|*[!0-9]*) exit 0;; esac",
@@ -198,14 +205,17 @@ def stale_service_script(folder: str, argv: list[str]) -> str:
 
 def detached_script(folder: str, argv: list[str]) -> str:
     """All three streams redirected, or the SSH session would wait for the service to end."""
-
-    # every word quoted: the script's own command line never holds the service's command line,
-    # which stopping a stale service matches (pkill -f) in the same session
-    command = " ".join("'" + arg + "'" if "'" not in arg else shlex.quote(arg) for arg in argv)
+    command = _quoted_words(argv)
     return (
         f"mkdir -p {shlex.quote(folder)} && cd {shlex.quote(folder)} && "
         f"{{ nohup {command} >> {LOG_NAME} 2>&1 < /dev/null & echo $! > service.pid; }}"
     )
+
+
+def _quoted_words(argv: list[str]) -> str:
+    """Every word quoted: a script's own command line never holds the service's command line,
+    which stopping a stale service matches in the same session."""
+    return " ".join("'" + arg + "'" if "'" not in arg else shlex.quote(arg) for arg in argv)
 
 
 def version_script(tool) -> str:

@@ -1,6 +1,7 @@
 """A service starts in one session per host: a stale one (an earlier start's, no longer
 answering) is stopped first, in the same script."""
 
+import shlex
 import socket
 import subprocess
 import time
@@ -64,6 +65,21 @@ def test_a_pid_file_naming_another_program_leaves_that_program_alone(tmp_path, m
         other.kill()
         services.stop_services([host], "fio", port)
     assert not answers(port)
+
+
+def test_a_pid_file_naming_the_start_scripts_own_shell_leaves_it_running(tmp_path):
+    """The pid may be the shell running the next start by now (at 256 hosts it was): that
+    shell's command line is the start script, which must not hold the service's command
+    line whole, or the start stops itself ('fio service did not start: Terminated')."""
+    folder = tmp_path / "svc"
+    folder.mkdir()
+    argv = get_tool("fio").service_start_command("127.0.0.1", free_port("127.0.0.1"))
+    argv = ["true", *argv[1:]]  # the service's words, a program that ends at once
+    pid_file = shlex.quote(str(folder / "service.pid"))
+    script = f"echo $$ > {pid_file}\n{services.start_script(str(folder), argv)}\necho started"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "started\n", "")
+    assert (folder / "service.pid").read_text().strip().isdigit()  # the new one's
 
 
 def test_the_first_run_on_a_service_records_its_version_and_later_runs_read_it(
