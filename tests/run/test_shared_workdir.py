@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,36 +16,44 @@ from storbench.run.attempt import RunError
 SIZES = {0: 1 << 20, 1: 3 << 20}  # a different job on each host, told apart in fio's output
 
 
-@pytest.mark.parametrize("keep", [0, 1])
-def test_hosts_sharing_a_work_folder_run_their_own_jobs(ssh_hosts, tmp_path, keep):
-    shared = tmp_path / "shared-home"
-    hosts = [
-        dataclasses.replace(host, workdir=str(shared), keep_attempts=keep) for host in ssh_hosts
-    ]
+def own_jobs(tmp_path: Path, names: list[str]) -> tuple[RunSpec, dict[str, str]]:
+    """A write of SIZES[i] by job w<i> on the i-th host: the spec (hosts left empty) and
+    {host: job file}."""
     target_dir = tmp_path / "target"
     jobs = {}
-    for index, host in enumerate(hosts):
-        job = tmp_path / "jobs" / f"{host.name}.fio"
+    for index, name in enumerate(names):
+        job = tmp_path / "jobs" / f"{name}.fio"
         job.parent.mkdir(exist_ok=True)
         job.write_text(
-            f"[w{index}]\ndirectory={target_dir}/{host.name}\nrw=write\nbs=64k\n"
+            f"[w{index}]\ndirectory={target_dir}/{name}\nrw=write\nbs=64k\n"
             f"size={SIZES[index]}\nioengine=psync\n"
         )
-        jobs[host.name] = str(job)
-    # an earlier session's leftovers where this attempt will work, on the shared folder
-    stale = shared / "e" / "r" / "it1" / hosts[0].name / "a1"
-    stale.mkdir(parents=True)
-    (stale / f"{hosts[0].name}.json").write_text("{not fio output")
+        jobs[name] = str(job)
     spec = RunSpec(
         experiment="e",
         run_id="r",
         tool="fio",
         target={"name": "t", "type": "directory", "path": str(target_dir)},
         params={"rw": "write"},
-        hosts=tuple(host.to_dict() for host in hosts),
+        hosts=(),
         timeout_s=60,
         per_host_jobs=True,
     )
+    return spec, jobs
+
+
+@pytest.mark.parametrize("keep", [0, 1])
+def test_hosts_sharing_a_work_folder_run_their_own_jobs(ssh_hosts, tmp_path, keep):
+    shared = tmp_path / "shared-home"
+    hosts = [
+        dataclasses.replace(host, workdir=str(shared), keep_attempts=keep) for host in ssh_hosts
+    ]
+    spec, jobs = own_jobs(tmp_path, [host.name for host in hosts])
+    spec = dataclasses.replace(spec, hosts=tuple(host.to_dict() for host in hosts))
+    # an earlier session's leftovers where this attempt will work, on the shared folder
+    stale = shared / "e" / "r" / "it1" / hosts[0].name / "a1"
+    stale.mkdir(parents=True)
+    (stale / f"{hosts[0].name}.json").write_text("{not fio output")
     manifest_path = tmp_path / "results/it1/run.json"
     manifest = engine.run_iteration(spec, 1, jobs, str(manifest_path))
     for index, host in enumerate(hosts):
@@ -62,36 +71,17 @@ def test_hosts_sharing_a_work_folder_run_their_own_jobs(ssh_hosts, tmp_path, kee
 def test_local_hosts_working_in_the_raw_folder_run_their_own_jobs(tmp_path):
     """Local hosts work in the run's raw folder itself: each gets a job file of its own
     there. Before, both wrote job.fio and ran whichever was written last."""
-    target_dir = tmp_path / "target"
     names = ["h0", "h1"]
-    jobs = {}
-    for index, name in enumerate(names):
-        job = tmp_path / "jobs" / f"{name}.fio"
-        job.parent.mkdir(exist_ok=True)
-        job.write_text(
-            f"[w{index}]\ndirectory={target_dir}/{name}\nrw=write\nbs=64k\n"
-            f"size={SIZES[index]}\nioengine=psync\n"
-        )
-        jobs[name] = str(job)
-    spec = RunSpec(
-        experiment="e",
-        run_id="r",
-        tool="fio",
-        target={"name": "t", "type": "directory", "path": str(target_dir)},
-        params={"rw": "write"},
-        hosts=tuple({"name": name, "transport": "local"} for name in names),
-        timeout_s=60,
-        per_host_jobs=True,
-    )
+    spec, jobs = own_jobs(tmp_path, names)
+    local = tuple({"name": name, "transport": "local"} for name in names)
+    spec = dataclasses.replace(spec, hosts=local)
     manifest_path = tmp_path / "results/it1/run.json"
     manifest = engine.run_iteration(spec, 1, jobs, str(manifest_path))
     raw = manifest_path.parent / "a1"
     for index, name in enumerate(names):
         (job,) = json.loads((raw / f"{name}.json").read_text())["jobs"]
         assert (job["jobname"], job["write"]["io_bytes"]) == (f"w{index}", SIZES[index])
-        assert (raw / f"job.{name}.fio").read_text() == (
-            tmp_path / "jobs" / f"{name}.fio"
-        ).read_text()
+        assert (raw / f"job.{name}.fio").read_text() == Path(jobs[name]).read_text()
     assert [h["exit_code"] for h in manifest.hosts] == [0, 0]
 
 
