@@ -71,6 +71,7 @@ FILES_PER_HOST = 16  # sshd, its session, ssh client, sockets: a generous guess
 SAMPLE_EVERY_S = 0.25
 STAMP_PREFIX = "anchor-start "
 MAX_HOSTS = 4 * 254
+TREE_SSH_PORT = 2222  # connection tree: a gateway reaches its hosts on its own SSH port
 
 
 def addresses_for(hosts: int) -> list[str]:
@@ -184,14 +185,21 @@ class ControllerCost:
 # -- 1. service start -----------------------------------------------------------------------
 
 
-def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
+def measure_start(
+    lab, hosts: list[dict], work: Path, repetitions: int, gateways: list[str]
+) -> dict:
     addresses = [host["name"] for host in hosts]
     config = lab_bench.ssh_config(lab, work / "ssh_config")
     persistent = [{**host, "connection": "persistent"} for host in hosts]
+    tree = [
+        {**host, "connection": "tree", **through_gateway(gateways, index)}
+        for index, host in enumerate(hosts)
+    ]
     variants = {
         "storbench": lambda: lab_bench.start_storbench(hosts, PORT),
         # the masters are up by then in a campaign: preflight and telemetry opened them
         "storbench_persistent": lambda: lab_bench.start_storbench(persistent, PORT),
+        **({"storbench_tree": lambda: lab_bench.start_storbench(tree, PORT)} if gateways else {}),
         "clush": lambda: lab_bench.start_clush(lab, work, PORT, config),
         "fabric_threadinggroup": lambda: lab_bench.start_fabric(
             hosts, [lab_bench.remote_start_script(work, PORT)], PORT
@@ -231,6 +239,11 @@ def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
             "storbench_persistent_to_clush": round(
                 medians["storbench_persistent"] / medians["clush"], 3
             ),
+            **(
+                {"storbench_tree_to_clush": round(medians["storbench_tree"] / medians["clush"], 3)}
+                if gateways
+                else {}
+            ),
             "storbench_to_fabric": round(
                 medians["storbench"] / medians["fabric_threadinggroup"], 3
             ),
@@ -241,7 +254,9 @@ def measure_start(lab, hosts: list[dict], work: Path, repetitions: int) -> dict:
 # -- 2. the sweep through Snakemake ---------------------------------------------------------
 
 
-def campaign_config(lab, work: Path, execution: str, runs: int, connection: str) -> dict:
+def campaign_config(
+    lab, work: Path, execution: str, runs: int, connection: str, gateways: list[str]
+) -> dict:
     hosts = {
         f"client{index}": {
             "transport": "ssh",
@@ -252,6 +267,7 @@ def campaign_config(lab, work: Path, execution: str, runs: int, connection: str)
             "known_hosts": str(lab.known_hosts),
             "workdir": str(work / "remote" / server.address),
             "connection": connection,
+            **through_gateway(gateways, index - 1),
         }
         for index, server in enumerate(lab.servers, start=1)
     }
@@ -271,6 +287,13 @@ def campaign_config(lab, work: Path, execution: str, runs: int, connection: str)
             }
         },
     }
+
+
+def through_gateway(gateways: list[str], index: int) -> dict:
+    """connection: tree settings of host number index: the gateways take turns."""
+    if not gateways:
+        return {}
+    return {"gateway": gateways[index % len(gateways)], "gateway_python": sys.executable}
 
 
 def run_campaign(campaign: Path, config: dict, excluded: set[int]) -> dict:
@@ -535,7 +558,9 @@ def measure_mode(
 ) -> dict:
     runs = settings["runs"]
     campaign = work / f"campaign-{execution}"
-    config = campaign_config(lab, work, execution, runs, settings["connection"])
+    config = campaign_config(
+        lab, work, execution, runs, settings["connection"], settings["gateway_addresses"]
+    )
     print(f"  {execution}: Snakemake campaign of {runs} runs on {len(hosts)} hosts")
     done = run_campaign(campaign, config, excluded)
     left = lab_bench.running_services([host["name"] for host in hosts], PORT)
@@ -601,7 +626,9 @@ def kill_work_processes(work: Path) -> list[str]:
 
 
 def measure(settings: dict) -> dict:
-    addresses = addresses_for(settings["hosts"])
+    every_address = addresses_for(settings["hosts"] + settings["gateways"])
+    addresses = every_address[: settings["hosts"]]
+    settings["gateway_addresses"] = every_address[settings["hosts"] :]
     limits = raise_file_limit(len(addresses))
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
@@ -610,18 +637,26 @@ def measure(settings: dict) -> dict:
     os.chdir(WORK)  # storbench's in-process service calls keep their flag file under results/
     began = time.monotonic()
     try:
-        with lab_bench.sshd_lab(WORK / "lab", addresses, PORT) as (lab, _):
-            hosts = lab_bench.lab_hosts(lab, WORK)
-            excluded = {server.process.pid for server in lab.servers}
-            lab_up_s = time.monotonic() - began
-            print(f"{len(addresses)} sshd up in {lab_up_s:.1f} s")
-            start = measure_start(lab, hosts, WORK, settings["start_repetitions"])
-            modes = {
-                execution: measure_mode(lab, hosts, WORK, execution, settings, excluded)
-                for execution in ("service", "standalone")
-                if not settings["start_only"]
-            }
-            left = lab_bench.running_services(addresses, PORT)
+        ssh_port = TREE_SSH_PORT if settings["gateways"] else None  # a gateway's, its hosts'
+        with lab_bench.sshd_lab(WORK / "lab", every_address, PORT, ssh_port) as (lab, _):
+            gateway_servers = lab.servers[len(addresses) :]
+            lab.servers[len(addresses) :] = []  # the benchmark's hosts; the lab stops all
+            try:
+                hosts = lab_bench.lab_hosts(lab, WORK)
+                excluded = {server.process.pid for server in lab.servers + gateway_servers}
+                lab_up_s = time.monotonic() - began
+                print(f"{len(every_address)} sshd up in {lab_up_s:.1f} s")
+                start = measure_start(
+                    lab, hosts, WORK, settings["start_repetitions"], settings["gateway_addresses"]
+                )
+                modes = {
+                    execution: measure_mode(lab, hosts, WORK, execution, settings, excluded)
+                    for execution in ("service", "standalone")
+                    if not settings["start_only"]
+                }
+                left = lab_bench.running_services(addresses, PORT)
+            finally:
+                lab.servers += gateway_servers
     finally:
         os.chdir(home)
         leftovers = kill_work_processes(WORK)
@@ -725,14 +760,21 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="16 hosts, fewer repetitions")
     parser.add_argument("--runs", type=int, help="runs per mode, 2..10 (default 5)")
     parser.add_argument(
-        "--connection", choices=["per-step", "persistent"], default="persistent",
+        "--connection", choices=["per-step", "persistent", "tree"], default="persistent",
         help="how the sweep's campaigns reach the hosts (default persistent)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gateways", type=int, default=0,
+        help="with --connection tree: this many more sshd as ClusterShell gateways",
     )  # fmt: skip
     parser.add_argument("--start-only", action="store_true", help="service start only, no sweep")
     options = parser.parse_args()
     settings = dict(QUICK if options.quick else FULL, quick=options.quick)
     settings["start_only"] = options.start_only
     settings["connection"] = options.connection
+    settings["gateways"] = options.gateways
+    if (options.connection == "tree") != (options.gateways > 0):
+        parser.error("--connection tree and --gateways N (N >= 1) go together")
     if options.hosts:
         settings["hosts"] = options.hosts
     if options.runs:
@@ -743,6 +785,8 @@ def main() -> int:
     name = "scale-start" if options.start_only else "scale"
     if options.hosts and options.hosts != FULL["hosts"] and not options.quick:
         name += f"-{options.hosts}"  # the 128-host result (the README's) is kept
+    if options.gateways:
+        name += f"-tree{options.gateways}"
     write_json(OUT / f"{name}.json", result)
     print_table(result)
     if not os.environ.get("BENCH_KEEP"):  # BENCH_KEEP=1 keeps the lab and campaign folders

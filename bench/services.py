@@ -139,8 +139,9 @@ def kill_leftovers(addresses: list[str], port: int) -> None:
 
 
 @contextlib.contextmanager
-def sshd_lab(work: Path, addresses: list[str], port: int):
-    """Start one sshd per address; on exit (also Ctrl-C, SIGTERM) no service or sshd is left.
+def sshd_lab(work: Path, addresses: list[str], port: int, ssh_port: int | None = None):
+    """Start one sshd per address (on ssh_port, or each on a free one); on exit (also Ctrl-C,
+    SIGTERM) no service or sshd is left.
 
     Sessions get an empty HOME (see session_home()) unless BENCH_ACCOUNT_HOME=1.
     """
@@ -151,7 +152,7 @@ def sshd_lab(work: Path, addresses: list[str], port: int):
     hosts: list[dict] = []
     try:
         for address in addresses:
-            lab.start(address)
+            lab.start(address, ssh_port)
         hosts = lab_hosts(lab, work)
         yield lab, hosts
     finally:

@@ -40,6 +40,13 @@ def ssh_hosts(ssh_lab, tmp_path_factory) -> list[Host]:
 
 
 @pytest.fixture(scope="session")
+def tree_gateway(ssh_lab, ssh_hosts) -> str:
+    """A ClusterShell gateway for ssh_hosts[0]: an sshd on 127.0.0.41 on the same port (a
+    gateway reaches its hosts with their own SSH settings)."""
+    return ssh_lab.start("127.0.0.41", port=ssh_hosts[0].port).address
+
+
+@pytest.fixture(scope="session")
 def minio(tmp_path_factory):
     """A real MinIO on 127.0.0.1 with fresh random root credentials, stopped at session end."""
     import shutil

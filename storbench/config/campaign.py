@@ -439,6 +439,8 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     nodes = _expand_nodes(f"{key}.nodes", nodes_text, problems)
     if not nodes:
         return []
+    if not _gateway_fits(key, group, problems):
+        return []
     if group["transport"] == "local" and len(nodes) != 1:
         problems.append(f"{key}.nodes: a local group is exactly one host, not {len(nodes)}")
         return []
@@ -457,6 +459,8 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
             "user",
             "port",
             "jump",
+            "gateway",
+            "gateway_python",
             "host_key_check",
             "connection",
             "workdir",
@@ -986,6 +990,19 @@ def _warn_short_runs(name: str, experiment) -> None:
             "(fine for trying a config, short for a report)",
             file=sys.stderr,
         )
+
+
+def _gateway_fits(key: str, group: dict, problems: list[str]) -> bool:
+    """A gateway is how connection tree reaches the hosts: neither makes sense alone."""
+    tree = group.get("connection") == "tree"
+    if tree != ("gateway" in group):
+        where = f"{key}.gateway" if tree else f"{key}.connection"
+        problems.append(f"{where}: connection tree and a gateway go together")
+        return False
+    if tree and (group["transport"] != "ssh" or "jump" in group):
+        problems.append(f"{key}.gateway: a gateway reaches ssh hosts, with no jump host")
+        return False
+    return True
 
 
 def _warn_service_behind_jump(name: str, experiment, groups: dict) -> None:

@@ -119,7 +119,7 @@ class Run:
 
 TRANSPORTS = ("local", "ssh")
 # per-step: paramiko, a new connection per step; persistent: one OpenSSH master per host, kept
-CONNECTIONS = ("per-step", "persistent")
+CONNECTIONS = ("per-step", "persistent", "tree")
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,8 @@ class Host:
     port: int = 22
     identity: str | None = None  # private key path, ~ expanded
     jump: str | None = None  # 'user@host:port' (user and port optional)
+    gateway: str | None = None  # connection tree: the ClusterShell gateway its sessions go through
+    gateway_python: str = "python3"  # the gateway's python, with ClusterShell installed
     connect_timeout: float = 10.0
     host_key_check: bool = True
     connection: str = "per-step"  # how an SSH host is reached: one of CONNECTIONS
@@ -170,6 +172,13 @@ class Host:
             raise ValueError(f"host {self.name}: workdir must be absolute, got {self.workdir!r}")
         if self.jump is not None:
             parse_jump(self.jump)
+        if (self.connection == "tree") != bool(self.gateway):
+            raise ValueError(
+                f"host {self.name}: connection tree and a gateway go together"
+                f" (connection {self.connection!r}, gateway {self.gateway!r})"
+            )
+        if self.gateway and self.jump:
+            raise ValueError(f"host {self.name}: a gateway and a jump host exclude each other")
         if not self.address:
             object.__setattr__(self, "address", self.name)
         for tool, port in self.service_ports.items():

@@ -91,6 +91,10 @@ __all__ = [
 def open_transport(spec: Host) -> Transport:
     if spec.transport == "ssh" and spec.connection == "persistent":
         return OpenSSHTransport(spec)
+    if spec.transport == "ssh" and spec.connection == "tree":
+        from storbench.hosts.tree import TreeTransport  # ClusterShell only where it is used
+
+        return TreeTransport(spec)
     if spec.transport == "ssh":
         return SSHTransport(spec)
     return LocalTransport(spec)

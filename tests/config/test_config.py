@@ -482,3 +482,31 @@ def test_the_chunks_of_a_soak_run_in_order():
     assert plan.runs_before("demo", run_id, 3) == [f"results/demo/raw/{run_id}/it2/run.json"]
     plain = WorkflowPlan(load_campaign(copy.deepcopy(VALID)))
     assert plain.runs_before("demo", next(iter(plain.runs["demo"])), 2) == []
+
+
+TOGETHER = "connection tree and a gateway go together"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"gateway": "gw1"}, "hosts.clients.connection: " + TOGETHER),
+        ({"connection": "tree"}, "hosts.clients.gateway: " + TOGETHER),
+        (
+            {"connection": "tree", "gateway": "gw1", "jump": "bastion"},
+            "hosts.clients.gateway: a gateway reaches ssh hosts, with no jump host",
+        ),
+    ],
+)
+def test_a_gateway_comes_with_connection_tree(options, expected):
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"].update(options)
+    assert problems_of_raw(raw) == [expected]
+    raw["hosts"]["clients"].update(connection="tree", gateway="gw1", gateway_python="python3.11")
+    raw["hosts"]["clients"].pop("jump", None)
+    (host, *_) = load_campaign(raw).host_groups["clients"]
+    assert (host["gateway"], host["gateway_python"], host["connection"]) == (
+        "gw1",
+        "python3.11",
+        "tree",
+    )
