@@ -44,6 +44,7 @@ from storbench.hosts.base import (
     HostError,
     Transport,
     _mkdir_script,
+    _open_output,
     _reason,
     guarded_command,
     program_name,
@@ -55,6 +56,16 @@ SSH_FAILED = 255  # the gateway's ssh to the host failed, not the command
 UNCAPPED = 1 << 20  # ClusterShell's fan-out: the steps' own (STORBENCH_FANOUT) limits them
 SETTLE_S = 0.05  # hosts of one step register within this; then the channel opens for all
 CHUNK_B64 = 96 * 1024  # base64 per command: far below Linux's 128 KiB for one argument
+SOCKET_DIR = "/tmp/storbench-ssh-%i"  # as storbench.hosts.openssh's, on every hop
+# ssh on every hop (ClusterShell passes its path on too), after making sure the sockets' folder
+# is this user's alone: a socket planted there by someone else would receive our sessions
+PRIVATE_SOCKETS = (
+    'd=/tmp/storbench-ssh-$(id -u); mkdir -m 700 "$d" 2>/dev/null; '
+    'if [ -L "$d" ] || [ ! -O "$d" ] || [ "$(stat -c %a "$d")" != 700 ]; then '
+    'echo "ssh: $d must belong to $(id -un) alone (mode 0700)" >&2; exit 255; fi; '
+    'exec ssh "$@"'
+)
+SSH_PATH = shlex.join(["sh", "-c", PRIVATE_SOCKETS, "ssh"])
 SSH_MESSAGE = re.compile(
     rb"^ssh: |Permission denied|Host key verification failed|REMOTE HOST IDENTIFICATION"
     rb"|Connection (closed|reset|timed out)|Timeout, server .* not responding"
@@ -86,7 +97,7 @@ class TreeTransport(Transport):
         command = guarded_command(argv, timeout_s, marker, cwd)
         action = f"running {program or program_name(argv)}"
         backstop_s = timeout_s + KILL_AFTER_S + BACKSTOP_S
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        with _open_output(stdout_path) as out, _open_output(stderr_path) as err:
             session = _Session(out, err)
             try:
                 self._engine.start(self.spec, command, session, backstop_s)
@@ -112,12 +123,26 @@ class TreeTransport(Transport):
     def put_text(self, text: str, path: str) -> None:
         directory, name = posixpath.split(path)
         tmp = posixpath.join(directory, f".{name}.{os.urandom(8).hex()}.tmp")
-        self._upload(text.encode(), tmp, first=_mkdir_script(directory or "."), umask="")
+        self._upload(text.encode(), tmp, first=_mkdir_script(directory or "."))
         self._checked(f"mv -f -- {shlex.quote(tmp)} {shlex.quote(path)}", f"writing {path}")
 
     def put_private_text(self, text: str, path: str) -> None:
-        self._checked(f"rm -f -- {shlex.quote(path)}", f"writing {path}")
-        self._upload(text.encode(), path, first="true", umask="umask 077 && ")
+        """On the session's stdin, never in a command (the host's and the gateway's process
+        listings show those), over a channel of its own: the only session there, it is the
+        one the gateway hands the input to."""
+        quoted = shlex.quote(path)
+        session = _Session()
+        with self._engine.alone(self.spec.address) as generation:
+            worker = self._engine.start(
+                self.spec, f"umask 077 && rm -f -- {quoted} && cat > {quoted}", session,
+                SHELL_TIMEOUT_S, generation,
+            )  # fmt: skip
+            if worker is not None:
+                worker.write(text.encode())
+                worker.set_write_eof()
+            rc = self._wait(session, f"writing {path}", SHELL_TIMEOUT_S)
+        if rc != 0:
+            raise self._error(f"writing {path}: {_reason(rc, session.text('stderr'))}")
 
     def fetch(self, path: str, local_path) -> None:
         data = self._download(f"base64 < {shlex.quote(path)}", f"fetching {path}")
@@ -169,14 +194,14 @@ class TreeTransport(Transport):
             raise self._error(f"{action}: {_reason(rc, err)}")
         return out
 
-    def _upload(self, data: bytes, path: str, *, first: str, umask: str) -> None:
+    def _upload(self, data: bytes, path: str, *, first: str) -> None:
         encoded = base64.b64encode(data).decode()
         quoted = shlex.quote(path)
         redirect = ">"
         for start in range(0, max(1, len(encoded)), CHUNK_B64):
             piece = encoded[start : start + CHUNK_B64]
             data_word = piece or "''"
-            script = f"{first} && {umask}printf %s {data_word} | base64 -d {redirect} {quoted}"
+            script = f"{first} && printf %s {data_word} | base64 -d {redirect} {quoted}"
             self._checked(script, f"writing {path}")
             first, redirect = "true", ">>"
 
@@ -286,16 +311,30 @@ class _Engine:
                 self._hosts.add(address)
                 self._registered_at = time.monotonic()
 
-    def start(self, spec: Host, command: str, session: _Session, timeout_s: float) -> None:
-        generation = self._generation_for(spec.address)
+    def start(
+        self, spec: Host, command: str, session: _Session, timeout_s: float,
+        generation: _Generation | None = None,
+    ):  # fmt: skip
+        """Start command on spec's host (in generation, else the current one): its worker,
+        or None when the generation had already failed (the session says why)."""
+        generation = generation or self._generation_for(spec.address)
         if not generation.add(session):
             session.fail(generation.failure or "its ClusterShell task ended")
-            return
+            return None
         with _ENVIRONMENT:  # ClusterShell reads the gateway's python from the environment
             os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.python
-            generation.task.shell(session.command(command), nodes=spec.address,
-                                  handler=session, timeout=timeout_s, stderr=True,
-                                  tree=True)  # fmt: skip
+            return generation.task.shell(session.command(command), nodes=spec.address,
+                                         handler=session, timeout=timeout_s, stderr=True,
+                                         tree=True)  # fmt: skip
+
+    @contextlib.contextmanager
+    def alone(self, address: str):
+        """A generation (and channel) of its own for one session, ended afterwards."""
+        generation = _Generation(self.gateway, frozenset({address}), self.options)
+        try:
+            yield generation
+        finally:
+            generation.task.abort()
 
     def _generation_for(self, address: str) -> _Generation:
         while True:
@@ -328,6 +367,7 @@ class _Generation:
                 with _TASK_SETUP:  # ClusterShell loads its worker classes unsafely for threads
                     task = task_self()
                 task.topology = _topology(gateway, routed)
+                task.set_info("ssh_path", SSH_PATH)
                 task.set_info("ssh_options", options)
                 task.set_info("fanout", UNCAPPED)  # the gateway inherits it
                 task.timer(PERSIST_S, _Idle(), PERSIST_S, autoclose=False)  # keeps it running
@@ -399,7 +439,7 @@ class _Idle(EventHandler):
 def _ssh_options(spec: Host) -> str:
     """The options of every hop (ClusterShell passes them on to the gateway): the hosts' user,
     port, key and known_hosts, and a persistent connection per host held by the gateway."""
-    socket = f"/tmp/storbench-tree-{os.getuid()}-%C"
+    socket = f"{SOCKET_DIR}/tree-%C"  # ssh's %i: the uid of whoever runs it
     options = [
         "-oBatchMode=yes", "-oLogLevel=ERROR",
         f"-oConnectTimeout={max(1, math.ceil(spec.connect_timeout))}",
@@ -412,7 +452,7 @@ def _ssh_options(spec: Host) -> str:
     if spec.identity:
         options += ["-i", spec.identity, "-oIdentitiesOnly=yes"]
     if spec.host_key_check:
-        files = [os.path.expanduser("~/.ssh/known_hosts"), *filter(None, [spec.known_hosts])]
+        files = ["~/.ssh/known_hosts", *filter(None, [spec.known_hosts])]  # ssh expands ~
         options += ["-oStrictHostKeyChecking=yes", "-oUserKnownHostsFile=" + " ".join(files)]
     else:
         options += ["-oStrictHostKeyChecking=no", "-oUserKnownHostsFile=/dev/null"]

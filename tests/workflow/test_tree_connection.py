@@ -3,6 +3,7 @@
 ClusterShell's tree mode, with a real gateway (ClusterShell.Gateway on an sshd host) opening
 the hosts' sessions; the results are fio's own numbers."""
 
+import base64
 import dataclasses
 import json
 import os
@@ -118,20 +119,25 @@ def host(ssh_lab, port, known_hosts, address: str) -> Host:
                 connection="tree", gateway=GATEWAY, gateway_python=sys.executable)  # fmt: skip
 
 
-def test_files_and_commands_through_the_gateway(ssh_lab, tmp_path, tree_lab):
+def test_files_and_commands_through_the_gateway(ssh_lab, tmp_path, tree_lab, monkeypatch):
     servers, known_hosts = tree_lab
+    gateway_log = tmp_path / "gateway-log"
+    gateway_log.mkdir()
+    monkeypatch.setenv("CLUSTERSHELL_GW_LOG_DIR", str(gateway_log))
+    monkeypatch.setenv("CLUSTERSHELL_GW_LOG_LEVEL", "DEBUG")
     folder = tmp_path / "remote-files"
     text = "line one\n" + "x" * 150_000 + "\nno newline at the end"
+    secret = f"secret-{os.urandom(8).hex()}\n"
     with open_transport(host(ssh_lab, servers[0].port, known_hosts, ADDRESSES[0])) as transport:
         transport.put_text(text, str(folder / "a" / "big.txt"))
-        transport.put_private_text("secret\n", str(folder / "a" / "private.txt"))
+        transport.put_private_text(secret, str(folder / "a" / "private.txt"))
         script = f"stat -c %a {folder}/a/private.txt; wc -c < {folder}/a/big.txt"
         rc, out, err = transport.shell(f"{script}; echo warn >&2; exit 3", timeout_s=30)
         assert (rc, out, err) == (3, f"600\n{len(text)}\n", "warn\n")
         transport.fetch(str(folder / "a" / "big.txt"), tmp_path / "back.txt")
         assert (tmp_path / "back.txt").read_text() == text
         transport.fetch_tree(str(folder / "a"), tmp_path / "tree")
-        assert (tmp_path / "tree" / "private.txt").read_text() == "secret\n"
+        assert (tmp_path / "tree" / "private.txt").read_text() == secret
         status = transport.run(
             ["sh", "-c", "echo out; echo err >&2; exit 5", "storbench-tree-test"],
             timeout_s=30, stdout_path=tmp_path / "out", stderr_path=tmp_path / "err",
@@ -142,6 +148,12 @@ def test_files_and_commands_through_the_gateway(ssh_lab, tmp_path, tree_lab):
             "out\n",
             "err\n",
         )
+    # the gateway was sent the commands, not the private file's content (on the session's
+    # input: a command is in the process listings of the gateway and the host)
+    (log,) = gateway_log.glob("*.gw.log")
+    assert "stat -c %a" in log.read_text()
+    assert secret.strip() not in log.read_text()
+    assert base64.b64encode(secret.encode()).decode()[:16] not in log.read_text()
 
 
 def test_a_host_the_gateway_cannot_reach_is_named(ssh_lab, tmp_path, tree_lab):
