@@ -121,10 +121,21 @@ class TreeTransport(Transport):
             self._shell(script, timeout_s=SHELL_TIMEOUT_S)
 
     def put_text(self, text: str, path: str) -> None:
+        """Through a temporary file moved into place, in pieces of at most CHUNK_B64 base64
+        each: a job file is one session."""
         directory, name = posixpath.split(path)
-        tmp = posixpath.join(directory, f".{name}.{os.urandom(8).hex()}.tmp")
-        self._upload(text.encode(), tmp, first=_mkdir_script(directory or "."))
-        self._checked(f"mv -f -- {shlex.quote(tmp)} {shlex.quote(path)}", f"writing {path}")
+        tmp = shlex.quote(posixpath.join(directory, f".{name}.{os.urandom(8).hex()}.tmp"))
+        encoded = base64.b64encode(text.encode()).decode()
+        pieces = [encoded[at : at + CHUNK_B64] for at in range(0, len(encoded), CHUNK_B64)]
+        first, redirect = _mkdir_script(directory or "."), ">"
+        for index, piece in enumerate(pieces or ["''"], start=1):
+            done = f" && mv -f -- {tmp} {shlex.quote(path)}" if index >= len(pieces) else ""
+            self._checked(
+                f"{first} && printf %s {piece} | base64 -d {redirect} {tmp}{done}"
+                f" || {{ rc=$?; rm -f -- {tmp}; exit $rc; }}",
+                f"writing {path}",
+            )
+            first, redirect = "true", ">>"
 
     def put_private_text(self, text: str, path: str) -> None:
         """On the session's stdin, never in a command (the host's and the gateway's process
@@ -193,17 +204,6 @@ class TreeTransport(Transport):
         if rc != 0:
             raise self._error(f"{action}: {_reason(rc, err)}")
         return out
-
-    def _upload(self, data: bytes, path: str, *, first: str) -> None:
-        encoded = base64.b64encode(data).decode()
-        quoted = shlex.quote(path)
-        redirect = ">"
-        for start in range(0, max(1, len(encoded)), CHUNK_B64):
-            piece = encoded[start : start + CHUNK_B64]
-            data_word = piece or "''"
-            script = f"{first} && printf %s {data_word} | base64 -d {redirect} {quoted}"
-            self._checked(script, f"writing {path}")
-            first, redirect = "true", ">>"
 
     def _download(self, script: str, action: str) -> bytes:
         session = _Session()

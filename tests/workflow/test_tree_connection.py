@@ -136,6 +136,10 @@ def test_files_and_commands_through_the_gateway(ssh_lab, tmp_path, tree_lab, mon
         assert (rc, out, err) == (3, f"600\n{len(text)}\n", "warn\n")
         transport.fetch(str(folder / "a" / "big.txt"), tmp_path / "back.txt")
         assert (tmp_path / "back.txt").read_text() == text
+        transport.put_text("", str(folder / "empty.txt"))
+        transport.fetch(str(folder / "empty.txt"), tmp_path / "empty.txt")
+        assert (tmp_path / "empty.txt").read_bytes() == b""
+        assert not [p.name for p in (folder / "a").iterdir() if p.name.endswith(".tmp")]
         transport.fetch_tree(str(folder / "a"), tmp_path / "tree")
         assert (tmp_path / "tree" / "private.txt").read_text() == secret
         status = transport.run(
