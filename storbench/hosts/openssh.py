@@ -244,12 +244,10 @@ class OpenSSHTransport(Transport):
             self._socket.unlink()  # a dead master's socket would make ssh skip multiplexing
         log = self._socket.with_suffix(".log")
         log.write_bytes(b"")
-        interval = max(1, math.ceil(self.spec.unresponsive_s / KEEPALIVE_COUNT))
         argv = [
             "ssh", *self._options(log_level="INFO"), "-o", "ControlMaster=yes",
-            "-o", f"ControlPersist={PERSIST_S}", "-o", f"ServerAliveInterval={interval}",
-            "-o", f"ServerAliveCountMax={KEEPALIVE_COUNT}", "-E", str(log), "-N", "-f",
-            self.spec.address,
+            "-o", f"ControlPersist={PERSIST_S}", *keepalive_options(self.spec),
+            "-E", str(log), "-N", "-f", self.spec.address,
         ]  # fmt: skip
         self._jump_log().write_bytes(b"")
         limit_s = 2 * self.spec.connect_timeout + CONTROL_TIMEOUT_S
@@ -330,18 +328,7 @@ class OpenSSHTransport(Transport):
         return options
 
     def _identity_options(self) -> list[str]:
-        spec = self.spec
-        options = []
-        if spec.identity:
-            # Like IdentitiesOnly: an agent full of keys would otherwise exhaust MaxAuthTries.
-            options += ["-i", spec.identity, "-o", "IdentitiesOnly=yes"]
-        if spec.host_key_check:
-            files = " ".join(f'"{path}"' for path in self._known_hosts_paths())
-            options += ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={files}"]
-        else:  # accept any key silently, and write none to known_hosts
-            options += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                        "-o", "GlobalKnownHostsFile=/dev/null"]  # fmt: skip
-        return options
+        return identity_options(self.spec, self._known_hosts_paths())
 
     def _known_hosts_paths(self) -> list[str]:
         return [os.path.expanduser("~/.ssh/known_hosts"), *filter(None, [self.spec.known_hosts])]
@@ -354,6 +341,28 @@ class OpenSSHTransport(Transport):
 
     def _where(self) -> str:
         return f"{self.spec.address}:{self.spec.port}" + (f" ({self._role})" if self._role else "")
+
+
+def identity_options(spec: Host, known_hosts: list[str]) -> list[str]:
+    """ssh options: spec's key alone, and the host's key checked against known_hosts (or not
+    at all, with host_key_check: false)."""
+    options = []
+    if spec.identity:
+        # Like IdentitiesOnly: an agent full of keys would otherwise exhaust MaxAuthTries.
+        options += ["-i", spec.identity, "-o", "IdentitiesOnly=yes"]
+    if spec.host_key_check:
+        files = " ".join(f'"{path}"' for path in known_hosts)
+        options += ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={files}"]
+    else:  # accept any key silently, and write none to known_hosts
+        options += ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                    "-o", "GlobalKnownHostsFile=/dev/null"]  # fmt: skip
+    return options
+
+
+def keepalive_options(spec: Host) -> list[str]:
+    """A host silent for unresponsive_after (KEEPALIVE_COUNT keepalives unanswered) is given up."""
+    interval = max(1, math.ceil(spec.unresponsive_s / KEEPALIVE_COUNT))
+    return ["-o", f"ServerAliveInterval={interval}", "-o", f"ServerAliveCountMax={KEEPALIVE_COUNT}"]
 
 
 def _jump_transport(spec: Host) -> OpenSSHTransport:

@@ -49,10 +49,14 @@ from storbench.hosts.base import (
     guarded_command,
     program_name,
 )
-from storbench.hosts.openssh import PERSIST_S
+from storbench.hosts.openssh import (  # SSH_FAILED: here, the gateway's ssh to the host
+    PERSIST_S,
+    SSH_FAILED,
+    identity_options,
+    keepalive_options,
+)
 
 GATEWAY_FAILED = 76  # os.EX_PROTOCOL: ClusterShell's status for a host whose gateway failed
-SSH_FAILED = 255  # the gateway's ssh to the host failed, not the command
 UNCAPPED = 1 << 20  # ClusterShell's fan-out: the steps' own (STORBENCH_FANOUT) limits them
 SETTLE_S = 0.05  # hosts of one step register within this; then the channel opens for all
 CHUNK_B64 = 96 * 1024  # base64 per command: far below Linux's 128 KiB for one argument
@@ -77,8 +81,6 @@ class TreeTransport(Transport):
 
     def __init__(self, spec: Host):
         super().__init__(spec)
-        if not spec.gateway:
-            raise ValueError(f"host {spec.name}: connection tree needs a gateway")
         self._engine = _engine_for(spec)
         self._engine.register(spec.address)
         self._sessions: list[threading.Thread] = []
@@ -425,7 +427,7 @@ _TASK_SETUP = threading.Lock()
 
 
 def _engine_for(spec: Host) -> _Engine:
-    key = (spec.gateway, spec.gateway_python, tuple(_ssh_options(spec).split()))
+    key = (spec.gateway, spec.gateway_python, _ssh_options(spec))
     with _ENGINES_LOCK:
         if key not in _ENGINES:
             _ENGINES[key] = _Engine(spec)
@@ -440,20 +442,13 @@ def _ssh_options(spec: Host) -> str:
     """The options of every hop (ClusterShell passes them on to the gateway): the hosts' user,
     port, key and known_hosts, and a persistent connection per host held by the gateway."""
     socket = f"{SOCKET_DIR}/tree-%C"  # ssh's %i: the uid of whoever runs it
+    known_hosts = ["~/.ssh/known_hosts", *filter(None, [spec.known_hosts])]  # ssh expands ~
     options = [
         "-oBatchMode=yes", "-oLogLevel=ERROR",
         f"-oConnectTimeout={max(1, math.ceil(spec.connect_timeout))}",
         "-oControlMaster=auto", f"-oControlPath={socket}", f"-oControlPersist={PERSIST_S}",
-        f"-oServerAliveInterval={max(1, math.ceil(spec.unresponsive_s / 3))}",
-        "-oServerAliveCountMax=3", "-p", str(spec.port),
+        *keepalive_options(spec), *identity_options(spec, known_hosts), "-p", str(spec.port),
     ]  # fmt: skip
     if spec.user:
         options += ["-l", spec.user]
-    if spec.identity:
-        options += ["-i", spec.identity, "-oIdentitiesOnly=yes"]
-    if spec.host_key_check:
-        files = ["~/.ssh/known_hosts", *filter(None, [spec.known_hosts])]  # ssh expands ~
-        options += ["-oStrictHostKeyChecking=yes", "-oUserKnownHostsFile=" + " ".join(files)]
-    else:
-        options += ["-oStrictHostKeyChecking=no", "-oUserKnownHostsFile=/dev/null"]
     return shlex.join(options)
