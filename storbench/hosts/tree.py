@@ -4,12 +4,14 @@ The controller keeps one channel per gateway (an ``ssh`` to it running ClusterSh
 gateway, ``python3 -m ClusterShell.Gateway``), and the gateway opens the sessions to its
 hosts: the controller's work and connections grow with its gateways, not with the hosts.
 Every step process shares one channel per gateway among all its hosts (one ClusterShell task
-in a thread of its own), and the gateway reaches each host over a persistent OpenSSH
-connection of its own (ControlMaster on the gateway), so a command is one multiplexed session.
+in a thread of its own) for as long as the process runs, and the gateway reaches each host
+over a persistent OpenSSH connection of its own (ControlMaster on the gateway), so a command
+is one multiplexed session.
 
 ClusterShell carries output as lines and routes a session's stdin wrongly when several
 sessions share a channel (its gateway writes to the last one started), so nothing here writes
-to a session's stdin: files travel inside the command (base64) and come back as base64 lines,
+to a session's stdin: files travel inside the command (base64) and come back as base64 lines
+of 64 KiB (a message each: ClusterShell's work is per line),
 and a held tool is released by a session of its own. The gateway reaches its hosts with the
 hosts' own SSH settings (user, port, key and known_hosts paths): ClusterShell passes them on.
 """
@@ -60,6 +62,7 @@ GATEWAY_FAILED = 76  # os.EX_PROTOCOL: ClusterShell's status for a host whose ga
 UNCAPPED = 1 << 20  # ClusterShell's fan-out: the steps' own (STORBENCH_FANOUT) limits them
 SETTLE_S = 0.05  # hosts of one step register within this; then the channel opens for all
 CHUNK_B64 = 96 * 1024  # base64 per command: far below Linux's 128 KiB for one argument
+LINE_B64 = 64 * 1024  # base64 per line of a file fetched (base64's own 76: 25 s for 12 MB)
 SOCKET_DIR = "/tmp/storbench-ssh-%i"  # as storbench.hosts.openssh's, on every hop
 # ssh on every hop (ClusterShell passes its path on too), after making sure the sockets' folder
 # is this user's alone: a socket planted there by someone else would receive our sessions
@@ -158,14 +161,14 @@ class TreeTransport(Transport):
             raise self._error(f"writing {path}: {_reason(rc, session.text('stderr'))}")
 
     def fetch(self, path: str, local_path) -> None:
-        data = self._download(f"base64 < {shlex.quote(path)}", f"fetching {path}")
+        data = self._download(f"base64 -w {LINE_B64} < {shlex.quote(path)}", f"fetching {path}")
         with atomic_output(local_path) as tmp:
             Path(tmp).write_bytes(data)
 
     def fetch_tree(self, path: str, local_dir) -> None:
         local_dir = Path(local_dir)
         local_dir.mkdir(parents=True, exist_ok=True)
-        script = f"tar -C {shlex.quote(path)} -cf - . | base64"
+        script = f"tar -C {shlex.quote(path)} -cf - . | base64 -w {LINE_B64}"
         archive = self._download(script, f"fetching {path}")
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(local_dir, filter="data")
@@ -372,6 +375,8 @@ class _Generation:
                 task.set_info("ssh_path", SSH_PATH)
                 task.set_info("ssh_options", options)
                 task.set_info("fanout", UNCAPPED)  # the gateway inherits it
+                task.set_info("grooming_delay", 0)  # a command's lines and status as they come
+                _hold_channels(task)
                 task.timer(PERSIST_S, _Idle(), PERSIST_S, autoclose=False)  # keeps it running
                 made.append(task)
             except Exception as error:
@@ -432,6 +437,31 @@ def _engine_for(spec: Host) -> _Engine:
         if key not in _ENGINES:
             _ENGINES[key] = _Engine(spec)
         return _ENGINES[key]
+
+
+def _hold_channels(task) -> None:
+    """Keep the task's channel to its gateway open between sessions: ClusterShell closes it
+    when its last session ends, and the next session would start the gateway anew (its
+    Python and ClusterShell, 0.1 s a command). A holder counts as one more session of the
+    channel (ClusterShell 1.10's Task.gateways: {gateway: (channel worker, sessions)})."""
+    open_channel = task._pchannel
+
+    def channel_held(gateway, metaworker):
+        channel = open_channel(gateway, metaworker)
+        task.gateways[str(gateway)][1].add(_CHANNEL_HOLDER)
+        return channel
+
+    task._pchannel = channel_held
+
+
+class _ChannelHolder:
+    """What ClusterShell tells the sessions of a channel it closes (a gateway gone)."""
+
+    def _gateway_abort(self, gateway) -> None:
+        pass  # the channel is gone: the next session opens another
+
+
+_CHANNEL_HOLDER = _ChannelHolder()
 
 
 class _Idle(EventHandler):

@@ -156,6 +156,9 @@ def test_files_and_commands_through_the_gateway(ssh_lab, tmp_path, tree_lab, mon
     # input: a command is in the process listings of the gateway and the host)
     (log,) = gateway_log.glob("*.gw.log")
     assert "stat -c %a" in log.read_text()
+    # one gateway for all the commands (ClusterShell would start one per command), and one
+    # for the private file's channel of its own
+    assert log.read_text().count("got channel configuration") == 2
     assert secret.strip() not in log.read_text()
     assert base64.b64encode(secret.encode()).decode()[:16] not in log.read_text()
 
