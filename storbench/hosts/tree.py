@@ -26,6 +26,7 @@ import os
 import posixpath
 import re
 import shlex
+import subprocess
 import tarfile
 import threading
 import time
@@ -52,6 +53,7 @@ from storbench.hosts.base import (
     program_name,
 )
 from storbench.hosts.openssh import (  # SSH_FAILED: here, the gateway's ssh to the host
+    CONTROL_TIMEOUT_S,
     PERSIST_S,
     SSH_FAILED,
     identity_options,
@@ -218,6 +220,27 @@ class TreeTransport(Transport):
         if rc != 0:
             raise self._error(f"{action}: {_reason(rc, session.text('stderr'))}")
         return base64.b64decode(session.data("stdout"))
+
+
+def disconnect(specs: list[Host]) -> list[str]:
+    """Close the persistent connections now, per gateway: its own to each of its hosts (one
+    session on it), then this machine's to it; the next session opens them anew. What was
+    closed, one line each."""
+    groups: dict[tuple[str, str], list[Host]] = {}
+    for spec in specs:
+        groups.setdefault((spec.gateway or "", _ssh_options(spec)), []).append(spec)
+    closed = []
+    for (gateway, options), hosts in groups.items():
+        ssh = [*shlex.split(SSH_PATH), *shlex.split(options)]
+        exits = [f"{SSH_PATH} {options} -O exit {shlex.quote(host.address)}" for host in hosts]
+        on_gateway = "; ".join(f"{command} 2>/dev/null" for command in exits)
+        for argv in ([*ssh, gateway, f"{on_gateway}; true"], [*ssh, "-O", "exit", gateway]):
+            with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+                subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                               timeout=CONTROL_TIMEOUT_S)  # fmt: skip
+        closed += [f"host {host.name}: connection via gateway {gateway} closed" for host in hosts]
+        closed.append(f"gateway {gateway}: persistent connection closed")
+    return closed
 
 
 class _Session(EventHandler):

@@ -302,7 +302,7 @@ class WorkflowPlan:
             host
             for group in self.campaign.host_groups.values()
             for host in group
-            if host.get("connection") == "persistent"
+            if host.get("connection") in ("persistent", "tree")
         ]
         return CleanupSpec(
             services=tuple(services), buckets=tuple(buckets.values()), setups=tuple(setups),

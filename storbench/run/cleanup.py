@@ -33,9 +33,15 @@ def cleanup(spec: CleanupSpec | dict) -> list[str]:
             listed = ", ".join(removed) or "(none)"
             done.append(f"target {target['name']}: removed buckets {listed}")
     done += host_setup.undo_setups(list(spec.setups))
-    for host in spec.connections:  # last: the steps above use them
-        OpenSSHTransport(Host.from_dict(host)).disconnect()
-        done.append(f"host {host['name']}: persistent connection closed")
+    connected = [Host.from_dict(host) for host in spec.connections]  # last: steps above use them
+    for host in connected:
+        if host.connection == "persistent":
+            OpenSSHTransport(host).disconnect()
+            done.append(f"host {host.name}: persistent connection closed")
+    if any(host.connection == "tree" for host in connected):
+        from storbench.hosts import tree  # ClusterShell only where it is used
+
+        done += tree.disconnect([host for host in connected if host.connection == "tree"])
     return done
 
 

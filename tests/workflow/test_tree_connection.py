@@ -112,6 +112,16 @@ def test_a_campaign_runs_through_a_clustershell_gateway(ssh_lab, tmp_path, tree_
     # from here, to each host from the gateway (two when the first sessions raced to open it)
     assert all(1 <= logins(server) <= 2 for server in servers)
 
+    # `snakemake cleanup` closes them, on the gateway and here: the next session logs in anew
+    snakemake(tmp_path, campaign(ssh_lab, tmp_path, servers, known_hosts), "cleanup")
+    cleanup_log = (tmp_path / "results/logs/cleanup.log").read_text()
+    assert f"host {ADDRESSES[1]}: connection via gateway {GATEWAY} closed" in cleanup_log
+    before = [logins(server) for server in servers]
+    spec = host(ssh_lab, servers[0].port, known_hosts, ADDRESSES[0])
+    with open_transport(spec) as transport:
+        assert transport.shell("echo $((6 * 7))", timeout_s=30)[:2] == (0, "42\n")
+    assert [logins(server) for server in servers] == [before[0] + 1, before[1] + 1, before[2]]
+
 
 def host(ssh_lab, port, known_hosts, address: str) -> Host:
     return Host(name=address, transport="ssh", user="root", port=port,
