@@ -67,11 +67,18 @@ CHUNK_B64 = 96 * 1024  # base64 per command: far below Linux's 128 KiB for one a
 LINE_B64 = 64 * 1024  # base64 per line of a file fetched (base64's own 76: 25 s for 12 MB)
 SOCKET_DIR = "/tmp/storbench-ssh-%i"  # as storbench.hosts.openssh's, on every hop
 # ssh on every hop (ClusterShell passes its path on too), after making sure the sockets' folder
-# is this user's alone: a socket planted there by someone else would receive our sessions
+# is this user's alone: a socket planted there by someone else would receive our sessions. Once
+# found private it is marked so (only its owner can change it since), and later sessions check
+# with the shell's builtins: the gateway runs this for every session of every host.
 PRIVATE_SOCKETS = (
-    'd=/tmp/storbench-ssh-$(id -u); mkdir -m 700 "$d" 2>/dev/null; '
+    "uid=; { while read -r key value rest; do "
+    'if [ "$key" = Uid: ]; then uid=$value; break; fi; done < /proc/self/status; } 2>/dev/null; '
+    "d=/tmp/storbench-ssh-${uid:-$(id -u)}; "
+    'if [ -L "$d" ] || [ ! -O "$d" ] || [ ! -e "$d/.private" ]; then '
+    'mkdir -m 700 "$d" 2>/dev/null; '
     'if [ -L "$d" ] || [ ! -O "$d" ] || [ "$(stat -c %a "$d")" != 700 ]; then '
     'echo "ssh: $d must belong to $(id -un) alone (mode 0700)" >&2; exit 255; fi; '
+    ': > "$d/.private"; fi; '
     'exec ssh "$@"'
 )
 SSH_PATH = shlex.join(["sh", "-c", PRIVATE_SOCKETS, "ssh"])

@@ -3,10 +3,13 @@ one: tests/workflow/test_tree_connection.py and the transport tests of test_host
 
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.paths import REPO
 
@@ -43,32 +46,48 @@ def test_tasks_for_several_gateways_start_together_in_a_new_process():
         assert (done.returncode, done.stdout) == (0, "0 []\n"), done.stderr
 
 
-def test_ssh_on_every_hop_keeps_its_sockets_in_a_folder_of_its_own(tmp_path):
+NOBODY = 65534  # a user of its own for the sockets' folder (/tmp/storbench-ssh-65534)
+
+
+def as_nobody(argv: list[str]) -> subprocess.CompletedProcess:
+    switch = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    return subprocess.run([*switch, *argv], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="runs ssh's wrapper as another user (root and setpriv)")  # fmt: skip
+def test_ssh_on_every_hop_keeps_its_sockets_in_a_folder_of_its_own():
     """The persistent connections' sockets: a folder someone else could write to would let
     them plant a socket that receives our sessions."""
     from storbench.hosts.tree import SSH_PATH
 
-    uid = f"99{os.getpid()}"
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    (fake / "id").write_text(f'#!/bin/sh\n[ "$1" = -u ] && echo {uid} || echo someone\n')
-    (fake / "id").chmod(0o755)
-    folder = Path(f"/tmp/storbench-ssh-{uid}")
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    ssh_version = [*shlex.split(SSH_PATH), "-V"]
+    folder = Path(f"/tmp/storbench-ssh-{NOBODY}")
+    refusal = f"ssh: {folder} must belong to nobody alone (mode 0700)\n"
+    shutil.rmtree(folder, ignore_errors=True)
     try:
-        folder.mkdir(mode=0o755)
+        folder.mkdir(mode=0o755)  # someone else's (root's)
+        (folder / ".private").touch()  # a mark there says nothing: the folder is not ours
+        refused = as_nobody(ssh_version)
+        assert (refused.returncode, refused.stderr) == (255, refusal)
+        shutil.rmtree(folder)
+
+        done = as_nobody(ssh_version)  # the wrapper makes it: private, and marked so
+        assert done.returncode == 0 and done.stderr.startswith("OpenSSH_"), done.stderr
+        assert (folder.stat().st_uid, stat.S_IMODE(folder.stat().st_mode)) == (NOBODY, 0o700)
+        assert [p.name for p in folder.iterdir()] == [".private"]
+        assert as_nobody(ssh_version).returncode == 0  # the builtins' check from now on
+
+        (folder / ".private").unlink()  # ours but open to others, unmarked: checked in full
         folder.chmod(0o755)
-        refused = subprocess.run([*shlex.split(SSH_PATH), "-V"], env=env, capture_output=True,
-                                 text=True)  # fmt: skip
-        assert (refused.returncode, refused.stderr) == (
-            255,
-            f"ssh: {folder} must belong to someone alone (mode 0700)\n",
-        )
-        folder.rmdir()  # made by ssh's wrapper itself: private
-        done = subprocess.run([*shlex.split(SSH_PATH), "-V"], env=env, capture_output=True,
-                              text=True)  # fmt: skip
-        assert done.returncode == 0 and done.stderr.startswith("OpenSSH_")
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        refused = as_nobody(ssh_version)
+        assert (refused.returncode, refused.stderr) == (255, refusal)
+        shutil.rmtree(folder)
+
+        folder.symlink_to("/tmp")  # a link, wherever it points
+        refused = as_nobody(ssh_version)
+        assert (refused.returncode, refused.stderr) == (255, refusal)
     finally:
-        if folder.exists():
-            folder.rmdir()
+        if folder.is_symlink():
+            folder.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
