@@ -63,6 +63,10 @@ from storbench.hosts.openssh import (  # SSH_FAILED: here, the gateway's ssh to 
 GATEWAY_FAILED = 76  # os.EX_PROTOCOL: ClusterShell's status for a host whose gateway failed
 UNCAPPED = 1 << 20  # ClusterShell's fan-out: the steps' own (STORBENCH_FANOUT) limits them
 SETTLE_S = 0.05  # hosts of one step register within this; then the channel opens for all
+# a session's lines leave the gateway as they come: grouping them (ClusterShell's "grooming",
+# 0.25 s by default) keeps every line the channel ever carried in the gateway's memory and
+# walks them all for each session (its MsgTree), and our channel lives as long as its step
+GROOMING_S = 0
 CHUNK_B64 = 96 * 1024  # base64 per command: far below Linux's 128 KiB for one argument
 LINE_B64 = 64 * 1024  # base64 per line of a file fetched (base64's own 76: 25 s for 12 MB)
 SOCKET_DIR = "/tmp/storbench-ssh-%i"  # as storbench.hosts.openssh's, on every hop
@@ -379,6 +383,8 @@ class _Engine:
                     return current
                 quiet_s = time.monotonic() - self._registered_at
                 if quiet_s >= SETTLE_S:
+                    if current is not None:
+                        current.retire()
                     self._current = _Generation(self.gateway, frozenset(self._hosts), self.options)
                     return self._current
             time.sleep(SETTLE_S - quiet_s)
@@ -405,7 +411,9 @@ class _Generation:
                 task.set_info("ssh_path", SSH_PATH)
                 task.set_info("ssh_options", options)
                 task.set_info("fanout", UNCAPPED)  # the gateway inherits it
-                task.set_info("grooming_delay", 0)  # a command's lines and status as they come
+                task.set_info("grooming_delay", GROOMING_S)
+                for stream in ("stdout_msgtree", "stderr_msgtree"):  # the sessions take the lines
+                    task.set_default(stream, False)
                 _hold_channels(task)
                 task.timer(PERSIST_S, _Idle(), PERSIST_S, autoclose=False)  # keeps it running
                 made.append(task)
@@ -425,6 +433,10 @@ class _Generation:
         if isinstance(made[0], Exception):
             raise RuntimeError(f"ClusterShell could not set up gateway {gateway}: {made[0]}")
         self.task = made[0]
+
+    def retire(self) -> None:
+        """A newer generation takes its hosts: its channel closes once its sessions end."""
+        self.task.timer(0, _Retirement(self.task))  # ClusterShell's state: in the task's thread
 
     def add(self, session: _Session) -> bool:
         with self._lock:
@@ -478,10 +490,27 @@ def _hold_channels(task) -> None:
 
     def channel_held(gateway, metaworker):
         channel = open_channel(gateway, metaworker)
-        task.gateways[str(gateway)][1].add(_CHANNEL_HOLDER)
+        if not getattr(task, "storbench_retired", False):
+            task.gateways[str(gateway)][1].add(_CHANNEL_HOLDER)
         return channel
 
     task._pchannel = channel_held
+
+
+class _Retirement(EventHandler):
+    """Lets a task's channels go, as ClusterShell's own release does when no session is left
+    on one (Task._pchannel_release); run in the task's thread."""
+
+    def __init__(self, task) -> None:
+        super().__init__()
+        self.task = task
+
+    def ev_timer(self, timer) -> None:
+        self.task.storbench_retired = True
+        for channel_worker, sessions in list(self.task.gateways.values()):
+            sessions.discard(_CHANNEL_HOLDER)
+            if not sessions:
+                channel_worker.eh._close(abort=True)
 
 
 class _ChannelHolder:

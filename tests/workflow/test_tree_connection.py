@@ -169,8 +169,39 @@ def test_files_and_commands_through_the_gateway(ssh_lab, tmp_path, tree_lab, mon
     # one gateway for all the commands (ClusterShell would start one per command), and one
     # for the private file's channel of its own
     assert log.read_text().count("got channel configuration") == 2
+    # lines not grouped: the gateway keeps none of them (ClusterShell's MsgTree, walked whole
+    # for every session of a channel that lives as long as its step)
+    assert "TreeWorkerResponder initialized grooming=0.000000" in log.read_text()
+    assert "grooming=0.2" not in log.read_text()
     assert secret.strip() not in log.read_text()
     assert base64.b64encode(secret.encode()).decode()[:16] not in log.read_text()
+
+
+def test_a_host_known_later_gets_a_channel_and_the_older_one_closes(
+    ssh_lab, tmp_path, tree_lab, monkeypatch
+):
+    """A channel routes the hosts known when it opened: a host that comes later gets a new
+    one, and the older channel, held open between its sessions, is let go."""
+    servers, known_hosts = tree_lab
+    gateway_log = tmp_path / "gateway-log"
+    gateway_log.mkdir()
+    monkeypatch.setenv("CLUSTERSHELL_GW_LOG_DIR", str(gateway_log))
+    monkeypatch.setenv("CLUSTERSHELL_GW_LOG_LEVEL", "DEBUG")
+    first, later = (host(ssh_lab, servers[0].port, known_hosts, a) for a in ADDRESSES)
+    with open_transport(first) as one:
+        assert one.shell("echo one", timeout_s=30)[:2] == (0, "one\n")
+        assert one.shell("echo again", timeout_s=30)[:2] == (0, "again\n")
+        with open_transport(later) as two:
+            assert two.shell("echo two", timeout_s=30)[:2] == (0, "two\n")
+            assert one.shell("echo one more", timeout_s=30)[:2] == (0, "one more\n")
+            (log,) = gateway_log.glob("*.gw.log")
+            deadline = time.monotonic() + 60
+            while "The End" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            text = log.read_text()
+            # two channels in all, the first one ended while this process goes on
+            assert text.count("got channel configuration") == 2
+            assert text.count("-------- The End --------") == 1
 
 
 def test_a_host_the_gateway_cannot_reach_is_named(ssh_lab, tmp_path, tree_lab):
