@@ -245,13 +245,24 @@ def disconnect(specs: list[Host]) -> list[str]:
         ssh = [*shlex.split(SSH_PATH), *shlex.split(options)]
         exits = [f"{SSH_PATH} {options} -O exit {shlex.quote(host.address)}" for host in hosts]
         on_gateway = "; ".join(f"{command} 2>/dev/null" for command in exits)
-        for argv in ([*ssh, gateway, f"{on_gateway}; true"], [*ssh, "-O", "exit", gateway]):
-            with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-                subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                               timeout=CONTROL_TIMEOUT_S)  # fmt: skip
-        closed += [f"host {host.name}: connection via gateway {gateway} closed" for host in hosts]
-        closed.append(f"gateway {gateway}: persistent connection closed")
+        rc, said = _quietly([*ssh, gateway, f"{on_gateway}; true"])
+        if rc == 0:
+            closed += [f"host {h.name}: connection via gateway {gateway} closed" for h in hosts]
+        else:
+            closed.append(f"gateway {gateway}: its connections to hosts not closed: {said}")
+        rc, _ = _quietly([*ssh, "-O", "exit", gateway])  # the connection just used, too
+        closed.append(f"gateway {gateway}: persistent connection {'closed' if rc == 0 else 'gone'}")
     return closed
+
+
+def _quietly(argv: list[str]) -> tuple[int, str]:
+    """argv's exit status and what it said on stderr; 255 and why when it could not run."""
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=CONTROL_TIMEOUT_S)  # fmt: skip
+    except (subprocess.TimeoutExpired, OSError) as error:
+        return 255, str(error)
+    return done.returncode, done.stderr.strip()
 
 
 class _Session(EventHandler):
@@ -383,7 +394,7 @@ class _Engine:
                     return current
                 quiet_s = time.monotonic() - self._registered_at
                 if quiet_s >= SETTLE_S:
-                    if current is not None:
+                    if current is not None and current.failure is None:  # a failed one's over
                         current.retire()
                     self._current = _Generation(self.gateway, frozenset(self._hosts), self.options)
                     return self._current

@@ -91,3 +91,17 @@ def test_ssh_on_every_hop_keeps_its_sockets_in_a_folder_of_its_own():
         if folder.is_symlink():
             folder.unlink()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_closing_the_connections_of_a_gateway_that_cannot_be_reached_says_so():
+    """`snakemake cleanup` reports what it closed: not hosts it could not reach."""
+    from storbench.core.model import Host
+    from storbench.hosts import tree
+
+    spec = Host(name="client01", address="127.0.0.26", transport="ssh", port=1,
+                connection="tree", gateway="127.0.0.25", connect_timeout=5)  # fmt: skip
+    lines = tree.disconnect([spec])
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("gateway 127.0.0.25: its connections to hosts not closed: ssh: ")
+    assert "port 1: Connection refused" in lines[0]
+    assert lines[1] == "gateway 127.0.0.25: persistent connection gone"
