@@ -82,6 +82,7 @@ __all__ = [
     "SSHTransport",
     "Transport",
     "hold_signals",
+    "disconnect",
     "open_transport",
     "program_name",
     "raise_interrupt",
@@ -98,6 +99,22 @@ def open_transport(spec: Host) -> Transport:
     if spec.transport == "ssh":
         return SSHTransport(spec)
     return LocalTransport(spec)
+
+
+def disconnect(specs: list[Host]) -> list[str]:
+    """Close the persistent connections of these hosts now (`snakemake cleanup`): what was
+    closed, one line each. Per-step connections end with their step: nothing to close."""
+    done = []
+    for spec in specs:
+        if spec.transport == "ssh" and spec.connection == "persistent":
+            OpenSSHTransport(spec).disconnect()
+            done.append(f"host {spec.name}: persistent connection closed")
+    behind_gateways = [s for s in specs if s.transport == "ssh" and s.connection == "tree"]
+    if behind_gateways:
+        from storbench.hosts import tree  # ClusterShell only where it is used
+
+        done += tree.disconnect(behind_gateways)
+    return done
 
 
 class LocalTransport(Transport):

@@ -425,9 +425,9 @@ class _Generation:
                 task.set_info("grooming_delay", GROOMING_S)
                 for stream in ("stdout_msgtree", "stderr_msgtree"):  # the sessions take the lines
                     task.set_default(stream, False)
-                _hold_channels(task)
+                let_go = _hold_channels(task)
                 task.timer(PERSIST_S, _Idle(), PERSIST_S, autoclose=False)  # keeps it running
-                made.append(task)
+                made.append((task, let_go))
             except Exception as error:
                 made.append(error)
                 return
@@ -443,11 +443,11 @@ class _Generation:
         settled.wait()
         if isinstance(made[0], Exception):
             raise RuntimeError(f"ClusterShell could not set up gateway {gateway}: {made[0]}")
-        self.task = made[0]
+        self.task, self._let_go = made[0]
 
     def retire(self) -> None:
         """A newer generation takes its hosts: its channel closes once its sessions end."""
-        self.task.timer(0, _Retirement(self.task))  # ClusterShell's state: in the task's thread
+        self.task.timer(0, _Call(self._let_go))  # ClusterShell's state: in the task's thread
 
     def add(self, session: _Session) -> bool:
         with self._lock:
@@ -492,36 +492,43 @@ def _engine_for(spec: Host) -> _Engine:
         return _ENGINES[key]
 
 
-def _hold_channels(task) -> None:
+def _hold_channels(task):
     """Keep the task's channel to its gateway open between sessions: ClusterShell closes it
     when its last session ends, and the next session would start the gateway anew (its
     Python and ClusterShell, 0.1 s a command). A holder counts as one more session of the
-    channel (ClusterShell 1.10's Task.gateways: {gateway: (channel worker, sessions)})."""
+    channel (ClusterShell 1.10's Task.gateways: {gateway: (channel worker, sessions)}).
+    Returns what lets the channels go, as ClusterShell's own release does when no session is
+    left on one (Task._pchannel_release); to be called in the task's thread."""
     open_channel = task._pchannel
+    holding = True
 
     def channel_held(gateway, metaworker):
         channel = open_channel(gateway, metaworker)
-        if not getattr(task, "storbench_retired", False):
+        if holding:
             task.gateways[str(gateway)][1].add(_CHANNEL_HOLDER)
         return channel
 
-    task._pchannel = channel_held
-
-
-class _Retirement(EventHandler):
-    """Lets a task's channels go, as ClusterShell's own release does when no session is left
-    on one (Task._pchannel_release); run in the task's thread."""
-
-    def __init__(self, task) -> None:
-        super().__init__()
-        self.task = task
-
-    def ev_timer(self, timer) -> None:
-        self.task.storbench_retired = True
-        for channel_worker, sessions in list(self.task.gateways.values()):
+    def let_go() -> None:
+        nonlocal holding
+        holding = False
+        for channel_worker, sessions in list(task.gateways.values()):
             sessions.discard(_CHANNEL_HOLDER)
             if not sessions:
                 channel_worker.eh._close(abort=True)
+
+    task._pchannel = channel_held
+    return let_go
+
+
+class _Call(EventHandler):
+    """A timer's handler that calls a function (in the task's thread)."""
+
+    def __init__(self, function) -> None:
+        super().__init__()
+        self.function = function
+
+    def ev_timer(self, timer) -> None:
+        self.function()
 
 
 class _ChannelHolder:

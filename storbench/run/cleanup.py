@@ -8,8 +8,7 @@ from pathlib import Path
 
 from storbench.core.model import Campaign, Host
 from storbench.core.specs import CleanupSpec
-from storbench.hosts import services
-from storbench.hosts.openssh import OpenSSHTransport
+from storbench.hosts import services, transport
 from storbench.plan import specs
 from storbench.run import s3
 from storbench.run import setup as host_setup
@@ -33,15 +32,8 @@ def cleanup(spec: CleanupSpec | dict) -> list[str]:
             listed = ", ".join(removed) or "(none)"
             done.append(f"target {target['name']}: removed buckets {listed}")
     done += host_setup.undo_setups(list(spec.setups))
-    connected = [Host.from_dict(host) for host in spec.connections]  # last: steps above use them
-    for host in connected:
-        if host.connection == "persistent":
-            OpenSSHTransport(host).disconnect()
-            done.append(f"host {host.name}: persistent connection closed")
-    if any(host.connection == "tree" for host in connected):
-        from storbench.hosts import tree  # ClusterShell only where it is used
-
-        done += tree.disconnect([host for host in connected if host.connection == "tree"])
+    # last: the steps above use them
+    done += transport.disconnect([Host.from_dict(host) for host in spec.connections])
     return done
 
 
