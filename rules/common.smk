@@ -41,6 +41,7 @@ os.environ["PATH"] = os.pathsep.join(
 )
 EXPERIMENTS = PLAN.experiments
 CAMPAIGN_REPORT = PLAN.campaign_report
+CAMPAIGN_HOSTS = PLAN.campaign_hosts()
 # A search experiment's summary and report come from its probes, not from planned runs.
 SEARCH_PATTERN = names_pattern(PLAN.search_experiments)
 GRID_PATTERN = names_pattern(PLAN.grid_experiments)
@@ -204,6 +205,14 @@ def services_spec_json(wildcards):
 
 def telemetry_spec_json(wildcards):
     return PLAN.telemetry_spec(wildcards.host)
+
+
+def campaign_telemetry_spec_json(wildcards):
+    return PLAN.campaign_telemetry_spec()
+
+
+def campaign_host_preflights(wildcards):
+    return [ancient(path) for path in PLAN.campaign_host_preflights()]
 
 
 def host_preflights(wildcards):

@@ -291,12 +291,22 @@ def _telemetry(args) -> int:
     from storbench.run import telemetry
 
     spec = args.spec
-    targets = [t for t in spec["targets"] if t.get("type") in ("directory", "block")]
-    facts = telemetry.collect_host(
-        spec["host"], target=targets[0] if targets else None, tools=spec["tools"]
-    )
+    target = telemetry.facts_target(spec["targets"])
+    facts = telemetry.collect_host(spec["host"], target=target, tools=spec["tools"])
     atomic.write_json(args.output, facts)
     print(f"{spec['host']['name']}: {facts.get('kernel')}, {facts.get('cores')} cores")
+    return 0
+
+
+def _telemetry_hosts(args) -> int:
+    # this step's modules only: every step starts fast
+    from storbench.run import telemetry
+
+    entries = [
+        {**host, "target": telemetry.facts_target(host["targets"])} for host in args.spec["hosts"]
+    ]
+    for name, facts in telemetry.collect_each(entries).items():
+        print(f"{name}: {facts.get('kernel')}, {facts.get('cores')} cores")
     return 0
 
 
@@ -673,6 +683,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     facts.add_argument("--output", required=True, help="telemetry (JSON) to write")
     facts.set_defaults(handler=_telemetry)
+
+    hosts_facts = steps.add_parser(
+        "telemetry-hosts", help="capture many hosts' facts at once, each into its own file"
+    )
+    hosts_facts.add_argument(
+        "--spec",
+        type=json_argument,
+        required=True,
+        help="{hosts: [{host, targets, tools, output}]} (JSON)",
+    )
+    hosts_facts.set_defaults(handler=_telemetry_hosts)
 
     prepare = steps.add_parser(
         "prepare", help="datasets and preconditioning: one stage, summary, flush or report"

@@ -389,13 +389,34 @@ class WorkflowPlan:
         """The campaign report links them, so they are built first."""
         return [paths.report_index(name) for name in self.campaign.default_experiments]
 
-    def campaign_telemetry(self) -> list[str]:
+    def campaign_hosts(self) -> list[str]:
+        """Every host of the experiments rule all runs."""
         hosts = {
             host["name"]
             for name in self.campaign.default_experiments
             for host in self.campaign.hosts_of(name)
         }
-        return [paths.telemetry(host) for host in sorted(hosts)]
+        return sorted(hosts)
+
+    def campaign_telemetry(self) -> list[str]:
+        return [paths.telemetry(host) for host in self.campaign_hosts()]
+
+    def campaign_telemetry_spec(self) -> str:
+        """The campaign's hosts for one telemetry job, each with its own facts file."""
+        return specs.to_json(
+            {
+                "hosts": [
+                    {**specs.telemetry_spec(self.campaign, host), "output": paths.telemetry(host)}
+                    for host in self.campaign_hosts()
+                ]
+            }
+        )
+
+    def campaign_host_preflights(self) -> list[str]:
+        """The preflights the campaign's hosts' telemetry waits for (host_preflights, all)."""
+        return sorted(
+            {path for host in self.campaign_hosts() for path in self.host_preflights(host)}
+        )
 
     def campaign_meta(self) -> str:
         campaign = self.campaign

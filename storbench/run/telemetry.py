@@ -12,24 +12,25 @@ shows it without guessing which host is the odd one out. Memory is compared as s
 (GiB, one decimal), NICs by the (speed, MTU) of links that are not down, the mount by file
 system type and options (NFS ``clientaddr`` is each host's own and left out).
 
-Run path: standard library and storbench.hosts.transport/atomic/tools only.
+Run path: standard library and storbench.hosts (transport, fan-out), atomic and tools only.
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import json
 import math
 import re
 import shlex
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
 
 from storbench.core import atomic
 from storbench.core.model import Host
+from storbench.hosts import services
 from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
 
@@ -89,43 +90,58 @@ def collect(hosts: list[dict], *, target, tools, output_dir) -> dict[str, dict]:
     for name in names:
         if not isinstance(name, str) or "/" in name or name in ("", ".", ".."):
             raise ValueError(f"host name {name!r} cannot be a file name")
+    output_dir = Path(output_dir)
+    return collect_each(
+        [
+            {"host": host, "target": target, "tools": tools, "output": output_dir / f"{name}.json"}
+            for host, name in zip(hosts, names, strict=True)
+        ]
+    )
+
+
+def collect_each(entries: list[dict]) -> dict[str, dict]:
+    """Each entry's host ({host, target, tools, output}) collected in parallel, as many at once
+    as the fan-out allows; its facts written to its output. A failed host gets no file (and
+    loses a stale one); TelemetryError lists each failed host and why."""
+    names = [entry["host"]["name"] for entry in entries]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"hosts listed twice: {', '.join(duplicates)}")
-    for name in tools:
+    for name in sorted({tool for entry in entries for tool in entry["tools"]}):
         get_tool(name)  # an unknown tool fails here, before any host is contacted
-    output_dir = Path(output_dir)
-    results: list[dict | None] = [None] * len(hosts)
-    errors: list[str | None] = [None] * len(hosts)
 
-    def capture(index: int, host: dict) -> None:
-        try:
-            results[index] = collect_host(host, target=target, tools=tools)
-        except HostError as error:
-            errors[index] = str(error)
-        except Exception as error:  # reported per host, like preflight
-            errors[index] = f"host {host['name']}: {type(error).__name__}: {error}"
+    def capture(entry: dict) -> dict:
+        return collect_host(entry["host"], target=entry["target"], tools=entry["tools"])
 
-    threads = [
-        threading.Thread(target=capture, args=(i, host), daemon=True)
-        for i, host in enumerate(hosts)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for name, facts in zip(names, results, strict=True):
-        path = output_dir / f"{name}.json"
-        if facts is None:
-            path.unlink(missing_ok=True)
+    results: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+    threads = services.workers([entry["host"] for entry in entries])
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="telemetry") as pool:
+        futures = {pool.submit(capture, entry): entry for entry in entries}
+        for future in concurrent.futures.as_completed(futures):
+            name = futures[future]["host"]["name"]
+            try:
+                results[name] = future.result()
+            except HostError as error:
+                errors[name] = str(error)
+            except Exception as error:  # reported per host, like preflight
+                errors[name] = f"host {name}: {type(error).__name__}: {error}"
+    for entry, name in zip(entries, names, strict=True):
+        path = Path(entry["output"])
+        if name in results:
+            atomic.write_json(path, results[name])
         else:
-            atomic.write_json(path, facts)
-    failed = [error for error in errors if error is not None]
-    if failed:
-        lines = [f"telemetry failed on {len(failed)} of {len(hosts)} host(s)"]
-        lines += [f"  {error}" for error in failed]
+            path.unlink(missing_ok=True)
+    if errors:
+        lines = [f"telemetry failed on {len(errors)} of {len(entries)} host(s)"]
+        lines += [f"  {errors[name]}" for name in names if name in errors]
         raise TelemetryError("\n".join(lines))
-    return {name: facts for name, facts in zip(names, results, strict=True) if facts is not None}
+    return {name: results[name] for name in names}
+
+
+def facts_target(targets: list[dict]) -> dict | None:
+    """The target whose mount a host's facts describe: its first file or block target."""
+    return next((t for t in targets if t.get("type") in ("directory", "block")), None)
 
 
 def load(paths) -> dict[str, dict]:

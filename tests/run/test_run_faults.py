@@ -39,7 +39,7 @@ LOST_HOST_ADDRESS = "127.0.0.31"  # a private sshd: stopping it must not disturb
 # come on top.
 RERUN_OF_LONG = {
     "preflight": 0,
-    "telemetry": 0,
+    "telemetry_hosts": 0,
     "render_job": 1,
     "run_iteration": 1,
     "parse_iteration": 1,

@@ -175,6 +175,14 @@ def test_numjobs_from_host_facts_is_resolved_in_the_job_files(ssh_lab, scale_cam
     assert {r["numjobs"] for r in rows if r["host"] != "all"} == {expected}
 
 
+def test_every_hosts_facts_come_from_one_telemetry_job(ssh_lab, scale_campaign):
+    tmp_path, _, _ = scale_campaign
+    addresses = sorted(server.address for server in ssh_lab.servers[:4])
+    lines = (tmp_path / "results/logs/telemetry.log").read_text().splitlines()
+    assert sorted(line.split(":")[0] for line in lines) == addresses
+    assert not (tmp_path / "results/telemetry/logs").exists()  # no job of a host's own
+
+
 def test_no_fio_service_outlives_the_campaign(scale_campaign):
     assert processes_matching(FIO_SERVERS) == []
 

@@ -4,6 +4,7 @@ import copy
 import csv
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(finished_campaign):
         "report_experiment": 1,
         "report_pdfs": 1,  # the experiment's and the campaign's, in one browser
         "run_iteration": 4,
-        "telemetry": 1,
+        "telemetry_hosts": 1,
     }
 
 
@@ -256,7 +257,7 @@ def test_another_experiment_on_the_host_leaves_finished_host_fact_runs_alone(tmp
         "sweep": {"rw": ["read"], "bs": ["4k"]},
     }
     jobs = planned_jobs(snakemake(tmp_path, config, "-n"))
-    assert jobs["telemetry"] == 1  # its set of inputs changed
+    assert jobs["telemetry_hosts"] == 1  # its set of inputs changed
     assert jobs["run_iteration"] == 1 and "render_host_jobs" not in jobs  # the second's only
     snakemake(tmp_path, config)
     assert json.loads(first.read_text()) == finished  # not run again: the same attempt
@@ -305,3 +306,31 @@ def test_progress_counts_the_published_runs_and_the_planned_time_left(tmp_path):
     assert lines[0] == "runs done: 1 of 2 (50%)"
     assert lines[1] == "started, no result yet (running or failed): tiny/write_bs4k_nj1 it1"
     assert lines[2].startswith("planned time left: 0m 03s (finish about ")
+
+
+def test_the_campaigns_hosts_share_one_telemetry_job_and_any_other_host_gets_its_own(tmp_path):
+    """Rule all's hosts (the experiments under run:) in one job, all at once; a host only an
+    experiment outside run: uses, when asked for, in a job of its own."""
+    config = tiny_config(tmp_path / "target")
+    config["hosts"]["second"] = {"transport": "local"}
+    config["experiments"]["other"] = {**config["experiments"]["tiny"], "hosts": "second"}
+    config["hosts"]["third"] = {"transport": "local"}
+    config["experiments"]["wide"] = {
+        **config["experiments"]["tiny"],
+        "hosts": ["localhost", "third"],
+    }
+    config["run"] = ["tiny", "wide"]
+    facts = [f"results/telemetry/{host}.json" for host in ("localhost", "second", "third")]
+    assert planned_jobs(snakemake(tmp_path, config, "-n", *facts)) == {
+        "preflight": 3,
+        "telemetry": 1,
+        "telemetry_hosts": 1,
+    }
+    snakemake(tmp_path, config, *facts)
+    batch = (tmp_path / "results/logs/telemetry.log").read_text().splitlines()
+    assert [line.split(":")[0] for line in batch] == ["localhost", "third"]
+    assert (tmp_path / "results/telemetry/logs/second.log").read_text().startswith("second: ")
+    for path in facts:
+        written = json.loads((tmp_path / path).read_text())
+        assert written["kernel"] == platform.release()
+        assert written["cores"] == os.cpu_count()
