@@ -395,6 +395,10 @@ def run_inputs(wildcards):
         "setup": run_setup_markers(wildcards),
         # ancient: a repeated preflight must not make finished runs look outdated
         "preflight": ancient(paths.preflight(wildcards.experiment)),
+        # the hosts' facts are taken before the runs, not while one measures the hosts
+        "telemetry": [
+            ancient(path) for path in PLAN.experiment_telemetry(wildcards.experiment)
+        ],
     }
 
 

@@ -48,7 +48,8 @@ rule host_setup:
 
 
 # Host facts (kernel, CPU, memory, NICs, mount of the target, tool versions), once per campaign.
-# priority: taken before the runs, not on hosts while a run measures them.
+# Taken before the runs (their input), not on hosts while a run measures them; priority: before
+# the renders too.
 # The hosts of the experiments rule all runs, all at once in one job (a job per host kept the
 # first run of 128 hosts waiting 12 s); rule telemetry below takes any other host.
 if CAMPAIGN_HOSTS:
@@ -93,11 +94,13 @@ rule telemetry:
 # Tool services (fio --server) on every host of the campaign's service-mode experiments,
 # started once and checked for readiness; stopped by `snakemake cleanup`, at the end of the
 # workflow and on Ctrl-C. temp(): a later campaign starts them again.
+# priority: beside preflight and telemetry, so that they are ready when the first run may go.
 rule start_services:
     output:
         marker=temp(paths.services_marker()),
     log:
         paths.services_log(),
+    priority: 10
     localrule: True
     conda:
         "../envs/storbench.yaml"
