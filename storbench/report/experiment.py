@@ -39,6 +39,8 @@ from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import selection, tables
 from storbench.report.drawing import FigureJob, draw_figures
+from storbench.report.job_files import HOST_PLACEHOLDER
+from storbench.report.job_files import sections as job_file_sections
 from storbench.report.toolkit import (
     COLORS,
     COV_MARK,
@@ -1430,7 +1432,8 @@ def render_html(
         "host_figures": host_figures or [],
         "environment": environment or [],
         "extra_sections": extra_sections or [],
-        "job_files": [(str(run_id), str(job_files[run_id])) for run_id in sorted(job_files)],
+        "job_files": job_file_sections(job_files),
+        "host_placeholder": HOST_PLACEHOLDER,
         "config_yaml": meta.get("config_yaml") or "",
         "hosts": hosts,
     }

@@ -678,3 +678,18 @@ def test_network_report_flags_the_slow_client(iperf3_rows, tmp_path):
     again = network_page.build_network_report(source, tmp_path / "again", min_fraction=0.8)
     for name in ("index.html", "network.csv", "network.png", "network.svg"):
         assert again[name].read_bytes() == written[name].read_bytes(), name
+
+
+def test_host_job_files_sharing_a_text_are_listed_once(raw_path, tmp_path):
+    """128 hosts' job files of a run, differing by the host's directory only: one listing
+    naming the hosts, in place of 128."""
+    hosts = [f"127.0.1.{i}" for i in range(1, 129)]
+    jobs = {f"randread-4k-qd1/{h}": f"[global]\ndirectory=/scratch/{h}\n" for h in hosts}
+    meta = {**META, "job_files": jobs}
+    written = report.build_report(raw_path, tmp_path, title="many hosts", meta=meta)
+    appendix = written["index.html"].read_text().split("Appendix A. Job files")[1]
+    appendix = appendix.split("Appendix B")[0]
+    assert appendix.count("<pre>") == 1
+    assert "<pre>[global]\ndirectory=/scratch/&lt;host&gt;\n</pre>" in appendix
+    assert "The job file of 128 hosts, &lt;host&gt; standing for each one's name:" in appendix
+    assert ", ".join(sorted(hosts)) in appendix
