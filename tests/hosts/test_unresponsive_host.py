@@ -4,6 +4,7 @@ answers again within that time finishes its run normally."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -44,11 +45,14 @@ def own_sshd(ssh_lab, tmp_path):
 
 def sshd_processes(server, sig) -> list[int]:
     """Signal the listener and every sshd below it (not the tools they started)."""
-    below = descendants(server.process.pid)
     pids = [server.process.pid]
-    pids += [pid for pid in below if Path(f"/proc/{pid}/comm").read_text().startswith("sshd")]
+    for pid in descendants(server.process.pid):
+        with contextlib.suppress(FileNotFoundError):  # a session that just ended
+            if Path(f"/proc/{pid}/comm").read_text().startswith("sshd"):
+                pids.append(pid)
     for pid in pids:
-        os.kill(pid, sig)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
     return pids
 
 
