@@ -17,15 +17,19 @@ HOST_PLACEHOLDER = "<host>"
 
 def sections(job_files: dict[str, str]) -> list[dict]:
     """[{run, hosts, text}] in run order; hosts: [] for a run's one job file."""
-    by_run: dict[str, dict[str | None, str]] = {}
+    own: dict[str, str] = {}
+    of_hosts: dict[str, dict[str, str]] = {}
     for label, text in job_files.items():
         run, _, host = str(label).partition("/")
-        by_run.setdefault(run, {})[host or None] = str(text)
+        if host:
+            of_hosts.setdefault(run, {})[host] = str(text)
+        else:
+            own[run] = str(text)
     listed = []
-    for run in sorted(by_run):
-        texts = by_run[run]
-        if None in texts:
-            listed.append({"run": run, "hosts": [], "text": texts.pop(None)})
+    for run in sorted(own.keys() | of_hosts.keys()):
+        if run in own:
+            listed.append({"run": run, "hosts": [], "text": own[run]})
+        texts = of_hosts.get(run, {})
         groups: dict[str, list[str]] = {}
         for host in sorted(texts):
             groups.setdefault(_with_placeholder(texts[host], host), []).append(host)
