@@ -283,9 +283,18 @@ def _stop_one(host: dict, tool_name: str, port: int) -> None:
 
 def on_every_host(hosts: Sequence[dict], action, verb: str) -> dict:
     """{host name: action(host)} from all hosts in parallel; one error lists each failed host."""
+    results, problems = each_host(hosts, action)
+    if problems:
+        raise ServiceError(f"{verb} of services", problems)
+    return results
+
+
+def each_host(hosts: Sequence[dict], action) -> tuple[dict, dict[str, str]]:
+    """action(host) on all hosts in parallel, as many at once as the fan-out allows:
+    ({host name: result}, {host name: why it failed}) for the hosts that did and did not."""
     results, problems = {}, {}
     threads = workers(hosts)
-    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="service") as pool:
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="host") as pool:
         futures = {pool.submit(action, host): host["name"] for host in hosts}
         for future in concurrent.futures.as_completed(futures):
             name = futures[future]
@@ -295,6 +304,4 @@ def on_every_host(hosts: Sequence[dict], action, verb: str) -> dict:
                 problems[name] = error.reason if hasattr(error, "reason") else str(error)
             except Exception as error:  # reported per host, the step fails as a whole
                 problems[name] = f"{type(error).__name__}: {error}"
-    if problems:
-        raise ServiceError(f"{verb} of services", problems)
-    return results
+    return results, problems

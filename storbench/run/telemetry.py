@@ -18,7 +18,6 @@ Run path: standard library and storbench.hosts (transport, fan-out), atomic and 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import json
 import math
 import re
@@ -110,22 +109,13 @@ def collect_each(entries: list[dict]) -> dict[str, dict]:
     for name in sorted({tool for entry in entries for tool in entry["tools"]}):
         get_tool(name)  # an unknown tool fails here, before any host is contacted
 
-    def capture(entry: dict) -> dict:
-        return collect_host(entry["host"], target=entry["target"], tools=entry["tools"])
+    of_host = {entry["host"]["name"]: entry for entry in entries}
 
-    results: dict[str, dict] = {}
-    errors: dict[str, str] = {}
-    threads = services.workers([entry["host"] for entry in entries])
-    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="telemetry") as pool:
-        futures = {pool.submit(capture, entry): entry for entry in entries}
-        for future in concurrent.futures.as_completed(futures):
-            name = futures[future]["host"]["name"]
-            try:
-                results[name] = future.result()
-            except HostError as error:
-                errors[name] = str(error)
-            except Exception as error:  # reported per host, like preflight
-                errors[name] = f"host {name}: {type(error).__name__}: {error}"
+    def capture(host: dict) -> dict:
+        entry = of_host[host["name"]]
+        return collect_host(host, target=entry["target"], tools=entry["tools"])
+
+    results, errors = services.each_host([entry["host"] for entry in entries], capture)
     for entry, name in zip(entries, names, strict=True):
         path = Path(entry["output"])
         if name in results:
@@ -134,7 +124,7 @@ def collect_each(entries: list[dict]) -> dict[str, dict]:
             path.unlink(missing_ok=True)
     if errors:
         lines = [f"telemetry failed on {len(errors)} of {len(entries)} host(s)"]
-        lines += [f"  {errors[name]}" for name in names if name in errors]
+        lines += [f"  host {name}: {errors[name]}" for name in names if name in errors]
         raise TelemetryError("\n".join(lines))
     return {name: results[name] for name in names}
 
