@@ -385,10 +385,6 @@ class WorkflowPlan:
             if name in self.search_experiments
         ]
 
-    def campaign_experiment_reports(self) -> list[str]:
-        """The campaign report links them, so they are built first."""
-        return [paths.report_index(name) for name in self.campaign.default_experiments]
-
     def campaign_hosts(self) -> list[str]:
         """Every host of the experiments rule all runs."""
         hosts = {

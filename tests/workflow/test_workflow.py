@@ -86,6 +86,25 @@ def test_dry_run_lists_exactly_the_expected_jobs(finished_campaign):
     }
 
 
+def jobs_recorded(workdir: Path, rule: str) -> list[dict]:
+    """Snakemake's record of each job of the rule (one per output file): times, inputs."""
+    records = [json.loads(p.read_text()) for p in (workdir / ".snakemake/metadata").iterdir()]
+    return [record for record in records if record["rule"] == rule]
+
+
+def test_the_campaign_report_is_built_beside_the_experiment_report(finished_campaign):
+    workdir, _, _ = finished_campaign
+    (campaign, *_) = jobs_recorded(workdir, "campaign_report")
+    (experiment, *_) = jobs_recorded(workdir, "report_experiment")
+    # from the summaries, not the experiment report it links: the two jobs run at once
+    assert set(campaign["input"]) == {
+        "results/tiny/summary.parquet",
+        "results/telemetry/localhost.json",
+    }
+    assert campaign["starttime"] < experiment["endtime"]
+    assert experiment["starttime"] < campaign["endtime"]
+
+
 def test_parquet_equals_the_raw_fio_json(finished_campaign):
     workdir, _, _ = finished_campaign
     table = pq.read_table(workdir / "results/tiny/summary.parquet").to_pylist()
