@@ -13,6 +13,15 @@ from tests.sshd import SshdUnavailable, SshLab, lab_host
 SSH_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_user_cache(tmp_path_factory):
+    """The tests' own user cache (fio's kept answers): none from an earlier session, none left
+    in the home of whoever runs them; the Snakemake runs of the tests inherit it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("user-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def ssh_lab(tmp_path_factory):
     """Four real sshd on 127.0.0.2 .. 127.0.0.5 (lab.servers), stopped at session end.

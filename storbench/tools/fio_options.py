@@ -6,12 +6,21 @@ swept value) go through ``fio --parse-only``, which names each bad option and th
 valid one ("Did you mean ioengine?"); without fio, the option names are compared with the
 list of the pinned fio version (data/fio-3.33-options.txt) and only close misspellings are
 refused (engine-specific options are not in that list). Host-fact values are checked as 1.
+
+fio's verdict on a job text is kept in the user's cache (``$XDG_CACHE_HOME/storbench``,
+else ``~/.cache/storbench``), keyed by the text and the fio binary (its path, size and
+modification time): fio takes 0.15 s to parse a job, which every `snakemake` start paid for
+each fio experiment of the config, at every dry run and resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
+import hashlib
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 from storbench.core import hostfacts
+from storbench.core.atomic import write_text
 
 OPTION_LIST = Path(__file__).parent / "data" / "fio-3.33-options.txt"
 RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite",
@@ -62,8 +72,51 @@ def _parse_only(fio: str, sections: list[dict], skip: frozenset[str]) -> dict[st
     return dict(_parse_job_text(fio, _job_text(sections, skip)))
 
 
-@functools.lru_cache(maxsize=256)  # one fio process per distinct job in a process
+CACHE_VERSION = "1"  # a change to how fio's output is read here makes every answer stale
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "storbench" / "fio-parse-only"
+
+
+def _cache_path(fio: str, text: str) -> Path | None:
+    try:
+        binary = os.stat(fio)
+    except OSError:
+        return None
+    identity = [CACHE_VERSION, os.path.realpath(fio), binary.st_size, binary.st_mtime_ns, text]
+    return cache_dir() / f"{hashlib.sha256(json.dumps(identity).encode()).hexdigest()}.json"
+
+
+@functools.lru_cache(maxsize=256)  # one lookup per distinct job in a process
 def _parse_job_text(fio: str, text: str) -> tuple[tuple[str, str], ...]:
+    cached = _cache_path(fio, text)
+    kept = _kept_answer(cached) if cached else None
+    if kept is not None:
+        return kept
+    problems = _ask_fio(fio, text)
+    if problems is None:
+        return ()
+    if cached:
+        _keep_answer(cached, problems)
+    return problems
+
+
+def _kept_answer(path: Path) -> tuple[tuple[str, str], ...] | None:
+    try:
+        return tuple((str(option), str(why)) for option, why in json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None  # none kept, or an unreadable one: fio answers
+
+
+def _keep_answer(path: Path, problems: tuple[tuple[str, str], ...]) -> None:
+    with contextlib.suppress(OSError):  # a read-only home: fio is asked again next time
+        write_text(path, json.dumps(problems))
+
+
+def _ask_fio(fio: str, text: str) -> tuple[tuple[str, str], ...] | None:
+    """fio --parse-only's problems with the job text; None when fio could not check it."""
     with tempfile.NamedTemporaryFile("w", suffix=".fio", prefix="storbench-check-") as job:
         job.write(text)
         job.flush()
@@ -74,7 +127,7 @@ def _parse_job_text(fio: str, text: str) -> tuple[tuple[str, str], ...]:
                 stdin=subprocess.DEVNULL,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired):
-            return ()  # fio could not check it here; the run will
+            return None  # fio could not check it here; the run will
     problems: dict[str, str] = {}
     lines = (done.stderr + done.stdout).splitlines()
     for number, line in enumerate(lines):
