@@ -221,7 +221,7 @@ def _prepare_host(spec: RunSpec, tool, transport, host: Host, paths: HostPaths, 
     directory = tool.target_directory(spec.target, host.name)
     check_room = bool(needed and directory and spec.target.get("type") == "directory")
     if check_room:  # its verdict is read below; the step itself never fails
-        preparation.add("room", f"{room.room_script(directory)}; exit 0", lambda o: "")
+        preparation.add("room", f"{room.room_script(directory, needed)}; exit 0", lambda o: "")
     job_script = one_trip.write_file_script(job_text, paths.job_path)
     if job_script is not None:
         preparation.add("job", job_script,

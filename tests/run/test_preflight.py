@@ -91,6 +91,22 @@ def test_files_already_there_count_as_room(tmp_path):
             room.check_room(transport, str(target), free + (64 << 20), "r")
 
 
+def test_the_files_there_are_only_counted_when_the_free_space_is_short(tmp_path):
+    target = tmp_path / "target" / "localhost"
+    target.mkdir(parents=True)
+    (target / "existing.0.0").write_bytes(b"\0" * (4 << 20))
+    with open_transport(Host("localhost")) as transport:
+        free = room.free_bytes(transport, str(target))
+        _, fits, _ = transport.shell(room.room_script(str(target), 1 << 20), timeout_s=10)
+        _, short, _ = transport.shell(room.room_script(str(target), free + (2 << 20)), timeout_s=10)
+    # du reads every file of the target: not at each run of a target with room to spare
+    assert len(fits.splitlines()) == 1
+    (df_line, du_line) = short.splitlines()
+    assert df_line.split()[5] == fits.split()[5]  # the mount point
+    kib, where = du_line.split()
+    assert where == str(target) and 4096 <= int(kib) <= 4096 + 64  # 4 MiB, and the folder
+
+
 def test_an_ssh_host_without_sftp_fails_preflight_naming_it(ssh_lab, tmp_path):
     server = start_sshd("127.0.0.6", tmp_path / "sshd-nosftp", ssh_lab.authorized_keys, sftp=False)
     try:
