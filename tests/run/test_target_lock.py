@@ -81,8 +81,13 @@ def test_a_second_storbench_on_the_same_target_is_refused_until_the_holder_is_go
             first.kill()
             first.wait()
     open_fio = f"^fio .*{tmp_path}/session1"
-    subprocess.run(["pkill", "-KILL", "-f", open_fio], check=False)  # SIGKILL left fio orphaned
-    wait_for(lambda: not processes_matching(open_fio), "the first fio to go")
+
+    def kill_orphaned_fio() -> bool:  # SIGKILL left fio orphaned
+        # again until none is left: a fio killed while forking its job leaves the job running
+        subprocess.run(["pkill", "-KILL", "-f", open_fio], check=False)
+        return not processes_matching(open_fio)
+
+    wait_for(kill_orphaned_fio, "the first fio to go")
     assert json.loads(lock.read_text())["pid"] == first.pid  # still there ...
 
     manifest = engine.run_iteration(run_spec(tmp_path, "third"), 1,
