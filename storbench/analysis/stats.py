@@ -100,6 +100,24 @@ def summarize(table, *, host: str = ALL_HOSTS) -> pd.DataFrame:
     return summary.reset_index(drop=True)
 
 
+def summarize_each_host(table, hosts: list[str]) -> pd.DataFrame:
+    """``summarize(table, host=h)`` of each of ``hosts`` in that order, with a ``host``
+    column, in one pass: a call per host read every row and built a frame each (128 hosts:
+    2 s of an experiment report)."""
+    frame = _cell_frame(table, hosts)
+    columns = _record_columns(frame)
+    host_of = frame["host"].to_numpy()
+    records, record_hosts = [], []
+    for start, stop in _cell_bounds(frame):
+        records.append(_cell_record(columns, start, stop))
+        record_hosts.append(host_of[start])
+    summary = _with_dtypes(pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS)))
+    position = {host: index for index, host in enumerate(hosts)}
+    summary = summary.assign(host=record_hosts, _host=[position[h] for h in record_hosts])
+    summary = summary.sort_values(["_host", *SORT_KEYS], kind="stable", na_position="last")
+    return summary.drop(columns="_host").reset_index(drop=True)
+
+
 def cells(table, *, host: str = ALL_HOSTS) -> list[pd.DataFrame]:
     """The rows of each cell for ``host`` (last attempts only), each sorted by iteration."""
     frame = _cell_frame(table, host)
@@ -107,14 +125,19 @@ def cells(table, *, host: str = ALL_HOSTS) -> list[pd.DataFrame]:
     return [rows.iloc[start:stop] for start, stop in _cell_bounds(frame)]
 
 
-def _cell_frame(table, host: str) -> pd.DataFrame:
+def _cell_frame(table, host: str | list[str]) -> pd.DataFrame:
     """The rows of ``host`` (last attempts), cell after cell in order of first appearance,
-    each cell's rows by iteration: one sort instead of one per cell (1,000 cells: seconds)."""
+    each cell's rows by iteration: one sort instead of one per cell (1,000 cells: seconds).
+    Several hosts: a cell per host and cell."""
     frame = as_frame(table)
     # Rows from before schema v2/v3 (or built by hand) may lack the placement columns.
     frame = frame.assign(**{c: None for c in PLACEMENT_COLUMNS if c not in frame})
-    frame = latest_attempts(frame[frame["host"] == host])
-    cell = frame.groupby(list(CELL_KEYS), sort=False, dropna=False).ngroup()
+    if isinstance(host, str):
+        frame, keys = frame[frame["host"] == host], list(CELL_KEYS)
+    else:
+        frame, keys = frame[frame["host"].isin(host)], ["host", *CELL_KEYS]
+    frame = latest_attempts(frame)
+    cell = frame.groupby(keys, sort=False, dropna=False).ngroup()
     return frame.assign(_cell=cell).sort_values(["_cell", "iteration"], kind="stable")
 
 

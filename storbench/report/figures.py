@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from storbench.analysis import fault_analysis, scaling
@@ -31,6 +32,8 @@ TIMESERIES_FIGURE = "timeseries"
 PER_HOST_FIGURE = "per_host"
 FIGURES = (LATENCY_VS_IOPS_FIGURE, TIMESERIES_FIGURE, PER_HOST_FIGURE)
 MAX_PER_HOST_RUNS = 24
+# More hosts than this: their spread per run (a dot each), not a bar and a legend entry each
+MAX_HOST_BARS = 12
 MAX_FULLY_LABELLED_LINES = 3  # more block sizes per panel: labels at each line's ends only
 MAX_TIMESERIES_PANELS = 36  # beyond this a panel is too small to read; the caption says so
 PANEL_COLUMNS = 4
@@ -271,6 +274,17 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
     hosts = sorted(frame["host"].unique(), key=scaling.natural_key)
     runs = list(dict.fromkeys(frame["run_id"]))
     unit, scale = toolkit.bandwidth_unit(frame["bw_mean"], units)
+    if len(hosts) > MAX_HOST_BARS:
+        fig = _host_spread_figure(frame, hosts, runs, unit, scale)
+        caption = (
+            f"Bandwidth of each of the {len(hosts)} client hosts per run ({unit}, summed over "
+            "the host's jobs and operations, mean over iterations): a dot per host, in host "
+            "order from left to right, over a box from the lowest to the highest host with a "
+            "line at the median; the slowest host of each run is named. Hosts far below their "
+            "peers in the same run point at a client or path problem (the per-host table "
+            f"lists every value); {report_units.units_note(units)}."
+        )
+        return fig, toolkit.join_nonempty(caption, shown.note)
     width_in = min(max(toolkit.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
     fig, (ax,) = toolkit.new_figure(height_in=3.2)
     fig.set_figwidth(width_in)
@@ -288,3 +302,29 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
         f"{report_units.units_note(units)}."
     )
     return fig, toolkit.join_nonempty(caption, shown.note)
+
+
+def _host_spread_figure(frame: pd.DataFrame, hosts: list[str], runs: list[str], unit, scale):
+    fig, (ax,) = toolkit.new_figure(height_in=3.2)
+    fig.set_figwidth(min(max(toolkit.FIGURE_WIDTH_IN, 0.7 * len(runs)), 16.0))
+    offsets = dict(zip(hosts, np.linspace(-0.3, 0.3, len(hosts)), strict=True))
+    for x, run in enumerate(runs):
+        rows = frame[(frame["run_id"] == run) & frame["bw_mean"].notna()]
+        if rows.empty:
+            continue
+        values = rows["bw_mean"].to_numpy() / scale
+        ax.boxplot(
+            values, positions=[x], widths=0.75, whis=(0, 100), showfliers=False,
+            manage_ticks=False, medianprops={"color": toolkit.COLORS[1]},
+        )  # fmt: skip
+        xs = [x + offsets[host] for host in rows["host"]]
+        ax.scatter(xs, values, s=7, color=toolkit.COLORS[0], zorder=3, linewidths=0)
+        slowest = int(values.argmin())
+        ax.annotate(
+            str(rows["host"].iloc[slowest]), (xs[slowest], values[slowest]),
+            xytext=(5, 0), textcoords="offset points", ha="left", va="center",
+            fontsize="x-small",
+        )  # fmt: skip
+    toolkit.category_axis(ax, runs, rotation=45, ha="right")
+    ax.set_ylabel(f"bandwidth per host ({unit})")
+    return fig

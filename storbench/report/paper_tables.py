@@ -294,7 +294,7 @@ def per_host_summary(raw: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     the order of ``summary``.
     """
     hosts = sorted({str(h) for h in raw["host"].dropna()} - {ALL_HOSTS}, key=scaling.natural_key)
-    parts = [stats.summarize(raw, host=h).assign(scope=NODE, host=h) for h in hosts]
+    parts = [stats.summarize_each_host(raw, hosts).assign(scope=NODE)]
     parts.append(summary.assign(scope=SYSTEM, host=ALL_HOSTS))
     frame = pd.concat([p for p in parts if not p.empty] or parts[-1:], ignore_index=True)
     keys = list(stats.CELL_KEYS)

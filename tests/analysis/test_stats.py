@@ -138,6 +138,29 @@ def test_host_filter_selects_rows_of_that_host():
     assert summary_of(rows, host="nohost").empty
 
 
+def test_every_hosts_summary_in_one_pass_equals_a_summary_per_host():
+    shares = {"all": 1.0, "host10": 0.25, "host2": 0.75}
+    rows = [
+        row(run_id=run_id, iteration=it, host=host, op=op, bw_mib=(base + it) * share)
+        for run_id, base in (("read-4k", 80), ("read-64k", 300))
+        for it in (1, 2, 3)
+        for host, share in shares.items()
+        for op in ("read", "write")
+    ]
+    rows.append(row(run_id="read-4k", iteration=2, host="host2", attempt=1, bw_mib=5))  # retried
+    table = results.table_from_rows(rows)
+    hosts = ["host2", "host10"]
+    each = stats.summarize_each_host(table, hosts)
+    one_by_one = pd.concat(
+        [stats.summarize(table, host=h).assign(host=h) for h in hosts], ignore_index=True
+    )
+    pd.testing.assert_frame_equal(each, one_by_one)
+    assert each["host"].tolist() == ["host2"] * 4 + ["host10"] * 4
+    retried = cell(each[each["host"] == "host2"], "read-4k")
+    assert retried["bw_bytes_s_mean"] == pytest.approx((81 * 0.75 + 5 + 83 * 0.75) / 3 * MIB)
+    assert stats.summarize_each_host(table, []).empty
+
+
 def test_retried_iteration_counts_once_with_its_last_attempt():
     rows = [
         row(iteration=1, bw_mib=100),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from storbench.analysis import stats
 from storbench.core import results
 from storbench.report import experiment as report
 from storbench.report import figures as report_figures
 from storbench.report import selection
-from tests.report.test_report import result_row
+from tests.report.test_report import MIB, result_row
 
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 NUMJOBS = (1, 2, 4, 8, 16)
@@ -98,3 +99,25 @@ def test_a_run_id_may_wrap_after_its_underscores_and_stays_escaped():
 
     assert str(breakable("randread_bs4k_qd1")) == "randread_<wbr>bs4k_<wbr>qd1"
     assert str(breakable("<b>a_b</b>")) == "&lt;b&gt;a_<wbr>b&lt;/<wbr>b&gt;"
+
+
+def test_the_per_host_figure_of_128_hosts_shows_their_spread_and_names_the_slowest():
+    hosts = [f"client{i}" for i in range(1, 129)]
+    rows = [
+        result_row("randread", 4096, depth, iteration, host, 100 + index + iteration)
+        for depth in (1, 16)
+        for iteration in (1, 2)
+        for index, host in enumerate(hosts)
+    ]
+    raw = pd.DataFrame(rows)
+    raw["bw_bytes_s"] = raw["bw_bytes_s"].astype(float)
+    raw.loc[(raw["host"] == "client77") & (raw["iodepth"] == 16), "bw_bytes_s"] /= 100
+    figure, caption = report_figures.per_host_figure(raw)
+    (ax,) = figure.axes
+    assert not figure.legends  # no legend entry per host
+    dots = [collection.get_offsets() for collection in ax.collections]
+    assert [len(points) for points in dots] == [128, 128]
+    # a dot per host at its mean over iterations (MiB/s here: decimal units, 1e6 bytes/s)
+    assert sorted(dots[0][:, 1]) == pytest.approx([(100 + i + 1.5) * MIB / 1e6 for i in range(128)])
+    assert [text.get_text() for text in ax.texts] == ["client1", "client77"]
+    assert "each of the 128 client hosts" in caption and "slowest host" in caption
