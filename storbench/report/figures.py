@@ -279,8 +279,9 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
         caption = (
             f"Bandwidth of each of the {len(hosts)} client hosts per run ({unit}, summed over "
             "the host's jobs and operations, mean over iterations): a dot per host, in host "
-            "order from left to right, over a box from the lowest to the highest host with a "
-            "line at the median; the slowest host of each run is named. Hosts far below their "
+            "order from left to right, over a box of the middle half of the hosts with a line "
+            "at the median and whiskers to the lowest and the highest; the slowest host of "
+            "each run is named. Hosts far below their "
             "peers in the same run point at a client or path problem (the per-host table "
             f"lists every value); {report_units.units_note(units)}."
         )
