@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -80,10 +81,15 @@ def test_a_job_larger_than_the_free_space_stops_before_the_tool_starts(tmp_path)
     assert not list((tmp_path / "results/tiny/raw").glob("*/it*/a1/localhost.json"))
 
 
-def test_files_already_there_count_as_room(tmp_path):
+def target_holding_4_mib(tmp_path: Path) -> Path:
     target = tmp_path / "target" / "localhost"
     target.mkdir(parents=True)
     (target / "existing.0.0").write_bytes(b"\0" * (4 << 20))
+    return target
+
+
+def test_files_already_there_count_as_room(tmp_path):
+    target = target_holding_4_mib(tmp_path)
     with open_transport(Host("localhost")) as transport:
         free = room.free_bytes(transport, str(target))
         room.check_room(transport, str(target), free + (2 << 20), "r")  # 4 MiB are there
@@ -92,9 +98,7 @@ def test_files_already_there_count_as_room(tmp_path):
 
 
 def test_the_files_there_are_only_counted_when_the_free_space_is_short(tmp_path):
-    target = tmp_path / "target" / "localhost"
-    target.mkdir(parents=True)
-    (target / "existing.0.0").write_bytes(b"\0" * (4 << 20))
+    target = target_holding_4_mib(tmp_path)
     with open_transport(Host("localhost")) as transport:
         free = room.free_bytes(transport, str(target))
         _, fits, _ = transport.shell(room.room_script(str(target), 1 << 20), timeout_s=10)
