@@ -91,11 +91,7 @@ def summarize(table, *, host: str = ALL_HOSTS) -> pd.DataFrame:
     ``errors``; ``cov_flag`` (bandwidth or IOPS CoV above 5 %).
     Sorted by rw, bs, iodepth, numjobs, target, hosts_in_run, run_id, job, op.
     """
-    frame = _cell_frame(table, host)
-    columns = _record_columns(frame)
-    records = [_cell_record(columns, start, stop) for start, stop in _cell_bounds(frame)]
-    summary = pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS))
-    summary = _with_dtypes(summary)
+    summary = _summary(_cell_frame(table, host))
     summary = summary.sort_values(list(SORT_KEYS), kind="stable", na_position="last")
     return summary.reset_index(drop=True)
 
@@ -104,18 +100,22 @@ def summarize_each_host(table, hosts: list[str]) -> pd.DataFrame:
     """``summarize(table, host=h)`` of each of ``hosts`` in that order, with a ``host``
     column, in one pass: a call per host read every row and built a frame each (128 hosts:
     2 s of an experiment report)."""
-    frame = _cell_frame(table, hosts)
-    columns = _record_columns(frame)
-    host_of = frame["host"].to_numpy()
-    records, record_hosts = [], []
-    for start, stop in _cell_bounds(frame):
-        records.append(_cell_record(columns, start, stop))
-        record_hosts.append(host_of[start])
-    summary = _with_dtypes(pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS)))
+    summary = _summary(_cell_frame(table, hosts), carried=("host",))
     position = {host: index for index, host in enumerate(hosts)}
-    summary = summary.assign(host=record_hosts, _host=[position[h] for h in record_hosts])
+    summary = summary.assign(_host=summary["host"].map(position))
     summary = summary.sort_values(["_host", *SORT_KEYS], kind="stable", na_position="last")
     return summary.drop(columns="_host").reset_index(drop=True)
+
+
+def _summary(frame: pd.DataFrame, carried: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A typed summary record per cell of a frame from ``_cell_frame``, in cell order, with
+    the ``carried`` columns of each cell's first row."""
+    columns = _record_columns(frame)
+    bounds = _cell_bounds(frame)
+    records = [_cell_record(columns, start, stop) for start, stop in bounds]
+    summary = _with_dtypes(pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS)))
+    firsts = [start for start, _ in bounds]
+    return summary.assign(**{name: frame[name].to_numpy()[firsts] for name in carried})
 
 
 def cells(table, *, host: str = ALL_HOSTS) -> list[pd.DataFrame]:
