@@ -286,25 +286,19 @@ def _network_report(args) -> int:
 
 
 def _telemetry(args) -> int:
-    # this step's modules only: every step starts fast
-    from storbench.core import atomic
-    from storbench.run import telemetry
-
-    spec = args.spec
-    target = telemetry.facts_target(spec["targets"])
-    facts = telemetry.collect_host(spec["host"], target=target, tools=spec["tools"])
-    atomic.write_json(args.output, facts)
-    print(f"{spec['host']['name']}: {facts.get('kernel')}, {facts.get('cores')} cores")
-    return 0
+    return _collect_telemetry([{**args.spec, "output": args.output}])
 
 
 def _telemetry_hosts(args) -> int:
+    return _collect_telemetry(args.spec["hosts"])
+
+
+def _collect_telemetry(hosts: list[dict]) -> int:
+    """Each {host, targets, tools, output}'s facts, collected at once and written."""
     # this step's modules only: every step starts fast
     from storbench.run import telemetry
 
-    entries = [
-        {**host, "target": telemetry.facts_target(host["targets"])} for host in args.spec["hosts"]
-    ]
+    entries = [{**host, "target": telemetry.facts_target(host["targets"])} for host in hosts]
     for name, facts in telemetry.collect_each(entries).items():
         print(f"{name}: {facts.get('kernel')}, {facts.get('cores')} cores")
     return 0
