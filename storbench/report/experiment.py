@@ -203,6 +203,9 @@ def build_report(
     table = summary_table(summary, units)
     written["summary.csv"] = write_file(out_dir / "summary.csv", summary_csv(summary).encode())
     written["summary.md"] = write_file(out_dir / "summary.md", markdown_table(table).encode())
+    per_run = per_run_table(raw, units)
+    if per_run["condensed"]:
+        written[PER_RUN_CSV] = write_file(out_dir / PER_RUN_CSV, per_run_csv(raw).encode())
     html = render_html(
         title=title,
         meta=meta,
@@ -216,6 +219,7 @@ def build_report(
         host_figures=host_figures,
         environment=environment.controller_environment(),
         extra_sections=extra_sections,
+        per_run=per_run,
     )
     written["index.html"] = write_file(out_dir / "index.html", html.encode())
     return written
@@ -391,15 +395,24 @@ COV_FOOTNOTE = (
 )
 
 
-def per_run_table(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> dict:
-    """Raw value of every iteration: run_id, iteration, host, op, bandwidth, IOPS, p99."""
+# Above this many hosts in one iteration, the per-run table lists its slowest and fastest
+# host (by bandwidth) beside the aggregate; every host's values go to PER_RUN_CSV.
+MAX_LISTED_HOSTS = report_tables.MAX_LISTED_HOSTS
+PER_RUN_CSV = "per_run.csv"
+SLOWEST, FASTEST = "slowest", "fastest"
+
+
+def per_run_table(
+    raw: pd.DataFrame,
+    units: str = report_units.DEFAULT_UNITS,
+    max_hosts: int = MAX_LISTED_HOSTS,
+) -> dict:
+    """Raw value of every iteration: run_id, iteration, host, op, bandwidth, IOPS, p99; an
+    iteration on more than ``max_hosts`` hosts lists its slowest and fastest host only
+    ('condensed': True; ``per_run_values`` has every host)."""
     unit, divisor = report_units.table_bandwidth_unit(units)
-    frame = _with_outlier_flags(stats.latest_attempts(raw), raw)
-    # The aggregate row ('all') goes after the hosts it aggregates.
-    frame = frame.assign(_aggregate=frame["host"] == results.ALL_HOSTS)
-    frame = frame.sort_values(
-        ["run_id", "iteration", "_aggregate", "host", "job", "op"], kind="stable"
-    )
+    frame = per_run_values(raw)
+    listed = _listed_hosts(frame, max_hosts)
     show_target = _varies(frame, "target")
     # A rerun's raw output sits beside the old one: say which attempt the numbers come from.
     show_attempt = "attempt" in frame and bool((frame["attempt"].fillna(1) > 1).any())
@@ -420,7 +433,7 @@ def per_run_table(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) ->
             *([_text(row.get("target"))] if show_target else []),
             int_label(row["iteration"]),
             *([f"a{int_label(row['attempt'])}"] if show_attempt else []),
-            str(row["host"]),
+            str(row["_host_label"]),
             str(row["op"]),
             _outlier_marked(
                 format_number(scaled(row["bw_bytes_s"], divisor), 1), row["bw_outlier"]
@@ -428,11 +441,70 @@ def per_run_table(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) ->
             _outlier_marked(format_number(row["iops"], 0), row["iops_outlier"]),
             format_number(_ns_to_us(row["p99_ns"]), 1),
         ]
-        for _, row in frame.iterrows()
+        for _, row in listed.iterrows()
     ]
-    return {"header": header, "rows": rows}
+    return {"header": header, "rows": rows, "condensed": len(listed) < len(frame)}
 
 
+def per_run_values(raw: pd.DataFrame) -> pd.DataFrame:
+    """Every iteration's rows (its latest attempt), the aggregate ('all') after the hosts it
+    aggregates, with bw_outlier / iops_outlier."""
+    frame = _with_outlier_flags(stats.latest_attempts(raw), raw)
+    frame = frame.assign(_aggregate=frame["host"] == results.ALL_HOSTS)
+    frame = frame.sort_values(
+        ["run_id", "iteration", "_aggregate", "host", "job", "op"], kind="stable"
+    )
+    return frame.drop(columns="_aggregate").reset_index(drop=True)
+
+
+def _listed_hosts(frame: pd.DataFrame, max_hosts: int) -> pd.DataFrame:
+    """The rows the per-run table shows, with _host_label: all of an iteration on at most
+    max_hosts hosts; of a larger one, the slowest and the fastest host of each job and op
+    (by bandwidth, else IOPS) and the aggregate."""
+    frame = frame.assign(_host_label=frame["host"].astype(str))
+    iteration = ["run_id", "iteration"]
+    hosts = frame[frame["host"] != results.ALL_HOSTS]
+    counts = hosts.groupby(iteration)["host"].nunique()
+    large = counts[counts > max_hosts]
+    if large.empty:
+        return frame
+    keep = pd.Series(True, index=frame.index)
+    in_large = frame.set_index(iteration).index.isin(large.index)
+    keep[in_large & (frame["host"] != results.ALL_HOSTS)] = False
+    labels = frame["_host_label"].copy()
+    for key, group in hosts[hosts.set_index(iteration).index.isin(large.index)].groupby(
+        [*iteration, "job", "op"], sort=False, dropna=False
+    ):
+        count = int(large[key[:2]])
+        metric = group["bw_bytes_s"] if group["bw_bytes_s"].notna().any() else group["iops"]
+        if metric.notna().any():
+            for which, index in ((SLOWEST, metric.idxmin()), (FASTEST, metric.idxmax())):
+                keep[index] = True
+                labels[index] = f"{frame.at[index, 'host']} ({which} of {count})"
+    shown = frame.assign(_host_label=labels)[keep]
+    # the slowest first, then the fastest, then the aggregate; otherwise the order stays
+    rank = [
+        2 if host == results.ALL_HOSTS else int(f"({FASTEST} of " in label)
+        for host, label in zip(shown["host"], shown["_host_label"], strict=True)
+    ]
+    shown = shown.assign(_rank=rank, _position=range(len(shown)))
+    shown = shown.sort_values(["run_id", "iteration", "_rank", "_position"], kind="stable")
+    return shown.drop(columns=["_rank", "_position"])
+
+
+def per_run_csv(raw: pd.DataFrame) -> str:
+    """Every host's value of every iteration, at full precision (PER_RUN_CSV)."""
+    columns = ["run_id", "target", "iteration", "attempt", "host", "job", "op",
+               "bw_bytes_s", "iops", "p99_ns", "bw_outlier", "iops_outlier"]  # fmt: skip
+    frame = per_run_values(raw)
+    return frame_csv(frame[[c for c in columns if c in frame]])
+
+
+PER_RUN_CONDENSED_NOTE = (
+    f"An iteration on more than {MAX_LISTED_HOSTS} hosts lists its slowest and its fastest "
+    "host (by bandwidth, for each job and operation) above the aggregate of all of them; "
+    "the hosts' spread is in the per-host breakdown, every host's value at full precision in"
+)
 PER_RUN_NOTE = (
     f"{OUTLIER_MARK} marks an iteration whose aggregate bandwidth or IOPS is more than "
     f"{stats.OUTLIER_MADS:g} MAD from the median of its run's iterations; it is kept in every "
@@ -1411,6 +1483,7 @@ def render_html(
     host_figures: list[dict] | None = None,
     environment: list[tuple[str, str]] | None = None,
     extra_sections: list[dict] | None = None,
+    per_run: dict | None = None,
 ) -> str:
     job_files = meta.get("job_files") or {}
     context = {
@@ -1421,8 +1494,10 @@ def render_html(
         "figures": figures,
         "scale_out": scale_out or [],
         "methodology": methodology(meta, summary, raw),
-        "per_run": per_run_table(raw, report_units.units_of(meta)),
+        "per_run": per_run or per_run_table(raw, report_units.units_of(meta)),
         "per_run_note": PER_RUN_NOTE,
+        "per_run_condensed_note": PER_RUN_CONDENSED_NOTE,
+        "per_run_csv": PER_RUN_CSV,
         "paper_tables": paper_table_context(
             {k: v for k, v in (paper_tables or {}).items() if k != PER_HOST_TABLE}
         ),

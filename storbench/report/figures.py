@@ -24,6 +24,7 @@ from storbench.analysis import fault_analysis, scaling
 from storbench.core import report_units
 from storbench.core.numbers import NS_PER_US  # noqa: E402
 from storbench.core.results import ALL_HOSTS
+from storbench.report import paper_tables as report_tables
 from storbench.report import selection, toolkit
 from storbench.report.drawing import FigureJob
 
@@ -33,7 +34,7 @@ PER_HOST_FIGURE = "per_host"
 FIGURES = (LATENCY_VS_IOPS_FIGURE, TIMESERIES_FIGURE, PER_HOST_FIGURE)
 MAX_PER_HOST_RUNS = 24
 # More hosts than this: their spread per run (a dot each), not a bar and a legend entry each
-MAX_HOST_BARS = 12
+MAX_HOST_BARS = report_tables.MAX_LISTED_HOSTS
 MAX_FULLY_LABELLED_LINES = 3  # more block sizes per panel: labels at each line's ends only
 MAX_TIMESERIES_PANELS = 36  # beyond this a panel is too small to read; the caption says so
 PANEL_COLUMNS = 4
@@ -282,8 +283,8 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
             "order from left to right, over a box of the middle half of the hosts with a line "
             "at the median and whiskers to the lowest and the highest; the slowest host of "
             "each run is named. Hosts far below their "
-            "peers in the same run point at a client or path problem (the per-host table "
-            f"lists every value); {report_units.units_note(units)}."
+            "peers in the same run point at a client or path problem (the per-host table's "
+            f"files list every value); {report_units.units_note(units)}."
         )
         return fig, toolkit.join_nonempty(caption, shown.note)
     width_in = min(max(toolkit.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)

@@ -285,6 +285,13 @@ def prep_state_table(summary: pd.DataFrame) -> tables.Table | None:
 
 
 PER_HOST_COLUMNS = ("scope", "host")
+# Above this many hosts, a report page lists a run's slowest and fastest host and their
+# aggregate; the figures show the hosts' spread, the exported files every host.
+MAX_LISTED_HOSTS = 12
+LISTED_NODES_NOTE = (
+    f"A run on more than {MAX_LISTED_HOSTS} hosts: its slowest and fastest node (by mean "
+    "bandwidth) above the system; every node is in the exported files."
+)
 
 
 def per_host_summary(raw: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
@@ -321,6 +328,7 @@ def per_host_table(
     """IOPS and GB/s or GiB/s (mean and CI) of every client host and of the system (host
     'all')."""
     frame = per_host_summary(raw, summary)
+    shown = _slowest_and_fastest_nodes(frame, MAX_LISTED_HOSTS)
     iops = list(frame["iops_mean"])
     decimals = column_decimals(iops)
     columns = {
@@ -342,4 +350,24 @@ def per_host_table(
         f"{report_units.units_note(units)}).",
         label="tab:per-host",
         notes=(f"Mean over n iterations. {CI_NOTE}", SMALL_N_NOTE, MISSING_NOTE),
+        shown=shown,
+        shown_note=LISTED_NODES_NOTE if shown is not None else "",
     )
+
+
+def _slowest_and_fastest_nodes(frame: pd.DataFrame, max_nodes: int) -> list[int] | None:
+    """The rows a page shows of per_host_summary's frame: every row of a cell on at most
+    max_nodes nodes; of a larger cell its slowest and fastest node (mean bandwidth, else
+    IOPS) and its system row. None when no cell is larger."""
+    keys = list(stats.CELL_KEYS)
+    nodes = frame[frame["scope"] == NODE]
+    counts = nodes.groupby(keys, dropna=False)["host"].transform("size")
+    if not (counts > max_nodes).any():
+        return None
+    hidden = set(nodes.index[counts > max_nodes])
+    for _, cell in nodes[counts > max_nodes].groupby(keys, dropna=False, sort=False):
+        metric = cell["bw_bytes_s_mean"]
+        metric = metric if metric.notna().any() else cell["iops_mean"]
+        if metric.notna().any():
+            hidden -= {metric.idxmin(), metric.idxmax()}
+    return [position for position, index in enumerate(frame.index) if index not in hidden]

@@ -72,6 +72,8 @@ class Table:
     ``align`` has one letter per column (l, c or r); by default a column whose cells are
     all numbers is right-aligned, any other left-aligned. ``label`` names the table for
     cross-references (LaTeX \\label, HTML id 'T_' + label); ``notes`` are printed below it.
+    ``shown``: the rows a report page shows (None: all) with ``shown_note`` saying which; the
+    exported files always hold every row.
     """
 
     columns: list[str]
@@ -80,6 +82,8 @@ class Table:
     label: str = ""
     align: str | None = None
     notes: Sequence[str] = ()
+    shown: Sequence[int] | None = None
+    shown_note: str = ""
 
     def __post_init__(self):
         if not self.columns:

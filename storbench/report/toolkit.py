@@ -351,11 +351,16 @@ def paper_table_context(paper_tables: dict) -> list[dict]:
             "caption": table.caption,
             "header": [str(column) for column in table.columns],
             "align": [{"l": "left", "c": "center", "r": "right"}[a] for a in table.alignment],
-            "rows": [[cell or NO_VALUE for cell in row] for row in table.text_rows()],
-            "notes": list(table.notes),
+            "rows": [[cell or NO_VALUE for cell in row] for row in _shown_rows(table)],
+            "notes": [*([table.shown_note] if table.shown is not None else []), *table.notes],
         }
         for stem, table in paper_tables.items()
     ]
+
+
+def _shown_rows(table: tables.Table) -> list[list[str]]:
+    rows = table.text_rows()
+    return rows if table.shown is None else [rows[index] for index in table.shown]
 
 
 def template_environment() -> jinja2.Environment:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -121,3 +123,73 @@ def test_the_per_host_figure_of_128_hosts_shows_their_spread_and_names_the_slowe
     assert sorted(dots[0][:, 1]) == pytest.approx([(100 + i + 1.5) * MIB / 1e6 for i in range(128)])
     assert [text.get_text() for text in ax.texts] == ["client1", "client77"]
     assert "each of the 128 client hosts" in caption and "slowest host" in caption
+
+
+def test_an_iteration_on_128_hosts_lists_its_slowest_and_fastest_host_and_keeps_every_value(
+    tmp_path,
+):
+    # qd1 on 4 hosts, qd16 on 128: a client-stepping sweep; host clientK runs at 100 + K MiB/s
+    def hosts(count):
+        return [f"client{k}" for k in range(1, count + 1)]
+
+    rows = []
+    for depth, count in ((1, 4), (16, 128)):
+        for iteration in (1, 2):
+            bandwidth = {host: 100.0 + k + iteration for k, host in enumerate(hosts(count), 1)}
+            if depth == 16:
+                bandwidth["client77"] = 1.0  # the slow one
+            bandwidth["all"] = sum(bandwidth.values())
+            rows += [
+                result_row("randread", 4096, depth, iteration, host, value)
+                for host, value in bandwidth.items()
+            ]
+    written = report.build_report(results.table_from_rows(rows), tmp_path, title="t", meta={})
+    html = written["index.html"].read_text()
+    per_run = html.split('<section id="per-run">')[1].split("</section>")[0]
+    listed = [
+        re.findall(r"<td>(.*?)</td>", row)[:3]
+        for row in re.findall(r"<tr><td>.*?</tr>", per_run.replace("<wbr>", ""))
+    ]
+    small = [[run, it, host] for run, it, host in listed if run == "randread-4k-qd1"]
+    assert small == [["randread-4k-qd1", str(i), h] for i in (1, 2) for h in [*hosts(4), "all"]]
+    large = [[run, it, host] for run, it, host in listed if run == "randread-4k-qd16"]
+    assert large == [
+        ["randread-4k-qd16", str(i), host]
+        for i in (1, 2)
+        for host in ("client77 (slowest of 128)", "client128 (fastest of 128)", "all")
+    ]
+    # the fastest host's bandwidth in MB/s: (100 + 128 + iteration) MiB/s
+    fastest = per_run.split("client128 (fastest of 128)</td><td>read</td><td>")[1]
+    assert fastest.startswith(f"{(100 + 128 + 1) * MIB / 1e6:,.1f}</td>")
+    assert 'href="per_run.csv"' in per_run and "more than 12 hosts" in per_run
+    # every host's value of every iteration, at full precision
+    frame = pd.read_csv(written[report.PER_RUN_CSV])
+    assert len(frame) == 2 * (4 + 1) + 2 * (128 + 1)
+    qd16 = frame[(frame["run_id"] == "randread-4k-qd16") & (frame["iteration"] == 2)]
+    by_host = dict(zip(qd16["host"], qd16["bw_bytes_s"], strict=True))
+    assert by_host["client77"] == 1.0 * MIB
+    assert by_host["client5"] == (100 + 5 + 2) * MIB
+    assert by_host["all"] == pytest.approx(sum(by_host[h] for h in hosts(128)))
+    # the per-host breakdown: the same hosts of qd16 by their mean over both iterations
+    per_host = html.split('<section id="per-host">')[1].split("</section>")[0]
+    table = per_host.split('<table class="paper"')[1].split("</table>")[0]
+    cells = [
+        re.findall(r"<td[^>]*>(.*?)</td>", row)
+        for row in re.findall(r"<tr>(<td.*?)</tr>", table.replace("<wbr>", ""))
+    ]
+    header = re.findall(r"<th>(.*?)</th>", table)
+    run, scope, host = (header.index(name) for name in ("Run", "Scope", "Host"))
+    shown = [(row[run], row[scope], row[host]) for row in cells]
+    assert shown == [
+        *[("randread-4k-qd1", "node", h) for h in hosts(4)],
+        ("randread-4k-qd1", "system", "all"),
+        ("randread-4k-qd16", "node", "client77"),
+        ("randread-4k-qd16", "node", "client128"),
+        ("randread-4k-qd16", "system", "all"),
+    ]
+    assert "more than 12 hosts" in per_host
+    exported = pd.read_csv(tmp_path / "tables" / "per_host.csv")
+    assert len(exported) == 4 + 1 + 128 + 1
+    node = exported[(exported["Run"] == "randread-4k-qd16") & (exported["Host"] == "client5")]
+    # decimal GB/s: (100 + 5 + 1.5) MiB/s over the two iterations
+    assert node["GB/s"].item() == pytest.approx((100 + 5 + 1.5) * MIB / 1e9, abs=0.005)
