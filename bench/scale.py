@@ -69,6 +69,7 @@ CAMPAIGN_TIMEOUT_S = 1200
 ANCHOR_RUN_TIMEOUT_S = 120
 FILES_PER_HOST = 16  # sshd, its session, ssh client, sockets: a generous guess
 SAMPLE_EVERY_S = 0.25
+PSS_EVERY_SAMPLES = 4  # smaps_rollup walks each process's page tables: once a second
 STAMP_PREFIX = "anchor-start "
 MAX_HOSTS = 4 * 254
 TREE_SSH_PORT = 2222  # connection tree: a gateway reaches its hosts on its own SSH port
@@ -127,15 +128,27 @@ def resident_bytes(pid: int) -> int:
         return 0
 
 
+def proportional_bytes(pid: int) -> int:
+    """The process's proportional set size (PSS): a page shared by n processes counts 1/n in
+    each, where summed RSS counts the shared libraries of 128 ssh masters 128 times."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 class ControllerCost:
-    """CPU seconds (children's user + sys, once reaped) and the peak summed RSS of every
-    process this script starts meanwhile, without the sshd servers (the hosts' side)."""
+    """CPU seconds (children's user + sys, once reaped) and the peak summed RSS and PSS of
+    every process this script starts meanwhile, without the sshd servers (the hosts' side)."""
 
     def __init__(self, excluded: set[int]):
         self.excluded = excluded
         self.peak_rss = 0
+        self.peak_pss = 0
         self.peak_processes = 0
-        self.samples: list[tuple[float, int]] = []  # (epoch seconds, summed RSS bytes)
+        # (epoch seconds, summed RSS bytes, summed PSS bytes or None when not sampled)
+        self.samples: list[tuple[float, int, int | None]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="rss-poll", daemon=True)
 
@@ -157,7 +170,11 @@ class ControllerCost:
             self.peak_processes = max(self.peak_processes, len(pids))
             rss = sum(resident_bytes(pid) for pid in pids)
             self.peak_rss = max(self.peak_rss, rss)
-            self.samples.append((time.time(), rss))
+            pss = None
+            if len(self.samples) % PSS_EVERY_SAMPLES == 0:
+                pss = sum(proportional_bytes(pid) for pid in pids)
+                self.peak_pss = max(self.peak_pss, pss)
+            self.samples.append((time.time(), rss, pss))
 
     def _tree(self, root: int) -> list[int]:
         pids, todo = [], [pid for pid in child_pids(root) if pid not in self.excluded]
@@ -173,13 +190,20 @@ class ControllerCost:
             "cpu_sys_s": round(self.sys_s, 2),
             "cpu_s": round(self.user_s + self.sys_s, 2),
             "peak_rss_mib": round(self.peak_rss / 2**20, 1),
+            "peak_pss_mib": round(self.peak_pss / 2**20, 1),
             "peak_processes": self.peak_processes,
         }
 
-    def peak_rss_mib_between(self, begin: datetime.datetime, end: datetime.datetime) -> float:
+    def peaks_between(self, begin: datetime.datetime, end: datetime.datetime) -> dict:
+        """The peak summed RSS and PSS (MiB) sampled from begin to end."""
         window = (begin.timestamp(), end.timestamp())
-        inside = [rss for at, rss in self.samples if window[0] <= at <= window[1]]
-        return round(max(inside, default=0) / 2**20, 1)
+        inside = [(rss, pss) for at, rss, pss in self.samples if window[0] <= at <= window[1]]
+        rss = max((rss for rss, _ in inside), default=0)
+        pss = max((pss for _, pss in inside if pss is not None), default=0)
+        return {
+            "peak_rss_during_runs_mib": round(rss / 2**20, 1),
+            "peak_pss_during_runs_mib": round(pss / 2**20, 1),
+        }
 
 
 # -- 1. service start -----------------------------------------------------------------------
@@ -567,11 +591,9 @@ def measure_mode(
     result = analyse(campaign, runs, done["wall_s"])
     first, last = result["per_run"][0], result["per_run"][-1]
     runs_end = when(last["begin"]) + datetime.timedelta(seconds=last["span_s"])
-    result["controller"] = done["cost"].record() | {
-        "peak_rss_during_runs_mib": done["cost"].peak_rss_mib_between(
-            when(first["begin"]), runs_end
-        )
-    }
+    result["controller"] = done["cost"].record() | done["cost"].peaks_between(
+        when(first["begin"]), runs_end
+    )
     result["rules"] = done["rules"]
     result["services_left_after_workflow"] = len(left)
     print(f"  {execution}: anchor")
@@ -702,10 +724,12 @@ NOTES = [
     "`date` just before `exec fio` on each host (ssh loop: before fio's own set-up)",
     "controller: user + sys CPU of every process this script started meanwhile once reaped "
     "(RUSAGE_CHILDREN deltas: Snakemake and its jobs, fio clients, ssh clients) and the peak "
-    "of their summed RSS polled from /proc every 0.25 s; the sshd servers and what they run "
+    "of their summed RSS polled from /proc every 0.25 s, and of their summed PSS "
+    "(smaps_rollup, every second: shared pages divided among the processes sharing them, "
+    "what the tree takes from the machine's memory); the sshd servers and what they run "
     "(the hosts' side: fio, services) are not counted, though they share the 2 cores; "
-    "peak_rss_during_runs_mib: the peak from the first run's start to the last run's end "
-    "(without render, telemetry before and the reports after)",
+    "peak_rss_during_runs_mib, peak_pss_during_runs_mib: the peaks from the first run's "
+    "start to the last run's end (without render, telemetry before and the reports after)",
     "runs per mode: 5 by default (not 10), also at 128 hosts: at 16 hosts on the shared "
     "2-core machine one service campaign of 5 runs took about 3 min (80 render_host_job jobs, "
     "one per run and host, before they became one per run; 16 telemetry jobs); 10 runs "
@@ -728,11 +752,11 @@ def print_table(result: dict) -> None:
         print(f"  {name:24s} {value:7.3f}")
     print(
         f"\nsweep of {result['settings']['runs']} runs (per run: storbench's run cycle, the "
-        "anchor's median wall; RSS: peak, in brackets during the runs)"
+        "anchor's median wall; RSS and PSS: peak, in brackets during the runs)"
     )
     print(
         f"{'':20s} {'wall s':>7s} {'per run':>8s} {'ratio':>6s} {'skew med/max s':>15s}"
-        f" {'CPU s':>7s} {'RSS MiB':>16s}"
+        f" {'CPU s':>7s} {'RSS MiB':>16s} {'PSS MiB':>16s}"
     )
     for execution, mode in result["sweep"].items():
         for name, part in (("storbench", mode["storbench"]), ("anchor", mode["anchor"])):
@@ -741,16 +765,17 @@ def print_table(result: dict) -> None:
                 f"{skew['median']:.3f}/{skew['max']:.3f}" if skew["median"] is not None else "-"
             )
             cost = part["controller"]
-            rss = f"{cost['peak_rss_mib']:.1f}"
+            rss, pss = f"{cost['peak_rss_mib']:.1f}", f"{cost['peak_pss_mib']:.1f}"
             if name == "storbench":
                 per_run = part["run_cycle_median_s"] or part["wall_per_run_s"]
                 ratio_text = f"{mode['ratios']['run_cycle_to_anchor_run']:.2f}"
                 rss += f" ({cost['peak_rss_during_runs_mib']:.1f})"
+                pss += f" ({cost['peak_pss_during_runs_mib']:.1f})"
             else:
                 per_run, ratio_text = part["per_run_wall_median_s"], ""
             print(
                 f"{execution + ' ' + name:20s} {part['wall_s']:7.1f} {per_run:8.2f}"
-                f" {ratio_text:>6s} {skew_text:>15s} {cost['cpu_s']:7.1f} {rss:>16s}"
+                f" {ratio_text:>6s} {skew_text:>15s} {cost['cpu_s']:7.1f} {rss:>16s} {pss:>16s}"
             )
 
 
