@@ -399,7 +399,7 @@ COV_FOOTNOTE = (
 # host (by bandwidth) beside the aggregate; every host's values go to PER_RUN_CSV.
 MAX_LISTED_HOSTS = report_tables.MAX_LISTED_HOSTS
 PER_RUN_CSV = "per_run.csv"
-SLOWEST, FASTEST = "slowest", "fastest"
+FASTEST = report_tables.FASTEST
 
 
 def per_run_table(
@@ -461,31 +461,22 @@ def _listed_hosts(frame: pd.DataFrame, max_hosts: int) -> pd.DataFrame:
     """The rows the per-run table shows, with _host_label: all of an iteration on at most
     max_hosts hosts; of a larger one, the slowest and the fastest host of each job and op
     (by bandwidth, else IOPS) and the aggregate."""
-    frame = frame.assign(_host_label=frame["host"].astype(str))
-    iteration = ["run_id", "iteration"]
     hosts = frame[frame["host"] != results.ALL_HOSTS]
-    counts = hosts.groupby(iteration)["host"].nunique()
-    large = counts[counts > max_hosts]
-    if large.empty:
-        return frame
-    keep = pd.Series(True, index=frame.index)
-    in_large = frame.set_index(iteration).index.isin(large.index)
-    keep[in_large & (frame["host"] != results.ALL_HOSTS)] = False
-    labels = frame["_host_label"].copy()
-    for key, group in hosts[hosts.set_index(iteration).index.isin(large.index)].groupby(
-        [*iteration, "job", "op"], sort=False, dropna=False
-    ):
-        count = int(large[key[:2]])
-        metric = group["bw_bytes_s"] if group["bw_bytes_s"].notna().any() else group["iops"]
-        if metric.notna().any():
-            for which, index in ((SLOWEST, metric.idxmin()), (FASTEST, metric.idxmax())):
-                keep[index] = True
-                labels[index] = f"{frame.at[index, 'host']} ({which} of {count})"
-    shown = frame.assign(_host_label=labels)[keep]
+    crowded, picked = report_tables.slowest_and_fastest(
+        hosts, ["run_id", "iteration", "job", "op"], "bw_bytes_s", "iops", max_hosts
+    )
+    labels = [
+        f"{host} ({picked[index][0]} of {picked[index][1]})" if index in picked else str(host)
+        for index, host in zip(frame.index, frame["host"], strict=True)
+    ]
+    shown = frame.assign(_host_label=labels)
+    if not crowded:
+        return shown
+    shown = shown[~shown.index.isin(crowded - set(picked))]
     # the slowest first, then the fastest, then the aggregate; otherwise the order stays
     rank = [
-        2 if host == results.ALL_HOSTS else int(f"({FASTEST} of " in label)
-        for host, label in zip(shown["host"], shown["_host_label"], strict=True)
+        2 if host == results.ALL_HOSTS else int(picked.get(index, ("",))[0] == FASTEST)
+        for index, host in zip(shown.index, shown["host"], strict=True)
     ]
     shown = shown.assign(_rank=rank, _position=range(len(shown)))
     shown = shown.sort_values(["run_id", "iteration", "_rank", "_position"], kind="stable")

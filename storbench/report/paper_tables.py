@@ -357,17 +357,33 @@ def per_host_table(
 
 def _slowest_and_fastest_nodes(frame: pd.DataFrame, max_nodes: int) -> list[int] | None:
     """The rows a page shows of per_host_summary's frame: every row of a cell on at most
-    max_nodes nodes; of a larger cell its slowest and fastest node (mean bandwidth, else
-    IOPS) and its system row. None when no cell is larger."""
-    keys = list(stats.CELL_KEYS)
+    max_nodes nodes; of a larger cell its slowest and fastest node and its system row. None
+    when no cell is larger."""
     nodes = frame[frame["scope"] == NODE]
-    counts = nodes.groupby(keys, dropna=False)["host"].transform("size")
-    if not (counts > max_nodes).any():
+    crowded, picked = slowest_and_fastest(
+        nodes, list(stats.CELL_KEYS), "bw_bytes_s_mean", "iops_mean", max_nodes
+    )
+    if not crowded:
         return None
-    hidden = set(nodes.index[counts > max_nodes])
-    for _, cell in nodes[counts > max_nodes].groupby(keys, dropna=False, sort=False):
-        metric = cell["bw_bytes_s_mean"]
-        metric = metric if metric.notna().any() else cell["iops_mean"]
-        if metric.notna().any():
-            hidden -= {metric.idxmin(), metric.idxmax()}
+    hidden = crowded - set(picked)
     return [position for position, index in enumerate(frame.index) if index not in hidden]
+
+
+SLOWEST, FASTEST = "slowest", "fastest"
+
+
+def slowest_and_fastest(
+    hosts: pd.DataFrame, keys: list[str], bandwidth: str, iops: str, most: int
+) -> tuple[set, dict]:
+    """Of each group of ``hosts`` rows (one per host, grouped by ``keys``) larger than
+    ``most``: (the index of every row of such groups, {index: (SLOWEST or FASTEST, the
+    group's size)} of its host of least and most ``bandwidth``, else ``iops``)."""
+    sizes = hosts.groupby(keys, dropna=False)["host"].transform("size")
+    crowded = hosts[sizes > most]
+    picked: dict = {}
+    for _, group in crowded.groupby(keys, dropna=False, sort=False):
+        metric = group[bandwidth] if group[bandwidth].notna().any() else group[iops]
+        if metric.notna().any():
+            picked[metric.idxmin()] = (SLOWEST, len(group))
+            picked[metric.idxmax()] = (FASTEST, len(group))
+    return set(crowded.index), picked
