@@ -130,7 +130,8 @@ def build_report(
     Beyond index.html, summary.csv, summary.md and FIGURES: scaling.png/.svg/.csv when
     ``meta['steps']`` is set or rows carry a step; slow_hosts.csv for constant stepping;
     start_skew.csv when a run had several hosts and a known start skew; targets.csv when
-    rows name more than one target.
+    rows name more than one target; per_run.csv (every host's value of every iteration) when
+    an iteration ran on more than MAX_LISTED_HOSTS hosts, which the page lists in part.
     """
     out_dir = Path(out_dir)
     units = report_units.units_of(meta)
