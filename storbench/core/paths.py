@@ -158,6 +158,11 @@ def remote_attempt_dir(
     return f"{workdir.rstrip('/')}/{run}/it{iteration}/{component(host, 'host')}/a{attempt}"
 
 
+def host_versions_dir(workdir: str) -> str:
+    """Where a host keeps the versions its tools printed (one file per tool and program file)."""
+    return f"{workdir.rstrip('/')}/versions"
+
+
 # --- the campaign ------------------------------------------------------------------------------
 
 

@@ -228,7 +228,7 @@ def _prepare_host(spec: RunSpec, tool, transport, host: Host, paths: HostPaths, 
                         lambda o: f"cannot write {paths.job_path}: {o.err.strip()}")  # fmt: skip
     if tool.output_is_folder:
         preparation.mkdirs("output", paths.output_path)
-    preparation.version(tool)
+    preparation.version(tool, kept_in=paths_of.host_versions_dir(host.workdir))
     outcomes = preparation.run(transport)
     if check_room:
         problem = room.room_problem(0, outcomes["room"].out, directory, needed, spec.run_id)

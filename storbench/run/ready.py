@@ -56,14 +56,16 @@ class Preparation:
         self.add(name, f"rm -rf -- {shlex.quote(path)} && {one_trip.mkdir_script(path)}",
                  lambda o: f"cannot create an empty directory {path}: {_reason(o)}")  # fmt: skip
 
-    def version(self, tool, service_folder: str | None = None) -> None:
+    def version(self, tool, service_folder: str | None = None, kept_in: str | None = None) -> None:
         """The tool's version; with the folder of a running service, the one the first run on
-        it recorded (the binary that runs the workload), read without starting the tool."""
-        script = (
-            services.version_script(tool)
-            if service_folder is None
-            else services.recorded_version_script(service_folder, tool)
-        )
+        it recorded (the binary that runs the workload), read without starting the tool; with
+        kept_in, the one kept there for the same program file (services.kept_version_script)."""
+        if service_folder is not None:
+            script = services.recorded_version_script(service_folder, tool)
+        elif kept_in is not None:
+            script = services.kept_version_script(kept_in, tool)
+        else:
+            script = services.version_script(tool)
         self.add(STEP_VERSION, script, lambda o: tool.unusable(o.rc, _tail(o.err)))
 
     def run(self, transport) -> dict[str, one_trip.Outcome]:

@@ -171,6 +171,12 @@ class ToolAdapter:
     def version_command(self) -> list[str]:
         raise NotImplementedError
 
+    def version_program(self) -> str | None:
+        """The program whose file the version belongs to: a host keeps the version it printed
+        per identity of that file (hosts.services.kept_version_script); None asks every run
+        (a version command that is not the tool's own program)."""
+        return self.version_command()[0]
+
     def unusable(self, exit_code: int, detail: str) -> str:
         """Why the version command failed on a host, with how to install the tool."""
         command = " ".join(self.version_command())

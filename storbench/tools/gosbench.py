@@ -199,6 +199,9 @@ class GosbenchAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION_SCRIPT]
 
+    def version_program(self) -> str | None:
+        return None  # a script asks: its shell's file says nothing of the tool's version
+
     def output_name(self, host: str) -> str:
         return f"{host}.gosbench"
 

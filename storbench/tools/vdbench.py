@@ -205,6 +205,9 @@ class VdbenchAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION]
 
+    def version_program(self) -> str | None:
+        return None  # a script asks: its shell's file says nothing of the tool's version
+
     def worker_command(self, controller: str, port: int, own_port: int) -> list[str]:
         return []  # nothing to start: the master starts a slave on each hd= host itself
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,35 @@ def test_a_run_preparation_is_one_round_trip_with_the_version_kept(tmp_path):
     assert (tmp_path / "h1.version").read_text().strip() == version
     target_lock.release(transport, [lock], me)
     assert not os.path.exists(lock)
+
+
+def test_a_host_keeps_the_version_its_fio_printed_until_the_program_changes(tmp_path, monkeypatch):
+    """A standalone run's preparation reads the version the host kept for the same program
+    file (device, inode, size, mtime) in shell builtins; another fio file is asked again."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fio = bin_dir / "fio"
+    shutil.copy(shutil.which("fio") or "fio", fio)  # the installed fio, in a file of its own
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    installed = subprocess.run([fio, "--version"], capture_output=True, text=True).stdout
+    kept = tmp_path / "work" / "versions"
+
+    def prepared_version() -> str:
+        preparation = ready.Preparation("h1")
+        preparation.version(get_tool("fio"), kept_in=str(kept))
+        return preparation.run(CountingTransport())[ready.STEP_VERSION].out
+
+    assert installed.startswith("fio-3.")
+    assert prepared_version() == installed  # asked, and kept
+    (entry,) = kept.iterdir()
+    assert entry.name.startswith("fio.") and entry.read_text() == installed
+    entry.write_text("fio-9.9-kept\n")
+    assert prepared_version() == "fio-9.9-kept\n"  # read, not asked again
+    fio.unlink()  # another fio installed in its place
+    fio.write_text("#!/bin/sh\necho fio-10.0-new\n")
+    fio.chmod(0o755)
+    assert prepared_version() == "fio-10.0-new\n"
+    assert len(list(kept.iterdir())) == 2
 
 
 def test_a_failed_step_names_the_host_and_what_failed(tmp_path):
