@@ -86,3 +86,34 @@ def test_published_files_follow_the_umask(tmp_path):
         os.umask(previous)
     assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_a_template_is_compiled_once_for_many_renders_and_again_when_it_changes(
+    tmp_path, monkeypatch
+):
+    """A run's host job files (128 at 128 hosts) share one compilation of their template."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    compiled = []
+    compile_source = ImmutableSandboxedEnvironment.compile
+
+    def counting(self, source, *args, **kwargs):
+        compiled.append(source)
+        return compile_source(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(ImmutableSandboxedEnvironment, "compile", counting)
+    template = tmp_path / "mine.fio.j2"
+    template.write_text("[{{ run_id }}]\nbs={{ options.bs }}\n")
+    texts = [
+        render_job({**SPEC, "template": str(template), "run_id": f"h{index}"})
+        for index in range(128)
+    ]
+    assert texts[0] == "[h0]\nbs=4k\n" and texts[127] == "[h127]\nbs=4k\n"
+    assert len(compiled) == 1
+    template.write_text("[{{ run_id }}]\nbs={{ options.bs }}\niodepth={{ options.iodepth }}\n")
+    later = template.stat().st_mtime + 2  # a later edit, whatever the clock's resolution
+    os.utime(template, (later, later))
+    assert render_job({**SPEC, "template": str(template)}) == (
+        "[randread_bs4k_qd16_nj1]\nbs=4k\niodepth=16\n"
+    )
+    assert len(compiled) == 2
