@@ -223,6 +223,10 @@ def version_script(tool) -> str:
     return f"exec timeout -k 5 {VERSION_TIMEOUT_S} {shlex.join(tool.version_command())}"
 
 
+# cat in shell builtins: no process to start
+_SHOW = 'show() { while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\' "$line"; done; }'
+
+
 def kept_version_script(folder: str, tool) -> str:
     """The tool's version, kept in folder per identity of its program's file (device, inode,
     size, mtime): later runs on the host read it in shell builtins instead of starting the
@@ -250,10 +254,6 @@ def _forget_version_script() -> str:
     """An earlier service's recorded version, removed when a service starts: the first run
     on the new one records its own (recorded_version_script)."""
     return f"rm -f -- {' '.join(VERSION_NAMES)}"
-
-
-# cat in shell builtins: no process to start
-_SHOW = 'show() { while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\' "$line"; done; }'
 
 
 def recorded_version_script(folder: str, tool) -> str:

@@ -204,9 +204,10 @@ def build_report(
     table = summary_table(summary, units)
     written["summary.csv"] = write_file(out_dir / "summary.csv", summary_csv(summary).encode())
     written["summary.md"] = write_file(out_dir / "summary.md", markdown_table(table).encode())
-    per_run = per_run_table(raw, units)
+    values = per_run_values(raw)
+    per_run = per_run_table(values, units)
     if per_run["condensed"]:
-        written[PER_RUN_CSV] = write_file(out_dir / PER_RUN_CSV, per_run_csv(raw).encode())
+        written[PER_RUN_CSV] = write_file(out_dir / PER_RUN_CSV, per_run_csv(values).encode())
     html = render_html(
         title=title,
         meta=meta,
@@ -404,15 +405,14 @@ FASTEST = report_tables.FASTEST
 
 
 def per_run_table(
-    raw: pd.DataFrame,
+    frame: pd.DataFrame,
     units: str = report_units.DEFAULT_UNITS,
     max_hosts: int = MAX_LISTED_HOSTS,
 ) -> dict:
-    """Raw value of every iteration: run_id, iteration, host, op, bandwidth, IOPS, p99; an
-    iteration on more than ``max_hosts`` hosts lists its slowest and fastest host only
-    ('condensed': True; ``per_run_values`` has every host)."""
+    """Raw value of every iteration of ``per_run_values``: run_id, iteration, host, op,
+    bandwidth, IOPS, p99; an iteration on more than ``max_hosts`` hosts lists its slowest and
+    fastest host only ('condensed': True)."""
     unit, divisor = report_units.table_bandwidth_unit(units)
-    frame = per_run_values(raw)
     listed = _listed_hosts(frame, max_hosts)
     show_target = _varies(frame, "target")
     # A rerun's raw output sits beside the old one: say which attempt the numbers come from.
@@ -484,11 +484,10 @@ def _listed_hosts(frame: pd.DataFrame, max_hosts: int) -> pd.DataFrame:
     return shown.drop(columns=["_rank", "_position"])
 
 
-def per_run_csv(raw: pd.DataFrame) -> str:
-    """Every host's value of every iteration, at full precision (PER_RUN_CSV)."""
+def per_run_csv(frame: pd.DataFrame) -> str:
+    """Every host's value of every iteration of ``per_run_values``, at full precision."""
     columns = ["run_id", "target", "iteration", "attempt", "host", "job", "op",
                "bw_bytes_s", "iops", "p99_ns", "bw_outlier", "iops_outlier"]  # fmt: skip
-    frame = per_run_values(raw)
     return frame_csv(frame[[c for c in columns if c in frame]])
 
 
@@ -1486,7 +1485,7 @@ def render_html(
         "figures": figures,
         "scale_out": scale_out or [],
         "methodology": methodology(meta, summary, raw),
-        "per_run": per_run or per_run_table(raw, report_units.units_of(meta)),
+        "per_run": per_run or per_run_table(per_run_values(raw), report_units.units_of(meta)),
         "per_run_note": PER_RUN_NOTE,
         "per_run_condensed_note": PER_RUN_CONDENSED_NOTE,
         "per_run_csv": PER_RUN_CSV,
