@@ -33,6 +33,22 @@ def timed_command(command: list[str], cwd: Path, log: Path | None = None) -> flo
     return seconds
 
 
+def job_times(workdir: Path) -> list[dict]:
+    """Every job Snakemake recorded in workdir/.snakemake/metadata, in start order: its rule
+    and its start and end (epoch seconds). Snakemake keeps a record per output file; a job
+    with several outputs is one entry here."""
+    jobs = {}
+    for record in (workdir / ".snakemake" / "metadata").rglob("*"):
+        if not record.is_file():
+            continue
+        meta = json.loads(record.read_text())
+        if meta.get("starttime") is None or meta.get("endtime") is None:
+            continue
+        key = (meta["rule"], meta["starttime"], meta["endtime"])
+        jobs[key] = {"rule": meta["rule"], "start": meta["starttime"], "end": meta["endtime"]}
+    return sorted(jobs.values(), key=lambda job: (job["start"], job["end"]))
+
+
 def median_seconds(action: Callable[[], object], repeat: int) -> tuple[float, list[float]]:
     """(median, every time) of ``repeat`` calls of ``action``."""
     times = []

@@ -8,21 +8,36 @@ Sweep: rw {read, write, randread, randwrite} x bs {4k, 64k} x iodepth {1, 16}, 2
 (c) storbench from an empty results tree: render, preflight, telemetry, run, parse, gather
     and report.
 The target directory is emptied before each variant, so each lays out its own data files.
-Writes bench/out/overhead.json with the times and the ratios (c)/(a) and (c)/(b).
+Writes bench/out/overhead.json with the times and the ratios (c)/(a) and (c)/(b), and where
+(c)'s time goes beyond the loop's, from the job times Snakemake records and the runs'
+manifests: its start until the first run, each run's launch, tool and end, the time between
+runs, and the steps after the last run (gather, the reports, their PDFs, Snakemake's exit).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import itertools
 import json
 import shutil
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import yaml
-from common import BIN, OUT, REPO, SNAKEMAKE, print_table, timed_command, write_result
+from common import (
+    BIN,
+    OUT,
+    REPO,
+    SNAKEMAKE,
+    job_times,
+    print_table,
+    timed_command,
+    write_result,
+)
 
 WORK = OUT / "overhead-work"
 TARGET = Path("/var/tmp/storbench/bench")
@@ -133,13 +148,71 @@ def expect_outputs(outputs: list[Path], variant: str) -> None:
             raise RuntimeError(f"{variant}: {path} did not run {RUNTIME_S} s without error")
 
 
-def storbench(workdir: Path) -> float:
+def storbench(workdir: Path) -> tuple[float, float]:
+    """(wall seconds, epoch when the command started)."""
     workdir.mkdir(parents=True)
+    started = time.time()
     seconds = timed_command(campaign_command(workdir), workdir)
     runs = set(pq.read_table(workdir / "results/overhead/summary.parquet")["run_id"].to_pylist())
     if len(runs) != POINTS or not (workdir / "reports/overhead/index.html").exists():
         raise RuntimeError(f"storbench: {len(runs)} runs in summary.parquet or no report")
-    return seconds
+    return seconds, started
+
+
+def _epoch(text: str) -> float:
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+def tool_spans(workdir: Path) -> list[tuple[float, float]]:
+    """(first launch, last end) of the tool on the hosts of each run, from its manifest."""
+    spans = []
+    for manifest in (workdir / "results/overhead/raw").glob("*/it*/run.json"):
+        hosts = json.loads(manifest.read_text())["hosts"]
+        spans.append(
+            (
+                min(_epoch(h["launch_time"]) for h in hosts),
+                max(_epoch(h["end_time"]) for h in hosts),
+            )
+        )
+    return spans
+
+
+def breakdown(workdir: Path, started: float, seconds: float, loop_s: float) -> dict:
+    """Where storbench's wall time goes, in seconds: the parts add up to it."""
+    jobs = job_times(workdir)
+    runs = [job for job in jobs if job["rule"] == "run_iteration"]
+    spans = tool_spans(workdir)
+    if len(runs) != POINTS or len(spans) != POINTS:
+        raise RuntimeError(f"{workdir}: {len(runs)} run jobs and {len(spans)} manifests")
+    launch = tool = after = 0.0
+    for run in runs:
+        first, last = next(s for s in spans if run["start"] <= s[0] <= run["end"])
+        launch += first - run["start"]
+        tool += last - first
+        after += run["end"] - last
+    between = sum(later["start"] - earlier["end"] for earlier, later in itertools.pairwise(runs))
+
+    def last_end(*rules: str) -> float:
+        return max(job["end"] for job in jobs if job["rule"] in rules)
+
+    runs_end = runs[-1]["end"]
+    gathered, reported = (
+        last_end("gather_experiment"),
+        last_end("report_experiment", "campaign_report"),
+    )
+    printed, ended = last_end("report_pdfs"), started + seconds
+    return {
+        "start_to_first_run_s": runs[0]["start"] - started,
+        "run_launch_s": launch,  # each run job's start to its tool's launch, all runs
+        "run_tool_s": tool,  # the tool's launch to its end, all runs
+        "run_tool_minus_bare_loop_s": tool - loop_s,
+        "run_end_s": after,  # the tool's end to its run job's end, all runs
+        "between_runs_s": between,  # a run job's end to the next one's start
+        "last_run_to_gather_s": gathered - runs_end,
+        "gather_to_reports_s": reported - gathered,
+        "reports_to_pdfs_s": printed - reported,
+        "pdfs_to_exit_s": ended - printed,
+    }
 
 
 def one_round(round_dir: Path) -> dict:
@@ -150,17 +223,21 @@ def one_round(round_dir: Path) -> dict:
     empty_target()
     bench_fio_s = bench_fio(round_dir / "bench-fio")
     empty_target()
-    storbench_s = storbench(round_dir / "storbench")
+    storbench_s, started = storbench(round_dir / "storbench")
     return {
         "bare_shell_loop_s": loop_s,
         "bench_fio_s": bench_fio_s,
         "storbench_s": storbench_s,
         "render_only_s": render_s,
-    }
+    }, breakdown(round_dir / "storbench", started, storbench_s, loop_s)
 
 
-def summarize(rounds: list[dict]) -> dict:
-    median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+def medians(rounds: list[dict]) -> dict:
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
+def summarize(rounds: list[dict], breakdowns: list[dict]) -> dict:
+    median = medians(rounds)
     return {
         "points": POINTS,
         "runtime_s_per_point": RUNTIME_S,
@@ -169,6 +246,7 @@ def summarize(rounds: list[dict]) -> dict:
         "ratio_storbench_to_loop": round(median["storbench_s"] / median["bare_shell_loop_s"], 3),
         "ratio_storbench_to_bench_fio": round(median["storbench_s"] / median["bench_fio_s"], 3),
         "every_round": [{k: round(v, 2) for k, v in r.items()} for r in rounds],
+        "storbench_breakdown": {k: round(v, 2) for k, v in medians(breakdowns).items()},
         "bench_fio_command": " ".join(bench_fio_command(Path("<out>"))),
         "bench_fio_differences": BENCH_FIO_DIFFERENCES,
         "note": "storbench time is a full snakemake run from an empty results tree (render, "
@@ -182,8 +260,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="repeat (a), (b), (c); medians")
     args = parser.parse_args()
     shutil.rmtree(WORK, ignore_errors=True)
-    rounds = [one_round(WORK / f"round{k + 1}") for k in range(args.rounds)]
-    result = summarize(rounds)
+    done = [one_round(WORK / f"round{k + 1}") for k in range(args.rounds)]
+    result = summarize([times for times, _ in done], [parts for _, parts in done])
     write_result("overhead", result)
     print_table(
         f"orchestration overhead, {POINTS} points x {RUNTIME_S} s",
@@ -195,6 +273,8 @@ def main() -> int:
             ("(c)/(b)", result["ratio_storbench_to_bench_fio"]),
         ],
     )
+    print()
+    print_table("where (c)'s time goes, s", list(result["storbench_breakdown"].items()))
     shutil.rmtree(TARGET, ignore_errors=True)
     return 0
 
