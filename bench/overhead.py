@@ -186,7 +186,10 @@ def breakdown(workdir: Path, started: float, seconds: float, loop_s: float) -> d
         raise RuntimeError(f"{workdir}: {len(runs)} run jobs and {len(spans)} manifests")
     launch = tool = after = 0.0
     for run in runs:
-        first, last = next(s for s in spans if run["start"] <= s[0] <= run["end"])
+        span = next((s for s in spans if run["start"] <= s[0] <= run["end"]), None)
+        if span is None:
+            raise RuntimeError(f"{workdir}: no manifest launched within a run job's times")
+        first, last = span
         launch += first - run["start"]
         tool += last - first
         after += run["end"] - last
