@@ -199,11 +199,10 @@ def breakdown(workdir: Path, started: float, seconds: float, loop_s: float) -> d
         return max(job["end"] for job in jobs if job["rule"] in rules)
 
     runs_end = runs[-1]["end"]
-    gathered, reported = (
-        last_end("gather_experiment"),
-        last_end("report_experiment", "campaign_report"),
-    )
-    printed, ended = last_end("report_pdfs"), started + seconds
+    gathered = last_end("gather_experiment")
+    reported = last_end("report_experiment", "campaign_report")
+    printed = last_end("report_pdfs")
+    ended = started + seconds
     return {
         "start_to_first_run_s": runs[0]["start"] - started,
         "run_launch_s": launch,  # each run job's start to its tool's launch, all runs
@@ -218,8 +217,8 @@ def breakdown(workdir: Path, started: float, seconds: float, loop_s: float) -> d
     }
 
 
-def one_round(round_dir: Path) -> dict:
-    """(a), (b) and (c) once each, the target emptied before each."""
+def one_round(round_dir: Path) -> tuple[dict, dict]:
+    """(a), (b) and (c) once each, the target emptied before each; and where (c)'s time went."""
     job_dir, render_s = render_jobs(round_dir / "render")
     empty_target()
     loop_s = bare_loop(job_dir, round_dir / "loop")
