@@ -76,9 +76,10 @@ def descendants(pid: int) -> list[int]:
     found, index = [pid], 0
     while index < len(found):
         # each thread lists the children it started (Snakemake starts jobs from a pool)
-        for children in Path(f"/proc/{found[index]}/task").glob("*/children"):
-            with contextlib.suppress(OSError):  # gone meanwhile
-                found += [int(child) for child in children.read_text().split()]
+        with contextlib.suppress(OSError):  # the process or one of its threads gone meanwhile
+            for children in Path(f"/proc/{found[index]}/task").glob("*/children"):
+                with contextlib.suppress(OSError):
+                    found += [int(child) for child in children.read_text().split()]
         index += 1
     return found[1:]
 
