@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import pickle
 
+import matplotlib.figure
 import matplotlib.image
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from storbench.core import results
-from storbench.report import drawing
+from storbench.report import drawing, toolkit
 from storbench.report import experiment as report
 from tests.report.synthetic_sweep import report_meta, synthetic_rows
 
@@ -144,3 +147,48 @@ def test_code_version_names_storbench_and_matplotlib():
     assert f"matplotlib {matplotlib.__version__}" in version
     assert drawing.figure_key("bandwidth", b"x") != drawing.figure_key("bandwidth", b"y")
     assert drawing.figure_key("bandwidth", b"x").startswith("bandwidth-")
+
+
+def placeholder_engine_files(fig) -> tuple[bytes, bytes]:
+    """A figure's PNG and SVG as render_figure wrote them before: the SVG under matplotlib's
+    placeholder layout engine ("none"), which still makes savefig run a layout pass."""
+    png, svg = io.BytesIO(), io.BytesIO()
+    fig.savefig(png, format="png", dpi=toolkit.FIGURE_DPI, metadata=toolkit.PNG_METADATA)
+    fig.set_layout_engine("none")
+    fig.savefig(svg, format="svg", metadata=toolkit.SVG_METADATA)
+    return png.getvalue(), svg.getvalue()
+
+
+def test_the_svg_is_drawn_once_in_the_layout_of_the_png(rows, tmp_path, monkeypatch):
+    payloads = []
+    draw_all = drawing._draw_all
+
+    def kept_draw_all(jobs, workers):
+        payloads.extend(jobs)
+        return draw_all(jobs, workers)
+
+    monkeypatch.setattr(drawing, "_draw_all", kept_draw_all)
+    build(write_summary(rows, tmp_path / "summary.parquet"), tmp_path / "out", workers=1)
+    assert len(payloads) == len(FIGURES)
+    passes = []
+    original_draw = matplotlib.figure.Figure.draw
+
+    def counted_draw(self, renderer):
+        passes.append(type(renderer).__name__)
+        return original_draw(self, renderer)
+
+    for payload in payloads:
+        builder, args = pickle.loads(payload)
+        with toolkit.style():
+            fig, _ = builder(*args)
+            monkeypatch.setattr(matplotlib.figure.Figure, "draw", counted_draw)
+            passes.clear()
+            png, svg = toolkit.render_figure(fig)
+            monkeypatch.undo()
+            # the PNG: a layout pass and its drawing; the SVG: its drawing only (before: 2)
+            assert passes == ["RendererAgg", "RendererAgg", "MixedModeRenderer"], builder.__name__
+            assert fig.get_layout_engine() is None
+            plt.close(fig)
+            fig, _ = builder(*args)
+            assert (png, svg) == placeholder_engine_files(fig), builder.__name__
+            plt.close(fig)
