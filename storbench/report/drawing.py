@@ -7,7 +7,9 @@ matplotlib's version), takes figures whose key is in the cache folder from there
 the others in a fork-started process pool (serially with one worker or one figure). The
 workers use the same renderer and style as the parent (``toolkit.figure_files``), so a
 figure's bytes do not depend on where or whether it was drawn. The cache keeps the figures
-of the last build only: entries no job of this build used are removed.
+of the last build only: entries no job of this build used are removed. ``FiguresBeingDrawn``
+starts the same drawing and returns at once, so a report makes its tables while the workers
+draw (its parent process would otherwise wait, one core idle, and then work alone).
 """
 
 from __future__ import annotations
@@ -75,49 +77,86 @@ def draw_figures(
 ) -> dict[str, Drawn]:
     """{name: (PNG, SVG, caption)} of each job, in job order; ``workers``: processes to draw
     in (default: the cores available); ``cache_dir``: None draws everything."""
-    payloads = {job.name: pickle.dumps((job.build, job.args), protocol=5) for job in jobs}
-    keys = {name: figure_key(name, payload) for name, payload in payloads.items()}
-    cache = Path(cache_dir) if cache_dir is not None else None
-    drawn: dict[str, Drawn] = {}
-    if cache is not None:
-        for name, key in keys.items():
-            cached = _cached(cache, key)
-            if cached is not None:
-                drawn[name] = cached
-    missing = [name for name in payloads if name not in drawn]
-    for name, figure in zip(
-        missing, _draw_all([payloads[n] for n in missing], workers), strict=True
+    with FiguresBeingDrawn(jobs, cache_dir, workers) as figures:
+        return figures.result()
+
+
+class FiguresBeingDrawn:
+    """``draw_figures`` started: the figures not in the cache are drawn by worker processes
+    from construction on while the caller does other work; ``result()`` waits for them. Used
+    as a context manager, leaving it stops the workers (a failure of that other work does not
+    wait for every figure)."""
+
+    def __init__(
+        self,
+        jobs: list[FigureJob],
+        cache_dir: str | os.PathLike | None = None,
+        workers: int | None = None,
     ):
-        drawn[name] = figure
-        if cache is not None:
-            _store(cache, keys[name], figure)
-    if cache is not None:
-        _prune(cache, set(keys.values()))
-    return {job.name: drawn[job.name] for job in jobs}
+        payloads = {job.name: pickle.dumps((job.build, job.args), protocol=5) for job in jobs}
+        self._names = list(payloads)
+        self._keys = {name: figure_key(name, payload) for name, payload in payloads.items()}
+        self._cache = Path(cache_dir) if cache_dir is not None else None
+        self._drawn: dict[str, Drawn] = {}
+        if self._cache is not None:
+            for name, key in self._keys.items():
+                cached = _cached(self._cache, key)
+                if cached is not None:
+                    self._drawn[name] = cached
+        self._missing = [name for name in payloads if name not in self._drawn]
+        self._serial = [payloads[name] for name in self._missing]
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: list = []
+        workers = min(workers or workers_available(), len(self._missing))
+        if workers > 1:
+            self._futures = self._submit([payloads[name] for name in self._missing], workers)
+            self._serial = []
+
+    def _submit(self, payloads: list[bytes], workers: int) -> list:
+        # the most data first (drawing time grows with it): no large figure is left for the end
+        order = sorted(range(len(payloads)), key=lambda index: -len(payloads[index]))
+        # fork: the workers start with storbench, pandas and matplotlib already imported
+        context = multiprocessing.get_context("fork")
+        # the parent's objects out of the workers' garbage collection: it would copy every page;
+        # a fork-started pool forks all its workers at the first submit, so the parent's own
+        # collection comes back right after
+        gc.freeze()
+        try:
+            self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+            submitted = {index: self._pool.submit(draw, payloads[index]) for index in order}
+        finally:
+            gc.unfreeze()
+        return [submitted[index] for index in range(len(payloads))]
+
+    def result(self) -> dict[str, Drawn]:
+        """{name: (PNG, SVG, caption)} of each job, in job order, once all are drawn."""
+        if self._futures:
+            figures = [future.result() for future in self._futures]
+        else:
+            figures = [draw(payload) for payload in self._serial]
+        for name, figure in zip(self._missing, figures, strict=True):
+            self._drawn[name] = figure
+            if self._cache is not None:
+                _store(self._cache, self._keys[name], figure)
+        if self._cache is not None:
+            _prune(self._cache, set(self._keys.values()))
+        return {name: self._drawn[name] for name in self._names}
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> FiguresBeingDrawn:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 def draw(payload: bytes) -> Drawn:
     """A pickled (build, args) drawn and rendered: the work of one pool task."""
     build, args = pickle.loads(payload)
     return toolkit.figure_files(lambda: build(*args))
-
-
-def _draw_all(payloads: list[bytes], workers: int | None) -> list[Drawn]:
-    workers = min(workers or workers_available(), len(payloads))
-    if workers <= 1:
-        return [draw(payload) for payload in payloads]
-    # the most data first (drawing time grows with it): no large figure is left for the end
-    order = sorted(range(len(payloads)), key=lambda index: -len(payloads[index]))
-    # fork: the workers start with storbench, pandas and matplotlib already imported
-    context = multiprocessing.get_context("fork")
-    # the parent's objects out of the workers' garbage collection: it would copy every page
-    gc.freeze()
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            drawn = dict(zip(order, pool.map(draw, [payloads[i] for i in order]), strict=True))
-    finally:
-        gc.unfreeze()
-    return [drawn[index] for index in range(len(payloads))]
 
 
 def _cached(cache: Path, key: str) -> Drawn | None:

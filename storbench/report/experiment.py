@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -38,7 +39,7 @@ from storbench.core.specs import Manifest  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import selection, tables
-from storbench.report.drawing import FigureJob, draw_figures
+from storbench.report.drawing import FigureJob, FiguresBeingDrawn
 from storbench.report.job_files import HOST_PLACEHOLDER
 from storbench.report.job_files import sections as job_file_sections
 from storbench.report.toolkit import (
@@ -164,12 +165,55 @@ def build_report(
 
     labels = _cdf_labels([row for row, _, _ in cells]) if cells else []
     jobs += extra_figures.optional_figures(summary, cells, labels)
-    for name, (png, svg, caption) in draw_figures(jobs, figure_cache, workers).items():
-        # the time-series file exists for the rule; the page shows no empty figure
-        empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(series)
-        add_figure(name, png, svg, caption, shown=not empty)
+    with FiguresBeingDrawn(jobs, figure_cache, workers) as being_drawn:
+        # the tables are made while the workers draw
+        sections = _sections_beside_figures(raw, summary, series, meta, manifests, units, out_dir)
+        for name, (png, svg, caption) in being_drawn.result().items():
+            # the time-series file exists for the rule; the page shows no empty figure
+            empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(
+                series
+            )
+            add_figure(name, png, svg, caption, shown=not empty)
+    written.update(sections.written)
+    scale = sections.scale
+    if scale["figure"] is not None:
+        png, svg, caption = scale["figure"]  # shown in the scale-out section
+        add_figure(SCALING_FIGURE, png, svg, caption, shown=False)
     host_figures = [f for f in figures if f["name"] == report_figures.PER_HOST_FIGURE]
     figures = [f for f in figures if f not in host_figures]
+    html = render_html(
+        title=title,
+        meta=meta,
+        summary=summary,
+        table=sections.table,
+        figures=figures,
+        raw=raw,
+        scale_out=scale["sections"],
+        hosts=hosts_appendix(telemetry),
+        paper_tables=sections.paper_tables,
+        host_figures=host_figures,
+        environment=environment.controller_environment(),
+        extra_sections=sections.extra,
+        per_run=sections.per_run,
+    )
+    written["index.html"] = write_file(out_dir / "index.html", html.encode())
+    return written
+
+
+@dataclass
+class _Sections:
+    """What a report's page shows beside its figures, made while they are drawn."""
+
+    written: dict[str, Path]
+    extra: list
+    scale: dict
+    paper_tables: dict  # what report_tables.report_tables returns
+    table: dict  # summary_table's
+    per_run: dict
+
+
+def _sections_beside_figures(raw, summary, series, meta, manifests, units, out_dir) -> _Sections:
+    written: dict[str, Path] = {}
     extra_sections = []
     from storbench.report import faults as fault_report  # only reports of such experiments use them
 
@@ -185,9 +229,6 @@ def build_report(
             written.update(files)
 
     scale = scale_out(raw, meta)
-    if scale["figure"] is not None:
-        png, svg, caption = scale["figure"]  # shown in the scale-out section
-        add_figure(SCALING_FIGURE, png, svg, caption, shown=False)
     for name, frame in scale["csv"].items():
         written[name] = write_file(out_dir / name, frame_csv(frame).encode())
     if "scaling.csv" in scale["csv"]:
@@ -208,23 +249,7 @@ def build_report(
     per_run = per_run_table(values, units)
     if per_run["condensed"]:
         written[PER_RUN_CSV] = write_file(out_dir / PER_RUN_CSV, per_run_csv(values).encode())
-    html = render_html(
-        title=title,
-        meta=meta,
-        summary=summary,
-        table=table,
-        figures=figures,
-        raw=raw,
-        scale_out=scale["sections"],
-        hosts=hosts_appendix(telemetry),
-        paper_tables=paper_tables,
-        host_figures=host_figures,
-        environment=environment.controller_environment(),
-        extra_sections=extra_sections,
-        per_run=per_run,
-    )
-    written["index.html"] = write_file(out_dir / "index.html", html.encode())
-    return written
+    return _Sections(written, extra_sections, scale, paper_tables, table, per_run)
 
 
 def _read_timeseries(source) -> pd.DataFrame | None:

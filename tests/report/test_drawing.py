@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import time
 
 import matplotlib.figure
 import matplotlib.image
@@ -161,13 +163,13 @@ def placeholder_engine_files(fig) -> tuple[bytes, bytes]:
 
 def test_the_svg_is_drawn_once_in_the_layout_of_the_png(rows, tmp_path, monkeypatch):
     payloads = []
-    draw_all = drawing._draw_all
+    draw = drawing.draw
 
-    def kept_draw_all(jobs, workers):
-        payloads.extend(jobs)
-        return draw_all(jobs, workers)
+    def kept_draw(payload):
+        payloads.append(payload)
+        return draw(payload)
 
-    monkeypatch.setattr(drawing, "_draw_all", kept_draw_all)
+    monkeypatch.setattr(drawing, "draw", kept_draw)
     build(write_summary(rows, tmp_path / "summary.parquet"), tmp_path / "out", workers=1)
     assert len(payloads) == len(FIGURES)
     passes = []
@@ -192,3 +194,33 @@ def test_the_svg_is_drawn_once_in_the_layout_of_the_png(rows, tmp_path, monkeypa
             fig, _ = builder(*args)
             assert (png, svg) == placeholder_engine_files(fig), builder.__name__
             plt.close(fig)
+
+
+def figure_once_released(release: str):
+    """A small figure, drawn once the file ``release`` exists (a minute at most)."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(release):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{release} never appeared: the drawing was waited for")
+        time.sleep(0.01)
+    fig, (ax,) = toolkit.new_figure(height_in=1.5)
+    ax.plot([1, 2, 3], [len(release), 0, 1])
+    return fig, f"released by {os.path.basename(release)}"
+
+
+def test_figures_are_drawn_while_the_caller_goes_on(tmp_path):
+    release = tmp_path / "release"
+    jobs = [
+        drawing.FigureJob(f"figure{index}", figure_once_released, (str(release),))
+        for index in range(3)
+    ]
+    with drawing.FiguresBeingDrawn(jobs, tmp_path / "cache", workers=2) as being_drawn:
+        # the workers wait for this file: had the constructor waited for them, it never would
+        release.touch()
+        drawn = being_drawn.result()
+    assert list(drawn) == ["figure0", "figure1", "figure2"]
+    assert {caption for _, _, caption in drawn.values()} == {"released by release"}
+    serial = drawing.draw_figures(jobs, workers=1)
+    assert drawn == serial
+    # all three in the cache: the next build takes them from there
+    assert len(list((tmp_path / "cache").iterdir())) == 3 * len(jobs)
