@@ -104,13 +104,12 @@ class FiguresBeingDrawn:
                 if cached is not None:
                     self._drawn[name] = cached
         self._missing = [name for name in payloads if name not in self._drawn]
-        self._serial = [payloads[name] for name in self._missing]
+        self._serial = [payloads[name] for name in self._missing]  # drawn by result() here
         self._pool: ProcessPoolExecutor | None = None
         self._futures: list = []
         workers = min(workers or workers_available(), len(self._missing))
         if workers > 1:
-            self._futures = self._submit([payloads[name] for name in self._missing], workers)
-            self._serial = []
+            self._futures, self._serial = self._submit(self._serial, workers), []
 
     def _submit(self, payloads: list[bytes], workers: int) -> list:
         # the most data first (drawing time grows with it): no large figure is left for the end

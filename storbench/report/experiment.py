@@ -165,15 +165,13 @@ def build_report(
 
     labels = _cdf_labels([row for row, _, _ in cells]) if cells else []
     jobs += extra_figures.optional_figures(summary, cells, labels)
+    # the time-series file exists for the rule; the page shows no empty figure
+    hidden = set() if report_figures.has_series(series) else {report_figures.TIMESERIES_FIGURE}
     with FiguresBeingDrawn(jobs, figure_cache, workers) as being_drawn:
         # the tables are made while the workers draw
         sections = _sections_beside_figures(raw, summary, series, meta, manifests, units, out_dir)
         for name, (png, svg, caption) in being_drawn.result().items():
-            # the time-series file exists for the rule; the page shows no empty figure
-            empty = name == report_figures.TIMESERIES_FIGURE and not report_figures.has_series(
-                series
-            )
-            add_figure(name, png, svg, caption, shown=not empty)
+            add_figure(name, png, svg, caption, shown=name not in hidden)
     written.update(sections.written)
     scale = sections.scale
     if scale["figure"] is not None:

@@ -183,10 +183,10 @@ def test_the_svg_is_drawn_once_in_the_layout_of_the_png(rows, tmp_path, monkeypa
         builder, args = pickle.loads(payload)
         with toolkit.style():
             fig, _ = builder(*args)
-            monkeypatch.setattr(matplotlib.figure.Figure, "draw", counted_draw)
             passes.clear()
-            png, svg = toolkit.render_figure(fig)
-            monkeypatch.undo()
+            with monkeypatch.context() as counting:
+                counting.setattr(matplotlib.figure.Figure, "draw", counted_draw)
+                png, svg = toolkit.render_figure(fig)
             # the PNG: a layout pass and its drawing; the SVG: its drawing only (before: 2)
             assert passes == ["RendererAgg", "RendererAgg", "MixedModeRenderer"], builder.__name__
             assert fig.get_layout_engine() is None
