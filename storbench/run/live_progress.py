@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench.core.model import Campaign
+from storbench.plan.durations import hours_text, run_seconds
 from storbench.run.progress import Progress, campaign_progress
-from storbench.run.show_plan import hours_text, run_seconds
 
 RUN_RULES = ("run_iteration", "search_probe")
 _followed: dict[str, Campaign] = {}

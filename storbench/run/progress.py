@@ -16,7 +16,7 @@ from pathlib import Path
 from storbench.config import search as search_config
 from storbench.core import paths
 from storbench.core.model import Campaign
-from storbench.run.show_plan import hours_text, run_seconds
+from storbench.plan.durations import hours_text, run_seconds
 
 
 @dataclass

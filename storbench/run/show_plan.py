@@ -14,10 +14,10 @@ from pathlib import Path
 from storbench.config import search
 from storbench.core import paths
 from storbench.core.model import Campaign, Host, Run
-from storbench.core.units import UnitError, parse_duration
 from storbench.plan import preparation as prepare_plan
 from storbench.plan import slo_search
 from storbench.plan import specs as plan
+from storbench.plan.durations import hours_text, run_seconds
 from storbench.run import prepare, render
 from storbench.tools import get_tool
 
@@ -71,21 +71,6 @@ def describe_wall_time(campaign: Campaign, names: list[str]) -> list[str]:
     if unknown:
         lines.append(f"   not estimated (no runtime in the job): {', '.join(unknown)}")
     return lines
-
-
-def run_seconds(params: dict) -> float | None:
-    if "runtime" not in params:
-        return None
-    try:
-        return parse_duration(params["runtime"]) + parse_duration(params.get("ramp_time", 0))
-    except (UnitError, ValueError, TypeError):
-        return None
-
-
-def hours_text(seconds: float) -> str:
-    hours, rest = divmod(int(round(seconds)), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
 
 
 def describe_dataset(dataset) -> list[str]:

@@ -25,3 +25,20 @@ def test_run_step_for_a_local_host_imports_nothing_heavy():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_progress_lines_in_snakemakes_process_import_no_run_engine_and_no_host():
+    # the logger plugin runs in every Snakemake process: a campaign's start, a dry run
+    probe = (
+        "import sys\n"
+        "from storbench.run import live_progress, progress\n"
+        "from storbench.plan.durations import hours_text, run_seconds\n"
+        "print(hours_text(3725), hours_text(65), run_seconds({'runtime': '2m', 'ramp_time': 5}))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('storbench.run.engine',"
+        " 'storbench.run.prepare', 'storbench.run.render', 'storbench.hosts', 'jinja2'))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    durations, imported = result.stdout.splitlines()
+    assert durations == "1h 02m 1m 05s 125.0"
+    assert imported == "[]"
