@@ -7,7 +7,6 @@ Heavy modules (pandas, pyarrow, matplotlib) are imported only by the steps that 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from storbench.core import paths
 from storbench.core.report_units import DEFAULT_UNITS, UNIT_SYSTEMS
-from storbench.core.specs import Manifest, ProbeSpec, RunSpec, SpecError
+from storbench.core.specs import Manifest, ProbeSpec, RunSpec, SpecError, with_keys
 
 
 def _check(args) -> int:
@@ -179,7 +178,8 @@ def _preflight(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.run import preflight
 
-    report = preflight.run_preflight(args.spec, args.output)
+    spec = with_keys("preflight", args.spec, ("experiment", "hosts", "target", "tool"))
+    report = preflight.run_preflight(spec, args.output)
     for host in report["hosts"]:
         free = host.get("free_bytes")
         print(
@@ -223,7 +223,7 @@ def _services(args) -> int:
     from storbench.core import atomic
     from storbench.hosts import services
 
-    spec = args.spec
+    spec = with_keys("services", args.spec, ("hosts", "port", "tool"))
     if args.action == "stop":
         services.stop_services(spec["hosts"], spec["tool"], spec["port"])
         print(f"{spec['tool']} services stopped on {len(spec['hosts'])} host(s)")
@@ -286,12 +286,18 @@ def _network_report(args) -> int:
     return 0
 
 
+TELEMETRY_KEYS = ("host", "targets", "tools")  # each host's (specs.telemetry_spec)
+
+
 def _telemetry(args) -> int:
-    return _collect_telemetry([{**args.spec, "output": args.output}])
+    spec = with_keys("telemetry", args.spec, TELEMETRY_KEYS)
+    return _collect_telemetry([{**spec, "output": args.output}])
 
 
 def _telemetry_hosts(args) -> int:
-    return _collect_telemetry(args.spec["hosts"])
+    hosts = with_keys("telemetry-hosts", args.spec, ("hosts",))["hosts"]
+    keys = (*TELEMETRY_KEYS, "output")
+    return _collect_telemetry([with_keys("telemetry-hosts host", host, keys) for host in hosts])
 
 
 def _collect_telemetry(hosts: list[dict]) -> int:
@@ -506,27 +512,6 @@ def _time_limit_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# Analysis, job files and reports yield the controller's cores to the run steps beside them (a
-# run's launch and release; fio itself on a controller that is also a client host).
-BACKGROUND_NICENESS = 10
-BACKGROUND_ACTIONS = {"prepare": ("report",), "search": ("gather", "report")}
-
-
-def _in_background(args: argparse.Namespace) -> bool:
-    """Whether the step works on results only (set_defaults background, or a background
-    action of a step whose other actions talk to hosts)."""
-    if getattr(args, "background", False):
-        return True
-    return getattr(args, "action", None) in BACKGROUND_ACTIONS.get(args.step, ())
-
-
-def lower_priority() -> None:
-    """This process and what it starts (figure workers, Chromium) run at BACKGROUND_NICENESS
-    above the niceness it was started with."""
-    with contextlib.suppress(OSError):
-        os.nice(BACKGROUND_NICENESS)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="storbench", description=__doc__)
     parser.add_argument("--version", action=_Version, help="print storbench's version")
@@ -541,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--spec", type=json_argument, required=True, help="render spec (JSON)")
     render.add_argument("--output", required=True, help="job file to write")
     render.add_argument("--facts", help="the host's telemetry (JSON), for host-fact expressions")
-    render.set_defaults(handler=_render, background=True)
+    render.set_defaults(handler=_render)
 
     render_hosts = steps.add_parser(
         "render-hosts", help="render every host's own job file of one run, into one folder"
@@ -550,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--spec", type=json_argument, required=True, help="host jobs spec (JSON)"
     )
     render_hosts.add_argument("--output-dir", required=True, help="the run's host job folder")
-    render_hosts.set_defaults(handler=_render_hosts, background=True)
+    render_hosts.set_defaults(handler=_render_hosts)
 
     run = steps.add_parser("run", help="run one iteration on every host of the run")
     run.add_argument("--spec", type=json_argument, required=True, help="run spec (JSON)")
@@ -564,13 +549,13 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--manifest", required=True, help="the iteration's run.json")
     parse.add_argument("--output", required=True, help="result Parquet to write")
     parse.add_argument("--timeseries", help="Parquet file for per-interval rows")
-    parse.set_defaults(handler=_parse, background=True)
+    parse.set_defaults(handler=_parse)
 
     gather = steps.add_parser("gather", help="concatenate an experiment's parsed Parquet files")
     gather.add_argument("--output", required=True, help="the experiment's summary Parquet to write")
     gather.add_argument("--timeseries", help="Parquet file for the per-interval rows")
     gather.add_argument("parsed", nargs="+", help="parsed iteration Parquet files")
-    gather.set_defaults(handler=_gather, background=True)
+    gather.set_defaults(handler=_gather)
 
     report = steps.add_parser("report", help="tables, figures and index.html of an experiment")
     report.add_argument("--summary", required=True, help="the experiment's summary Parquet")
@@ -588,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "job_files", nargs="*", help="the job files the runs used (shown in the report)"
     )
-    report.set_defaults(handler=_report, background=True)
+    report.set_defaults(handler=_report)
 
     campaign = steps.add_parser(
         "campaign-report", help="index.html and tables of every experiment of a campaign"
@@ -600,7 +585,7 @@ def build_parser() -> argparse.ArgumentParser:
     campaign.add_argument("--summaries", nargs="*", default=[], help="grid experiments' Parquet")
     campaign.add_argument("--searches", nargs="*", default=[], help="searches' search.json")
     campaign.add_argument("--telemetry", nargs="*", help="the hosts' telemetry (JSON files)")
-    campaign.set_defaults(handler=_campaign_report, background=True)
+    campaign.set_defaults(handler=_campaign_report)
 
     printing = steps.add_parser("pdf", help="print HTML reports to PDF with one headless Chromium")
     printing.add_argument(
@@ -612,7 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     printing.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per page (default 120)"
     )
-    printing.set_defaults(handler=_pdf, background=True)
+    printing.set_defaults(handler=_pdf)
 
     preflight = steps.add_parser("preflight", help="check every host before the first run")
     preflight.add_argument(
@@ -691,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.8,
         help="flag clients below this fraction of the median",
     )
-    network_report.set_defaults(handler=_network_report, background=True)
+    network_report.set_defaults(handler=_network_report)
 
     facts = steps.add_parser("telemetry", help="capture one host's facts")
     facts.add_argument(
@@ -773,7 +758,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare_check.add_argument("regressions", help="the comparison's regressions.json")
     compare_check.add_argument("--output", help="passed.json to write when there is none")
-    comparison.set_defaults(handler=_compare, background=True)
+    comparison.set_defaults(handler=_compare)
 
     imports = steps.add_parser(
         "import", help="turn a tool's outputs made outside storbench into result Parquet"
@@ -848,11 +833,7 @@ def file_problem(error: OSError) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """One step. argv None: this process's own command line (the `storbench` program), whose
-    background steps lower its priority; a list: a call in process, which leaves it alone."""
     args = build_parser().parse_args(argv)
-    if argv is None and _in_background(args):
-        lower_priority()
     try:
         return args.handler(args)
     except BrokenPipeError:  # `storbench check --runs | head`: the reader had enough

@@ -94,6 +94,39 @@ def test_a_spec_that_is_not_json_names_the_option(step, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "args, missing",
+    [
+        (["run", "--iteration", "1", "--timeout-s", "5", "--job", "j.fio",
+          "--manifest", "run.json"],
+         "run spec: missing key(s) experiment, hosts, params, run_id, target, timeout_s"),
+        (["render", "--output", "j.fio"],
+         "render spec: missing key(s) experiment, hosts, params, point, run_id, target"),
+        (["preflight", "--output", "preflight.json"],
+         "preflight spec: missing key(s) experiment, hosts, target"),
+        (["services", "start", "--output", "services.json"],
+         "services spec: missing key(s) hosts, port"),
+        (["telemetry", "--output", "facts.json"],
+         "telemetry spec: missing key(s) host, targets, tools"),
+        (["telemetry-hosts"], "telemetry-hosts spec: missing key(s) hosts"),
+    ],
+)  # fmt: skip
+def test_a_hand_written_spec_missing_keys_is_refused_naming_them(args, missing, tmp_path):
+    result = storbench(tmp_path, args[0], "--spec", '{"tool": "fio"}', *args[1:])
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: {missing}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_telemetry_host_missing_keys_is_refused_naming_them(tmp_path):
+    spec = json.dumps({"hosts": [{"host": {"name": "h1"}, "targets": []}]})
+    result = storbench(tmp_path, "telemetry-hosts", "--spec", spec)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "storbench: error: telemetry-hosts host spec: missing key(s) output, tools"
+    )
+
+
 def test_a_spec_on_stdin_that_is_not_json_names_the_option(tmp_path):
     command = [sys.executable, "-m", "storbench", "preflight", "--spec", "-", "--output", "p.json"]
     result = subprocess.run(

@@ -26,6 +26,17 @@ def _json(value: dict) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def with_keys(kind: str, data: object, keys: tuple[str, ...]) -> dict:
+    """A spec still passed as a plain mapping (preflight, services, telemetry), once it is
+    a mapping holding keys; else SpecError as StepSpec.from_dict names what is wrong."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{kind} spec: expected a mapping, got {type(data).__name__}")
+    missing = sorted(key for key in keys if key not in data)
+    if missing:
+        raise SpecError(f"{kind} spec: missing key(s) {', '.join(missing)}")
+    return data
+
+
 class StepSpec:
     """JSON round trip for the frozen dataclasses below.
 
