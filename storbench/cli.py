@@ -106,7 +106,7 @@ def _report(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.report import experiment as report
 
-    meta = args.meta
+    meta = with_keys("report meta", args.meta, ("title",))
     meta["job_files"] = {_job_label(p): p.read_text() for p in _job_file_paths(args.job_files)}
     facts = None
     if args.telemetry:
@@ -783,6 +783,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     # this step's modules only: every step starts fast
     from storbench.analysis.importing import ImportInputError
     from storbench.config.campaign import ConfigError
+    from storbench.core.results import ResultsFileError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
     from storbench.hosts.open_files import OpenFilesError
@@ -811,6 +812,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         PrepareError,
         RegressionError,
         RenderError,
+        ResultsFileError,
         RunError,
         S3Error,
         SearchError,

@@ -118,6 +118,49 @@ def test_a_hand_written_spec_missing_keys_is_refused_naming_them(args, missing, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["gather", "bad.parquet", "--output", "summary.parquet"],
+        ["report", "--summary", "bad.parquet", "--out-dir", "report", "--meta", '{"title": "t"}'],
+        ["campaign-report", "--meta", "{}", "--out-dir", "report", "--summaries", "bad.parquet"],
+        ["network-report", "--parquet", "bad.parquet", "--out-dir", "report"],
+        ["search", "report", "--result", "search.json", "--summary", "bad.parquet",
+         "--out-dir", "report", "--meta", "{}"],
+        ["compare", "report", "bad.parquet", "bad.parquet", "--out-dir", "report"],
+    ],
+)  # fmt: skip
+def test_a_results_file_that_is_not_parquet_is_named(args, tmp_path):
+    (tmp_path / "bad.parquet").write_text("experiment,run_id\ne,r\n")  # a CSV by mistake
+    (tmp_path / "search.json").write_text("{}")
+    result = storbench(tmp_path, *args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(
+        "storbench: error: bad.parquet: not a results Parquet file: Parquet magic bytes not found"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.parquet", "search.json"]
+
+
+def test_a_results_file_whose_columns_do_not_fit_is_named(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"run_id": ["r"], "iops": ["fast"]}), tmp_path / "odd.parquet")
+    result = storbench(tmp_path, "gather", "odd.parquet", "--output", "summary.parquet")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("storbench: error: odd.parquet: not a results Parquet file: ")
+    assert "fast" in result.stderr  # pyarrow names the value it could not read as a number
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.parquet"]
+
+
+def test_a_report_meta_without_its_title_is_refused_naming_it(tmp_path):
+    result = storbench(
+        tmp_path, "report", "--summary", "s.parquet", "--out-dir", "report", "--meta", "{}"
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == "storbench: error: report meta spec: missing key(s) title"
+
+
 def test_a_telemetry_host_missing_keys_is_refused_naming_them(tmp_path):
     spec = json.dumps({"hosts": [{"host": {"name": "h1"}, "targets": []}]})
     result = storbench(tmp_path, "telemetry-hosts", "--spec", spec)

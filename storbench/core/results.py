@@ -165,11 +165,24 @@ def read_parquet(paths, schema: pa.Schema = SCHEMA) -> pa.Table:
     earlier schema version) is null, one the schema lacks is left out."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    # not pq.read_table(path, schema=...): its dataset reader imports pandas (0.16 s a step)
-    tables = [in_schema(pq.ParquetFile(p).read(), schema) for p in paths]
+    tables = [_read_one(path, schema) for path in paths]
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables)
+
+
+class ResultsFileError(ValueError):
+    """A file given as results that is not Parquet, or whose columns do not fit the schema."""
+
+
+def _read_one(path, schema: pa.Schema) -> pa.Table:
+    try:
+        # not pq.read_table(path, schema=...): its dataset reader imports pandas (0.16 s a step)
+        return in_schema(pq.ParquetFile(path).read(), schema)
+    except pa.ArrowException as error:
+        if isinstance(error, OSError):  # a missing or unreadable file: the caller names it
+            raise
+        raise ResultsFileError(f"{os.fspath(path)}: not a results Parquet file: {error}") from None
 
 
 def in_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
