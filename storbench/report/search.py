@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from storbench.analysis import stats
-from storbench.core import histogram, report_units, results
+from storbench.core import histogram, report_units
 from storbench.core.numbers import NO_VALUE, format_number
 from storbench.core.results import ALL_HOSTS
 from storbench.plan import slo_search
@@ -30,6 +30,7 @@ from storbench.report.toolkit import (
     format_percent,
     frame_csv,
     new_figure,
+    read_results,
     template_environment,
     write_file,
 )
@@ -62,7 +63,7 @@ PROBE_COLUMNS = (
 def build_search_report(result_path, summary_path, out_dir, meta: dict) -> dict[str, Path]:
     out_dir = Path(out_dir)
     result = json.loads(Path(result_path).read_text())
-    rows = results.read_parquet(summary_path).to_pandas()
+    rows = read_results(summary_path)
     written: dict[str, Path] = {}
     frame = probes_frame(result)
     written[PROBES_CSV] = write_file(out_dir / PROBES_CSV, frame_csv(frame).encode())
