@@ -6,6 +6,7 @@ import re
 import sys
 
 from snakemake import persistence
+from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
 
 from storbench.config import campaign as storbench_config
@@ -76,9 +77,10 @@ wildcard_constraints:
 
 
 def per_run(function):
-    """Snakemake asks for an input function's signature twice per call; a campaign calls the
-    per-run ones once per run each, so their signature is read once, here."""
-    function.__signature__ = inspect.signature(function)
+    """Snakemake asks for an input function's parameters twice per call; a campaign calls the
+    per-run ones once per run each, so they are read once, here, and handed to Snakemake
+    the way its own helpers (subpath) hand theirs (no inspect.signature per call)."""
+    overwrite_function_params(function, inspect.signature(function).parameters)
     return function
 
 
