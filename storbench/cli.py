@@ -783,6 +783,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     # this step's modules only: every step starts fast
     from storbench.analysis.importing import ImportInputError
     from storbench.config.campaign import ConfigError
+    from storbench.core.markers import MarkerError
     from storbench.core.results import ResultsFileError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
@@ -803,6 +804,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     return (
         CompareInputError,
         ConfigError,
+        MarkerError,
         HostError,
         ImportInputError,
         NetcheckError,

@@ -221,3 +221,48 @@ def test_the_package_declares_compatible_ranges_and_the_environment_pins_them():
     for dependency in dependencies:
         name = dependency.split(">=")[0].lower()
         assert name in pins, f"{name} is not pinned in envs/requirements.txt"
+
+
+ROUND_MARKER = {"stage": "round-01", "kind": "round", "index": 1, "steady_state": None}
+
+
+@pytest.mark.parametrize(
+    "prepared, problem",
+    [
+        # a run's manifest given instead: JSON, but none of a prepared marker's keys
+        (
+            '{"experiment": "tiny", "run_id": "read_bs4k", "hosts": []}',
+            "not a recipe's prepared marker: no target, recipe, passes, steady_state",
+        ),
+        ("[1, 2]", "not a recipe's prepared marker: a JSON list, not an object"),
+        (
+            "PAR1",
+            "not a recipe's prepared marker: not JSON (Expecting value: line 1 column 1 (char 0))",
+        ),
+    ],
+)  # fmt: skip
+def test_a_preconditioning_page_refuses_a_file_that_is_not_a_prepared_marker(
+    prepared, problem, tmp_path
+):
+    (tmp_path / "prepared.json").write_text(prepared)
+    (tmp_path / "round-01.json").write_text(json.dumps(ROUND_MARKER))
+    result = storbench(
+        tmp_path, "prepare", "report", "--prepared", "prepared.json", "--out-dir", "page",
+        "--stages", "round-01.json",
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: prepared.json: {problem}"
+    assert not (tmp_path / "page").exists()
+
+
+def test_a_preconditioning_page_refuses_a_stage_marker_without_its_kind(tmp_path):
+    prepared = {"target": "disk", "recipe": "snia", "passes": [], "steady_state": None}
+    (tmp_path / "prepared.json").write_text(json.dumps(prepared))
+    (tmp_path / "round-01.json").write_text(json.dumps({"stage": "round-01", "index": 1}))
+    result = storbench(
+        tmp_path, "prepare", "report", "--prepared", "prepared.json", "--out-dir", "page",
+        "--stages", "round-01.json",
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == "storbench: error: round-01.json: not a stage marker: no kind"
+    assert not (tmp_path / "page").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from storbench.analysis import steadystate, writecliff
 from storbench.core import atomic
+from storbench.core.markers import STAGE_KEYS, read_marker
 from storbench.core.specs import RecipeSpec, SpecError, StageSpec
 from storbench.run.prepare import (
     PrepareError,
@@ -199,7 +200,7 @@ def _read_round(stages_dir: Path, current: str, number: int) -> dict:
 def finish(recipe: RecipeSpec | dict, stage_paths: list[str], output: str) -> dict:
     """The recipe's summary (verdict, passes with their write cliffs); its tokens on the hosts."""
     recipe = RecipeSpec.from_dict(recipe)
-    stages = [json.loads(Path(path).read_text()) for path in stage_paths]
+    stages = [read_marker(path, (*STAGE_KEYS, "index"), "stage marker") for path in stage_paths]
     stages.sort(key=lambda stage: stage["index"])
     rounds = [s for s in stages if s["kind"] == "round" and not s.get("skipped")]
     passes: list[dict] = []

@@ -25,7 +25,6 @@ no dates in images; the only times in the page are the markers' own.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from matplotlib.ticker import MaxNLocator
 from storbench.analysis import writecliff
 from storbench.config.campaign import redacted_yaml
 from storbench.core import atomic, report_units
+from storbench.core.markers import FLUSH_KEYS, PREPARED_KEYS, STAGE_KEYS, read_marker
 from storbench.core.numbers import (
     NO_VALUE,
     format_number,
@@ -91,8 +91,8 @@ def build_precondition_report(
     out_dir = Path(out_dir)
     meta = meta or {}
     units = report_units.units_of(meta)
-    prep = _read_json(prepared)
-    flush_stage = _read_json(flushed) if flushed is not None else None
+    prep = read_marker(prepared, PREPARED_KEYS, "recipe's prepared marker")
+    flush_stage = read_marker(flushed, FLUSH_KEYS, "flush marker") if flushed is not None else None
     stages = load_stages(stage_markers, flush_stage)
     verdict = final_verdict(prep, stages)
     tracked = [variable["name"] for variable in (verdict or {}).get("variables") or []]
@@ -141,10 +141,6 @@ def build_precondition_report(
     return written
 
 
-def _read_json(path: str | Path) -> dict:
-    return json.loads(Path(path).read_text())
-
-
 def _write(path: Path, data: bytes) -> Path:
     atomic.write_bytes(path, data)
     return path
@@ -152,7 +148,7 @@ def _write(path: Path, data: bytes) -> Path:
 
 def load_stages(stage_markers: list[str | Path], flush_stage: dict | None = None) -> list[dict]:
     """The stage markers in recipe order, the flush stage added unless already among them."""
-    stages = [_read_json(path) for path in stage_markers]
+    stages = [read_marker(path, STAGE_KEYS, "stage marker") for path in stage_markers]
     names = {stage.get("stage") for stage in stages}
     if flush_stage is not None and flush_stage.get("stage") not in names:
         stages.append(flush_stage)
