@@ -444,8 +444,10 @@ def _thresholds(pairs: list[str]) -> dict[str, str]:
 def _compare_check(regressions_path: str, output: str | None) -> int:
     # this step's modules only: every step starts fast
     from storbench.core import atomic
+    from storbench.core.markers import read_marker
 
-    verdict = json.loads(Path(regressions_path).read_text())
+    keys = ("a", "b", "thresholds", "regressions")  # report.compare writes them
+    verdict = read_marker(regressions_path, keys, "comparison's regressions.json")
     if verdict["regressions"]:
         lines = "\n".join(f"  - {message}" for message in verdict["regressions"])
         raise RegressionError(
@@ -793,7 +795,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.plan.search import SearchError
     from storbench.report.pdf import PdfError
     from storbench.run.engine import RunError
-    from storbench.run.netcheck import NetcheckError
+    from storbench.run.netcheck import NetcheckError, NetworkSpecError
     from storbench.run.preflight import PreflightError
     from storbench.run.prepare import PrepareError
     from storbench.run.render import RenderError
@@ -808,6 +810,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         HostError,
         ImportInputError,
         NetcheckError,
+        NetworkSpecError,
         OpenFilesError,
         PdfError,
         PreflightError,

@@ -18,6 +18,12 @@ from storbench.plan import specs as plan
 from storbench.run import render
 from tests.workflow.test_workflow import tiny_config
 
+# A comparison's regressions.json given where a search.json belongs, and the reverse
+REGRESSIONS = {"a": "before", "b": "after", "thresholds": {"iops": "-5%"}, "regressions": []}
+SEARCH_RESULT = {"experiment": "slo", "objective": {}, "limit": "1 ms", "answer": {}, "probes": []}
+NOT_A_SEARCH = "not a search result (search.json): no experiment, objective, limit, answer, probes"
+NOT_A_VERDICT = "not a comparison's regressions.json"
+
 
 def storbench(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "storbench", *args]
@@ -132,7 +138,7 @@ def test_a_hand_written_spec_missing_keys_is_refused_naming_them(args, missing, 
 )  # fmt: skip
 def test_a_results_file_that_is_not_parquet_is_named(args, tmp_path):
     (tmp_path / "bad.parquet").write_text("experiment,run_id\ne,r\n")  # a CSV by mistake
-    (tmp_path / "search.json").write_text("{}")
+    (tmp_path / "search.json").write_text(json.dumps(SEARCH_RESULT))
     result = storbench(tmp_path, *args)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith(
@@ -266,3 +272,56 @@ def test_a_preconditioning_page_refuses_a_stage_marker_without_its_kind(tmp_path
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "storbench: error: round-01.json: not a stage marker: no kind"
     assert not (tmp_path / "page").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["campaign-report", "--meta", '{"title": "t"}', "--out-dir", "out",
+         "--searches", "given.json"],
+        ["search", "report", "--result", "given.json", "--summary", "s.parquet",
+         "--meta", '{"title": "t"}', "--out-dir", "out"],
+    ],
+)  # fmt: skip
+def test_a_search_result_that_is_not_one_is_named(args, tmp_path):
+    (tmp_path / "given.json").write_text(json.dumps(REGRESSIONS))
+    result = storbench(tmp_path, *args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: given.json: {NOT_A_SEARCH}"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "given, line",
+    [
+        (json.dumps(SEARCH_RESULT), f"{NOT_A_VERDICT}: no a, b, thresholds, regressions"),
+        ("[]", f"{NOT_A_VERDICT}: a JSON list, not an object"),
+    ],
+)  # fmt: skip
+def test_compare_check_names_a_file_that_is_not_a_comparisons_verdict(given, line, tmp_path):
+    """Exit 1 is also what a regression gives: the line says which it was."""
+    (tmp_path / "given.json").write_text(given)
+    result = storbench(tmp_path, "compare", "check", "given.json", "--output", "passed.json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: given.json: {line}"
+    assert not (tmp_path / "passed.json").exists()
+
+
+@pytest.mark.parametrize(
+    "spec, line",
+    [
+        ({}, "network check spec: no server (with its clients) and no mesh"),
+        ({"mesh": [{"name": "a"}, {"name": "b"}], "duraton_s": 5},
+         "network check spec: unknown key(s) duraton_s"),
+        ({"server": {"name": "srv", "transport": "local"}, "clients": []},
+         "network.clients: no client hosts"),
+    ],
+)  # fmt: skip
+def test_a_network_check_spec_that_checks_nothing_or_has_a_typo_is_refused(spec, line, tmp_path):
+    spec_json = json.dumps(spec)
+    result = storbench(
+        tmp_path, "network", "--spec", spec_json, "--out-dir", "out", "--parquet", "n.parquet"
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: {line}"
+    assert not (tmp_path / "n.parquet").exists() and not (tmp_path / "out").exists()

@@ -1,4 +1,5 @@
-"""Reading a step's JSON marker (a preparation stage, a flush, a recipe's summary) back.
+"""Reading a step's JSON marker back (a preparation stage, a flush, a recipe's summary, a
+latency-SLO search's result).
 
 A marker given by hand that is not one (not JSON, not an object, or without the keys its
 kind always has) is refused with one line naming the file and what it lacks, rather than a
@@ -15,6 +16,9 @@ from pathlib import Path
 STAGE_KEYS = ("stage", "kind")  # and an index, but for the flush's
 FLUSH_KEYS = ("stage", "kind", "flush")
 PREPARED_KEYS = ("target", "recipe", "passes", "steady_state")
+# A latency-SLO search's search.json (analysis.search writes it)
+SEARCH_KEYS = ("experiment", "objective", "limit", "answer", "probes")
+SEARCH_RESULT = "search result (search.json)"
 
 
 class MarkerError(ValueError):

@@ -20,7 +20,6 @@ The experiments' own reports (``reports/<experiment>/index.html``) are linked, n
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.core import report_units, results
+from storbench.core.markers import SEARCH_KEYS, SEARCH_RESULT, read_marker
 from storbench.core.numbers import NS_PER_US, is_missing, scaled
 from storbench.report import environment, pivot, tables, toolkit
 from storbench.report import paper_tables as report_tables
@@ -56,7 +56,7 @@ def build_campaign_report(
     units = report_units.units_of(meta)
     raw = results.read_parquet(list(summaries)).to_pandas() if summaries else None
     summary = stats.summarize(raw) if raw is not None and not raw.empty else None
-    answers = [json.loads(Path(path).read_text()) for path in searches]
+    answers = [read_marker(path, SEARCH_KEYS, SEARCH_RESULT) for path in searches]
     experiments = meta.get("experiments") or {}
     key_rows = key_results(summary, answers, experiments)
     written: dict[str, Path] = {}

@@ -10,7 +10,6 @@ latency percentiles from the histograms of every confirmation run merged.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.core import histogram, report_units
+from storbench.core.markers import SEARCH_KEYS, SEARCH_RESULT, read_marker
 from storbench.core.numbers import NO_VALUE, format_number
 from storbench.core.results import ALL_HOSTS
 from storbench.plan import slo_search
@@ -62,7 +62,7 @@ PROBE_COLUMNS = (
 
 def build_search_report(result_path, summary_path, out_dir, meta: dict) -> dict[str, Path]:
     out_dir = Path(out_dir)
-    result = json.loads(Path(result_path).read_text())
+    result = read_marker(result_path, SEARCH_KEYS, SEARCH_RESULT)
     rows = read_results(summary_path)
     written: dict[str, Path] = {}
     frame = probes_frame(result)

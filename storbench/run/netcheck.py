@@ -62,6 +62,10 @@ TCP_LISTEN = "0A"  # socket state in /proc/net/tcp
 _SERVER_LOG = re.compile(r"/server-(\d+)\.log\b")
 
 
+class NetworkSpecError(ValueError):
+    """A network check's spec that does not describe one (a hand-written --spec)."""
+
+
 class NetcheckError(RuntimeError):
     """The check failed; the message names every bad host."""
 
@@ -78,7 +82,9 @@ def run_network_check(spec: dict, out_dir) -> list[dict]:
     """
     unknown = sorted(set(spec) - SPEC_KEYS)
     if unknown:
-        raise ValueError(f"network check spec: unknown key(s) {', '.join(unknown)}")
+        raise NetworkSpecError(f"network check spec: unknown key(s) {', '.join(unknown)}")
+    if not spec.get("server") and not spec.get("mesh"):
+        raise NetworkSpecError("network check spec: no server (with its clients) and no mesh")
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt) if in_main_thread else None
     rows: list[dict] = []
@@ -117,7 +123,7 @@ def _mesh_check(spec: dict, out_dir: Path) -> list[dict]:
     """
     nodes = list(spec["mesh"])
     if len(nodes) < 2:
-        raise ValueError("network.mesh: a mesh needs at least 2 hosts")
+        raise NetworkSpecError("network.mesh: a mesh needs at least 2 hosts")
     base = {k: v for k, v in spec.items() if k not in ("mesh", "server", "clients")}
     # each node its own block of ports, so nodes that share a machine never share a port
     first_port = int(base.get("port", 5201))
@@ -176,7 +182,7 @@ def slow_clients(rows: list[dict], min_fraction: float) -> list[dict]:
     receiving side's figure). Each flagged client: host, phase, bw_bytes_s, median, fraction.
     """
     if not 0 < min_fraction <= 1:
-        raise ValueError(f"network.min_fraction must be in (0, 1], got {min_fraction!r}")
+        raise NetworkSpecError(f"network.min_fraction must be in (0, 1], got {min_fraction!r}")
     rows = as_links(rows)
     flagged = []
     for phase in dict.fromkeys(row["run_id"] for row in rows):
@@ -241,17 +247,17 @@ class _Check:
     def __init__(self, spec: dict, out_dir: Path):
         unknown = sorted(set(spec) - SPEC_KEYS)
         if unknown:
-            raise ValueError(f"network check spec: unknown key(s) {', '.join(unknown)}")
+            raise NetworkSpecError(f"network check spec: unknown key(s) {', '.join(unknown)}")
         self.server = _host_spec(spec.get("server"), "network.server")
         clients = spec.get("clients") or []
         if not clients:
-            raise ValueError("network.clients: no client hosts")
+            raise NetworkSpecError("network.clients: no client hosts")
         self.clients = [_host_spec(c, f"network.clients[{i}]") for i, c in enumerate(clients)]
         self.client_dicts = [dict(client) for client in clients]
         _check_client_names(self.server, self.clients)
         self.port = _integer(spec.get("port", 5201), "network.port", 1, 65535)
         if self.port + len(self.clients) - 1 > 65535:
-            raise ValueError(
+            raise NetworkSpecError(
                 f"network.port: {len(self.clients)} clients need ports {self.port}.."
                 f"{self.port + len(self.clients) - 1}, beyond 65535"
             )
@@ -489,37 +495,37 @@ class _Check:
 
 def _host_spec(host, key: str) -> Host:
     if not isinstance(host, dict):
-        raise ValueError(f"{key}: expected a host mapping, got {host!r}")
+        raise NetworkSpecError(f"{key}: expected a host mapping, got {host!r}")
     try:
         return Host.from_dict(host)
     except ValueError as error:
-        raise ValueError(f"{key}: {error}") from error
+        raise NetworkSpecError(f"{key}: {error}") from error
 
 
 def _check_client_names(server: Host, clients: list[Host]) -> None:
     seen = set()
     for client in clients:
         if client.name == server.name:
-            raise ValueError(
+            raise NetworkSpecError(
                 f"network.clients: host {client.name} is the iperf3 server itself;"
                 " leave it out of the client groups"
             )
         if client.name in seen:
-            raise ValueError(f"network.clients: host {client.name} is listed twice")
+            raise NetworkSpecError(f"network.clients: host {client.name} is listed twice")
         seen.add(client.name)
 
 
 def _integer(value, key: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{key}: expected a whole number in {low}..{high}, got {value!r}")
+        raise NetworkSpecError(f"{key}: expected a whole number in {low}..{high}, got {value!r}")
     return value
 
 
 def _whole_seconds(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"network.duration: expected seconds, got {value!r}")
+        raise NetworkSpecError(f"network.duration: expected seconds, got {value!r}")
     if value < 1 or value != int(value):  # iperf3 reads --time with atoi()
-        raise ValueError(f"network.duration: must be whole seconds >= 1, got {value!r}")
+        raise NetworkSpecError(f"network.duration: must be whole seconds >= 1, got {value!r}")
     return int(value)
 
 
