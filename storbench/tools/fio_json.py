@@ -534,6 +534,8 @@ def parse_outputs(
     totals: dict = {}
     for index, (host, text) in enumerate(outputs):
         source = "fio client output" if host is None else f"fio output of host {host}"
+        if host == "":  # an imported file: no host name to give
+            source = "fio output"
         if sources:
             source = f"{sources[index]} ({source})"
         final, bin_values = final_document(text, source=source)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -49,6 +51,19 @@ def test_fio_refuses_an_iperf3_file_and_unknown_tools(tmp_path, capsys):
     assert "client-udp.json: iperf3 output, not fio" in capsys.readouterr().err
     assert main(["import", "--tool", "bonnie", "-o", str(output), str(iperf)]) == 1
     assert "unknown tool 'bonnie'" in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_cut_off_fio_file_is_named_with_what_it_lacks(tmp_path, capsys, monkeypatch):
+    """A file in the current folder: no folder name to take as its host's."""
+    monkeypatch.chdir(tmp_path)
+    Path("cut.json").write_bytes((FIXTURES / "fio/standalone-group.json").read_bytes()[:3000])
+    output = tmp_path / "out.parquet"
+    assert main(["import", "--tool", "fio", "-o", str(output), "cut.json"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "storbench: error: cut.json: not fio JSON output (fio output: no complete fio JSON "
+        "document (first line: '{'))"
+    )
     assert not output.exists()
 
 
