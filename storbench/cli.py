@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -506,10 +507,32 @@ def _units_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     )
 
 
+def whole_number_from_1(text: str) -> int:
+    """An argparse type: an iteration number (iterations count from 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1, got {text!r}")
+    return value
+
+
+def seconds_above_0(text: str) -> float:
+    """An argparse type: a time limit in seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
 def _time_limit_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout-s",
-        type=float,
+        type=seconds_above_0,
         help="an iteration's time limit in seconds, the config's timeout (default: the spec's)",
     )
 
@@ -541,7 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = steps.add_parser("run", help="run one iteration on every host of the run")
     run.add_argument("--spec", type=json_argument, required=True, help="run spec (JSON)")
-    run.add_argument("--iteration", type=int, required=True, help="iteration number, from 1")
+    run.add_argument(
+        "--iteration", type=whole_number_from_1, required=True, help="iteration number, from 1"
+    )
     _time_limit_argument(run)
     run.add_argument("--job", required=True, nargs="+", help="rendered job file, or one per host")
     run.add_argument("--manifest", required=True, help="run.json to publish on success")
@@ -597,7 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pdf", required=True, action="append", help="the PDF of the n-th --html page"
     )
     printing.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds per page (default 120)"
+        "--timeout", type=seconds_above_0, default=120.0, help="seconds per page (default 120)"
     )
     printing.set_defaults(handler=_pdf)
 

@@ -325,3 +325,25 @@ def test_a_network_check_spec_that_checks_nothing_or_has_a_typo_is_refused(spec,
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == f"storbench: error: {line}"
     assert not (tmp_path / "n.parquet").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "option, value, line",
+    [
+        ("--iteration", "0", "argument --iteration: expected a whole number from 1, got '0'"),
+        ("--timeout-s", "-5", "argument --timeout-s: expected seconds above 0, got '-5'"),
+        ("--timeout-s", "nan", "argument --timeout-s: expected seconds above 0, got 'nan'"),
+    ],
+)
+def test_a_run_refuses_an_iteration_or_time_limit_it_cannot_have(option, value, line, tmp_path):
+    """Before, iteration 0 ran, and a negative limit started the run and failed on the host."""
+    job = tmp_path / "job.fio"
+    job.write_text("[read]\nrw=read\nsize=1MiB\n")
+    given = {"--iteration": "1", "--timeout-s": "60", option: value}
+    result = storbench(
+        tmp_path, "run", "--spec", tiny_run_spec(tmp_path / "target"), "--job", str(job),
+        "--manifest", "raw/it1/run.json", *[part for pair in given.items() for part in pair],
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().endswith(f"storbench run: error: {line}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.fio"]
