@@ -24,7 +24,8 @@ try:
         storbench_config.load_yaml(configfile_path)
     CAMPAIGN = storbench_config.load_campaign(config, source=CONFIG_SOURCE)
 except storbench_config.ConfigError as error:
-    raise WorkflowError(str(error)) from None
+    located = storbench_config.with_lines(error, workflow.configfiles)
+    raise WorkflowError(str(located)) from None
 # Before any path is built: a named campaign's outputs (and its steps') go to its own folders
 paths.use_campaign(CAMPAIGN.name)
 PLAN = WorkflowPlan(CAMPAIGN)

@@ -42,6 +42,7 @@ MAX_RUN_ID_CHARS = 200  # a run id names folders and files; a file name holds 25
 MAX_CONFIG_VALUES = 100_000
 # libyaml's loader when PyYAML has it: the schema is read by every Snakemake start (40x faster)
 FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MERGE_TAG = "tag:yaml.org,2002:merge"  # '<<: *base' in a mapping
 
 
 class ConfigError(ValueError):
@@ -60,7 +61,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *base', overridable keys
+            if key_node.tag == MERGE_TAG:  # '<<: *base', overridable keys
                 continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, (str, int, float, bool)) and key in seen:
@@ -123,7 +124,75 @@ def yte_problem(text: str) -> str:
 
 
 def load_campaign_file(path: str | os.PathLike) -> Campaign:
-    return load_campaign(load_yaml(path), source=str(path))
+    raw = load_yaml(path)
+    try:
+        return load_campaign(raw, source=str(path))
+    except ConfigError as error:
+        raise with_lines(error, [path]) from None
+
+
+def with_lines(error: ConfigError, files: list) -> ConfigError:
+    """The error with each problem's line in the config files it was read from (a later
+    file's key wins, as in Snakemake's merge of several --configfile)."""
+    lines: dict[str, tuple[str, int]] = {}
+    for path in files:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        lines.update((key, (str(path), line)) for key, line in key_lines(text).items())
+    if not lines:
+        return error
+    several = len(files) > 1
+    located = []
+    for problem in error.problems:
+        found = _line_of(problem.split(": ", 1)[0], lines)
+        if found is None:
+            located.append(problem)
+            continue
+        path, line = found
+        located.append(f"{problem} ({path} line {line})" if several else f"{problem} (line {line})")
+    return ConfigError(located, error.source)
+
+
+def _line_of(key: str, lines: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
+    """The line of the key, else of the nearest key above it that the file has."""
+    if key in lines:
+        return lines[key]
+    above = [k for k in lines if key.startswith(f"{k}.") or key.startswith(f"{k}[")]
+    return lines[max(above, key=len)] if above else None
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Each key path of a YAML text ('experiments.demo.sweep.bs[1]', as problems name them)
+    -> the 1-based line it is on; {} for a text that is not YAML."""
+    try:
+        root = yaml.compose(text, Loader=FAST_SAFE_LOADER)
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    lines: dict[str, int] = {}
+    walked: set[int] = set()
+
+    def walk(node, parts: tuple) -> None:
+        if id(node) in walked:  # an alias: the lines are its anchor's, named already
+            return
+        walked.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
+                    continue  # '<<: *base': the merged keys' lines are the anchor's
+                path = (*parts, key_node.value)
+                lines.setdefault(_key_path(path), key_node.start_mark.line + 1)
+                walk(value, path)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                path = (*parts, index)
+                lines.setdefault(_key_path(path), item.start_mark.line + 1)
+                walk(item, path)
+
+    if root is not None:
+        walk(root, ())
+    return lines
 
 
 def load_campaign(raw: dict, source: str = "config") -> Campaign:

@@ -195,6 +195,61 @@ def test_snakemake_refuses_duplicate_keys(tmp_path):
     assert result.returncode != 0 and "found duplicate key 'demo'" in result.stdout + result.stderr
 
 
+def test_snakemake_names_the_file_and_line_of_a_problem_in_its_second_configfile(tmp_path):
+    """Snakemake merges --configfile files; each problem names the one its key came from."""
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(VALID, sort_keys=False))
+    override = tmp_path / "override.yaml"
+    override.write_text("# the lab's own settings\nexperiments:\n  demo:\n    iterations: 0\n")
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--configfile", str(base), str(override)]
+    result = subprocess.run(
+        [*command, "-n"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode != 0
+    assert (
+        f"  - experiments.demo.iterations: 0 is less than the minimum of 1 ({override} line 4)"
+        in result.stdout + result.stderr
+    )
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_problem_names_its_own_line_in_a_flow_sequence_and_a_merged_key_its_mappings(
+    tmp_path, capsys
+):
+    path = tmp_path / "campaign.yaml"
+    path.write_text(
+        "hosts: {localhost: {transport: local}}\n"
+        "targets: {scratch: {type: directory, path: /var/tmp/x}}\n"
+        "experiments:\n"
+        "  first:\n"
+        "    tool: fio\n"
+        "    hosts: localhost\n"
+        "    target: scratch\n"
+        "    job: &job {size: 1m, bs: 0k, rw: read}\n"
+        "    sweep:\n"
+        "      iodepth: [1, 0, 4]\n"
+        "      numjobs:\n"
+        "        - 1\n"
+        "        - -2\n"
+        "  second:\n"
+        "    tool: fio\n"
+        "    hosts: localhost\n"
+        "    target: scratch\n"
+        "    job: {<<: *job, rw: write}\n"
+    )
+    code, err = check(path, capsys)
+    assert code == 1
+    assert err.splitlines()[1:] == [
+        "  - experiments.first.job.bs: a block size must be more than 0: '0k' (line 8)",
+        "  - experiments.first.sweep.iodepth[1]: iodepth must be a whole number >= 1, not 0"
+        " (line 10)",
+        "  - experiments.first.sweep.numjobs[1]: numjobs must be a whole number >= 1, not -2"
+        " (line 13)",
+        # merged from first's job: the line of second's job, the nearest key the file has
+        "  - experiments.second.job.bs: a block size must be more than 0: '0k' (line 18)",
+    ]
+
+
 # --- one schema violation of each class ------------------------------------------------------
 
 
