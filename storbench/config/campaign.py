@@ -49,9 +49,9 @@ class ConfigError(ValueError):
     """A config problem; ``problems`` holds one '<key path>: <problem>' line each."""
 
     def __init__(self, problems: list[str], source: str = "config"):
-        self.problems = problems
+        self.problems = list(dict.fromkeys(problems))  # one check may meet a value twice
         self.source = source
-        lines = "\n".join(f"  - {p}" for p in problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid {source}:\n{lines}")
 
 
@@ -701,7 +701,9 @@ def _experiment(
     if len(target_names) > 1:
         _check_target_set(key, spec, target_names, raw, problems)
     job = dict(spec.get("job") or {})
-    if "dataset" in spec or "precondition" in spec or "flush" in spec:
+    prepared = "dataset" in spec or "precondition" in spec or "flush" in spec
+    # a dataset or recipe refused for its own problems is named there, not called unknown
+    if prepared and not _names_a_refused_preparation(spec, raw, datasets, recipes):
         _check_prepared_tool(key, spec, target_names, raw, recipes, problems)
         job = prepare_plan.experiment_job(
             name, spec, job, datasets, recipes, target_names[0], problems
@@ -709,7 +711,7 @@ def _experiment(
     sweep = dict(spec.get("sweep") or {})
     tool = spec["tool"] if spec["tool"] in known_tools() else None
     for option, value in job.items():
-        _check_option_value(f"{key}.job.{option}", option, value, problems, tool=tool)
+        _check_option_value(_job_key(key, spec, option), option, value, problems, tool=tool)
     for option, values in sweep.items():
         if option == "zip":
             for zipped, zipped_values in values.items():
@@ -850,6 +852,14 @@ def _tools_with(capability: str) -> str:
 
     names = [n for n in known_tools() if getattr(get_tool(n).capabilities, capability)]
     return ", ".join(names) or "none"
+
+
+def _names_a_refused_preparation(spec: dict, raw: dict, datasets: dict, recipes: dict) -> bool:
+    """The experiment's dataset or recipe is in the config, but was refused for its problems."""
+    dataset, recipe = spec.get("dataset"), spec.get("precondition")
+    return (dataset in (raw.get("datasets") or {}) and dataset not in datasets) or (
+        recipe in (raw.get("preconditioning") or {}) and recipe not in recipes
+    )
 
 
 def _recipe_covers(spec: dict, target_names: list[str], raw: dict, recipes: dict) -> bool:
@@ -1349,6 +1359,8 @@ def _check_size(option: str, text: str) -> None:
     if option in PERCENT_SIZE_OPTIONS and text.endswith("%"):
         return
     if option in ("bs", "blocksize"):  # fio accepts ranges (4k-16k) and per-direction lists (4k,8k)
+        if not text.replace(",", "").strip():
+            raise units.UnitError(f"not a block size or range: {text!r}")
         for direction in filter(None, text.split(",")):  # ',8k': reads keep fio's default
             ends = direction.split("-")
             if len(ends) > 2 or not all(ends):
@@ -1415,9 +1427,12 @@ def _job_file_problems(raw: dict) -> list[str]:
                 problems.append(f"targets.{name}.path: {problem}")
     preparer = preparation_tool()
     for key, option, value in _prepared_values(raw):
-        if problem := preparer.job_value_problem(option, job_file_text(value)):
-            problems.append(f"{key}: {problem}")
-        elif commands := preparer.command_options({option: value}):
+        found = len(problems)
+        # job-file syntax, then sizes, durations and counts, as for experiments' options
+        _check_option_value(key, option, value, problems, tool=preparer.name)
+        if len(problems) > found:
+            continue
+        if commands := preparer.command_options({option: value}):
             problems.append(
                 f"{key}: runs a command on every host ({next(iter(commands.values()))!r});"
                 " not in datasets or preconditioning (use purge: or flush: commands)"

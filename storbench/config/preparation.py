@@ -667,6 +667,8 @@ def _same_value(option: str, value, prepared) -> bool:
 def _check_numjobs(key, spec, job, layout, dataset_name, problems) -> None:
     if hostfacts.has_expression(layout.get("numjobs")):
         return  # computed per host: an experiment asking for more jobs finds no files at run time
+    if not str(layout.get("numjobs", 1)).isdigit():
+        return  # not a count: the dataset's own numjobs is reported
     prepared = int(layout.get("numjobs", 1))
     wanted = [value for _, option, value in _option_values(spec, job) if option == "numjobs"]
     for value in wanted:

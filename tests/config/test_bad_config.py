@@ -250,6 +250,38 @@ def test_a_problem_names_its_own_line_in_a_flow_sequence_and_a_merged_key_its_ma
     ]
 
 
+ELASTIFILE = REPO / "config/examples/elastifile.yaml"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("numjobs", "x", "numjobs must be a whole number >= 1, not 'x'"),
+        ("numjobs", 0, "numjobs must be a whole number >= 1, not 0"),
+        ("filesize", "lots", "not a size: 'lots' (expected e.g. 4k, 1m, 256MiB, 1g)"),
+    ],
+)
+def test_a_bad_dataset_option_is_named_once_at_the_dataset(option, value, expected):
+    """Before: a count that was no number stopped `check` with a traceback, and the two
+    experiments using the dataset were told it was unknown, or repeated its problem."""
+    raw = config.load_yaml(ELASTIFILE)
+    raw["datasets"]["working_set"]["job"][option] = value
+    with pytest.raises(config.ConfigError) as caught:
+        config.load_campaign(raw)
+    assert caught.value.problems == [f"datasets.working_set.job.{option}: {expected}"]
+
+
+@pytest.mark.parametrize("value", ["", ",", " "])
+def test_an_empty_block_size_in_a_zipped_sweep_is_named(value):
+    raw = copy.deepcopy(VALID)
+    raw["experiments"]["demo"]["sweep"] = {"zip": {"bs": [value, "4k"], "iodepth": [1, 4]}}
+    with pytest.raises(config.ConfigError) as caught:
+        config.load_campaign(raw)
+    assert caught.value.problems == [
+        f"experiments.demo.sweep.zip.bs[0]: not a block size or range: {value!r}"
+    ]
+
+
 # --- one schema violation of each class ------------------------------------------------------
 
 
