@@ -811,7 +811,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.analysis.importing import ImportInputError
     from storbench.config.campaign import ConfigError
     from storbench.core.markers import MarkerError
-    from storbench.core.results import ResultsFileError
+    from storbench.core.results import ResultsFileError, ResultValueError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
     from storbench.hosts.open_files import OpenFilesError
@@ -843,6 +843,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         RegressionError,
         RenderError,
         ResultsFileError,
+        ResultValueError,
         RunError,
         S3Error,
         SearchError,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storbench.tools import get_tool, known_tools
-from storbench.tools.base import ZSTD_MAGIC, ToolOutputError
+from storbench.tools.base import UNEXPECTED_SHAPE, ZSTD_MAGIC, ToolOutputError, reading_output
 
 HEAD_BYTES = 64 * 1024
 STORBENCH_RUN = "storbench"  # a run folder storbench wrote: its manifest says how to parse it
@@ -214,7 +214,7 @@ def _read(adapter, units: list[Path], base: dict, found: ImportPlan) -> tuple[li
     with the reason (a truncated file names itself), a named one stops the import."""
     while units:
         try:
-            return adapter.import_outputs(units, base), adapter.import_series(units, base)
+            return _read_units(adapter, units, base)
         except ToolOutputError as error:
             text = str(error)
             culprits = [u for u in units if text.startswith(str(u)) and u not in found.named]
@@ -225,6 +225,21 @@ def _read(adapter, units: list[Path], base: dict, found: ImportPlan) -> tuple[li
             rest = text[len(str(culprit)) :]
             found.skipped.append((culprit, text if rest.startswith("/") else rest.lstrip(": ")))
     return [], []
+
+
+def _read_units(adapter, units: list[Path], base: dict) -> tuple[list, list]:
+    """The tool's rows and series of the units; output of a shape its parser does not expect,
+    or an error naming no file, is a ToolOutputError naming the unit (each read alone to find
+    it)."""
+    try:
+        return adapter.import_outputs(units, base), adapter.import_series(units, base)
+    except UNEXPECTED_SHAPE as error:  # a ToolOutputError too (a ValueError)
+        if isinstance(error, ToolOutputError) and any(str(u) in str(error) for u in units):
+            raise
+        for unit in units:
+            with reading_output(unit, adapter.name):
+                adapter.import_outputs([unit], base), adapter.import_series([unit], base)
+        raise  # no unit fails alone: the units together are what the parser cannot read
 
 
 __all__ = ["ImportInputError", "ImportPlan", "ToolOutputError", "import_outputs", "plan"]

@@ -11,7 +11,7 @@ from storbench.core.aggregate import aggregate_hosts
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest, SpecError, start_skew_s
 from storbench.tools import get_tool
-from storbench.tools.base import ToolOutputError
+from storbench.tools.base import ToolOutputError, reading_output
 
 
 def parse_iteration(
@@ -34,6 +34,8 @@ def _table(rows: list[dict], schema, manifest_path: str):
 
     try:
         return results.table_from_rows(rows, schema)
+    except results.ResultValueError as error:  # it names the value, its column and its run
+        raise ToolOutputError(f"{manifest_path}: {error}") from None
     except (ValueError, TypeError, pa.ArrowException) as error:
         raise ToolOutputError(
             f"{manifest_path}: the parsed rows do not fit the result schema: {error}"
@@ -73,13 +75,15 @@ def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = Fals
         "loop": "closed" if offered is None else "open",
         "offered_iops": offered,
     }
-    rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)
+    with reading_output(raw_dir, manifest.tool):
+        rows = with_host_times(tool.parse(manifest, raw_dir, base), hosts)
     if manifest.target.get("members"):
         rows = with_target_set_rows(rows, manifest.target)
     series = None
     if with_timeseries:
         identity = {k: base[k] for k in ("experiment", "run_id", "iteration", "attempt", "tool")}
-        series = tool.parse_timeseries(manifest, raw_dir, identity)
+        with reading_output(raw_dir, manifest.tool):
+            series = tool.parse_timeseries(manifest, raw_dir, identity)
     return rows, series
 
 

@@ -113,6 +113,13 @@ TIMESERIES_SCHEMA = pa.schema(
 TIMESERIES_COLUMNS = tuple(TIMESERIES_SCHEMA.names)
 
 
+class ResultValueError(ValueError):
+    """A parsed value that does not fit its result column (a corrupt tool output)."""
+
+
+_UNFIT = (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError)
+
+
 def table_from_rows(rows: list[dict], schema: pa.Schema = SCHEMA) -> pa.Table:
     """Build a table in the schema; missing keys become nulls, unknown keys are an error."""
     unknown = {key for row in rows for key in row} - set(schema.names)
@@ -121,7 +128,26 @@ def table_from_rows(rows: list[dict], schema: pa.Schema = SCHEMA) -> pa.Table:
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     columns["schema_version"] = [SCHEMA_VERSION] * len(rows)
     with _pandas_kept_out():
-        return pa.table(columns, schema=schema)
+        try:
+            return pa.table(columns, schema=schema)
+        except _UNFIT as error:
+            raise _unfit_value(rows, columns, schema, error) from None
+
+
+def _unfit_value(rows: list[dict], columns: dict, schema: pa.Schema, error) -> ResultValueError:
+    """The first value that does not fit its column, named with the raw file it came from."""
+    for field in schema:
+        for index, value in enumerate(columns[field.name]):
+            try:
+                pa.array([value], type=field.type)
+            except _UNFIT:
+                row = rows[index]
+                where = row.get("source") or f"run {row.get('run_id')} (host {row.get('host')})"
+                return ResultValueError(
+                    f"{where}: {field.name} = {value!r} does not fit the result schema "
+                    f"({field.type}); is the tool's output corrupt?"
+                )
+    return ResultValueError(f"rows do not fit the result schema: {error}")
 
 
 class _NoPandas(importlib.abc.MetaPathFinder):

@@ -11,6 +11,7 @@ in bytes, times in ns or s as the column names say. Time-series rows use
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,29 @@ class RenderError(ValueError):
 
 class ToolOutputError(ValueError):
     """A file is not this tool's output, or is empty or truncated; the message names the file."""
+
+
+# What a parser meets in output of an unexpected shape (a key or item missing, a number
+# where a mapping was, a value that is no number): named as that output's, not a traceback
+UNEXPECTED_SHAPE = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError)
+
+
+@contextlib.contextmanager
+def reading_output(source: str | Path, tool: str):
+    """Parsing ``source`` (a file or a run's raw folder) as ``tool``'s output: an error of
+    UNEXPECTED_SHAPE becomes a ToolOutputError naming it, as does one that names no file."""
+    try:
+        yield
+    except ToolOutputError as error:
+        if str(source) in str(error):
+            raise
+        raise ToolOutputError(f"{source}: {error}") from error
+    except UNEXPECTED_SHAPE as error:
+        detail = f"{type(error).__name__}: {error}"
+        raise ToolOutputError(
+            f"{source}: not {tool} output as storbench reads it ({detail}); is it cut off or "
+            "from another version?"
+        ) from error
 
 
 class ToolAdapter:

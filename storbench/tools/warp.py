@@ -714,4 +714,9 @@ def _timestamp(text: str):
         raise ToolOutputError(f"not an RFC 3339 time: {text!r}")
     stem, fraction, zone = match.groups()
     fraction = f".{fraction[:6]}" if fraction else ""
-    return datetime.datetime.fromisoformat(stem + fraction + ("+00:00" if zone == "Z" else zone))
+    try:
+        return datetime.datetime.fromisoformat(
+            stem + fraction + ("+00:00" if zone == "Z" else zone)
+        )
+    except ValueError:
+        raise ToolOutputError(f"not an RFC 3339 time: {text!r}") from None

@@ -333,3 +333,85 @@ def test_snakemake_reparse_of_damaged_output_fails_and_publishes_nothing(tmp_pat
     named = f"{raw_file.relative_to(tmp_path)} (fio output of host localhost): no complete fio"
     assert log.startswith(f"storbench: error: {named} JSON document"), log
     assert not parsed.parent.exists() or list(parsed.parent.iterdir()) == []
+
+
+# --- shapes the parsers did not expect (found by mutating the fixtures at random) -----------
+
+
+def test_a_count_too_large_for_its_column_is_named_with_its_run_and_host(tmp_path, capsys):
+    doc = fixture_doc()
+    doc["jobs"][0]["read"]["total_ios"] = 10**20  # beyond int64: pyarrow's OverflowError before
+    manifest = write_iteration(tmp_path / "it1", {"h1": json.dumps(doc).encode()})
+    err = refused(manifest, capsys)
+    assert err == (
+        f"storbench: error: {manifest}: run randread_bs4k (host h1): ios = "
+        "100000000000000000000 does not fit the result schema (int64); is the tool's output "
+        "corrupt?\n"
+    )
+
+
+def infinite_histogram_count() -> bytes:
+    text = fixture().decode()
+    bins = fixture_doc()["jobs"][0]["read"]["clat_ns"]["bins"]
+    latency, count = next(iter(bins.items()))
+    damaged = text.replace(f'"{latency}" : {count}', f'"{latency}" : 1e400', 1)
+    assert damaged != text
+    return damaged.encode()
+
+
+def test_an_infinite_histogram_count_is_refused_naming_the_raw_folder(tmp_path, capsys):
+    manifest = write_iteration(tmp_path / "it1", {"h1": infinite_histogram_count()})
+    err = refused(manifest, capsys)
+    assert err == (
+        f"storbench: error: {tmp_path / 'it1/a1'}: not fio output as storbench reads it "
+        "(OverflowError: cannot convert float infinity to integer); is it cut off or from "
+        "another version?\n"
+    )
+
+
+def without_interval_sums(text: str) -> str:
+    doc = json.loads(text)
+    intervals = [{k: v for k, v in i.items() if k != "sum"} for i in doc["intervals"]]
+    return json.dumps({**doc, "intervals": intervals})
+
+
+@pytest.mark.parametrize(
+    ("tool", "source", "damage", "problem"),
+    [
+        (
+            "iperf3",
+            "iperf3/server-parallel-4.json",
+            lambda text: without_interval_sums(text),
+            "not iperf3 output as storbench reads it (KeyError: 'sum'); is it cut off or from "
+            "another version?",
+        ),
+        (
+            "warp",
+            "warp/analyze-mixed.json",
+            lambda text: text.replace('"start": "2026-11-', '"start": "2026-nan-'),
+            "not an RFC 3339 time: '2026-nan-21T06:05:42Z'",
+        ),
+        (
+            "fio",
+            "fio/standalone-group.jsonplus.json",
+            lambda text: infinite_histogram_count().decode(),
+            "not fio output as storbench reads it (OverflowError: cannot convert float infinity "
+            "to integer)",
+        ),
+    ],
+    ids=["iperf3-interval-without-sum", "warp-month-nan", "fio-infinite-count"],
+)  # fmt: skip
+def test_an_output_of_a_shape_the_parser_does_not_expect_is_named_on_import(
+    tool, source, damage, problem, tmp_path, capsys
+):
+    damaged = tmp_path / "h1" / Path(source).name
+    damaged.parent.mkdir()
+    text = (SHARED / source).read_text()
+    damaged.write_text(damage(text))
+    assert damaged.read_text() != text
+    output = tmp_path / "out" / "imported.parquet"
+    code = cli.main(["import", "--tool", tool, "-o", str(output), str(damaged)])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert err.startswith(f"storbench: error: {damaged}: {problem}"), err
+    assert not output.parent.exists()
