@@ -199,11 +199,12 @@ def _storbench_run(folder: Path, experiment: str, tools: list[str]) -> tuple[lis
     path = storbench_manifest(folder)
     assert path is not None  # _walk found it
     manifest = ingest.read_manifest(path)
-    job_file = folder / manifest.job_file
-    beside = folder / Path(manifest.job_file).name
-    if not job_file.exists() and beside.is_file():  # the run folder moved without jobs/
-        manifest = dataclasses.replace(manifest, job_file=str(beside.resolve()))
-    rows, series = ingest.manifest_rows(manifest, folder, with_timeseries=True)
+    with ingest.reading_manifest(path):
+        job_file = folder / manifest.job_file
+        beside = folder / Path(manifest.job_file).name
+        if not job_file.exists() and beside.is_file():  # the run folder moved without jobs/
+            manifest = dataclasses.replace(manifest, job_file=str(beside.resolve()))
+        rows, series = ingest.manifest_rows(manifest, folder, with_timeseries=True)
     rows = [{**row, "experiment": experiment} for row in rows if row["tool"] in tools]
     series = [{**row, "experiment": experiment} for row in series or [] if row["tool"] in tools]
     return rows, series

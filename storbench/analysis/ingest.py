@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ from storbench.core.aggregate import aggregate_hosts
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest, SpecError, start_skew_s
 from storbench.tools import get_tool
-from storbench.tools.base import ToolOutputError, reading_output
+from storbench.tools.base import UNEXPECTED_SHAPE, ToolOutputError, reading_output
 
 
 def parse_iteration(
@@ -45,7 +46,23 @@ def _table(rows: list[dict], schema, manifest_path: str):
 def iteration_rows(manifest_path: str, *, with_timeseries: bool = False):
     """(result rows, per-interval rows or None) of one iteration; the standard library only."""
     manifest_file = Path(manifest_path)
-    return manifest_rows(read_manifest(manifest_file), manifest_file.parent, with_timeseries)
+    manifest = read_manifest(manifest_file)
+    with reading_manifest(manifest_file):
+        return manifest_rows(manifest, manifest_file.parent, with_timeseries)
+
+
+@contextlib.contextmanager
+def reading_manifest(path: Path):
+    """Rows from a manifest of a shape storbench does not write (edited by hand, damaged): a
+    ToolOutputError naming it. The tool's own output is named by reading_output."""
+    try:
+        yield
+    except ToolOutputError:
+        raise
+    except UNEXPECTED_SHAPE as error:
+        raise ToolOutputError(
+            f"{path}: not a run manifest as storbench writes it ({type(error).__name__}: {error})"
+        ) from None
 
 
 def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = False):

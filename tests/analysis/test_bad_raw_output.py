@@ -188,6 +188,32 @@ def test_bad_manifest_is_named(manifest_text, expected, tmp_path, capsys):
     refused(manifest, capsys, f"{manifest}: {expected}")
 
 
+NOT_AS_WRITTEN = "not a run manifest as storbench writes it"
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda m: m.update(hosts=[]), f"{NOT_AS_WRITTEN} (IndexError: tuple index out of range)"),
+        (lambda m: m.update(target="scratch"),
+         f"{NOT_AS_WRITTEN} (AttributeError: 'str' object has no attribute 'get')"),
+        (lambda m: m["hosts"][0].update(start_time="yesterday"),
+         f"{NOT_AS_WRITTEN} (ValueError: Invalid isoformat string: 'yesterday')"),
+        (lambda m: m.update(tool="fioo"),
+         f"{NOT_AS_WRITTEN} (KeyError: \"unknown tool 'fioo' (known: elbencho, fio, gosbench, "
+         "iperf3, vdbench, warp)\")"),
+    ],
+    ids=["no-hosts", "target-a-name", "start-time-no-time", "unknown-tool"],
+)  # fmt: skip
+def test_a_manifest_edited_out_of_shape_is_named(edit, expected, tmp_path, capsys):
+    """Found by mutating a manifest at random: each stopped the parse with a traceback."""
+    manifest = write_iteration(tmp_path / "it1", {"h1": fixture()})
+    spec = json.loads(manifest.read_text())
+    edit(spec)
+    manifest.write_text(json.dumps(spec))
+    assert refused(manifest, capsys) == f"storbench: error: {manifest}: {expected}\n"
+
+
 def test_cut_client_server_output_names_the_controller_file(tmp_path, capsys):
     manifest = write_iteration(tmp_path / "it1", {"h1": None})
     (tmp_path / "it1/a1/controller.json").write_bytes(fixture("client-server.jsonplus.json")[:999])
