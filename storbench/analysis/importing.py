@@ -240,7 +240,9 @@ def _read_units(adapter, units: list[Path], base: dict) -> tuple[list, list]:
         for unit in units:
             with reading_output(unit, adapter.name):
                 adapter.import_outputs([unit], base), adapter.import_series([unit], base)
-        raise  # no unit fails alone: the units together are what the parser cannot read
+        # no unit fails alone: the units together are what the parser cannot read
+        with reading_output(", ".join(map(str, units)), adapter.name):
+            raise
 
 
 __all__ = ["ImportInputError", "ImportPlan", "ToolOutputError", "import_outputs", "plan"]
