@@ -135,7 +135,8 @@ def table_from_rows(rows: list[dict], schema: pa.Schema = SCHEMA) -> pa.Table:
 
 
 def _unfit_value(rows: list[dict], columns: dict, schema: pa.Schema, error) -> ResultValueError:
-    """The first value that does not fit its column, named with the raw file it came from."""
+    """The first value that does not fit its column, named with its row's source file, else
+    its run and host."""
     for field in schema:
         for index, value in enumerate(columns[field.name]):
             try:
