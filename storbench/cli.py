@@ -811,6 +811,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.analysis.importing import ImportInputError
     from storbench.config.campaign import ConfigError
     from storbench.core.markers import MarkerError
+    from storbench.core.paths import PathComponentError
     from storbench.core.results import ResultsFileError, ResultValueError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
@@ -826,6 +827,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.run.render import RenderError
     from storbench.run.s3 import S3Error
     from storbench.run.telemetry import TelemetryError
+    from storbench.tools import UnknownToolError
     from storbench.tools.base import ToolOutputError
 
     return (
@@ -837,6 +839,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         NetcheckError,
         NetworkSpecError,
         OpenFilesError,
+        PathComponentError,
         PdfError,
         PreflightError,
         PrepareError,
@@ -853,6 +856,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         TelemetryError,
         ToolOutputError,
         UnitError,
+        UnknownToolError,
     )
 
 

@@ -347,3 +347,59 @@ def test_a_run_refuses_an_iteration_or_time_limit_it_cannot_have(option, value, 
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().endswith(f"storbench run: error: {line}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.fio"]
+
+
+def tiny_render_spec(target: Path) -> dict:
+    campaign = config.load_campaign(tiny_config(target, rw=("read",)))
+    (run,) = campaign.experiment_runs("tiny")
+    return json.loads(plan.to_json(plan.render_spec(campaign, "tiny", run)))
+
+
+def test_a_hand_written_run_spec_with_a_host_given_as_a_name_is_named(tmp_path):
+    """It reached the run engine and stopped there with a traceback (found by mutating specs)."""
+    spec = json.loads(tiny_run_spec(tmp_path / "target"))
+    (tmp_path / "j.fio").write_text("[read]\nrw=read\n")
+    manifest = tmp_path / "it1/run.json"
+    result = storbench(
+        tmp_path, "run", "--spec", json.dumps({**spec, "hosts": "localhost"}), "--iteration", "1",
+        "--job", "j.fio", "--manifest", str(manifest),
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        'storbench: error: run spec: hosts must be a list of mappings, not "localhost"'
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.fio"]
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        ({"tool": "fioo"},
+         "unknown tool 'fioo' (known: elbencho, fio, gosbench, iperf3, vdbench, warp)"),
+        ({"hosts": ["localhost", 2]}, "render spec: hosts[1] must be a string, not 2"),
+        ({"target": {"name": "scratch", "type": "directory", "path": True}},
+         "render spec: target.path must be a string, not true"),
+    ],
+    ids=["unknown-tool", "host-not-a-name", "path-not-a-string"],
+)  # fmt: skip
+def test_a_hand_written_render_spec_out_of_shape_is_named(change, line, tmp_path):
+    spec = {**tiny_render_spec(tmp_path / "target"), **change}
+    result = storbench(tmp_path, "render", "--spec", json.dumps(spec), "--output", "j.fio")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: {line}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_vdbench_option_refused_at_render_is_one_line(tmp_path):
+    """VdbenchJobError is a RenderError now: `render` named it with a traceback before."""
+    spec = {
+        **tiny_render_spec(tmp_path / "target"),
+        "tool": "vdbench",
+        "params": {"rw": "randread", "bs": "4k", "size": "1g", "interval": -1},
+    }
+    result = storbench(tmp_path, "render", "--spec", json.dumps(spec), "--output", "j.vdb")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "storbench: error: vdbench: interval must be at least 1 second, got -1"
+    )
+    assert list(tmp_path.iterdir()) == []

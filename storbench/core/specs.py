@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -24,6 +26,100 @@ class SpecError(ValueError):
 
 def _json(value: dict) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+# What a field's annotation (a string here) takes from JSON: its types, singular, plural.
+_JSON_TYPES: dict[str, tuple[tuple[type, ...], str, str]] = {
+    "str": ((str,), "a string", "strings"),
+    "int": ((int,), "a whole number", "whole numbers"),
+    "float": ((int, float), "a number", "numbers"),
+    "bool": ((bool,), "true or false", "true or false"),
+    "dict": ((dict,), "a mapping", "mappings"),
+    "None": ((type(None),), "null", "null"),
+}
+_TUPLE_OF = re.compile(r"tuple\[(\w+), \.\.\.\]")
+_FieldCheck = tuple[tuple[type, ...], str, tuple[type, ...], str]  # types, words; items' too
+
+
+@functools.cache
+def _field_check(annotation: str) -> _FieldCheck | None:
+    """What a field takes and how to say it, None for a field that takes any value (Any)."""
+    types: list[type] = []
+    words: list[str] = []
+    items: tuple[tuple[type, ...], str, str] = ((), "", "")
+    for part in annotation.split(" | "):
+        if part in _JSON_TYPES:
+            part_types, word, _ = _JSON_TYPES[part]
+        elif (match := _TUPLE_OF.fullmatch(part)) and match.group(1) in _JSON_TYPES:
+            items = _JSON_TYPES[match.group(1)]
+            part_types, word = (list, tuple), f"a list of {items[2]}"
+        else:
+            return None
+        types.extend(part_types)
+        words.append(word)
+    return tuple(types), " or ".join(words), items[0], items[1]
+
+
+def _type_problem(value: object, annotation: str) -> str | None:
+    """What is wrong with a JSON value for a field (from its key on), None when it fits."""
+    check = _field_check(annotation)
+    if check is None:
+        return None
+    types, expected, item_types, item_expected = check
+    if not _fits(value, types):
+        return f" must be {expected}, not {_shown(value)}"
+    if item_types and isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            if not _fits(item, item_types):
+                return f"[{index}] must be {item_expected}, not {_shown(item)}"
+    return None
+
+
+def _fits(value: object, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+# A target mapping's keys and what each takes (the config's targets, as the steps get them).
+_TARGET_KEYS = {
+    "name": "str", "type": "str", "path": "str", "per_host_subdir": "bool", "capacity": "str | int",
+    "endpoint": "str", "region": "str", "bucket_prefix": "str", "bucket": "str",
+    "verify_tls": "bool", "credentials": "dict", "members": "tuple[dict, ...]",
+}  # fmt: skip
+_TARGET_NEEDS = {"directory": ("path",), "block": ("path",), "s3": ("endpoint", "credentials")}
+
+
+def target_problem(target: dict) -> str | None:
+    """What is wrong with a target mapping (from its first key on), None when it fits."""
+    for key in ("name", "type"):
+        if key not in target:
+            return f": missing key {key}"
+    for key, value in target.items():
+        if key in _TARGET_KEYS and (problem := _type_problem(value, _TARGET_KEYS[key])):
+            return f".{key}{problem}"
+    kind = target["type"]
+    if kind not in _TARGET_NEEDS:
+        return f".type must be one of {', '.join(_TARGET_NEEDS)}, not {_shown(kind)}"
+    if "members" in target:
+        for index, member in enumerate(target["members"]):
+            if problem := target_problem(member):
+                return f".members[{index}]{problem}"
+        return None
+    missing = [key for key in _TARGET_NEEDS[kind] if key not in target]
+    return f": a target of type {kind} needs {', '.join(missing)}" if missing else None
+
+
+def host_problem(host: dict) -> str | None:
+    """What is wrong with a config host mapping, None when it makes a Host."""
+    try:
+        Host.from_dict(host)
+    except (TypeError, ValueError) as error:
+        return f": {error}"
+    return None
 
 
 def with_keys(kind: str, data: object, keys: tuple[str, ...]) -> dict:
@@ -49,10 +145,19 @@ class StepSpec:
     OPTIONAL: ClassVar[tuple[str, ...]] = ()
     KEYS: ClassVar[dict[str, str]] = {}
     NESTED: ClassVar[dict[str, type[StepSpec]]] = {}
+    # fields holding a target mapping, a config host mapping or a tuple of them
+    TARGETS: ClassVar[tuple[str, ...]] = ()
+    HOSTS: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def from_dict(cls, data: dict | Self, *, ignore: tuple[str, ...] = ()) -> Self:
-        """From a spec mapping; keys in ``ignore`` belong to a wider spec (a search's)."""
+    def from_dict(
+        cls, data: dict | Self, *, ignore: tuple[str, ...] = (), planned: bool = False
+    ) -> Self:
+        """From a spec mapping; keys in ``ignore`` belong to a wider spec (a search's).
+
+        Each value is checked for its type, and targets and hosts for their keys, unless the
+        spec is ``planned``: made by storbench.plan from a checked config, where the checks'
+        cost would be paid for every job of a campaign's plan (a host's, 128 times a run)."""
         if isinstance(data, cls):
             return data
         if not isinstance(data, dict):
@@ -77,11 +182,31 @@ class StepSpec:
                 continue
             value = data[key]
             if f.name in cls.NESTED and value is not None:
-                value = cls.NESTED[f.name].from_dict(value)
+                value = cls.NESTED[f.name].from_dict(value, planned=planned)
+            elif not planned and (
+                problem := _type_problem(value, str(f.type)) or cls._mapping_problem(f.name, value)
+            ):
+                raise SpecError(f"{cls.KIND} spec: {key}{problem}")
             elif isinstance(value, list) and str(f.type).startswith("tuple"):
                 value = tuple(value)
             values[f.name] = value
         return cls(**values)
+
+    @classmethod
+    def _mapping_problem(cls, name: str, value: object) -> str | None:
+        """A target or host mapping's problem (the field's own type is checked already)."""
+        check = (
+            target_problem if name in cls.TARGETS else host_problem if name in cls.HOSTS else None
+        )
+        if check is None or value is None:
+            return None
+        if isinstance(value, dict):
+            return check(value)
+        items: list[dict] = list(value)  # type: ignore[call-overload]
+        for index, item in enumerate(items):
+            if problem := check(item):
+                return f"[{index}]{problem}"
+        return None
 
     @classmethod
     def from_json(cls, text: str) -> Self:
@@ -114,6 +239,23 @@ class HostJobsSpec(StepSpec):
     suffix: str  # the tool's job file suffix, with its dot
 
     KIND = "render_hosts"
+    ENTRY_KEYS: ClassVar[dict[str, str]] = {
+        "host": "str", "role": "str | None", "params": "dict", "facts": "str | None",
+    }  # fmt: skip
+
+    @classmethod
+    def _mapping_problem(cls, name: str, value: object) -> str | None:
+        """Each host's entry: its name, and its role, params and facts file when it has them."""
+        entries: list[dict] = list(value) if name == "hosts" else []  # type: ignore[call-overload]
+        for index, entry in enumerate(entries):
+            if "host" not in entry:
+                return f"[{index}]: missing key host"
+            for key, item in entry.items():
+                if (annotation := cls.ENTRY_KEYS.get(key)) and (
+                    problem := _type_problem(item, annotation)
+                ):
+                    return f"[{index}].{key}{problem}"
+        return None
 
     def host_specs(self) -> list[tuple[RenderSpec, str | None]]:
         """(that host's RenderSpec, its telemetry file or None) for every host."""
@@ -150,6 +292,8 @@ class RunSpec(StepSpec):
     wait_s: float | None = None  # a pause before the run (the experiment's wait)
 
     KIND = "run"
+    TARGETS = ("target",)
+    HOSTS = ("hosts",)
     OPTIONAL = ("service", "faults", "preparation", "prep_state", "reprepared", "wait_s")
 
     def host_specs(self) -> list[Host]:
@@ -181,6 +325,7 @@ class RenderSpec(StepSpec):
     storage: dict | None = None  # the storage_* names, for jobs whose expressions use them
 
     KIND = "render"
+    TARGETS = ("target",)
     OPTIONAL = ("storage",)
     PER_HOST: ClassVar[tuple[str, ...]] = ("host", "host_index", "role")
 
@@ -216,6 +361,8 @@ class ProbeSpec(StepSpec):
     preparation: dict | None = None
 
     KIND = "search"
+    TARGETS = ("target",)
+    HOSTS = ("hosts",)
     OPTIONAL = ("preparation",)
 
     def run_spec(self, run_id: str, params: dict) -> RunSpec:
@@ -276,6 +423,7 @@ class SetupSpec(StepSpec):
     storage: dict | None = None  # the storage_* names, when the config declares storage:
 
     KIND = "setup"
+    HOSTS = ("host",)
     OPTIONAL = ("check", "undo", "storage")
 
 
@@ -296,6 +444,8 @@ class DatasetSpec(StepSpec):
     storage: dict | None = None  # storage_* names, when the job uses one
 
     KIND = "dataset"
+    TARGETS = ("target",)
+    HOSTS = ("hosts",)
     OPTIONAL = ("storage",)
 
 
@@ -314,7 +464,7 @@ class RecipeSpec(StepSpec):
     cliff: Any
     rounds: dict | None
     flush: Any
-    timeout_s: float
+    timeout_s: float | None  # a configured limit comes beside the spec
     sha256: str
     dir: str
     recipe_spec: dict  # the recipe as configured (its hash is ``sha256``)
@@ -322,6 +472,8 @@ class RecipeSpec(StepSpec):
     storage: dict | None = None  # storage_* names, when a job uses one
 
     KIND = "recipe"
+    TARGETS = ("target",)
+    HOSTS = ("hosts",)
     OPTIONAL = ("storage",)
 
 

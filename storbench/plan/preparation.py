@@ -70,7 +70,8 @@ def dataset_spec(dataset: Dataset) -> DatasetSpec:
                 for h in dataset.hosts
             },
             "storage": dataset.storage or None,
-        }
+        },
+        planned=True,
     )
 
 
@@ -109,7 +110,8 @@ def recipe_spec(recipe: Recipe) -> RecipeSpec:
                 for h in recipe.hosts
             },
             "storage": recipe.storage or None,
-        }
+        },
+        planned=True,
     )
 
 
@@ -143,7 +145,7 @@ def stage_spec(recipe: Recipe, stage: Stage) -> StageSpec:
             **({"until": "cliff"} if p.until_cliff else {}),
             **({"targets": list(p.targets)} if p.targets else {}),
         }
-    return StageSpec.from_dict(spec)
+    return StageSpec.from_dict(spec, planned=True)
 
 
 # A preparation's time limits come to its steps beside their specs (the workflow leaves them

@@ -105,7 +105,8 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
             "job_file": experiment.job_file,
             "execution": experiment.execution,
             "storage": _storage_names_used(campaign, run.params),
-        }
+        },
+        planned=True,
     )
     if host is None:
         return spec
@@ -172,7 +173,8 @@ def run_spec(campaign: Campaign, name: str, run: Run) -> RunSpec:
             "faults": experiment.faults,
             "preparation": preparation_spec(campaign, name),
             "wait_s": experiment.wait_s,
-        }
+        },
+        planned=True,
     )
 
 

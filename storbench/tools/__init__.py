@@ -23,6 +23,13 @@ _REGISTRY = {
 ENTRY_POINT_GROUP = "storbench.tools"
 
 
+class UnknownToolError(KeyError):
+    """A tool name that is neither built in nor a plugin (a hand-written spec or manifest)."""
+
+    def __str__(self) -> str:  # the message, not KeyError's repr of it
+        return str(self.args[0])
+
+
 @functools.cache
 def _plugins() -> dict[str, str]:
     """Tools other distributions provide; a built-in name cannot be taken over."""
@@ -54,4 +61,4 @@ def get_tool(name: str) -> ToolAdapter:
     if name in _plugins():
         module, _, attribute = _plugins()[name].partition(":")
         return getattr(importlib.import_module(module), attribute or "ADAPTER")
-    raise KeyError(f"unknown tool {name!r} (known: {', '.join(known_tools())})")
+    raise UnknownToolError(f"unknown tool {name!r} (known: {', '.join(known_tools())})")

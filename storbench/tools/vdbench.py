@@ -78,7 +78,7 @@ from storbench.core.options import normalized_options
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, fio_size, parse_duration
-from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
+from storbench.tools.base import Capabilities, RenderError, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "$storbench_host"
 SEARCH_OPTIONS = ("iodepth", "rate", "rd_distribution")
@@ -138,7 +138,7 @@ _VERSION = (
 )
 
 
-class VdbenchJobError(ValueError):
+class VdbenchJobError(RenderError):
     """An experiment's options cannot become a vdbench parameter file."""
 
 
@@ -426,13 +426,11 @@ def _truthy(value) -> bool:
     return str(value).lower() in ("1", "true", "yes")
 
 
-def _hd_hosts(hosts: list) -> list[dict]:
-    result = []
-    for index, host in enumerate(hosts, start=1):
-        name = host if isinstance(host, str) else host["name"]
-        address = host if isinstance(host, str) else host.get("address") or host["name"]
-        result.append({"hd": f"hd{index}", "name": name, "system": address})
-    return result
+def _hd_hosts(hosts: list[str]) -> list[dict]:
+    return [
+        {"hd": f"hd{index}", "name": name, "system": name}
+        for index, name in enumerate(hosts, start=1)
+    ]
 
 
 def _host_definitions(params: dict, hosts: list[dict]) -> list[dict]:

@@ -196,12 +196,12 @@ NOT_AS_WRITTEN = "not a run manifest as storbench writes it"
     [
         (lambda m: m.update(hosts=[]), f"{NOT_AS_WRITTEN} (IndexError: tuple index out of range)"),
         (lambda m: m.update(target="scratch"),
-         f"{NOT_AS_WRITTEN} (AttributeError: 'str' object has no attribute 'get')"),
+         'not a run manifest: manifest spec: target must be a mapping, not "scratch"'),
         (lambda m: m["hosts"][0].update(start_time="yesterday"),
          f"{NOT_AS_WRITTEN} (ValueError: Invalid isoformat string: 'yesterday')"),
         (lambda m: m.update(tool="fioo"),
-         f"{NOT_AS_WRITTEN} (KeyError: \"unknown tool 'fioo' (known: elbencho, fio, gosbench, "
-         "iperf3, vdbench, warp)\")"),
+         f"{NOT_AS_WRITTEN} (UnknownToolError: unknown tool 'fioo' (known: elbencho, fio, "
+         "gosbench, iperf3, vdbench, warp))"),
     ],
     ids=["no-hosts", "target-a-name", "start-time-no-time", "unknown-tool"],
 )  # fmt: skip

@@ -539,7 +539,7 @@ def test_standalone_file_ignores_the_spec_hosts():
 def test_multihost_gives_hd_definitions_for_the_spec_hosts():
     spec = {
         **SPEC,
-        "hosts": ["client01", {"name": "client02", "address": "10.0.0.2"}],
+        "hosts": ["client01", "client02"],
         "params": {
             **SPEC["params"],
             "multihost": True,
@@ -551,7 +551,7 @@ def test_multihost_gives_hd_definitions_for_the_spec_hosts():
         "compratio=2",
         "hd=default,vdbench=/srv/vdbench,user=bench,shell=ssh",
         "hd=hd1,system=client01",
-        "hd=hd2,system=10.0.0.2",
+        "hd=hd2,system=client02",
         "sd=default,size=1g,threads=16",
         "sd=sd1,host=hd1,lun=/mnt/nfs/bench/client01/vdb.file",
         "sd=sd2,host=hd2,lun=/mnt/nfs/bench/client02/vdb.file",
