@@ -107,7 +107,7 @@ def _report(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.report import experiment as report
 
-    meta = with_keys("report meta", args.meta, ("title",))
+    meta = with_keys("report meta", args.meta, {"title": "str"})
     meta["job_files"] = {_job_label(p): p.read_text() for p in _job_file_paths(args.job_files)}
     facts = None
     if args.telemetry:
@@ -179,7 +179,11 @@ def _preflight(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.run import preflight
 
-    spec = with_keys("preflight", args.spec, ("experiment", "hosts", "target", "tool"))
+    spec = with_keys(
+        "preflight",
+        args.spec,
+        {"experiment": "str", "hosts": "tuple[host, ...]", "target": "target", "tool": "str"},
+    )
     report = preflight.run_preflight(spec, args.output)
     for host in report["hosts"]:
         free = host.get("free_bytes")
@@ -224,7 +228,9 @@ def _services(args) -> int:
     from storbench.core import atomic
     from storbench.hosts import services
 
-    spec = with_keys("services", args.spec, ("hosts", "port", "tool"))
+    spec = with_keys(
+        "services", args.spec, {"hosts": "tuple[host, ...]", "port": "int", "tool": "str"}
+    )
     if args.action == "stop":
         services.stop_services(spec["hosts"], spec["tool"], spec["port"])
         print(f"{spec['tool']} services stopped on {len(spec['hosts'])} host(s)")
@@ -287,7 +293,8 @@ def _network_report(args) -> int:
     return 0
 
 
-TELEMETRY_KEYS = ("host", "targets", "tools")  # each host's (specs.telemetry_spec)
+# each host's (specs.telemetry_spec)
+TELEMETRY_KEYS = {"host": "host", "targets": "tuple[target, ...]", "tools": "tuple[str, ...]"}
 
 
 def _telemetry(args) -> int:
@@ -296,8 +303,8 @@ def _telemetry(args) -> int:
 
 
 def _telemetry_hosts(args) -> int:
-    hosts = with_keys("telemetry-hosts", args.spec, ("hosts",))["hosts"]
-    keys = (*TELEMETRY_KEYS, "output")
+    hosts = with_keys("telemetry-hosts", args.spec, {"hosts": "tuple[dict, ...]"})["hosts"]
+    keys = {**TELEMETRY_KEYS, "output": "str"}
     return _collect_telemetry([with_keys("telemetry-hosts host", host, keys) for host in hosts])
 
 

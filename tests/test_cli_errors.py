@@ -403,3 +403,38 @@ def test_a_vdbench_option_refused_at_render_is_one_line(tmp_path):
         "storbench: error: vdbench: interval must be at least 1 second, got -1"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+HOST = {"name": "localhost", "transport": "local"}
+TARGET = {"name": "scratch", "type": "directory", "path": "/tmp/storbench-test-never-made"}
+
+
+@pytest.mark.parametrize(
+    ("args", "spec", "line"),
+    [
+        (["preflight", "--output", "p.json"],
+         {"experiment": "demo", "tool": "fio", "target": {**TARGET, "path": 1}, "hosts": [HOST]},
+         "preflight spec: target.path must be a string, not 1"),
+        (["preflight", "--output", "p.json"],
+         {"experiment": "demo", "tool": "fio", "target": TARGET,
+          "hosts": [{**HOST, "connect_timeout": {}}]},
+         "preflight spec: hosts[0].connect_timeout must be a number, not {}"),
+        (["services", "start", "--output", "s.json"],
+         {"tool": "fio", "port": "8765", "hosts": [HOST]},
+         'services spec: port must be a whole number, not "8765"'),
+        (["telemetry", "--output", "t.json"],
+         {"host": HOST, "targets": [TARGET], "tools": [["fio"]]},
+         'telemetry spec: tools[0] must be a string, not ["fio"]'),
+        (["telemetry-hosts"],
+         {"hosts": [{"host": HOST, "targets": "scratch", "tools": ["fio"], "output": "t.json"}]},
+         'telemetry-hosts host spec: targets must be a list of mappings, not "scratch"'),
+    ],
+    ids=["preflight-target", "preflight-host", "services-port", "telemetry-tools", "hosts-targets"],
+)  # fmt: skip
+def test_a_mapping_spec_value_of_the_wrong_shape_is_named(args, spec, line, tmp_path):
+    """Found by mutating the steps' real specs: each stopped with a traceback, or failed on
+    the host with an error of Python's (preflight's, for a target path that is a number)."""
+    result = storbench(tmp_path, *args, "--spec", json.dumps(spec))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: {line}"
+    assert list(tmp_path.iterdir()) == []

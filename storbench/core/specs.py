@@ -113,8 +113,17 @@ def target_problem(target: dict) -> str | None:
     return f": a target of type {kind} needs {', '.join(missing)}" if missing else None
 
 
+@functools.cache
+def _host_fields() -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(Host)}
+
+
 def host_problem(host: dict) -> str | None:
     """What is wrong with a config host mapping, None when it makes a Host."""
+    fields = _host_fields()
+    for key, value in host.items():  # None: the setting's default
+        if value is not None and key in fields and (problem := _type_problem(value, fields[key])):
+            return f".{key}{problem}"
     try:
         Host.from_dict(host)
     except (TypeError, ValueError) as error:
@@ -122,15 +131,41 @@ def host_problem(host: dict) -> str | None:
     return None
 
 
-def with_keys(kind: str, data: object, keys: tuple[str, ...]) -> dict:
-    """A spec still passed as a plain mapping (preflight, services, telemetry), once it is
-    a mapping holding keys; else SpecError as StepSpec.from_dict names what is wrong."""
+def with_keys(kind: str, data: object, keys: dict[str, str]) -> dict:
+    """A spec still passed as a plain mapping (preflight, services, telemetry), once it is a
+    mapping holding keys, each value of its annotation in ``keys`` ("host" and "target" for a
+    config host or target mapping, "tuple[host, ...]" for a list of them); else SpecError as
+    StepSpec.from_dict names what is wrong."""
     if not isinstance(data, dict):
         raise SpecError(f"{kind} spec: expected a mapping, got {type(data).__name__}")
     missing = sorted(key for key in keys if key not in data)
     if missing:
         raise SpecError(f"{kind} spec: missing key(s) {', '.join(missing)}")
+    for key, annotation in keys.items():
+        if problem := value_problem(data[key], annotation):
+            raise SpecError(f"{kind} spec: {key}{problem}")
     return data
+
+
+_MAPPING_CHECKS = {"target": target_problem, "host": host_problem}
+
+
+def value_problem(value: object, annotation: str) -> str | None:
+    """What is wrong with a value for an annotation of ``with_keys`` (from its key on)."""
+    match = _TUPLE_OF.fullmatch(annotation)
+    mapping = annotation if annotation in _MAPPING_CHECKS else match and match.group(1)
+    if mapping not in _MAPPING_CHECKS:
+        return _type_problem(value, annotation)
+    check = _MAPPING_CHECKS[mapping]
+    if problem := _type_problem(value, "tuple[dict, ...]" if match else "dict"):
+        return problem
+    if isinstance(value, dict):
+        return check(value)
+    items: list[dict] = list(value)  # type: ignore[call-overload]
+    for index, item in enumerate(items):
+        if problem := check(item):
+            return f"[{index}]{problem}"
+    return None
 
 
 class StepSpec:
