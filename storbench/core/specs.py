@@ -229,19 +229,13 @@ class StepSpec:
 
     @classmethod
     def _mapping_problem(cls, name: str, value: object) -> str | None:
-        """A target or host mapping's problem (the field's own type is checked already)."""
-        check = (
-            target_problem if name in cls.TARGETS else host_problem if name in cls.HOSTS else None
-        )
-        if check is None or value is None:
+        """A target or host mapping's problem, or one of a tuple of them."""
+        mapping = "target" if name in cls.TARGETS else "host" if name in cls.HOSTS else None
+        if mapping is None or value is None:
             return None
-        if isinstance(value, dict):
-            return check(value)
-        items: list[dict] = list(value)  # type: ignore[call-overload]
-        for index, item in enumerate(items):
-            if problem := check(item):
-                return f"[{index}]{problem}"
-        return None
+        return value_problem(
+            value, mapping if isinstance(value, dict) else f"tuple[{mapping}, ...]"
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Self:
