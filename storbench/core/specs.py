@@ -225,7 +225,14 @@ class StepSpec:
             elif isinstance(value, list) and str(f.type).startswith("tuple"):
                 value = tuple(value)
             values[f.name] = value
+        if not planned and (problem := cls._whole_problem(values)):
+            raise SpecError(f"{cls.KIND} spec: {problem}")
         return cls(**values)
+
+    @classmethod
+    def _whole_problem(cls, values: dict[str, Any]) -> str | None:
+        """A problem between fields (each of them of its type), None for none."""
+        return None
 
     @classmethod
     def _mapping_problem(cls, name: str, value: object) -> str | None:
@@ -456,8 +463,20 @@ class SetupSpec(StepSpec):
     OPTIONAL = ("check", "undo", "storage")
 
 
+class _PreparationSpec(StepSpec):
+    """A dataset's or recipe's spec: a state token path on every host."""
+
+    @classmethod
+    def _whole_problem(cls, values: dict[str, Any]) -> str | None:
+        for name, path in values["tokens"].items():
+            if not isinstance(path, str):
+                return f"tokens.{name} must be a string (its token's path), not {_shown(path)}"
+        missing = [host["name"] for host in values["hosts"] if host["name"] not in values["tokens"]]
+        return f"tokens: no token path for host(s) {', '.join(missing)}" if missing else None
+
+
 @dataclass(frozen=True)
-class DatasetSpec(StepSpec):
+class DatasetSpec(_PreparationSpec):
     """Lay out a dataset on a target from every host (once; a token per host records it)."""
 
     kind: str  # "dataset"
@@ -479,7 +498,7 @@ class DatasetSpec(StepSpec):
 
 
 @dataclass(frozen=True)
-class RecipeSpec(StepSpec):
+class RecipeSpec(_PreparationSpec):
     """A preconditioning recipe: what every stage job of it needs."""
 
     kind: str  # "precondition"

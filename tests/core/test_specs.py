@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from storbench.core.specs import HostJobsSpec, RecipeSpec, RunSpec, SpecError, StageSpec
+from storbench.core.specs import (
+    DatasetSpec,
+    HostJobsSpec,
+    RecipeSpec,
+    RunSpec,
+    SpecError,
+    StageSpec,
+)
 
 TARGET = {"name": "scratch", "type": "directory", "path": "/tmp/scratch"}
 RUN = {
@@ -76,7 +83,8 @@ RECIPE = {
     "kind": "precondition", "name": "afa", "target": {**TARGET, "type": "block"},
     "hosts": [{"name": "localhost"}], "capacity": "1GiB", "slice_bytes": 1 << 20, "job": {},
     "interval_s": 5, "cliff": None, "rounds": None, "flush": None, "timeout_s": None,
-    "sha256": "0" * 64, "dir": "prep/afa", "recipe_spec": {}, "tokens": {},
+    "sha256": "0" * 64, "dir": "prep/afa", "recipe_spec": {},
+    "tokens": {"localhost": "/tmp/storbench/afa.token"},
 }  # fmt: skip
 
 
@@ -88,3 +96,20 @@ def test_a_stage_spec_checks_its_recipe_and_takes_a_recipe_without_a_time_limit(
         StageSpec.from_dict({**stage, "recipe": {**RECIPE, "hosts": [{}]}})
     with pytest.raises(SpecError, match=r'^stage spec: index must be a whole number, not "0"$'):
         StageSpec.from_dict({**stage, "index": "0", "recipe": RECIPE})
+
+
+def test_a_dataset_spec_needs_a_token_path_for_each_of_its_hosts():
+    """A token path given as a list stopped `prepare dataset` on the host with Python's error."""
+    dataset = {
+        "kind": "dataset", "name": "files", "target": TARGET, "method": "layout",
+        "hosts": [{"name": "h1"}, {"name": "h2"}], "job": {"bs": "1m"}, "sha256": "0" * 64,
+        "timeout_s": 60, "raw_dir": "results/targets/scratch/datasets/files",
+    }  # fmt: skip
+    tokens = {"h1": "/tmp/storbench/t1.json", "h2": "/tmp/storbench/t2.json"}
+    assert DatasetSpec.from_dict({**dataset, "tokens": tokens}).tokens == tokens
+    with pytest.raises(SpecError, match=r"^dataset spec: tokens: no token path for host\(s\) h2$"):
+        DatasetSpec.from_dict({**dataset, "tokens": {"h1": tokens["h1"]}})
+    with pytest.raises(
+        SpecError, match=r"^dataset spec: tokens.h2 must be a string .*, not \[1\]$"
+    ):
+        DatasetSpec.from_dict({**dataset, "tokens": {**tokens, "h2": [1]}})
