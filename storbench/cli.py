@@ -485,6 +485,10 @@ def json_argument(text: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
+        if len(text) < 4096 and os.path.isfile(text):  # a spec saved to a file, named
+            raise argparse.ArgumentTypeError(
+                f"not valid JSON: {text} is a file; give - and the file on stdin (< {text})"
+            ) from None
         raise argparse.ArgumentTypeError(f"not valid JSON ({error})") from None
 
 

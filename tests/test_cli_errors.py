@@ -438,3 +438,18 @@ def test_a_mapping_spec_value_of_the_wrong_shape_is_named(args, spec, line, tmp_
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == f"storbench: error: {line}"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spec_given_as_a_file_name_says_how_to_give_the_file(tmp_path):
+    """`--spec run.json` read the name as JSON: "Expecting value: line 1 column 1"."""
+    (tmp_path / "run.json").write_text(tiny_run_spec(tmp_path / "target"))
+    result = storbench(
+        tmp_path, "run", "--spec", "run.json", "--iteration", "1", "--job", "j.fio",
+        "--manifest", "it1/run.json",
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "storbench run: error: argument --spec: not valid JSON: run.json is a file; "
+        "give - and the file on stdin (< run.json)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
