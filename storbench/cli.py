@@ -837,6 +837,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.run.prepare import PrepareError
     from storbench.run.render import RenderError
     from storbench.run.s3 import S3Error
+    from storbench.run.setup import SetupError
     from storbench.run.telemetry import TelemetryError
     from storbench.tools import UnknownToolError
     from storbench.tools.base import ToolOutputError
@@ -863,6 +864,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         SearchError,
         SecretError,
         ServiceError,
+        SetupError,
         SpecError,
         TelemetryError,
         ToolOutputError,

@@ -453,3 +453,31 @@ def test_a_spec_given_as_a_file_name_says_how_to_give_the_file(tmp_path):
         "give - and the file on stdin (< run.json)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+SETUP = {
+    "step": "mount", "host": HOST, "host_index": 0, "hosts": 1, "command": "echo mounted",
+    "timeout_s": 10, "check": "test -e never-made", "undo": "echo undone",
+}  # fmt: skip
+
+
+def test_a_set_up_step_whose_check_still_fails_is_one_line(tmp_path):
+    """SetupError was not among the errors the CLI names: it printed a traceback."""
+    result = storbench(tmp_path, "setup", "--spec", json.dumps(SETUP), "--output", "m.json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "storbench: error: setup mount on host localhost: `echo mounted` ran, but its check "
+        "`test -e never-made` still exits 1:\n    (no output)"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_set_up_step_with_no_time_to_run_is_refused_before_it_runs(tmp_path):
+    """A time limit of 0 stopped the step with subprocess's TimeoutExpired traceback."""
+    spec = {**SETUP, "command": "touch ran", "timeout_s": 0}
+    result = storbench(tmp_path, "setup", "--spec", json.dumps(spec), "--output", "m.json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "storbench: error: setup spec: timeout_s must be seconds above 0, not 0"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -75,6 +75,13 @@ def _type_problem(value: object, annotation: str) -> str | None:
     return None
 
 
+def _limit_problem(name: str, value: object) -> str | None:
+    """A time limit of 0 or less (a number by now) stops its step before it starts."""
+    if name == "timeout_s" and isinstance(value, int | float) and not value > 0:
+        return f" must be seconds above 0, not {_shown(value)}"
+    return None
+
+
 def _fits(value: object, types: tuple[type, ...]) -> bool:
     return isinstance(value, types) and (bool in types or not isinstance(value, bool))
 
@@ -219,7 +226,9 @@ class StepSpec:
             if f.name in cls.NESTED and value is not None:
                 value = cls.NESTED[f.name].from_dict(value, planned=planned)
             elif not planned and (
-                problem := _type_problem(value, str(f.type)) or cls._mapping_problem(f.name, value)
+                problem := _type_problem(value, str(f.type))
+                or cls._mapping_problem(f.name, value)
+                or _limit_problem(f.name, value)
             ):
                 raise SpecError(f"{cls.KIND} spec: {key}{problem}")
             elif isinstance(value, list) and str(f.type).startswith("tuple"):

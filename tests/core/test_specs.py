@@ -37,6 +37,7 @@ RUN = {
         ({"hosts": ["localhost"]}, 'hosts[0] must be a mapping, not "localhost"'),
         ({"timeout_s": "ten"}, 'timeout_s must be a number, not "ten"'),
         ({"timeout_s": True}, "timeout_s must be a number, not true"),
+        ({"timeout_s": 0}, "timeout_s must be seconds above 0, not 0"),
         ({"step": 3}, "step must be a string or null, not 3"),
         ({"per_host_jobs": "yes"}, 'per_host_jobs must be true or false, not "yes"'),
         ({"params": ["rw=read"]}, 'params must be a mapping, not ["rw=read"]'),
