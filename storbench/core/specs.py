@@ -76,7 +76,7 @@ def _type_problem(value: object, annotation: str) -> str | None:
 
 
 def _limit_problem(name: str, value: object) -> str | None:
-    """A time limit of 0 or less (a number by now) stops its step before it starts."""
+    """A time limit of 0 or less (a number by now): the step would be stopped as it starts."""
     if name == "timeout_s" and isinstance(value, int | float) and not value > 0:
         return f" must be seconds above 0, not {_shown(value)}"
     return None
