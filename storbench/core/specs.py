@@ -91,6 +91,17 @@ def _shown(value: object) -> str:
     return text if len(text) <= 40 else f"{text[:37]}..."
 
 
+def _keys_problem(mapping: dict, types: dict[str, str], needs: tuple[str, ...] = ()) -> str | None:
+    """A key of ``needs`` missing, or a value not of its key's annotation in ``types``."""
+    for key in needs:
+        if key not in mapping:
+            return f": missing key {key}"
+    for key, value in mapping.items():
+        if key in types and (problem := _type_problem(value, types[key])):
+            return f".{key}{problem}"
+    return None
+
+
 # A target mapping's keys and what each takes (the config's targets, as the steps get them).
 _TARGET_KEYS = {
     "name": "str", "type": "str", "path": "str", "per_host_subdir": "bool", "capacity": "str | int",
@@ -102,12 +113,8 @@ _TARGET_NEEDS = {"directory": ("path",), "block": ("path",), "s3": ("endpoint", 
 
 def target_problem(target: dict) -> str | None:
     """What is wrong with a target mapping (from its first key on), None when it fits."""
-    for key in ("name", "type"):
-        if key not in target:
-            return f": missing key {key}"
-    for key, value in target.items():
-        if key in _TARGET_KEYS and (problem := _type_problem(value, _TARGET_KEYS[key])):
-            return f".{key}{problem}"
+    if problem := _keys_problem(target, _TARGET_KEYS, needs=("name", "type")):
+        return problem
     kind = target["type"]
     if kind not in _TARGET_NEEDS:
         return f".type must be one of {', '.join(_TARGET_NEEDS)}, not {_shown(kind)}"
@@ -127,10 +134,9 @@ def _host_fields() -> dict[str, str]:
 
 def host_problem(host: dict) -> str | None:
     """What is wrong with a config host mapping, None when it makes a Host."""
-    fields = _host_fields()
-    for key, value in host.items():  # None: the setting's default
-        if value is not None and key in fields and (problem := _type_problem(value, fields[key])):
-            return f".{key}{problem}"
+    given = {key: value for key, value in host.items() if value is not None}  # None: default
+    if problem := _keys_problem(given, _host_fields()):
+        return problem
     try:
         Host.from_dict(host)
     except (TypeError, ValueError) as error:
@@ -293,13 +299,8 @@ class HostJobsSpec(StepSpec):
         """Each host's entry: its name, and its role, params and facts file when it has them."""
         entries: list[dict] = list(value) if name == "hosts" else []  # type: ignore[call-overload]
         for index, entry in enumerate(entries):
-            if "host" not in entry:
-                return f"[{index}]: missing key host"
-            for key, item in entry.items():
-                if (annotation := cls.ENTRY_KEYS.get(key)) and (
-                    problem := _type_problem(item, annotation)
-                ):
-                    return f"[{index}].{key}{problem}"
+            if problem := _keys_problem(entry, cls.ENTRY_KEYS, needs=("host",)):
+                return f"[{index}]{problem}"
         return None
 
     def host_specs(self) -> list[tuple[RenderSpec, str | None]]:
