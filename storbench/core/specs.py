@@ -369,10 +369,11 @@ class RenderSpec(StepSpec):
     host_index: int | None = None
     role: str | None = None
     storage: dict | None = None  # the storage_* names, for jobs whose expressions use them
+    addresses: dict | None = None  # {host: tool address}, for jobs that name hosts differently
 
     KIND = "render"
     TARGETS = ("target",)
-    OPTIONAL = ("storage",)
+    OPTIONAL = ("storage", "addresses")
     PER_HOST: ClassVar[tuple[str, ...]] = ("host", "host_index", "role")
 
     def to_dict(self) -> dict:

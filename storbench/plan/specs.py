@@ -95,7 +95,8 @@ def run_target(campaign: Campaign, name: str, run: Run) -> dict:
 def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None) -> RenderSpec:
     """What the render step needs; with host, that host's job (its role, its index)."""
     experiment = campaign.experiments[name]
-    hosts = [h["name"] for h in run_hosts(campaign, name, run)]
+    host_configs = run_hosts(campaign, name, run)
+    hosts = [h["name"] for h in host_configs]
     spec = RenderSpec.from_dict(
         {
             **_run_identity(campaign, name, run),
@@ -105,6 +106,7 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
             "job_file": experiment.job_file,
             "execution": experiment.execution,
             "storage": _storage_names_used(campaign, run.params),
+            "addresses": _tool_addresses(experiment, run, host_configs),
         },
         planned=True,
     )
@@ -138,6 +140,20 @@ def host_jobs_spec(campaign: Campaign, name: str, run: Run) -> HostJobsSpec:
         entries.append(entry)
     suffix = get_tool(experiment.tool).job_suffix
     return HostJobsSpec(render=shared.to_dict(), hosts=tuple(entries), suffix=suffix)
+
+
+def _tool_addresses(experiment, run: Run, host_configs: list[dict]) -> dict | None:
+    """{host: where the tool reaches it} for a job file that names its hosts, only when one
+    differs from the host's name (the other specs stay as they were)."""
+    if not get_tool(experiment.tool).job_names_hosts(run.params, experiment.execution):
+        return None
+    addresses = {
+        host["name"]: host.get("data_address") or host.get("address") or host["name"]
+        for host in host_configs
+    }
+    if all(address == name for name, address in addresses.items()):
+        return None
+    return addresses
 
 
 def _storage_names_used(campaign: Campaign, params: dict) -> dict | None:

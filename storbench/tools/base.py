@@ -159,6 +159,11 @@ class ToolAdapter:
         """Variables a job template sees (see README: templates)."""
         raise NotImplementedError
 
+    def job_names_hosts(self, params: dict, execution: str) -> bool:
+        """The job file names the run's hosts where its tool reaches them (the render spec
+        then holds each host's tool address); no tool's does by default."""
+        return False
+
     def job_value_problem(self, option: str, text: str) -> str | None:
         """Why a job option's value (as job_file_text gives it) would not reach the tool as
         written -- it would be cut, split into more options or lines, or expanded -- or None.

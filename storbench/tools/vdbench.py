@@ -40,9 +40,9 @@ so a target set of many LUNs over a host group is one vdbench run. ``vdbench_hos
 "client01,client02"`` names the driven hosts by hand (give the experiment a host group
 holding only the master). The file then has ``hd=default,vdbench=<vdbench_dir>
 (default /opt/vdbench),user=root,shell=ssh`` (``hd_user``/``hd_shell`` override), one
-``hd=hdN,system=<host>`` per host and one ``sd=sdN,host=hdN`` (or ``fsd``/``fwd``) each;
-a directory target's per-host folders must then exist on the slaves (storbench creates the
-master's only).
+``hd=hdN,system=<host>`` per host (its ``data_address`` when it has one, as other tools'
+service endpoints) and one ``sd=sdN,host=hdN`` (or ``fsd``/``fwd``) each; a directory
+target's per-host folders must then exist on the slaves (storbench creates the master's only).
 
 Run: ``vdbench -f <job> -o <output folder> [storbench_host=<host>]``; the argument is
 passed only when the file mentions ``$storbench_host`` (vdbench stops on an unused one),
@@ -196,6 +196,10 @@ class VdbenchAdapter(ToolAdapter):
 
     def target_path_problem(self, path: str) -> str | None:
         return value_problem(path)
+
+    def job_names_hosts(self, params: dict, execution: str) -> bool:
+        """hd= system= for the spec's hosts (vdbench_hosts are names given by hand)."""
+        return "vdbench_hosts" not in params and bool(_driven_hosts(params, ["any"], execution))
 
     # --- run ------------------------------------------------------------------------------
 
@@ -377,7 +381,8 @@ def parameter_file(spec: dict) -> dict:
         raise VdbenchJobError(f"vdbench: workload must be {RAW} or {FILESYSTEM}, got {mode!r}")
     _check_options(params, mode)
     hosts = _hd_hosts(
-        _driven_hosts(params, spec.get("hosts") or [], spec.get("execution") or "standalone")
+        _driven_hosts(params, spec.get("hosts") or [], spec.get("execution") or "standalone"),
+        spec.get("addresses") or {},
     )
     target = spec["target"]
     build = _raw_definitions if mode == RAW else _filesystem_definitions
@@ -426,9 +431,11 @@ def _truthy(value) -> bool:
     return str(value).lower() in ("1", "true", "yes")
 
 
-def _hd_hosts(hosts: list[str]) -> list[dict]:
+def _hd_hosts(hosts: list[str], addresses: dict) -> list[dict]:
+    """hd= per driven host; system= is where the master's ssh and its slaves' RMI reach the
+    host: its tool address (data_address, else address) when it is a configured host."""
     return [
-        {"hd": f"hd{index}", "name": name, "system": name}
+        {"hd": f"hd{index}", "name": name, "system": addresses.get(name, name)}
         for index, name in enumerate(hosts, start=1)
     ]
 

@@ -8,6 +8,7 @@ from storbench.config import sweep
 from storbench.config.campaign import ConfigError, load_campaign
 from storbench.core.options import normalized_options
 from storbench.plan import specs as plan
+from storbench.run.render import render_job
 from tests.config.test_config import VALID
 
 
@@ -86,3 +87,32 @@ def test_timeout_defaults_from_runtime():
 def test_normalized_options_are_unambiguous_for_fio():
     options = normalized_options({"size": "256MiB", "bs": "4k", "runtime": 1.5, "direct": True})
     assert options == {"size": "256m", "bs": "4k", "runtime": "1500ms", "direct": 1}
+
+
+def _vdbench_service(raw: dict, **group) -> dict:
+    raw["hosts"]["clients"].update(group)
+    raw["targets"]["lun"] = {"type": "block", "path": "/dev/mapper/afa_lun1"}
+    raw["experiments"]["afa"] = {
+        "tool": "vdbench",
+        "hosts": "clients",
+        "target": "lun",
+        "execution": "service",
+        "job": {"rw": "randrw", "bs": "4k", "runtime": "60s"},
+    }
+    return raw
+
+
+def test_a_vdbench_master_reaches_its_slaves_at_their_data_address():
+    campaign = load_campaign(_vdbench_service(copy.deepcopy(VALID), data_address="10.9.0.{n}"))
+    run = campaign.experiment_runs("afa")[0]
+    spec = plan.render_spec(campaign, "afa", run)
+    assert spec.hosts == ("client01", "client02", "client03", "client04")
+    assert spec.addresses == {f"client0{n}": f"10.9.0.{n}" for n in range(1, 5)}
+    assert "hd=hd3,system=10.9.0.3" in render_job(spec).splitlines()
+
+
+def test_hosts_reached_by_name_leave_the_render_spec_as_it_was():
+    campaign = load_campaign(_vdbench_service(copy.deepcopy(VALID)))
+    spec = plan.render_spec(campaign, "afa", campaign.experiment_runs("afa")[0])
+    assert "addresses" not in spec.to_dict()
+    assert "hd=hd3,system=client03" in render_job(spec).splitlines()

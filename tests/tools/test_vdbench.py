@@ -560,6 +560,19 @@ def test_multihost_gives_hd_definitions_for_the_spec_hosts():
     ]
 
 
+def test_hd_system_is_the_hosts_tool_address_when_the_spec_gives_one():
+    spec = {
+        **SPEC,
+        "hosts": ["client01", "client02"],
+        "execution": "service",
+        "addresses": {"client01": "192.168.100.1", "client02": "192.168.100.2"},
+    }
+    hd_lines = [line for line in definitions(render_job(spec)) if line.startswith("hd=hd")]
+    assert hd_lines == ["hd=hd1,system=192.168.100.1", "hd=hd2,system=192.168.100.2"]
+    # the per-host paths and the SDs keep the hosts' names
+    assert "sd=sd2,host=hd2,lun=/mnt/nfs/bench/client02/vdb.file" in definitions(render_job(spec))
+
+
 def test_vdbench_hosts_give_a_multi_host_filesystem_file():
     spec = {
         **SPEC,
