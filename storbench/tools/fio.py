@@ -307,7 +307,8 @@ class FioAdapter(ToolAdapter):
                 raise fio_json.FioOutputError(f"{path}: empty file")
             run_base = {**base, "run_id": path.stem, "raw_path": str(path)}
             try:
-                rows += fio_json.parse_outputs([(path.parent.name, text)], base=run_base)
+                host = path.absolute().parent.name  # a file named in its own folder too
+                rows += fio_json.parse_outputs([(host, text)], base=run_base)
             except fio_json.FioOutputError as error:
                 raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None
         return rows

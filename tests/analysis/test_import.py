@@ -55,16 +55,29 @@ def test_fio_refuses_an_iperf3_file_and_unknown_tools(tmp_path, capsys):
 
 
 def test_a_cut_off_fio_file_is_named_with_what_it_lacks(tmp_path, capsys, monkeypatch):
-    """A file in the current folder: no folder name to take as its host's."""
+    """A file named in the current folder: its host is that folder's name."""
     monkeypatch.chdir(tmp_path)
     Path("cut.json").write_bytes((FIXTURES / "fio/standalone-group.json").read_bytes()[:3000])
     output = tmp_path / "out.parquet"
     assert main(["import", "--tool", "fio", "-o", str(output), "cut.json"]) == 1
     assert capsys.readouterr().err.strip() == (
-        "storbench: error: cut.json: not fio JSON output (fio output: no complete fio JSON "
-        "document (first line: '{'))"
+        f"storbench: error: cut.json: not fio JSON output (fio output of host {tmp_path.name}: "
+        "no complete fio JSON document (first line: '{'))"
     )
     assert not output.exists()
+
+
+def test_a_standalone_fio_files_host_is_its_folders_name(tmp_path, capsys, monkeypatch):
+    """fio's standalone JSON names no host; a file named from its own folder has one too."""
+    host_folder = tmp_path / "client07"
+    host_folder.mkdir()
+    monkeypatch.chdir(host_folder)
+    Path("randread.json").write_bytes((FIXTURES / "fio/standalone-group.json").read_bytes())
+    output = tmp_path / "out.parquet"
+    assert main(["import", "--tool", "fio", "-o", str(output), "randread.json"]) == 0
+    rows = pq.read_table(output).to_pylist()
+    assert {row["host"] for row in rows} == {"client07", "all"}
+    assert {row["run_id"] for row in rows} == {"randread"}
 
 
 def test_imported_rows_know_how_many_hosts_their_run_had(tmp_path, capsys):
