@@ -85,6 +85,20 @@ def test_steps_name_their_missing_input(args, missing, tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
+def test_pdf_swapped_arguments_overwrite_nothing(tmp_path):
+    """--html and --pdf given the wrong way round: the page is kept, no browser starts."""
+    page = tmp_path / "index.html"
+    page.write_text("<!doctype html><title>report</title><p>IOPS 5,210</p>\n")
+    (tmp_path / "report.pdf").write_bytes(b"%PDF-1.4 printed before\n")
+    result = storbench(tmp_path, "pdf", "--html", "report.pdf", "--pdf", "index.html")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "report.pdf is not an HTML page" in result.stderr
+    result = storbench(tmp_path, "pdf", "--html", "index.html", "--pdf", "index.html")
+    assert result.returncode == 1 and "index.html exists and is not a PDF" in result.stderr
+    assert page.read_text().endswith("<p>IOPS 5,210</p>\n")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["index.html", "report.pdf"]
+
+
 @pytest.mark.parametrize("step", ["run", "render", "preflight", "services", "cleanup"])
 def test_a_spec_that_is_not_json_names_the_option(step, tmp_path):
     extra = {

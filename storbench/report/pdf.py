@@ -89,7 +89,7 @@ def print_pdfs(
     """Print each (HTML file, PDF path) like ``html_to_pdf``, all in one Chromium, every
     page loading at once in a tab of its own (its own renderer), then printed in order;
     ``timeout_s`` for each page's load and for its print."""
-    resolved = [(_existing_html(html), Path(out)) for html, out in pages]
+    resolved = [(_existing_html(html), _pdf_output(out)) for html, out in pages]
     names = ", ".join(str(html) for html, _ in resolved)
     browser = _browser_or_error(browser, f"print {names} to PDF")
     with tempfile.TemporaryDirectory(prefix="storbench-chromium-") as work:
@@ -211,7 +211,21 @@ def _existing_html(html_path: str | os.PathLike) -> Path:
     html_path = Path(html_path).resolve()
     if not html_path.is_file():
         raise PdfError(f"HTML file {html_path} does not exist")
+    with html_path.open("rb") as page:
+        start = page.read(512).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not start.startswith(b"<"):
+        raise PdfError(f"{html_path} is not an HTML page (it does not start with a tag)")
     return html_path
+
+
+def _pdf_output(pdf_path: str | os.PathLike) -> Path:
+    """Where a PDF goes: never over a file that is not a PDF (a report page given as --pdf)."""
+    pdf_path = Path(pdf_path)
+    if pdf_path.is_file():
+        with pdf_path.open("rb") as existing:
+            if not existing.read(len(PDF_MAGIC)).startswith(PDF_MAGIC):
+                raise PdfError(f"{pdf_path} exists and is not a PDF: not overwritten")
+    return pdf_path
 
 
 def _browser_or_error(browser: str | None, action: str) -> str:
