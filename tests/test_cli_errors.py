@@ -495,3 +495,23 @@ def test_a_set_up_step_with_no_time_to_run_is_refused_before_it_runs(tmp_path):
         "storbench: error: setup spec: timeout_s must be seconds above 0, not 0"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_adapters_own_python_error_at_render_is_one_line_naming_the_run_and_host(tmp_path):
+    """A value `check` would refuse (or a host's computed fact made) stopped the render step
+    with Python's ValueError and a traceback."""
+    spec = {
+        **tiny_render_spec(tmp_path / "target"),
+        "tool": "warp",
+        "target": {"name": "minio", "type": "s3", "endpoint": "http://127.0.0.1:9000",
+                   "bucket": "bench", "credentials": {"access_key": "a", "secret_key": "s"}},
+        "params": {"op": "get", "numjobs": "four", "runtime": "30s"},
+        "host": "client07", "host_index": 0, "role": None,
+    }  # fmt: skip
+    result = storbench(tmp_path, "render", "--spec", json.dumps(spec), "--output", "j.warp")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "storbench: error: tiny/read_bs4k_nj1 on host client07: warp cannot write this job: invalid"
+        " literal for int() with base 10: 'four'"
+    )
+    assert list(tmp_path.iterdir()) == []

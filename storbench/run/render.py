@@ -12,7 +12,7 @@ from pathlib import Path
 from storbench.core import atomic, hostfacts, paths
 from storbench.core.specs import HostJobsSpec, RenderSpec
 from storbench.tools import get_tool
-from storbench.tools.base import RenderError
+from storbench.tools.base import REFUSALS, RenderError, refusal_text
 
 TEMPLATES_DIR = paths.TEMPLATES_DIR
 
@@ -27,9 +27,18 @@ def render_job(spec: RenderSpec | dict) -> str:
     tool = get_tool(spec.tool)
     template_path = Path(spec.template) if spec.template else TEMPLATES_DIR / tool.default_template
     try:
-        template = job_template(template_path)
         # adapters see the spec as the mapping its JSON is: third-party templates use its names
-        return template.render(**tool.template_context(spec.mapping()))
+        context = tool.template_context(spec.mapping())
+    except RenderError:
+        raise
+    except REFUSALS as error:  # Python's error on a value of the wrong kind, as `check` has it
+        where = f" on host {spec.host}" if spec.host else ""
+        raise RenderError(
+            f"{spec.experiment}/{spec.run_id}{where}: {tool.name} cannot write this job: "
+            f"{refusal_text(error)}"
+        ) from None
+    try:
+        return job_template(template_path).render(**context)
     except jinja2.UndefinedError as error:
         raise RenderError(f"template {template_path}: {error.message}") from error
     except SecurityError as error:

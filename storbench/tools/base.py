@@ -104,6 +104,18 @@ class RenderError(ValueError):
     """A job file cannot be made: the message names the template, host or option."""
 
 
+# What an adapter's template_context raises for options it cannot write (a RenderError, or
+# Python's own error on a value of the wrong kind): `check` and the render step name them
+REFUSALS = (ValueError, KeyError, TypeError)
+
+
+def refusal_text(error: BaseException) -> str:
+    """An adapter's refusal as one line (a KeyError's message without repr's quotes)."""
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    return str(error)
+
+
 class ToolOutputError(ValueError):
     """A file is not this tool's output, or is empty or truncated; the message names the file."""
 

@@ -236,6 +236,43 @@ def test_check_asks_the_adapter_about_every_run(tmp_path, capsys):
     ) in err
 
 
+def _vdbench_raw_numjobs(tmp_path, numjobs: str):
+    raw = {
+        "hosts": {"localhost": {"transport": "local"}},
+        "targets": {"lun": {"type": "block", "path": "/dev/mapper/afa_lun1"}},
+        "experiments": {
+            "v": {
+                "tool": "vdbench",
+                "hosts": "localhost",
+                "target": "lun",
+                "job": {"rw": "randread", "bs": "4k", "runtime": "60s", "numjobs": numjobs},
+            }
+        },
+    }
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_a_host_fact_value_the_adapter_refuses_on_any_host_is_refused_by_check(tmp_path, capsys):
+    """Host facts are computed per host at render time; check computes them for a 4-core and
+    a 128-core client: vdbench raw workloads refuse a numjobs other than 1 on both."""
+    path = _vdbench_raw_numjobs(tmp_path, "{cores // 2}")
+    assert cli.main(["check", "--config", str(path)]) == 1
+    assert (
+        "  - experiments.v: run randread_bs4k_njhost: vdbench raw workloads have no numjobs; use"
+        " iodepth (threads per SD) (with the host facts of clients of 4 cores, 16 GiB and 128"
+        " cores, 1024 GiB)\n"
+    ) in capsys.readouterr().err
+
+
+def test_a_host_fact_value_one_sample_host_accepts_passes_check(tmp_path, capsys):
+    """{cores // 100}: 0 on 4 cores (refused), 1 on 128: a host may take it, so check does."""
+    path = _vdbench_raw_numjobs(tmp_path, "{cores // 100}")
+    assert cli.main(["check", "--config", str(path)]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.startswith("v: vdbench on 1 host(s) [localhost]")
+
+
 # --- job options that run commands ---------------------------------------------------------
 
 
