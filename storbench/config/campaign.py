@@ -458,6 +458,12 @@ _NAME_RULES = {  # the name patterns of config/schema.yaml, in words
     "^[A-Za-z0-9][A-Za-z0-9_.-]*$": "letters, digits, '_', '.', '-'; first a letter or digit",
     "^[a-z][a-z0-9_]*$": "lowercase letters, digits, '_'; first a letter",
 }
+_ADDRESS = "a host name or IP address: letters, digits, . : _ -, [ ] around IPv6"
+_VALUE_RULES = {  # the address patterns of config/schema.yaml, in words
+    "^[A-Za-z0-9][A-Za-z0-9.:_-]*$": "a host name or IP address: letters, digits, . : _ -",
+    "^[A-Za-z0-9\\[][A-Za-z0-9.:_\\[\\]-]*$": _ADDRESS,
+    "^[A-Za-z0-9{\\[][A-Za-z0-9.:_{}\\[\\]-]*$": f"{_ADDRESS}, with {{name}} and {{n}}",
+}
 
 
 def _describe_schema_error(error) -> str:
@@ -477,6 +483,8 @@ def _describe_schema_error(error) -> str:
     if error.validator == "pattern" and "propertyNames" in error.absolute_schema_path:
         rule = _NAME_RULES.get(error.validator_value, f"must match {error.validator_value!r}")
         return f"{_key_path(path)}: bad name {error.instance!r} ({rule})"
+    if error.validator == "pattern" and error.validator_value in _VALUE_RULES:
+        return f"{_key_path(path)}: {error.instance!r} is not {_VALUE_RULES[error.validator_value]}"
     if error.validator == "pattern" and "description" in error.schema:
         return f"{_key_path(path)}: {error.message} ({error.schema['description']})"
     if error.validator in ("oneOf", "anyOf") and error.context:

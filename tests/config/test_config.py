@@ -340,6 +340,28 @@ def test_a_data_path_address_per_host_apart_from_its_ssh_name():
     assert problems_of_raw(raw) == [
         "hosts.fast.data_address: unknown field {rack} (fields: {name}, {n})"
     ]
+    raw["hosts"]["fast"]["data_address"] = "fd00::{n}"  # IPv6
+    assert [h["data_address"] for h in load_campaign(raw).host_groups["fast"]] == [
+        "fd00::1",
+        "fd00::2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        # each tool takes the address in a list (elbencho --hosts a,b), a job file line
+        # (vdbench hd=...,system=) or host:port: a comma or blank would make it two
+        ("data_address", "10.0.0.{n}, 10.0.1.{n}"),
+        ("data_address", "10.0.0.{n} "),
+        ("controller_address", "10.0.0.254;reboot"),
+    ],
+)
+def test_an_address_that_is_no_host_name_or_ip_is_refused(key, value):
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"][key] = value
+    (problem,) = problems_of_raw(raw)
+    assert problem.startswith(f"hosts.clients.{key}: {value!r} is not a host name or IP address")
 
 
 def test_a_target_set_together_only_never_runs_one_target_alone():
