@@ -434,10 +434,16 @@ def _truthy(value) -> bool:
 def _hd_hosts(hosts: list[str], addresses: dict) -> list[dict]:
     """hd= per driven host; system= is where the master's ssh and its slaves' RMI reach the
     host: its tool address (data_address, else address) when it is a configured host."""
-    return [
-        {"hd": f"hd{index}", "name": name, "system": addresses.get(name, name)}
+    hd_hosts = [
+        {"hd": f"hd{index}", "name": name, "system": str(addresses.get(name, name))}
         for index, name in enumerate(hosts, start=1)
     ]
+    for host in hd_hosts:
+        if not host["system"] or (problem := value_problem(host["system"])):
+            raise VdbenchJobError(
+                f"vdbench: host {host['name']}: system {host['system']!r}: {problem or 'empty'}"
+            )
+    return hd_hosts
 
 
 def _host_definitions(params: dict, hosts: list[dict]) -> list[dict]:

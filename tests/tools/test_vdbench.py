@@ -573,6 +573,17 @@ def test_hd_system_is_the_hosts_tool_address_when_the_spec_gives_one():
     assert "sd=sd2,host=hd2,lun=/mnt/nfs/bench/client02/vdb.file" in definitions(render_job(spec))
 
 
+def test_an_address_vdbench_would_read_as_two_parameters_is_refused():
+    spec = {
+        **SPEC,
+        "hosts": ["client01"],
+        "execution": "service",
+        "addresses": {"client01": "10.0.0.1,10.0.0.2"},
+    }
+    with pytest.raises(VdbenchJobError, match=r"host client01: system '10.0.0.1,10.0.0.2': "):
+        render_job(spec)
+
+
 def test_vdbench_hosts_give_a_multi_host_filesystem_file():
     spec = {
         **SPEC,
