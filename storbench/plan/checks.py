@@ -4,6 +4,7 @@ job of every planned run (options it cannot render fail here, not at the run).""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from storbench.core import hostfacts
 from storbench.core.model import Campaign
@@ -14,7 +15,7 @@ from storbench.tools.base import REFUSALS, ToolAdapter, refusal_text
 
 # Host-fact values are computed per host at render time, from telemetry `check` does not
 # have: a small and a large client stand in, and a value both refuse is refused on any host.
-SAMPLE_HOSTS = (
+SAMPLE_HOSTS: tuple[dict[str, Any], ...] = (
     {"cores": 4, "sockets": 1, "mem_bytes": 16 * 2**30, "nics": [{"speed_mbps": 10_000}]},
     {"cores": 128, "sockets": 2, "mem_bytes": 1024 * 2**30, "nics": [{"speed_mbps": 200_000}]},
 )
@@ -34,12 +35,11 @@ def adapter_problems(campaign: Campaign) -> list[str]:
             spec = specs.render_spec(campaign, name, run)
             if experiment.uses_host_facts:
                 reasons = [_sample_host_refusal(tool, spec, facts) for facts in SAMPLE_HOSTS]
-                if all(reasons):
-                    reasons[0] = f"{reasons[0]} (with the host facts of clients of {_samples()})"
+                refusal = f"{reasons[0]} ({_samples()})" if all(reasons) else None
             else:
-                reasons = [_refusal(tool, spec)]
-            if all(reasons):
-                refused.append((run.run_id, reasons[0]))
+                refusal = _refusal(tool, spec)
+            if refusal:
+                refused.append((run.run_id, refusal))
         if refused:
             run_id, reason = refused[0]
             more = f" (and {len(refused) - 1} more runs)" if len(refused) > 1 else ""
@@ -70,6 +70,7 @@ def _sample_host_refusal(tool: ToolAdapter, spec: RenderSpec, facts: dict) -> st
 
 
 def _samples() -> str:
-    return " and ".join(
+    clients = " and ".join(
         f"{facts['cores']} cores, {facts['mem_bytes'] // 2**30} GiB" for facts in SAMPLE_HOSTS
     )
+    return f"with the host facts of clients of {clients}"
