@@ -6,7 +6,9 @@ path must read as one line naming the path, and nothing may be published.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from storbench.config import campaign as config
 from storbench.plan import specs as plan
 from storbench.run import render
+from tests.paths import FIXTURES
 from tests.workflow.test_workflow import tiny_config
 
 # A comparison's regressions.json given where a search.json belongs, and the reverse
@@ -515,3 +518,37 @@ def test_an_adapters_own_python_error_at_render_is_one_line_naming_the_run_and_h
         " literal for int() with base 10: 'four'"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def _with_file_size_limit(limit: int):
+    """A real write error of the kind a full disk gives, without mounting one: the kernel
+    refuses a file past RLIMIT_FSIZE (EFBIG) and pyarrow's error names no file."""
+
+    def limit_writes():
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limit_writes
+
+
+def test_a_parse_whose_write_fails_names_the_file_and_publishes_neither_output(tmp_path):
+    """The per-interval file (3 KB) fits under the limit, the result table does not: before,
+    a traceback, and the series was published without its table."""
+    manifest = FIXTURES / "elbencho/storbench-service-4hosts-file/run.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "storbench", "parse", "--manifest", str(manifest),
+         "--output", "it1.parquet", "--timeseries", "it1.timeseries.parquet"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        preexec_fn=_with_file_size_limit(8192),
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"storbench: error: it1.parquet: {os.strerror(errno.EFBIG)}"
+    assert list(tmp_path.iterdir()) == []  # no table, no series, no temporary file
+    unlimited = storbench(tmp_path, "parse", "--manifest", str(manifest), "--output",
+                          "it1.parquet", "--timeseries", "it1.timeseries.parquet")  # fmt: skip
+    assert unlimited.returncode == 0, unlimited.stderr
+    assert (tmp_path / "it1.parquet").stat().st_size > 8192
+    assert 0 < (tmp_path / "it1.timeseries.parquet").stat().st_size < 8192

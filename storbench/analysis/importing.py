@@ -178,7 +178,7 @@ def import_outputs(
             f"no readable results in {', '.join(map(str, paths))}: "
             + "; ".join(f"{path}: {why}" for path, why in found.skipped)
         )
-    results.write_rows(rows, output)
+    outputs = [(results.table_from_rows(rows), output)]
     lines = [f"used ({tool}): {path}" for tool, path in found.used()]
     lines += [f"skipped: {path} ({why})" for path, why in found.skipped]
     runs = sorted({(row["tool"], row["run_id"]) for row in rows})
@@ -186,8 +186,9 @@ def import_outputs(
     if series:
         stem = output.name.split(".")[0]
         target = series_output or output.with_name(f"{stem}.timeseries.parquet")
-        results.write_timeseries(series, target)
+        outputs.append((results.table_from_rows(series, results.TIMESERIES_SCHEMA), target))
         lines.append(f"{target}: {len(series)} interval rows")
+    results.write_parquets(outputs)  # the rows and their series together, or neither
     return lines
 
 

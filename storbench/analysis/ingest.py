@@ -22,11 +22,10 @@ def parse_iteration(
     write them and return the result rows."""
     rows, series = iteration_rows(manifest_path, with_timeseries=timeseries_path is not None)
     # both tables are built before either file is published
-    table = _table(rows, results.SCHEMA, manifest_path)
+    outputs = [(_table(rows, results.SCHEMA, manifest_path), output_path)]
     if timeseries_path:
-        series_table = _table(series, results.TIMESERIES_SCHEMA, manifest_path)
-        results.write_parquet(series_table, timeseries_path)
-    results.write_parquet(table, output_path)
+        outputs.append((_table(series, results.TIMESERIES_SCHEMA, manifest_path), timeseries_path))
+    results.write_parquets(outputs)
     return rows
 
 
@@ -147,10 +146,10 @@ def gather(parsed_paths: list[str], output_path: str, timeseries_output: str | N
     """One Parquet of every result row; the per-interval files go to timeseries_output."""
     series = sorted(p for p in parsed_paths if p.endswith(TIMESERIES_SUFFIX))
     table = results.read_parquet(sorted(set(parsed_paths) - set(series)))
+    outputs = [(table, output_path)]
     if timeseries_output:
-        timeseries = results.read_parquet(series, results.TIMESERIES_SCHEMA)
-        results.write_parquet(timeseries, timeseries_output)
-    results.write_parquet(table, output_path)
+        outputs.append((results.read_parquet(series, results.TIMESERIES_SCHEMA), timeseries_output))
+    results.write_parquets(outputs)
     return table.num_rows
 
 

@@ -15,17 +15,45 @@ from pathlib import Path
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike):
     """Yield a temp path in the target's directory; rename it to ``path`` on success."""
-    path = Path(path)
+    with atomic_outputs(path) as (tmp,), naming_write_errors(path):
+        yield tmp
+
+
+@contextlib.contextmanager
+def atomic_outputs(*paths: str | os.PathLike):
+    """Temp paths for several files that appear together: none is published unless every
+    one is written (a step's outputs, such as a table and its per-interval series)."""
+    targets = [Path(path) for path in paths]
+    temps: list[Path] = []
+    try:
+        for target in targets:
+            temps.append(_temp_beside(target))
+        yield temps
+        for tmp, target in zip(temps, targets, strict=True):
+            os.replace(tmp, target)
+    except BaseException:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def naming_write_errors(path: str | os.PathLike):
+    """A library's write error that names no file (pyarrow on a full disk) names ``path``."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None and error.errno is not None:
+            raise OSError(error.errno, os.strerror(error.errno), str(path)) from error
+        raise
+
+
+def _temp_beside(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.fchmod(fd, 0o666 & ~_current_umask())  # mkstemp makes 0600; published files follow the umask
     os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return Path(tmp)
 
 
 def _current_umask() -> int:

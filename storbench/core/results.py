@@ -16,7 +16,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storbench.core.atomic import atomic_output
+from storbench.core.atomic import atomic_output, atomic_outputs, naming_write_errors
 from storbench.core.schema_names import (  # noqa: F401  re-exported
     ALL_HOSTS,
     PERCENTILE_COLUMNS,
@@ -177,6 +177,14 @@ def _pandas_kept_out():
 def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
     with atomic_output(path) as tmp:
         pq.write_table(table, tmp)
+
+
+def write_parquets(tables: list[tuple[pa.Table, str | os.PathLike]]) -> None:
+    """Each (table, path); the files appear together or not at all."""
+    with atomic_outputs(*(path for _, path in tables)) as temps:
+        for (table, path), tmp in zip(tables, temps, strict=True):
+            with naming_write_errors(path):
+                pq.write_table(table, tmp)
 
 
 def write_rows(rows: list[dict], path: str | os.PathLike) -> None:
