@@ -12,6 +12,7 @@ import contextlib
 import importlib.abc
 import os
 import sys
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -179,7 +180,7 @@ def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
         pq.write_table(table, tmp)
 
 
-def write_parquets(tables: list[tuple[pa.Table, str | os.PathLike]]) -> None:
+def write_parquets(tables: Sequence[tuple[pa.Table, str | os.PathLike]]) -> None:
     """Each (table, path); the files appear together or not at all."""
     with atomic_outputs(*(path for _, path in tables)) as temps:
         for (table, path), tmp in zip(tables, temps, strict=True):
