@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -879,7 +880,12 @@ def file_problem(error: OSError) -> str | None:
         return f"{error.filename}: {error.strerror or error}"
     if isinstance(error, FileNotFoundError) and error.args:  # pyarrow raises it with the path only
         return f"{error.args[-1]}: No such file or directory"
+    if error.errno in FULL_OR_READ_ONLY:  # a write no atomic output named: the machine's state
+        return f"{os.strerror(error.errno)} ({error})"
     return None
+
+
+FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -552,3 +552,14 @@ def test_a_parse_whose_write_fails_names_the_file_and_publishes_neither_output(t
     assert unlimited.returncode == 0, unlimited.stderr
     assert (tmp_path / "it1.parquet").stat().st_size > 8192
     assert 0 < (tmp_path / "it1.timeseries.parquet").stat().st_size < 8192
+
+
+def test_a_full_disk_that_names_no_file_is_still_one_line():
+    """A write outside an atomic output (a library's own file): the state, not a traceback."""
+    from storbench.cli import file_problem
+
+    error = OSError(errno.ENOSPC, "Error writing bytes to file. Detail: [errno 28]")
+    assert file_problem(error) == (
+        "No space left on device ([Errno 28] Error writing bytes to file. Detail: [errno 28])"
+    )
+    assert file_problem(OSError(errno.EBADF, "Bad file descriptor")) is None  # a bug: traceback
