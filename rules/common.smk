@@ -11,6 +11,7 @@ from snakemake.exceptions import WorkflowError
 
 from storbench.config import campaign as storbench_config
 from storbench.core import paths
+from storbench.plan.checks import adapter_problems
 from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
 from storbench.run import live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
@@ -28,6 +29,14 @@ except storbench_config.ConfigError as error:
     raise WorkflowError(str(located)) from None
 # Before any path is built: a named campaign's outputs (and its steps') go to its own folders
 paths.use_campaign(CAMPAIGN.name)
+# What only the tools' adapters can say (as `storbench check`): before any job starts, not
+# at a later experiment's render (0.3 s for 10,000 fio runs)
+if ADAPTER_PROBLEMS := adapter_problems(CAMPAIGN):
+    located = storbench_config.with_lines(
+        storbench_config.ConfigError(ADAPTER_PROBLEMS, source=CONFIG_SOURCE),
+        workflow.configfiles,
+    )
+    raise WorkflowError(str(located))
 PLAN = WorkflowPlan(CAMPAIGN)
 # The storbench logger plugin prints runs done and time left from the campaign's plan
 live_progress.follow(CAMPAIGN)

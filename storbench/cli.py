@@ -29,7 +29,8 @@ def _check(args) -> int:
     paths.use_campaign(campaign.name)
     problems = checks.adapter_problems(campaign)
     if problems:
-        raise config.ConfigError(problems, source=str(args.config))
+        error = config.ConfigError(problems, source=str(args.config))
+        raise config.with_lines(error, [args.config])
     for name, experiment in campaign.experiments.items():
         runs = campaign.experiment_runs(name)
         hosts = [h["name"] for h in campaign.hosts_of(name)]

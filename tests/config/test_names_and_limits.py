@@ -232,7 +232,7 @@ def test_check_asks_the_adapter_about_every_run(tmp_path, capsys):
     assert code == 1  # ... but warp cannot run two of its runs
     assert (
         f"invalid {path}:\n  - experiments.w: run bs4k_op-nonsense (and 1 more runs):"
-        " warp: op 'nonsense' is not one of get, put, mixed, delete, list, stat\n"
+        " warp: op 'nonsense' is not one of get, put, mixed, delete, list, stat (line 2)\n"
     ) in err
 
 
@@ -262,7 +262,7 @@ def test_a_host_fact_value_the_adapter_refuses_on_any_host_is_refused_by_check(t
     assert (
         "  - experiments.v: run randread_bs4k_njhost: vdbench raw workloads have no numjobs; use"
         " iodepth (threads per SD) (with the host facts of clients of 4 cores, 16 GiB and 128"
-        " cores, 1024 GiB)\n"
+        " cores, 1024 GiB) (line 2)\n"
     ) in capsys.readouterr().err
 
 

@@ -197,6 +197,28 @@ def test_bad_config_stops_before_any_job(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+def test_an_option_only_the_tools_adapter_refuses_stops_the_workflow_before_any_job(tmp_path):
+    """vdbench raw workloads have no numjobs: the config's schema takes it, the adapter does
+    not. Before, even a dry run planned it, and a real run reached it at its render, after
+    the experiments before it had run."""
+    config = tiny_config(tmp_path / "target", rw=("read",))
+    config["targets"]["lun"] = {"type": "block", "path": "/dev/mapper/afa_lun1"}
+    config["experiments"]["afa"] = {
+        "tool": "vdbench",
+        "hosts": "localhost",
+        "target": "lun",
+        "job": {"rw": "randread", "bs": "4k", "runtime": "60s", "numjobs": 4},
+    }
+    result = snakemake(tmp_path, config, "-n", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert (
+        "experiments.afa: run randread_bs4k_nj4: vdbench raw workloads have no numjobs; use"
+        " iodepth (threads per SD) (line 2)"
+    ) in output
+    assert not (tmp_path / "results").exists()
+
+
 def test_every_target_is_capped_without_a_profile(tmp_path):
     """The workflow caps each target's lock at one run job itself: no profile, two cores, two
     runs on one target, and they still run one after the other."""
