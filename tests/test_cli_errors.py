@@ -33,6 +33,13 @@ def storbench(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=120)
 
 
+def assert_refused(result: subprocess.CompletedProcess, workdir: Path, stderr: str) -> None:
+    """The step exited 1 with exactly this error, no traceback, and published nothing."""
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == stderr
+    assert list(workdir.iterdir()) == []
+
+
 def tiny_run_spec(target: Path) -> str:
     campaign = config.load_campaign(tiny_config(target, rw=("read",)))
     (run,) = campaign.experiment_runs("tiny")
@@ -136,9 +143,7 @@ def test_a_spec_that_is_not_json_names_the_option(step, tmp_path):
 )  # fmt: skip
 def test_a_hand_written_spec_missing_keys_is_refused_naming_them(args, missing, tmp_path):
     result = storbench(tmp_path, args[0], "--spec", '{"tool": "fio"}', *args[1:])
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == f"storbench: error: {missing}"
-    assert list(tmp_path.iterdir()) == []
+    assert_refused(result, tmp_path, f"storbench: error: {missing}")
 
 
 @pytest.mark.parametrize(
@@ -402,9 +407,7 @@ def test_a_hand_written_run_spec_with_a_host_given_as_a_name_is_named(tmp_path):
 def test_a_hand_written_render_spec_out_of_shape_is_named(change, line, tmp_path):
     spec = {**tiny_render_spec(tmp_path / "target"), **change}
     result = storbench(tmp_path, "render", "--spec", json.dumps(spec), "--output", "j.fio")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == f"storbench: error: {line}"
-    assert list(tmp_path.iterdir()) == []
+    assert_refused(result, tmp_path, f"storbench: error: {line}")
 
 
 def test_a_vdbench_option_refused_at_render_is_one_line(tmp_path):
@@ -415,11 +418,9 @@ def test_a_vdbench_option_refused_at_render_is_one_line(tmp_path):
         "params": {"rw": "randread", "bs": "4k", "size": "1g", "interval": -1},
     }
     result = storbench(tmp_path, "render", "--spec", json.dumps(spec), "--output", "j.vdb")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == (
-        "storbench: error: vdbench: interval must be at least 1 second, got -1"
+    assert_refused(
+        result, tmp_path, "storbench: error: vdbench: interval must be at least 1 second, got -1"
     )
-    assert list(tmp_path.iterdir()) == []
 
 
 HOST = {"name": "localhost", "transport": "local"}
@@ -452,9 +453,7 @@ def test_a_mapping_spec_value_of_the_wrong_shape_is_named(args, spec, line, tmp_
     """Found by mutating the steps' real specs: each stopped with a traceback, or failed on
     the host with an error of Python's (preflight's, for a target path that is a number)."""
     result = storbench(tmp_path, *args, "--spec", json.dumps(spec))
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == f"storbench: error: {line}"
-    assert list(tmp_path.iterdir()) == []
+    assert_refused(result, tmp_path, f"storbench: error: {line}")
 
 
 def test_a_spec_given_as_a_file_name_says_how_to_give_the_file(tmp_path):
@@ -481,23 +480,21 @@ SETUP = {
 def test_a_set_up_step_whose_check_still_fails_is_one_line(tmp_path):
     """SetupError was not among the errors the CLI names: it printed a traceback."""
     result = storbench(tmp_path, "setup", "--spec", json.dumps(SETUP), "--output", "m.json")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == (
+    assert_refused(
+        result,
+        tmp_path,
         "storbench: error: setup mount on host localhost: `echo mounted` ran, but its check "
-        "`test -e never-made` still exits 1:\n    (no output)"
+        "`test -e never-made` still exits 1:\n    (no output)",
     )
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_set_up_step_with_no_time_to_run_is_refused_before_it_runs(tmp_path):
     """A time limit of 0 stopped the step with subprocess's TimeoutExpired traceback."""
     spec = {**SETUP, "command": "touch ran", "timeout_s": 0}
     result = storbench(tmp_path, "setup", "--spec", json.dumps(spec), "--output", "m.json")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == (
-        "storbench: error: setup spec: timeout_s must be seconds above 0, not 0"
+    assert_refused(
+        result, tmp_path, "storbench: error: setup spec: timeout_s must be seconds above 0, not 0"
     )
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_adapters_own_python_error_at_render_is_one_line_naming_the_run_and_host(tmp_path):
@@ -512,12 +509,12 @@ def test_an_adapters_own_python_error_at_render_is_one_line_naming_the_run_and_h
         "host": "client07", "host_index": 0, "role": None,
     }  # fmt: skip
     result = storbench(tmp_path, "render", "--spec", json.dumps(spec), "--output", "j.warp")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == (
-        "storbench: error: tiny/read_bs4k_nj1 on host client07: warp cannot write this job: invalid"
-        " literal for int() with base 10: 'four'"
+    assert_refused(
+        result,
+        tmp_path,
+        "storbench: error: tiny/read_bs4k_nj1 on host client07: warp cannot write this job:"
+        " invalid literal for int() with base 10: 'four'",
     )
-    assert list(tmp_path.iterdir()) == []
 
 
 def _with_file_size_limit(limit: int):

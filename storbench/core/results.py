@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storbench.core.atomic import atomic_output, atomic_outputs, naming_write_errors
+from storbench.core.atomic import atomic_outputs, naming_write_errors
 from storbench.core.schema_names import (  # noqa: F401  re-exported
     ALL_HOSTS,
     PERCENTILE_COLUMNS,
@@ -176,8 +176,7 @@ def _pandas_kept_out():
 
 
 def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
-    with atomic_output(path) as tmp:
-        pq.write_table(table, tmp)
+    write_parquets([(table, path)])
 
 
 def write_parquets(tables: Sequence[tuple[pa.Table, str | os.PathLike]]) -> None:

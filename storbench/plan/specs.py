@@ -10,7 +10,7 @@ import re
 from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import hostfacts, paths, units
-from storbench.core.model import Campaign, Run
+from storbench.core.model import Campaign, Host, Run
 from storbench.core.specs import (
     HostJobsSpec,
     ProbeSpec,
@@ -147,10 +147,7 @@ def _tool_addresses(experiment, run: Run, host_configs: list[dict]) -> dict | No
     differs from the host's name (the other specs stay as they were)."""
     if not get_tool(experiment.tool).job_names_hosts(run.params, experiment.execution):
         return None
-    addresses = {
-        host["name"]: host.get("data_address") or host.get("address") or host["name"]
-        for host in host_configs
-    }
+    addresses = {host["name"]: Host.from_dict(host).tool_address for host in host_configs}
     if all(address == name for name, address in addresses.items()):
         return None
     return addresses

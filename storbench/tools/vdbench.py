@@ -199,7 +199,7 @@ class VdbenchAdapter(ToolAdapter):
 
     def job_names_hosts(self, params: dict, execution: str) -> bool:
         """hd= system= for the spec's hosts (vdbench_hosts are names given by hand)."""
-        return "vdbench_hosts" not in params and bool(_driven_hosts(params, ["any"], execution))
+        return "vdbench_hosts" not in params and _drives_spec_hosts(params, execution)
 
     # --- run ------------------------------------------------------------------------------
 
@@ -419,8 +419,11 @@ def _driven_hosts(params: dict, spec_hosts: list, execution: str = "standalone")
     (or with multihost)."""
     if "vdbench_hosts" in params:
         return _host_names(params["vdbench_hosts"])
-    driven = execution == "service" or _truthy(params.get("multihost", False))
-    return list(spec_hosts) if driven else []
+    return list(spec_hosts) if _drives_spec_hosts(params, execution) else []
+
+
+def _drives_spec_hosts(params: dict, execution: str) -> bool:
+    return execution == "service" or _truthy(params.get("multihost", False))
 
 
 def _host_names(value) -> list[str]:
