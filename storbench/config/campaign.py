@@ -24,6 +24,7 @@ from storbench.config import setup as setup_config
 from storbench.config.sweep import MAX_RUNS, PlanError
 from storbench.config.values import positive_duration
 from storbench.core import hostfacts, paths, units
+from storbench.core.addresses import address_problem
 from storbench.core.model import DEFAULT_REPORT_NAME, Campaign, Experiment
 from storbench.core.options import (
     COUNT_OPTIONS,
@@ -458,11 +459,11 @@ _NAME_RULES = {  # the name patterns of config/schema.yaml, in words
     "^[A-Za-z0-9][A-Za-z0-9_.-]*$": "letters, digits, '_', '.', '-'; first a letter or digit",
     "^[a-z][a-z0-9_]*$": "lowercase letters, digits, '_'; first a letter",
 }
-_ADDRESS = "a host name or IP address: letters, digits, . : _ -, [ ] around IPv6"
+_ADDRESS = "a host name or IP address: letters, digits, . : _ -, [ ] around IPv6 if you like"
 _VALUE_RULES = {  # the address patterns of config/schema.yaml, in words
     "^[A-Za-z0-9][A-Za-z0-9.:_-]*$": "a host name or IP address: letters, digits, . : _ -",
-    "^[A-Za-z0-9\\[][A-Za-z0-9.:_\\[\\]-]*$": _ADDRESS,
-    "^[A-Za-z0-9{\\[][A-Za-z0-9.:_{}\\[\\]-]*$": f"{_ADDRESS}, with {{name}} and {{n}}",
+    "^[A-Za-z0-9:\\[][A-Za-z0-9.:_\\[\\]-]*$": _ADDRESS,
+    "^[A-Za-z0-9{:\\[][A-Za-z0-9.:_{}\\[\\]-]*$": f"{_ADDRESS}, with {{name}} and {{n}}",
 }
 
 
@@ -558,6 +559,10 @@ def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
         specs.append(spec)
     if "data_address" in group and (problem := _data_address_problem(group["data_address"])):
         problems.append(f"{key}.data_address: {problem}")
+    for option in ("data_address", "controller_address"):
+        wrong = [problem for spec in specs if (problem := address_problem(spec.get(option, "")))]
+        if wrong:  # one line a group: every node's address has the same form
+            problems.append(f"{key}.{option}: {wrong[0]}")
     for tool in group.get("service_ports", {}):
         if tool not in _known_tools() or not get_tool(tool).has_services:
             services = [n for n in _known_tools() if get_tool(n).has_services]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storbench.core import paths
+from storbench.core.addresses import bare, with_port
 from storbench.core.model import Host
 from storbench.hosts import open_files
 from storbench.hosts.base import TERM_GRACE_S
@@ -92,7 +93,7 @@ def service_marker(spec: Host, tool_name: str, port: int) -> str:
 
 def endpoint(host: dict, port: int, tool: str = "") -> str:
     spec = host_spec(host)
-    return f"{spec.tool_address}:{port_of(spec, tool, port)}"
+    return with_port(spec.tool_address, port_of(spec, tool, port))
 
 
 def start_services(hosts: list[dict], tool_name: str, port: int) -> list[dict]:
@@ -166,7 +167,7 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
             if code != 0:
                 raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
         _wait_ready(spec, port, folder)
-    return {"host": spec.name, "endpoint": f"{spec.tool_address}:{port}", "folder": folder}
+    return {"host": spec.name, "endpoint": with_port(spec.tool_address, port), "folder": folder}
 
 
 def start_script(folder: str, argv: list[str]) -> str:
@@ -289,14 +290,15 @@ def _wait_ready(spec: Host, port: int, folder: str) -> None:
     )
     raise HostError(
         spec.name,
-        f"service not answering on {spec.tool_address}:{port} after {READY_TIMEOUT_S:.0f} s "
+        f"service not answering on {with_port(spec.tool_address, port)}"
+        f" after {READY_TIMEOUT_S:.0f} s "
         f"(its log: {folder}/service.log){unrouted}",
     )
 
 
 def _accepts(address: str, port: int, timeout_s: float) -> bool:
     try:
-        with socket.create_connection((address, port), timeout=timeout_s):
+        with socket.create_connection((bare(address), port), timeout=timeout_s):
             return True
     except OSError:
         return False

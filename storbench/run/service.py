@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.core import atomic, start_hook
+from storbench.core.addresses import with_port
 from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
 from storbench.core.specs import RunSpec
@@ -223,7 +224,7 @@ def _arrival(done: Finished | None, setup_s: float | None) -> dict:
 
 
 def _controller_endpoint(host: dict, port: int) -> str:
-    return f"{services.host_spec(host).controller_address or LOCAL_CONTROLLER}:{port}"
+    return with_port(services.host_spec(host).controller_address or LOCAL_CONTROLLER, port)
 
 
 def _start_workers(

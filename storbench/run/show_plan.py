@@ -13,6 +13,7 @@ from pathlib import Path
 
 from storbench.config import search
 from storbench.core import paths
+from storbench.core.addresses import with_port
 from storbench.core.model import Campaign, Host, Run
 from storbench.plan import preparation as prepare_plan
 from storbench.plan import slo_search
@@ -253,7 +254,7 @@ def _describe_run(campaign: Campaign, name: str, run: Run, tool) -> list[str]:
     jobs = _job_texts(campaign, name, run, hosts)
     if experiment.execution == "service":
         port = tool.default_port
-        endpoints = [f"{Host.from_dict(_host_fields(h)).tool_address}:{port}" for h in hosts]
+        endpoints = [with_port(Host.from_dict(_host_fields(h)).tool_address, port) for h in hosts]
         job_paths = [paths.host_job(name, run.run_id, h["name"], tool.job_suffix) for h in hosts]
         output = f"{paths.iteration_dir(name, run.run_id, '<k>')}/a<n>/controller.json"
         argv = tool.controller_command(job_paths, output, endpoints)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from storbench.core import start_hook
+from storbench.core.addresses import bare, is_ipv6, split_endpoint
 from storbench.core.hostfacts import has_expression
 from storbench.core.options import normalized_options
 from storbench.core.specs import Manifest
@@ -150,7 +151,7 @@ class FioAdapter(ToolAdapter):
         return ["fio", "--version"]
 
     def service_start_command(self, host: str, port: int) -> list[str]:
-        return ["fio", f"--server=ip:{host},{port}"]
+        return ["fio", f"--server={_fio_address(host)},{port}"]
 
     def controller_command(
         self, job_path: list[str], output_path: str, endpoints: list[str]
@@ -158,8 +159,8 @@ class FioAdapter(ToolAdapter):
         """One fio client for every server; each --client is followed by that host's job file."""
         argv = ["fio", "--output-format=json+", f"--output={output_path}"]
         for endpoint, host_job in zip(endpoints, job_path, strict=True):
-            address, _, port = endpoint.rpartition(":")
-            argv += [f"--client=ip:{address},{port}", host_job]
+            address, port = split_endpoint(endpoint)
+            argv += [f"--client={_fio_address(address)},{port}", host_job]
         return argv
 
     def with_interval_series(self, job: dict) -> dict:
@@ -312,6 +313,11 @@ class FioAdapter(ToolAdapter):
             except fio_json.FioOutputError as error:
                 raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None
         return rows
+
+
+def _fio_address(address: str) -> str:
+    """fio's --server/--client address: 'ip:host', or 'ip6:fd00::2' (fio reads 'ip:' as IPv4)."""
+    return f"ip6:{bare(address)}" if is_ipv6(address) else f"ip:{address}"
 
 
 def value_problem(text: str) -> str | None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any, TypedDict
 
 from storbench.core import histogram
+from storbench.core.addresses import with_port
 from storbench.core.aggregate import (
     LATENCY_SUMMARY,
     aggregate_hosts,
@@ -394,7 +395,7 @@ def _host_entries(doc: dict, host, client_names: dict, source: str) -> list[tupl
 
 def _client_host(entry: dict, client_names: dict) -> str:
     hostname, port = entry.get("hostname"), entry.get("port")
-    address = hostname if port is None else f"{hostname}:{port}"
+    address = hostname if port is None else with_port(str(hostname), port)
     return str(client_names.get(address) or client_names.get(hostname) or address)
 
 

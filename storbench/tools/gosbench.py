@@ -47,6 +47,7 @@ import re
 from pathlib import Path
 
 from storbench.core import units
+from storbench.core.addresses import with_port
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
@@ -208,7 +209,7 @@ class GosbenchAdapter(ToolAdapter):
     def worker_command(self, controller: str, port: int, own_port: int) -> list[str]:
         """A worker that connects to the server at controller:port (gosbench workers dial
         out; it retries every second until the server is up); own_port: its Prometheus port."""
-        return [WORKER, "-s", f"{controller}:{port}", "-p", str(own_port)]
+        return [WORKER, "-s", with_port(controller, port), "-p", str(own_port)]
 
     def controller_command(
         self, job_path: list[str], output_path: str, endpoints: list[str]

@@ -43,6 +43,7 @@ import json
 import re
 from pathlib import Path
 
+from storbench.core.addresses import bare
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, parse_duration, parse_size
@@ -182,11 +183,14 @@ class Iperf3Adapter(ToolAdapter):
     )
 
     def network_server_command(self, address: str, port: int, log_path: str) -> list[str]:
-        return ["iperf3", "--server", "--bind", address, "--port", str(port), "--logfile", log_path]
+        return [
+            "iperf3", "--server", "--bind", bare(address), "--port", str(port),
+            "--logfile", log_path,
+        ]  # fmt: skip
 
     def network_job(self, address: str, port: int, duration_s: int, parallel: int) -> str:
         arguments = [
-            "--client", address, "--port", str(port), "--time", str(duration_s),
+            "--client", bare(address), "--port", str(port), "--time", str(duration_s),
             "--parallel", str(parallel), "--connect-timeout", str(CONNECT_TIMEOUT_MS),
         ]  # fmt: skip
         return "\n".join(["# storbench network check", *arguments]) + "\n"

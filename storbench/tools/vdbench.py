@@ -73,6 +73,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from storbench.core.addresses import bare
 from storbench.core.aggregate import aggregate_hosts
 from storbench.core.options import normalized_options
 from storbench.core.schema_names import ALL_HOSTS
@@ -438,7 +439,7 @@ def _hd_hosts(hosts: list[str], addresses: dict) -> list[dict]:
     """hd= per driven host; system= is where the master's ssh and its slaves' RMI reach the
     host: its tool address (data_address, else address) when it is a configured host."""
     hd_hosts = [
-        {"hd": f"hd{index}", "name": name, "system": str(addresses.get(name, name))}
+        {"hd": f"hd{index}", "name": name, "system": bare(str(addresses.get(name, name)))}
         for index, name in enumerate(hosts, start=1)
     ]
     for host in hd_hosts:

@@ -364,6 +364,40 @@ def test_an_address_that_is_no_host_name_or_ip_is_refused(key, value):
     assert problem.startswith(f"hosts.clients.{key}: {value!r} is not a host name or IP address")
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "problem"),
+    [
+        # the tools' host:port lists would read the port twice, or a host name as IPv6
+        ("data_address", "10.0.0.{n}:8765", "'10.0.0.1:8765': a colon only in an IPv6 address"),
+        ("controller_address", "ctl:2000", "'ctl:2000': a colon only in an IPv6 address"),
+        ("data_address", "[{name}]", "'[client01]': brackets go around an IPv6 address only"),
+        ("controller_address", "[fd00::1", "'[fd00::1': brackets go around an IPv6 address only"),
+    ],
+)
+def test_a_port_or_brackets_in_an_address_are_refused(key, value, problem):
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"][key] = value
+    assert [line.split(" (")[0] for line in problems_of_raw(raw)] == [
+        f"hosts.clients.{key}: {problem}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "controller", "first"),
+    [
+        ("::1", "::1", "::1"),
+        ("[fd00::{n}]", "[fd00::ff]", "[fd00::1]"),
+        ("fd00::{n}", "fd00::ff", "fd00::1"),
+    ],
+)
+def test_ipv6_addresses_bare_or_in_brackets(data, controller, first):
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"]["data_address"] = data
+    raw["hosts"]["clients"]["controller_address"] = controller
+    (host, *_) = load_campaign(raw).host_groups["clients"]
+    assert (host["data_address"], host["controller_address"]) == (first, controller)
+
+
 def test_a_target_set_together_only_never_runs_one_target_alone():
     raw = copy.deepcopy(VALID)
     raw["targets"]["disk2"] = {"type": "directory", "path": "/var/tmp/storbench/disk2"}

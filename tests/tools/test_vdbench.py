@@ -573,6 +573,13 @@ def test_hd_system_is_the_hosts_tool_address_when_the_spec_gives_one():
     assert "sd=sd2,host=hd2,lun=/mnt/nfs/bench/client02/vdb.file" in definitions(render_job(spec))
 
 
+def test_hd_system_is_an_ipv6_address_without_brackets():
+    """vdbench's master reaches the host with ssh, which takes the address alone."""
+    spec = {**SPEC, "hosts": ["client01"], "execution": "service"}
+    spec["addresses"] = {"client01": "[fd00::1]"}
+    assert "hd=hd1,system=fd00::1" in definitions(render_job(spec))
+
+
 def test_an_address_vdbench_would_read_as_two_parameters_is_refused():
     spec = {
         **SPEC,
