@@ -109,7 +109,7 @@ def _report(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.report import experiment as report
 
-    meta = with_keys("report meta", args.meta, {"title": "str"})
+    meta = with_keys("report meta", args.meta, {"title": "str"}, REPORT_META_KEYS)
     meta["job_files"] = {_job_label(p): p.read_text() for p in _job_file_paths(args.job_files)}
     facts = None
     if args.telemetry:
@@ -133,6 +133,33 @@ def _report(args) -> int:
     return 0
 
 
+# what the experiment report reads of its meta besides its title, where a hand-made one has it
+REPORT_META_KEYS = {
+    "hosts": "tuple[str, ...]", "run_ids": "tuple[str, ...]", "target_set": "tuple[str, ...]",
+    "target": "dict", "job": "dict", "sweep": "dict", "steps": "dict | None",
+    "data_path": "dict | None", "preparation": "dict | None", "iterations": "int",
+    "max_start_skew_s": "float | None", "slow_host_percent": "float | None",
+}  # fmt: skip
+# what the campaign report reads of its meta; every key may be left out of a hand-made one
+CAMPAIGN_META_KEYS = {
+    "title": "str", "name": "str", "experiments": "dict", "hosts": "tuple[dict, ...]",
+    "targets": "dict", "config_yaml": "str", "tables": "dict", "storage": "dict",
+}  # fmt: skip
+
+
+def _campaign_meta(data: object) -> dict:
+    """The campaign report's meta, its mappings' entries checked too (a hand-made one)."""
+    meta = with_keys("campaign report meta", data, {}, CAMPAIGN_META_KEYS)
+    for key in ("experiments", "targets"):
+        for name, value in (meta.get(key) or {}).items():
+            if not isinstance(value, dict):
+                raise SpecError(f"campaign report meta spec: {key}.{name} must be a mapping")
+    for index, host in enumerate(meta.get("hosts") or []):
+        if not isinstance(host.get("name"), str):
+            raise SpecError(f"campaign report meta spec: hosts[{index}] needs a name")
+    return meta
+
+
 def _campaign_report(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.report import campaign as campaign_report
@@ -143,8 +170,9 @@ def _campaign_report(args) -> int:
         from storbench.run import telemetry
 
         facts = telemetry.load(args.telemetry)
+    meta = _campaign_meta(args.meta)
     written = campaign_report.build_campaign_report(
-        args.summaries, args.searches, args.out_dir, args.meta, facts
+        args.summaries, args.searches, args.out_dir, meta, facts
     )
     for name, path in written.items():
         print(f"{name}: {path}")
@@ -200,7 +228,7 @@ def _prepare_bucket(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.run import s3
 
-    target = args.target
+    target = with_keys("prepare-bucket", {"target": args.target}, {"target": "target"})["target"]
     marker = s3.prepare_bucket(target["name"], target, args.bucket, args.marker)
     state = "created" if marker["created"] else "already there"
     print(f"bucket {args.bucket} on {target['endpoint']}: {state}")
@@ -274,7 +302,7 @@ def _network(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.run import netcheck
 
-    spec = args.spec
+    spec = with_keys("network", args.spec, {})  # its keys: run_network_check names them
     rows = netcheck.run_network_check(spec, args.out_dir)
     netcheck.write_results(rows, args.parquet)
     min_fraction = spec.get("min_fraction", 0.8)
@@ -825,6 +853,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from storbench.config.campaign import ConfigError
     from storbench.core.markers import MarkerError
     from storbench.core.paths import PathComponentError
+    from storbench.core.report_units import UnknownUnitsError
     from storbench.core.results import ResultsFileError, ResultValueError
     from storbench.core.secrets import SecretError
     from storbench.core.units import UnitError
@@ -872,6 +901,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
         ToolOutputError,
         UnitError,
         UnknownToolError,
+        UnknownUnitsError,
     )
 
 

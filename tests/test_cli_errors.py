@@ -446,13 +446,57 @@ TARGET = {"name": "scratch", "type": "directory", "path": "/tmp/storbench-test-n
         (["telemetry-hosts"],
          {"hosts": [{"host": HOST, "targets": "scratch", "tools": ["fio"], "output": "t.json"}]},
          'telemetry-hosts host spec: targets must be a list of mappings, not "scratch"'),
+        (["network", "--out-dir", "n", "--parquet", "n.parquet"], [HOST],
+         "network spec: expected a mapping, got list"),
     ],
-    ids=["preflight-target", "preflight-host", "services-port", "telemetry-tools", "hosts-targets"],
+    ids=["preflight-target", "preflight-host", "services-port", "telemetry-tools", "hosts-targets",
+         "network-list"],
 )  # fmt: skip
 def test_a_mapping_spec_value_of_the_wrong_shape_is_named(args, spec, line, tmp_path):
     """Found by mutating the steps' real specs: each stopped with a traceback, or failed on
     the host with an error of Python's (preflight's, for a target path that is a number)."""
     result = storbench(tmp_path, *args, "--spec", json.dumps(spec))
+    assert_refused(result, tmp_path, f"storbench: error: {line}")
+
+
+@pytest.mark.parametrize(
+    ("target", "line"),
+    [
+        ({"type": "s3", "endpoint": "http://127.0.0.1:1", "path": "b"},
+         "prepare-bucket spec: target: missing key name"),
+        ({"name": "s3", "type": "s3", "path": "b"},
+         "prepare-bucket spec: target: a target of type s3 needs endpoint, credentials"),
+    ],
+    ids=["no-name", "no-endpoint"],
+)  # fmt: skip
+def test_a_bucket_target_without_its_keys_is_named(target, line, tmp_path):
+    """It stopped with KeyError: 'name' (a traceback) before asking any endpoint."""
+    result = storbench(
+        tmp_path, "prepare-bucket", "--target", json.dumps(target), "--bucket", "b",
+        "--marker", "bucket.json",
+    )  # fmt: skip
+    assert_refused(result, tmp_path, f"storbench: error: {line}")
+
+
+@pytest.mark.parametrize(
+    ("args", "meta", "line"),
+    [
+        (["report", "--summary", "s.parquet"], {"title": "t", "sweep": "bs"},
+         'report meta spec: sweep must be a mapping, not "bs"'),
+        (["report", "--summary", "s.parquet"], {"title": "t", "max_start_skew_s": "1s"},
+         'report meta spec: max_start_skew_s must be a number or null, not "1s"'),
+        (["campaign-report"], {"hosts": [{"group": "g"}]},
+         "campaign report meta spec: hosts[0] needs a name"),
+        (["campaign-report"], {"experiments": {"e": "fio"}},
+         "campaign report meta spec: experiments.e must be a mapping"),
+        (["campaign-report"], {"units": "metric"},
+         "unknown unit system 'metric' (expected decimal or binary)"),
+    ],
+    ids=["sweep", "skew", "host-name", "experiment", "units"],
+)  # fmt: skip
+def test_a_hand_made_report_meta_out_of_shape_is_named(args, meta, line, tmp_path):
+    """Found by mutating a real report's meta: each stopped with a traceback."""
+    result = storbench(tmp_path, *args, "--out-dir", "out", "--meta", json.dumps(meta))
     assert_refused(result, tmp_path, f"storbench: error: {line}")
 
 

@@ -144,18 +144,20 @@ def host_problem(host: dict) -> str | None:
     return None
 
 
-def with_keys(kind: str, data: object, keys: dict[str, str]) -> dict:
+def with_keys(
+    kind: str, data: object, keys: dict[str, str], optional: dict[str, str] | None = None
+) -> dict:
     """A spec still passed as a plain mapping (preflight, services, telemetry), once it is a
     mapping holding keys, each value of its annotation in ``keys`` ("host" and "target" for a
-    config host or target mapping, "tuple[host, ...]" for a list of them); else SpecError as
-    StepSpec.from_dict names what is wrong."""
+    config host or target mapping, "tuple[host, ...]" for a list of them), and those of
+    ``optional`` it holds likewise; else SpecError as StepSpec.from_dict names what is wrong."""
     if not isinstance(data, dict):
         raise SpecError(f"{kind} spec: expected a mapping, got {type(data).__name__}")
     missing = sorted(key for key in keys if key not in data)
     if missing:
         raise SpecError(f"{kind} spec: missing key(s) {', '.join(missing)}")
-    for key, annotation in keys.items():
-        if problem := value_problem(data[key], annotation):
+    for key, annotation in {**keys, **(optional or {})}.items():
+        if key in data and (problem := value_problem(data[key], annotation)):
             raise SpecError(f"{kind} spec: {key}{problem}")
     return data
 
