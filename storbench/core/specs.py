@@ -372,10 +372,11 @@ class RenderSpec(StepSpec):
     role: str | None = None
     storage: dict | None = None  # the storage_* names, for jobs whose expressions use them
     addresses: dict | None = None  # {host: tool address}, for jobs that name hosts differently
+    users: dict | None = None  # {host: SSH user}, for jobs that name hosts, where one is set
 
     KIND = "render"
     TARGETS = ("target",)
-    OPTIONAL = ("storage", "addresses")
+    OPTIONAL = ("storage", "addresses", "users")
     PER_HOST: ClassVar[tuple[str, ...]] = ("host", "host_index", "role")
 
     def to_dict(self) -> dict:

@@ -107,6 +107,7 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
             "execution": experiment.execution,
             "storage": _storage_names_used(campaign, run.params),
             "addresses": _tool_addresses(experiment, run, host_configs),
+            "users": _ssh_users(experiment, run, host_configs),
         },
         planned=True,
     )
@@ -151,6 +152,19 @@ def _tool_addresses(experiment, run: Run, host_configs: list[dict]) -> dict | No
     if all(address == name for name, address in addresses.items()):
         return None
     return addresses
+
+
+def _ssh_users(experiment, run: Run, host_configs: list[dict]) -> dict | None:
+    """{host: its group's SSH user} for a job file that names its hosts (vdbench's hd=, whose
+    master logs in to them), only where that user is not the one the tool logs in as anyway
+    (the other specs stay as they were)."""
+    tool = get_tool(experiment.tool)
+    if not tool.job_names_hosts(run.params, experiment.execution):
+        return None
+    users = {host["name"]: host.get("user") for host in host_configs}
+    return {
+        name: user for name, user in users.items() if user and user != tool.job_login_user
+    } or None
 
 
 def _storage_names_used(campaign: Campaign, params: dict) -> dict | None:

@@ -176,6 +176,10 @@ class ToolAdapter:
         then holds each host's tool address); no tool's does by default."""
         return False
 
+    # a job file that names its hosts: the user the tool logs in to them as unless told (the
+    # render spec holds each host group's own SSH user where it is another)
+    job_login_user: str | None = None
+
     def job_value_problem(self, option: str, text: str) -> str | None:
         """Why a job option's value (as job_file_text gives it) would not reach the tool as
         written -- it would be cut, split into more options or lines, or expanded -- or None.

@@ -86,6 +86,7 @@ SEARCH_OPTIONS = ("iodepth", "rate", "rd_distribution")
 ARRIVALS = {"poisson": "exponential", "linear": "deterministic"}  # vdbench rd distribution=
 HOST_ARGUMENT = "storbench_host"
 DEFAULT_VDBENCH_DIR = "/opt/vdbench"
+DEFAULT_HD_USER = "root"  # the user its master logs in to the hosts as, unless told
 SD_FILE = "vdb.file"
 FSD_SUBDIR = "fsd"
 RAW, FILESYSTEM = "raw", "filesystem"
@@ -165,6 +166,7 @@ class VdbenchAdapter(ToolAdapter):
     )
     output_is_folder = True
     default_port = 5570  # vdbench's own master port (its slaves connect back to it)
+    job_login_user = DEFAULT_HD_USER  # hd=default's user
     service_job_shared = True  # one parameter file with an hd= line per host
     service_per_run = True  # vdbench's master starts its slaves over ssh itself (hd shell=ssh)
     search_options = SEARCH_OPTIONS
@@ -384,6 +386,7 @@ def parameter_file(spec: dict) -> dict:
     hosts = _hd_hosts(
         _driven_hosts(params, spec.get("hosts") or [], spec.get("execution") or "standalone"),
         spec.get("addresses") or {},
+        {} if "hd_user" in params else spec.get("users") or {},
     )
     target = spec["target"]
     build = _raw_definitions if mode == RAW else _filesystem_definitions
@@ -435,18 +438,20 @@ def _truthy(value) -> bool:
     return str(value).lower() in ("1", "true", "yes")
 
 
-def _hd_hosts(hosts: list[str], addresses: dict) -> list[dict]:
+def _hd_hosts(hosts: list[str], addresses: dict, users: dict) -> list[dict]:
     """hd= per driven host; system= is where the master's ssh and its slaves' RMI reach the
-    host: its tool address (data_address, else address) when it is a configured host."""
+    host: its tool address (data_address, else address) when it is a configured host; user=
+    the SSH user its host group logs in with, where it names one (else hd=default's)."""
     hd_hosts = [
-        {"hd": f"hd{index}", "name": name, "system": bare(str(addresses.get(name, name)))}
+        {"hd": f"hd{index}", "name": name, "system": bare(str(addresses.get(name, name))),
+         **({"user": str(users[name])} if name in users else {})}
         for index, name in enumerate(hosts, start=1)
-    ]
+    ]  # fmt: skip
     for host in hd_hosts:
-        if not host["system"] or (problem := value_problem(host["system"])):
-            raise VdbenchJobError(
-                f"vdbench: host {host['name']}: system {host['system']!r}: {problem or 'empty'}"
-            )
+        for key in ("system", "user"):
+            value = host.get(key)
+            if key in host and (problem := value_problem(value) if value else "empty"):
+                raise VdbenchJobError(f"vdbench: host {host['name']}: {key} {value!r}: {problem}")
     return hd_hosts
 
 
@@ -455,14 +460,18 @@ def _host_definitions(params: dict, hosts: list[dict]) -> list[dict]:
         return []
     defaults = {
         "vdbench": params.get("vdbench_dir", DEFAULT_VDBENCH_DIR),
-        "user": "root",
+        "user": DEFAULT_HD_USER,
         "shell": "ssh",
         **_passthrough(params, "hd_"),
     }
     return [
         _definition("hd", "default", list(defaults.items())),
-        *[_definition("hd", host["hd"], [("system", host["system"])]) for host in hosts],
+        *[_definition("hd", host["hd"], _hd_values(host)) for host in hosts],
     ]
+
+
+def _hd_values(host: dict) -> list[tuple[str, str]]:
+    return [("system", host["system"]), *([("user", host["user"])] if "user" in host else [])]
 
 
 def _raw_definitions(params: dict, target: dict, hosts: list[dict]) -> tuple:

@@ -114,5 +114,20 @@ def test_a_vdbench_master_reaches_its_slaves_at_their_data_address():
 def test_hosts_reached_by_name_leave_the_render_spec_as_it_was():
     campaign = load_campaign(_vdbench_service(copy.deepcopy(VALID)))
     spec = plan.render_spec(campaign, "afa", campaign.experiment_runs("afa")[0])
-    assert "addresses" not in spec.to_dict()
+    assert "addresses" not in spec.to_dict() and "users" not in spec.to_dict()
     assert "hd=hd3,system=client03" in render_job(spec).splitlines()
+
+
+def test_a_vdbench_master_logs_in_as_the_host_groups_user():
+    """hd= lines said user=root (hd=default) whatever user the host group logs in with."""
+    campaign = load_campaign(_vdbench_service(copy.deepcopy(VALID), user="bench"))
+    spec = plan.render_spec(campaign, "afa", campaign.experiment_runs("afa")[0])
+    assert spec.users == {f"client0{n}": "bench" for n in range(1, 5)}
+    lines = render_job(spec).splitlines()
+    assert "hd=hd3,system=client03,user=bench" in lines
+    # the config's own hd_user is the user of every host, as before
+    raw = _vdbench_service(copy.deepcopy(VALID), user="bench")
+    raw["experiments"]["afa"]["job"]["hd_user"] = "vdbench"
+    campaign = load_campaign(raw)
+    lines = render_job(plan.render_spec(campaign, "afa", campaign.experiment_runs("afa")[0]))
+    assert "hd=hd3,system=client03" in lines.splitlines() and ",user=vdbench," in lines
