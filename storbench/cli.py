@@ -414,15 +414,21 @@ def _prepare(args) -> int:
     return 0
 
 
+# what a search's report reads of its meta, where a hand-made one has it
+SEARCH_META_KEYS = {
+    "title": "str", "config_yaml": "str", "tool": "str", "hosts": "tuple[str, ...]",
+    "target": "dict", "job": "dict",
+}  # fmt: skip
+
+
 def _search(args) -> int:
     """One probe of a latency-SLO search, the search's result, or its report."""
     if args.action == "report":
         # this step's modules only: every step starts fast
         from storbench.report import search as search_report
 
-        written = search_report.build_search_report(
-            args.result, args.summary, args.out_dir, args.meta or {}
-        )
+        meta = with_keys("search report meta", args.meta or {}, {}, SEARCH_META_KEYS)
+        written = search_report.build_search_report(args.result, args.summary, args.out_dir, meta)
         print("\n".join(str(path) for path in written.values()))
         return 0
     # this step's modules only: every step starts fast

@@ -491,8 +491,10 @@ def test_a_bucket_target_without_its_keys_is_named(target, line, tmp_path):
          "campaign report meta spec: experiments.e must be a mapping"),
         (["campaign-report"], {"units": "metric"},
          "unknown unit system 'metric' (expected decimal or binary)"),
+        (["search", "report", "--result", "r.json", "--summary", "s.parquet"], {"hosts": "c1"},
+         'search report meta spec: hosts must be a list of strings, not "c1"'),
     ],
-    ids=["sweep", "skew", "host-name", "experiment", "units"],
+    ids=["sweep", "skew", "host-name", "experiment", "units", "search-hosts"],
 )  # fmt: skip
 def test_a_hand_made_report_meta_out_of_shape_is_named(args, meta, line, tmp_path):
     """Found by mutating a real report's meta: each stopped with a traceback."""
