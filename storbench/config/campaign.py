@@ -224,6 +224,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         if experiment is not None:
             _warn_short_runs(name, experiment)
             _warn_service_behind_jump(name, experiment, raw["hosts"])
+            _warn_tool_logins(name, experiment, raw["hosts"])
             _check_shared_bucket(name, experiment, host_groups, problems)
             _check_controller_address(name, experiment, raw["hosts"], problems)
             experiment_hosts = [
@@ -1109,6 +1110,29 @@ def _warn_service_behind_jump(name: str, experiment, groups: dict) -> None:
                 f" through jump host {spec['jump']}: the tool's client connects from this"
                 " controller to each host's service port, not through the jump host; where"
                 " the controller cannot reach them, give data_address or run standalone",
+                file=sys.stderr,
+            )
+
+
+def _warn_tool_logins(name: str, experiment, groups: dict) -> None:
+    """A tool that logs in to the hosts itself (vdbench's master) uses this controller's ssh,
+    which knows the group's user (the job file says it) but not the rest of its settings."""
+    if experiment.tool not in _known_tools():
+        return
+    tool = get_tool(experiment.tool)
+    logs_in = tool.job_names_hosts(experiment.job, experiment.execution)
+    if tool.job_login_user is None or not logs_in:
+        return
+    for group in experiment.host_groups:
+        spec = groups.get(group) or {}
+        unused = [key for key in ("identity", "known_hosts", "jump") if key in spec]
+        if spec.get("port", 22) != 22:
+            unused.insert(0, "port")
+        if spec.get("transport") == "ssh" and unused:
+            print(
+                f"storbench: warning: experiments.{name}: {tool.name} logs in to the hosts of"
+                f" hosts.{group} itself, with this controller's ssh and the group's user but"
+                f" not its {', '.join(unused)}; set those for these hosts in ~/.ssh/config",
                 file=sys.stderr,
             )
 

@@ -281,6 +281,29 @@ def test_runs_shorter_than_the_guides_minimums_are_warned_about(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_a_tool_that_logs_in_itself_is_warned_about_the_groups_ssh_settings(capsys):
+    """vdbench's master logs in with the controller's ssh: the group's port and key are not
+    its (an hd= line takes a user only)."""
+    raw = copy.deepcopy(VALID)
+    raw["targets"]["lun"] = {"type": "block", "path": "/dev/mapper/afa_lun1"}
+    raw["experiments"]["afa"] = {
+        "tool": "vdbench", "hosts": "clients", "target": "lun", "execution": "service",
+        "job": {"rw": "randrw", "bs": "4k", "runtime": "60s"},
+    }  # fmt: skip
+    load_campaign(copy.deepcopy(raw))  # port 22 and no key of its own: nothing to say
+    assert "logs in to the hosts" not in capsys.readouterr().err
+    raw["hosts"]["clients"].update(port=2222, jump="ops@bastion")
+    load_campaign(copy.deepcopy(raw))
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "storbench: warning: experiments.afa: vdbench logs in to the hosts of hosts.clients"
+        " itself, with this controller's ssh and the group's user but not its port, jump; set"
+        " those for these hosts in ~/.ssh/config"
+    )
+    raw["experiments"]["afa"]["execution"] = "standalone"  # one vdbench on each host
+    load_campaign(raw)
+    assert "logs in to the hosts" not in capsys.readouterr().err
+
+
 def test_service_mode_on_hosts_behind_a_jump_host_is_warned_about(capsys):
     raw = copy.deepcopy(VALID)
     raw["hosts"]["clients"]["jump"] = "ops@bastion:22"
