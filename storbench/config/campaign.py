@@ -460,7 +460,7 @@ _NAME_RULES = {  # the name patterns of config/schema.yaml, in words
     "^[A-Za-z0-9][A-Za-z0-9_.-]*$": "letters, digits, '_', '.', '-'; first a letter or digit",
     "^[a-z][a-z0-9_]*$": "lowercase letters, digits, '_'; first a letter",
 }
-_ADDRESS = "a host name or IP address: letters, digits, . : _ -, [ ] around IPv6 if you like"
+_ADDRESS = "a host name or IP address: letters, digits, . : _ -, an IPv6 address bare or in [ ]"
 _VALUE_RULES = {  # the address patterns of config/schema.yaml, in words
     "^[A-Za-z0-9][A-Za-z0-9.:_-]*$": "a host name or IP address: letters, digits, . : _ -",
     "^[A-Za-z0-9:\\[][A-Za-z0-9.:_\\[\\]-]*$": _ADDRESS,
