@@ -212,6 +212,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     host_groups = {
         name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
+    _check_hosts_in_several_groups(host_groups, problems)
 
     storage = _storage_names(raw.get("storage"), problems)
     setups = setup_config.load(raw, host_groups, problems)
@@ -512,6 +513,45 @@ def _describe_alternatives(error, path) -> str:
     return f"{_key_path(path)}: {best.message}"
 
 
+# how a host is reached and where its files go: the same in every group that has the host
+WAY_IN = (
+    "transport", "user", "port", "jump", "identity", "known_hosts", "connection", "gateway",
+    "gateway_python", "workdir",
+)  # fmt: skip
+
+
+def _check_hosts_in_several_groups(host_groups: dict, problems: list[str]) -> None:
+    """Groups may overlap (rack1, all; clients and storage nodes), each with its own data
+    and service settings, but a host is reached one way: the steps that are a host's own (its
+    telemetry, its set-up) take whichever group comes first."""
+    first: dict[str, dict] = {}
+    for group, hosts in host_groups.items():
+        for host in hosts:
+            seen = first.setdefault(host["name"], host)
+            differ = [key for key in WAY_IN if seen.get(key) != host.get(key)]
+            if differ:
+                problems.append(
+                    f"hosts.{group}: host {host['name']} is in hosts.{seen['group']} too, with"
+                    f" another {', '.join(differ)}; a host is reached the same way in every"
+                    " group"
+                )
+
+
+def _check_each_host_once(key: str, groups: tuple, host_groups: dict, problems: list[str]) -> None:
+    """An experiment's groups may not share a host: it would run the job twice there, into
+    the same output files."""
+    group_of: dict[str, str] = {}
+    for group in groups:
+        for host in host_groups.get(group) or []:
+            other = group_of.setdefault(host["name"], group)
+            if other != group:
+                problems.append(
+                    f"{key}.hosts: host {host['name']} is in both {other} and {group}; an"
+                    " experiment takes each host once"
+                )
+                return
+
+
 def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     key = f"hosts.{name}"
     nodes_text = group.get("nodes", name)
@@ -703,6 +743,7 @@ def _experiment(
             problems.append(
                 f"{key}.hosts: unknown host group {group!r} (defined: {', '.join(raw['hosts'])})"
             )
+    _check_each_host_once(key, groups, host_groups, problems)
     target_names = [spec["target"]] if isinstance(spec["target"], str) else list(spec["target"])
     for target_name in target_names:
         if target_name not in raw["targets"]:

@@ -304,6 +304,27 @@ def test_a_tool_that_logs_in_itself_is_warned_about_the_groups_ssh_settings(caps
     assert "logs in to the hosts" not in capsys.readouterr().err
 
 
+def test_groups_may_overlap_but_reach_a_host_one_way():
+    """Before, a host in two groups with other ports was planned in both: an experiment on
+    both ran its job twice there (into the same files), and the host's own steps took
+    either group's settings."""
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["rack2"] = {"nodes": "client[03-04]", "transport": "ssh", "user": "root",
+                             "port": 22, "data_address": "10.0.2.{n}"}  # fmt: skip
+    campaign = load_campaign(copy.deepcopy(raw))  # the same way in; its own data addresses
+    assert [h["data_address"] for h in campaign.host_groups["rack2"]] == ["10.0.2.1", "10.0.2.2"]
+    raw["hosts"]["rack2"]["port"] = 2222
+    raw["experiments"]["demo"]["hosts"] = ["clients", "rack2"]
+    assert [line.split(" (line")[0] for line in problems_of_raw(raw)] == [
+        "hosts.rack2: host client03 is in hosts.clients too, with another port; a host is"
+        " reached the same way in every group",
+        "hosts.rack2: host client04 is in hosts.clients too, with another port; a host is"
+        " reached the same way in every group",
+        "experiments.demo.hosts: host client03 is in both clients and rack2; an experiment"
+        " takes each host once",
+    ]
+
+
 def test_service_mode_on_hosts_behind_a_jump_host_is_warned_about(capsys):
     raw = copy.deepcopy(VALID)
     raw["hosts"]["clients"]["jump"] = "ops@bastion:22"
