@@ -236,6 +236,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
                 f"experiments.{name}", list(experiment.setup), experiment_hosts, setups, problems
             )
             _check_steps(name, experiment, host_groups, problems)
+    _check_campaign_services(experiments, host_groups, problems)
     _check_order(experiments, problems)
     if "network" in raw:
         _check_network(raw["network"], host_groups, problems)
@@ -1051,6 +1052,31 @@ def _check_host_expressions(
             problems += hostfacts.check(
                 {f"{name}[{i}]": value for i, value in enumerate(listed)}, prefix
             )
+
+
+def _check_campaign_services(experiments: dict, host_groups: dict, problems: list[str]) -> None:
+    """A tool's service is started once per campaign on each host: every service experiment
+    on the host must look for it at the same address and port, whichever group it names."""
+    first: dict[tuple[str, str], tuple[tuple, str]] = {}
+    for name, experiment in experiments.items():
+        if experiment is None or experiment.execution != "service":
+            continue
+        if experiment.tool not in _known_tools() or get_tool(experiment.tool).service_per_run:
+            continue
+        for group in experiment.host_groups:
+            for host in host_groups.get(group) or []:
+                where = (
+                    host.get("data_address"),
+                    (host.get("service_ports") or {}).get(experiment.tool),
+                )
+                seen, seen_group = first.setdefault((experiment.tool, host["name"]), (where, group))
+                if seen != where:
+                    problems.append(
+                        f"hosts.{group}: host {host['name']} runs one {experiment.tool} service"
+                        f" for the campaign, which hosts.{seen_group} gives another data_address"
+                        f" or service port (experiment {name}); give both groups the same"
+                    )
+                    return
 
 
 def _check_shared_bucket(name: str, experiment, host_groups: dict, problems: list[str]) -> None:

@@ -325,6 +325,25 @@ def test_groups_may_overlap_but_reach_a_host_one_way():
     ]
 
 
+def test_one_campaign_service_per_host_is_looked_for_at_one_address():
+    """fio's service starts once per campaign on a host, with one group's data_address: an
+    experiment naming the host through a group with another address would not find it."""
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"]["data_address"] = "10.0.1.{n}"
+    raw["hosts"]["rack2"] = {"nodes": "client[03-04]", "transport": "ssh", "user": "root",
+                             "port": 22, "data_address": "10.0.2.{n}"}  # fmt: skip
+    demo = raw["experiments"]["demo"]
+    raw["experiments"]["wide"] = {**demo, "hosts": "clients", "execution": "service"}
+    raw["experiments"]["rack2"] = {**demo, "hosts": "rack2"}
+    load_campaign(copy.deepcopy(raw))  # standalone on rack2: no service to share
+    raw["experiments"]["rack2"]["execution"] = "service"
+    assert [line.split(" (line")[0] for line in problems_of_raw(raw)] == [
+        "hosts.rack2: host client03 runs one fio service for the campaign, which hosts.clients"
+        " gives another data_address or service port (experiment rack2); give both groups the"
+        " same"
+    ]
+
+
 def test_service_mode_on_hosts_behind_a_jump_host_is_warned_about(capsys):
     raw = copy.deepcopy(VALID)
     raw["hosts"]["clients"]["jump"] = "ops@bastion:22"
