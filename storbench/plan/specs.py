@@ -106,8 +106,7 @@ def render_spec(campaign: Campaign, name: str, run: Run, host: str | None = None
             "job_file": experiment.job_file,
             "execution": experiment.execution,
             "storage": _storage_names_used(campaign, run.params),
-            "addresses": _tool_addresses(experiment, run, host_configs),
-            "users": _ssh_users(experiment, run, host_configs),
+            **_named_hosts(experiment, run, host_configs),
         },
         planned=True,
     )
@@ -143,28 +142,24 @@ def host_jobs_spec(campaign: Campaign, name: str, run: Run) -> HostJobsSpec:
     return HostJobsSpec(render=shared.to_dict(), hosts=tuple(entries), suffix=suffix)
 
 
-def _tool_addresses(experiment, run: Run, host_configs: list[dict]) -> dict | None:
-    """{host: where the tool reaches it} for a job file that names its hosts, only when one
-    differs from the host's name (the other specs stay as they were)."""
-    if not get_tool(experiment.tool).job_names_hosts(run.params, experiment.execution):
-        return None
-    addresses = {host["name"]: Host.from_dict(host).tool_address for host in host_configs}
-    if all(address == name for name, address in addresses.items()):
-        return None
-    return addresses
-
-
-def _ssh_users(experiment, run: Run, host_configs: list[dict]) -> dict | None:
-    """{host: its group's SSH user} for a job file that names its hosts (vdbench's hd=, whose
-    master logs in to them), only where that user is not the one the tool logs in as anyway
+def _named_hosts(experiment, run: Run, host_configs: list[dict]) -> dict:
+    """For a job file that names its hosts (vdbench's hd=, whose master logs in to them):
+    {host: where the tool reaches it} when one differs from the host's name, and {host: its
+    group's SSH user} where that is not the user the tool logs in as anyway; each only then
     (the other specs stay as they were)."""
     tool = get_tool(experiment.tool)
     if not tool.job_names_hosts(run.params, experiment.execution):
-        return None
-    users = {host["name"]: host.get("user") for host in host_configs}
+        return {}
+    addresses = {host["name"]: Host.from_dict(host).tool_address for host in host_configs}
+    users = {
+        host["name"]: host["user"]
+        for host in host_configs
+        if host.get("user") and host["user"] != tool.job_login_user
+    }
     return {
-        name: user for name, user in users.items() if user and user != tool.job_login_user
-    } or None
+        "addresses": None if all(a == name for name, a in addresses.items()) else addresses,
+        "users": users or None,
+    }
 
 
 def _storage_names_used(campaign: Campaign, params: dict) -> dict | None:
