@@ -282,6 +282,7 @@ def _peaks(rows: list[dict], units: str):
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
+        toolkit.readable_counts(ax.yaxis)
     return fig
 
 

@@ -56,6 +56,7 @@ from storbench.report.toolkit import (
     basis_text,
     bs_label,
     category_axis,
+    count_label,
     empty_figure,
     figure_files,
     figure_legend,
@@ -66,6 +67,7 @@ from storbench.report.toolkit import (
     int_label,
     join_nonempty,
     list_text,
+    log_scale,
     mapping_text,
     new_figure,
     paper_table_context,
@@ -675,7 +677,7 @@ def iops_figure(summary: pd.DataFrame):
         _iops_lines(ax, panel, all_series)
         _log2_depth_axis(ax, sorted(data["iodepth"].unique()))
         if log_y:
-            ax.set_yscale("log")
+            log_scale(ax.yaxis, count_label)
         else:
             ax.set_ylim(bottom=0)
             readable_counts(ax.yaxis)
@@ -777,7 +779,7 @@ def _latency_markers(ax, values: dict, present: list[bool]) -> None:
         ys = [values[column].iloc[x] for x in xs]
         ax.scatter(xs, ys, marker=marker, s=18, label=name, color=COLORS[index], zorder=2)
     if xs:
-        ax.set_yscale("log")
+        log_scale(ax.yaxis)
 
 
 def _latency_missing(ax, present: list[bool]) -> None:
@@ -842,7 +844,7 @@ def latency_cdf_figure(
             linestyle=LINESTYLES[(index // len(COLORS)) % len(LINESTYLES)],
             linewidth=1,
         )
-    ax.set_xscale("log")
+    log_scale(ax.xaxis)
     ax.set_ylim(0, 1.01)
     ax.set_xlabel("latency (µs, log scale)")
     ax.set_ylabel("share of I/Os ≤ latency")

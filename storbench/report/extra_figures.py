@@ -18,7 +18,7 @@ import pandas as pd
 
 from storbench.core.numbers import NS_PER_US
 from storbench.report.drawing import FigureJob
-from storbench.report.toolkit import COLORS, figure_legend, new_figure
+from storbench.report.toolkit import COLORS, figure_legend, log_scale, new_figure
 
 HISTOGRAM_FIGURE = "latency_histogram"
 HEATMAP_FIGURE = "iodepth_numjobs"
@@ -52,7 +52,7 @@ def histogram_figure(cells: list, labels: list[str], total_cells: int | None = N
         x = np.asarray(values, dtype=float) / NS_PER_US
         ax.step(x, np.asarray(counts, dtype=float) / total, where="mid", linewidth=1,
                 color=COLORS[index % len(COLORS)], label=label)  # fmt: skip
-    ax.set_xscale("log")
+    log_scale(ax.xaxis)
     ax.set_xlabel("latency (µs, log scale)")
     ax.set_ylabel("share of I/Os in the bin")
     figure_legend(fig, [ax])

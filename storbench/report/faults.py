@@ -255,6 +255,7 @@ def _panel(ax, timeseries: pd.DataFrame, manifest: Manifest) -> None:
         )
     ax.set_ylim(bottom=0)
     ax.set_ylabel("IOPS")
+    toolkit.readable_counts(ax.yaxis)
     ax.set_xlabel("time since the workload started (s)")
     ax.set_title(f"{manifest.run_id}, iteration {manifest.iteration}")
     if latency:

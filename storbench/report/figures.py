@@ -111,7 +111,7 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
         ax.set_title(title)
         ax.set_xlabel("IOPS")
         ax.set_ylabel("latency (µs)")
-        ax.set_yscale("log")
+        toolkit.log_scale(ax.yaxis)
         ax.set_xlim(left=0)
         toolkit.readable_counts(ax.xaxis)
     toolkit.figure_legend(fig, axes)

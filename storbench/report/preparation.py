@@ -51,6 +51,7 @@ from storbench.report.toolkit import (
     format_percent,
     frame_csv,
     new_figure,
+    readable_counts,
     render_figure,
     style,  # selects matplotlib's Agg backend before any figure
     template_environment,
@@ -749,6 +750,7 @@ def convergence_figure(verdict: dict | None):
         )
         ax.set_title(str(variable["name"]))
         ax.set_ylabel(_metric_label(variable["name"]))
+        readable_counts(ax.yaxis)
         ax.set_xlim(0.5, len(rounds) + 0.5)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if min(variable["values"]) >= 0:
@@ -816,6 +818,7 @@ def window_figure(verdict: dict | None, headline: str):
             )
         ax.set_title(_window_panel_title(variable))
         ax.set_ylabel(_metric_label(variable["name"]))
+        readable_counts(ax.yaxis)
         ax.set_xlim(rounds[0] - 0.5, rounds[-1] + 0.5)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)

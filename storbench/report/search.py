@@ -29,8 +29,10 @@ from storbench.report.toolkit import (
     figure_legend,
     format_percent,
     frame_csv,
+    log_scale,
     new_figure,
     read_results,
+    readable_counts,
     template_environment,
     write_file,
 )
@@ -297,6 +299,8 @@ def search_figure(result: dict):
         rates_ax.set_ylim(0, top)
     rates_ax.set_xlabel("offered IOPS (all hosts)")
     rates_ax.set_ylabel("achieved IOPS")
+    readable_counts(rates_ax.xaxis)
+    readable_counts(rates_ax.yaxis)
     rates_ax.set_title("open loop: offered vs achieved (green met, red failed)")
 
     limit_us = result["objective"]["limit_ns"] / NS_PER_US
@@ -320,8 +324,9 @@ def search_figure(result: dict):
     rate = result["answer"]["rate_iops"]
     if rate is not None:
         latency_ax.axvline(rate, color=COLORS[2], linewidth=1.0, linestyle=":", label="answer")
-    latency_ax.set_yscale("log")
+    log_scale(latency_ax.yaxis)
     latency_ax.set_xlabel("achieved IOPS (all hosts)")
+    readable_counts(latency_ax.xaxis)
     latency_ax.set_ylabel("latency (µs, log scale)")
     latency_ax.set_title("latency vs achieved IOPS")
     figure_legend(fig, [rates_ax, latency_ax])

@@ -259,6 +259,7 @@ def figure(analysed: dict) -> tuple[bytes, bytes, str]:
             ax.set_title(str(run_id))
             ax.set_ylim(bottom=0)
             ax.set_ylabel("IOPS")
+            toolkit.readable_counts(ax.yaxis)
             ax.set_xlabel("time since the soak started (s)")
         toolkit.figure_legend(fig, axes)
         return fig, CAPTION

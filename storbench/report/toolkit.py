@@ -16,7 +16,11 @@ import markupsafe  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogFormatterSciNotation,
+    MaxNLocator,
+)
 
 from storbench.analysis import stats
 from storbench.core import atomic, paths, report_units, results
@@ -163,6 +167,30 @@ def count_label(value: float, _position=None) -> str:
         if abs(value) >= limit:
             return f"{value / limit:g}{suffix}"
     return f"{value:g}"
+
+
+def plain_number(value: float, _position=None) -> str:
+    """40, 100, 2,000, 0.5: a tick label an engineer reads at a glance (not 4×10^1)."""
+    return f"{value:,.0f}" if abs(value) >= 1 else f"{value:g}"
+
+
+class _PlainLogLabels(LogFormatterSciNotation):
+    """matplotlib's choice of which log ticks to label, each labelled as ``label`` says."""
+
+    def __init__(self, label, *, minor: bool):
+        super().__init__(labelOnlyBase=not minor)
+        self._label = label
+
+    def __call__(self, x, pos=None) -> str:
+        return self._label(x) if super().__call__(x, pos) else ""
+
+
+def log_scale(axis, label=plain_number) -> None:
+    """A base-10 log axis (``ax.xaxis`` or ``ax.yaxis``) labelled in plain numbers: the
+    decades, and on an axis of less than about a decade the ticks between them."""
+    getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
+    axis.set_major_formatter(_PlainLogLabels(label, minor=False))
+    axis.set_minor_formatter(_PlainLogLabels(label, minor=True))
 
 
 def readable_counts(axis) -> None:

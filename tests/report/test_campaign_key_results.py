@@ -52,3 +52,17 @@ def test_peaks_figure_takes_a_mean_above_its_geometric_interval():
     assert row["bw_mean"] > row["bw_ci_high"]
     png, svg, caption = campaign.peaks_figure([row])
     assert png.startswith(b"\x89PNG") and svg and report_tables.INTERVAL_NAME in caption
+
+
+def test_the_peak_iops_axis_has_short_labels():
+    """'200000', '175000', ...: the campaign page's peak IOPS panel counted in full."""
+    import matplotlib.pyplot as plt
+
+    row = {"experiment": "demo", "iops_mean": 146_000.0, "bw_mean": 4.2e9}
+    fig = campaign._peaks([row], "decimal")
+    fig.canvas.draw()
+    iops_axis = fig.axes[1]
+    labels = [label.get_text() for label in iops_axis.get_yticklabels() if label.get_text()]
+    plt.close(fig)
+    assert iops_axis.get_ylabel() == "peak IOPS"
+    assert "100k" in labels and all(len(label) <= 4 for label in labels)

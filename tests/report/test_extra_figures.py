@@ -89,3 +89,53 @@ def test_an_iops_axis_never_has_more_than_a_few_labels():
     plt.close(fig)
     assert len(shown) <= COUNT_TICKS + 1
     assert "100k" in labels and all(len(label) <= 4 for label in labels)
+
+
+@pytest.mark.parametrize(
+    ("value", "label"), [(40, "40"), (1000, "1,000"), (250000, "250,000"), (0.5, "0.5")]
+)
+def test_log_axes_are_labelled_in_plain_numbers(value, label):
+    from storbench.report.toolkit import plain_number
+
+    assert plain_number(value) == label
+
+
+def _tick_labels(low: float, high: float) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    from storbench.report.toolkit import log_scale
+
+    fig, ax = plt.subplots(figsize=(3, 3))
+    ax.plot([0, 1], [low, high])
+    log_scale(ax.yaxis)
+    fig.canvas.draw()
+    ticks = [*ax.yaxis.get_majorticklabels(), *ax.yaxis.get_minorticklabels()]
+    shown = sorted(
+        (label.get_position()[1], label.get_text()) for label in ticks if label.get_text()
+    )
+    plt.close(fig)
+    return [text for position, text in shown if low <= position <= high]
+
+
+def test_a_log_axis_of_decades_labels_the_decades():
+    """Was '10^{2}' and '10^{3}' in mathtext."""
+    assert _tick_labels(10, 200000) == ["10", "100", "1,000", "10,000", "100,000"]
+
+
+def test_a_log_axis_of_about_a_decade_labels_ticks_between_them_plainly():
+    """Was '4×10^{1}', '6×10^{1}', '2×10^{2}': the latency-vs-IOPS panels of a 16-run sweep."""
+    labels = _tick_labels(40, 700)
+    assert "100" in labels and "200" in labels and "40" in labels
+    assert all(label.replace(",", "").isdigit() for label in labels)
+
+
+def test_the_latency_percentile_figure_labels_its_axis_plainly():
+    import matplotlib.pyplot as plt
+
+    summary = stats.summarize(results.table_from_rows(rows_2d()).to_pandas())
+    fig, _caption = report.latency_figure(summary)
+    fig.canvas.draw()
+    (ax,) = [ax for ax in fig.axes if ax.get_yscale() == "log"]
+    labels = [label.get_text() for label in ax.get_yticklabels() if label.get_text()]
+    plt.close(fig)
+    assert "100" in labels and not any("10^" in label or "$" in label for label in labels)
