@@ -22,7 +22,14 @@ from storbench.report import campaign as campaign_report
 from storbench.report import experiment as report
 from storbench.report import pdf
 from tests.report import synthetic_sweep
-from tests.report.test_report import DATA_PATH, META, campaign_rows, stepped_rows, steps_meta
+from tests.report.test_report import (
+    DATA_PATH,
+    META,
+    campaign_rows,
+    host_facts,
+    stepped_rows,
+    steps_meta,
+)
 from tests.report.test_report_browser import chromium_session, require_tool
 
 pytestmark = pytest.mark.browser
@@ -34,19 +41,41 @@ A4_LANDSCAPE_PT = (842, 595)  # as Chromium writes it, to the point
 SCALE_SWEEP = {**synthetic_sweep.SWEEP, "iodepth": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]}
 
 
-def experiment_report(root: Path, rows: list[dict], meta: dict, name: str) -> Path:
+# An NFS client's mount options and NIC list as Linux reports them: long, one "word" each
+NFS_OPTIONS = (
+    "rw,relatime,vers=3,rsize=1048576,wsize=1048576,namlen=255,hard,nconnect=16,proto=tcp,"
+    "timeo=600,retrans=2,sec=sys,mountaddr=172.16.0.1,mountvers=3,mountport=20048,"
+    "mountproto=udp,local_lock=none,addr=172.16.0.1"
+)
+
+
+def fleet_facts() -> dict:
+    nics = [
+        {"name": f"ens{n}f{port}np{port}", "speed_mbps": 100000, "mtu": 9000, "state": "up"}
+        for n in (1, 2)
+        for port in (0, 1)
+    ]
+    mount = {"path": "/mnt/vast", "source": "vip-pool:/", "fstype": "nfs", "options": NFS_OPTIONS}
+    return {
+        name: host_facts(name, nics=nics, target_mount=mount) for name in ("client01", "client02")
+    }
+
+
+def experiment_report(
+    root: Path, rows: list[dict], meta: dict, name: str, telemetry: dict | None = None
+) -> Path:
     summary = root / name / "summary.parquet"
     summary.parent.mkdir(parents=True)
     results.write_rows(rows, summary)
     out_dir = root / "reports" / name
-    report.build_report(summary, out_dir, title=f"Report {name}", meta=meta)
+    report.build_report(summary, out_dir, title=f"Report {name}", meta=meta, telemetry=telemetry)
     return out_dir / "index.html"
 
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("layout")
-    small = experiment_report(root, campaign_rows(), META, "small")
+    small = experiment_report(root, campaign_rows(), META, "small", fleet_facts())
     scale_meta = {"experiment": "scale", "steps": steps_meta(), "data_path": DATA_PATH}
     scale_out = experiment_report(root, stepped_rows(), scale_meta, "scale-out")
     large = experiment_report(
@@ -57,7 +86,9 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     )
     campaign_dir = root / "reports" / "campaign"
     summaries = [root / name / "summary.parquet" for name in ("small", "scale-out", "sweep-1000")]
-    campaign_report.build_campaign_report(summaries, [], campaign_dir, {"title": "Campaign"})
+    campaign_report.build_campaign_report(
+        summaries, [], campaign_dir, {"title": "Campaign"}, fleet_facts()
+    )
     return {
         "small": small,
         "scale-out": scale_out,
