@@ -157,6 +157,20 @@ def image_pages(path: Path) -> list[int]:
     return [int(line.split()[0]) for line in listing.splitlines()[2:] if line.split()]
 
 
+def image_page_sets(path: Path) -> dict[str, set[int]]:
+    """{image object: the pages it is drawn on}: a figure taller than a page is cut in two."""
+    pdfimages = require_tool("pdfimages", shutil.which("pdfimages"), "poppler-utils")
+    listing = subprocess.run(
+        [pdfimages, "-list", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    drawn: dict[str, set[int]] = {}
+    for line in listing.splitlines()[2:]:
+        columns = line.split()
+        if len(columns) > 11 and columns[2] == "image":  # not an image's soft mask (smask)
+            drawn.setdefault(f"{columns[10]} {columns[11]}", set()).add(int(columns[0]))
+    return drawn
+
+
 def page_sizes(path: Path) -> set[tuple[float, float]]:
     pdfinfo = require_tool("pdfinfo", shutil.which("pdfinfo"), "poppler-utils")
     info = subprocess.run(
@@ -187,3 +201,5 @@ def test_the_pdf_keeps_its_text_size_and_figures_with_their_captions(pages, name
     )
     blank = set(range(1, pages_count + 1)) - {word["page"] for word in words} - with_images
     assert not blank, f"{name}: blank pages {sorted(blank)}"
+    split = {image: pages for image, pages in image_page_sets(printed).items() if len(pages) > 1}
+    assert not split, f"{name}: figures cut across pages {sorted(split.values())}"
