@@ -10,7 +10,9 @@ Matching. Only rows of the aggregate over all hosts (host 'all') count, the last
 each iteration. A cell of one side is (experiment, run_id, job, op) as in ``stats``; cells are
 matched across sides by MATCH_COLUMNS (tool, rw, bs, iodepth, numjobs, rwmixread,
 hosts_in_run, job, op), not by experiment name and not by target, so an experiment on a new
-target or under a new experiment name still pairs with the old one. A job named after its
+target or under a new experiment name still pairs with the old one; a parameter a job left
+unset counts as the tool's own default (fio's numjobs=1 pairs with a run that never set
+numjobs: the adapter's ``parameter_defaults``). A job named after its
 run (fio's default) counts as the run's job '*'. Where one side has several cells with the
 same workload (another swept option, several targets or equal-sized client steps), the cells
 of that workload are matched by run id as well. Cells without exactly one partner are listed
@@ -48,6 +50,7 @@ from storbench.core import (
 )
 from storbench.core.numbers import NS_PER_US, format_number, is_missing
 from storbench.core.units import size_label
+from storbench.tools import UnknownToolError, get_tool
 
 SUMMARY_FILE = "summary.parquet"
 CONFIDENCE = 0.95
@@ -167,7 +170,11 @@ def side_cells(rows: pd.DataFrame) -> list[dict]:
     groups = rows.groupby(list(stats.CELL_KEYS), sort=True, dropna=False)
     for (experiment, run_id, job, op), group in groups:
         first = group.iloc[0]
-        parameters = tuple(_plain(first[column]) for column in MATCH_COLUMNS[:-2])
+        defaults = _parameter_defaults(_plain(first["tool"]))
+        parameters = tuple(
+            _or_default(_plain(first[column]), defaults.get(column))
+            for column in MATCH_COLUMNS[:-2]
+        )
         cells.append(
             {
                 "workload": (*parameters, job_role(job, run_id), op),
@@ -178,6 +185,18 @@ def side_cells(rows: pd.DataFrame) -> list[dict]:
             }
         )
     return cells
+
+
+def _parameter_defaults(tool) -> dict:
+    """The values a tool runs with where a job sets none; none for a tool not installed here."""
+    try:
+        return get_tool(str(tool)).parameter_defaults
+    except UnknownToolError:
+        return {}
+
+
+def _or_default(value, default):
+    return default if value is None else value
 
 
 def job_role(job: str, run_id: str) -> str:

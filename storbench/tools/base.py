@@ -180,6 +180,10 @@ class ToolAdapter:
     # render spec holds each host group's own SSH user where it is another)
     job_login_user: str | None = None
 
+    # the tool's own value of a result column a job that does not set it ran with (comparisons
+    # pair a run that left numjobs unset with one that set it to the tool's default)
+    parameter_defaults: dict[str, object] = {}
+
     def job_value_problem(self, option: str, text: str) -> str | None:
         """Why a job option's value (as job_file_text gives it) would not reach the tool as
         written -- it would be cut, split into more options or lines, or expanded -- or None.

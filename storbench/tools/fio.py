@@ -42,6 +42,8 @@ class FioAdapter(ToolAdapter):
     job_suffix = ".fio"
     default_template = "fio/job.fio.j2"
     install_hint = "apt-get install fio (Debian/Ubuntu), dnf install fio (RHEL/Fedora)"
+    # fio's HOWTO: rw=read, bs=4k, iodepth=1, numjobs=1 unless a job says otherwise
+    parameter_defaults = {"rw": "read", "bs": 4096, "iodepth": 1, "numjobs": 1}
     capabilities = Capabilities(
         target_types=("directory", "block"),
         execution=("standalone", "service"),

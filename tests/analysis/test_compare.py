@@ -351,3 +351,29 @@ def test_t_quantile_used_matches_closed_forms():
 def test_load_side_names_a_missing_source(tmp_path):
     with pytest.raises(FileNotFoundError, match="results/<experiment>/summary.parquet"):
         compare.load_side(tmp_path / "nothing")
+
+
+def test_a_job_that_left_numjobs_unset_pairs_with_fios_default():
+    """The demo sweeps numjobs [1]; bench/overhead.py's sweep leaves it unset: 16 cells each
+    side, none paired, though fio ran both with numjobs=1 and iodepth=1."""
+    unset = [
+        row("randread_bs4k", i, 100 + i, experiment="before", numjobs=None, iodepth=None)
+        for i in (1, 2)
+    ]
+    explicit = [row("randread_bs4k_qd1_nj1", i, 90 + i, experiment="after") for i in (1, 2)]
+    both = compare.compare(
+        results.table_from_rows(unset).to_pandas(), results.table_from_rows(explicit).to_pandas()
+    )
+    assert both.unmatched.empty
+    (bandwidth,) = both.changes[both.changes["metric"] == "bw_bytes_s"].itertuples()
+    assert bandwidth.cell == "fio randread bs=4k qd=1 nj=1 hosts=1 read"
+    assert bandwidth.change_pct == pytest.approx((90 + 1.5 - (100 + 1.5)) / (100 + 1.5) * 100)
+
+
+def test_a_tool_without_defaults_keeps_an_unset_parameter_apart():
+    unset = [row("w", 1, 100, experiment="before", tool="warp", numjobs=None)]
+    explicit = [row("w", 1, 90, experiment="after", tool="warp", numjobs=1)]
+    both = compare.compare(
+        results.table_from_rows(unset).to_pandas(), results.table_from_rows(explicit).to_pandas()
+    )
+    assert both.changes.empty and len(both.unmatched) == 2
