@@ -12,8 +12,8 @@ matched across sides by MATCH_COLUMNS (tool, rw, bs, iodepth, numjobs, rwmixread
 hosts_in_run, job, op), not by experiment name and not by target, so an experiment on a new
 target or under a new experiment name still pairs with the old one; a parameter a job left
 unset counts as the tool's own default (fio's numjobs=1 pairs with a run that never set
-numjobs: the adapter's ``parameter_defaults``). A job named after its
-run (fio's default) counts as the run's job '*'. Where one side has several cells with the
+numjobs: the adapter's ``parameter_defaults``). A job named after its run (fio's default),
+or a run's only job, counts as the run's job '*'. Where one side has several cells with the
 same workload (another swept option, several targets or equal-sized client steps), the cells
 of that workload are matched by run id as well. Cells without exactly one partner are listed
 as unmatched with the reason, never dropped silently.
@@ -84,7 +84,7 @@ MATCH_COLUMNS = (
     "job",
     "op",
 )
-RUN_JOB = "*"  # the job of a run that names its job after itself (fio's default)
+RUN_JOB = "*"  # a run's only job, or one named after its run (fio's default)
 SIDES = ("A", "B")
 
 CHANGE_COLUMNS = (
@@ -167,8 +167,10 @@ def side_cells(rows: pd.DataFrame) -> list[dict]:
     """One entry per (experiment, run_id, job, op): its workload and its iterations' rows."""
     rows = rows.assign(**{c: None for c in ("target", "hosts_in_run") if c not in rows})
     cells = []
+    jobs_per_run = rows.groupby(["experiment", "run_id"], dropna=False)["job"].nunique()
     groups = rows.groupby(list(stats.CELL_KEYS), sort=True, dropna=False)
     for (experiment, run_id, job, op), group in groups:
+        only_job = jobs_per_run[(experiment, run_id)] == 1
         first = group.iloc[0]
         defaults = _parameter_defaults(_plain(first["tool"]))
         parameters = tuple(
@@ -177,7 +179,7 @@ def side_cells(rows: pd.DataFrame) -> list[dict]:
         )
         cells.append(
             {
-                "workload": (*parameters, job_role(job, run_id), op),
+                "workload": (*parameters, RUN_JOB if only_job else job_role(job, run_id), op),
                 "experiment": experiment,
                 "run_id": run_id,
                 "target": _plain(first["target"]),

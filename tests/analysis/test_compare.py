@@ -377,3 +377,35 @@ def test_a_tool_without_defaults_keeps_an_unset_parameter_apart():
         results.table_from_rows(unset).to_pandas(), results.table_from_rows(explicit).to_pandas()
     )
     assert both.changes.empty and len(both.unmatched) == 2
+
+
+def test_a_runs_only_job_pairs_whatever_its_name():
+    """fio JSON imported from a shell loop (`randread_bs4k_qd1.fio.json`, its job section
+    named `randread_bs4k_qd1`) against a storbench run: 0 of 8 common cells paired."""
+    imported = [
+        row("randread_bs4k_qd1.fio", i, 100 + i, experiment="loop", job="randread_bs4k_qd1")
+        for i in (1, 2)
+    ]
+    ours = [row("randread_bs4k_qd1_nj1", i, 90 + i, experiment="demo") for i in (1, 2)]
+    both = compare.compare(
+        results.table_from_rows(imported).to_pandas(), results.table_from_rows(ours).to_pandas()
+    )
+    assert both.unmatched.empty
+    assert set(both.changes["cell"]) == {RANDREAD}
+
+
+def test_a_runs_several_jobs_still_pair_by_name():
+    def run(experiment, bw):
+        return [
+            row("mixed", 1, bw + offset, experiment=experiment, job=job)
+            for offset, job in ((0, "reader"), (5, "writer"))
+        ]
+
+    both = compare.compare(
+        results.table_from_rows(run("before", 100)).to_pandas(),
+        results.table_from_rows(run("after", 90)).to_pandas(),
+    )
+    assert both.unmatched.empty
+    assert sorted(both.changes["cell"].unique()) == [
+        f"fio randread bs=4k qd=1 nj=1 hosts=1 job={job} read" for job in ("reader", "writer")
+    ]
