@@ -377,8 +377,11 @@ FAKE_SERVER = """\
 case $2 in *.yaml) ;; *) echo 'level=fatal msg="Configuration file must be a yaml"'; exit 1 ;; esac
 [ -z "$FAIL" ] || { echo 'level=fatal msg="Could not open port!"'; exit 1; }
 printf '%s\\n' "$@" > "$ARGS"
-cat "$LOG"
 tail -n +2 "$CSV" >> gosbench_results.csv
+# as gosbench's server: each test's CSV row before the log's last line, which comes only
+# once the workers have connected and run the tests
+while [ -n "$WORKER_FIRST" ] && [ ! -e "$ARGS.worker" ]; do sleep 0.01; done
+cat "$LOG"
 exec sleep 600
 """
 FAKE_WORKER = """\
@@ -408,7 +411,7 @@ def test_single_host_command_stops_the_server_after_the_last_test(tmp_path):
     job = tmp_path / "job.yaml.private"  # the runner's private copy: gosbench needs .yaml
     job.write_text("tests: []\n")
     out = tmp_path / "client01.gosbench"
-    done = run_script(tmp_path, ADAPTER.command(str(job), str(out), "client01"))
+    done = run_script(tmp_path, ADAPTER.command(str(job), str(out), "client01"), WORKER_FIRST="1")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "args.txt").read_text().splitlines() == ["-c", f"{job}.yaml", "-p", "2000"]
     assert (tmp_path / "args.txt.worker").read_text().splitlines() == [
