@@ -70,6 +70,7 @@ from storbench.report.toolkit import (
     log_scale,
     mapping_text,
     new_figure,
+    panel_width_in,
     paper_table_context,
     read_results,
     readable_counts,
@@ -78,6 +79,7 @@ from storbench.report.toolkit import (
     runtime_text,
     rw_label,
     series_bars,
+    spaced_labels,
     statistics_text,
     style,  # noqa: E402
     template_environment,
@@ -673,9 +675,10 @@ def iops_figure(summary: pd.DataFrame):
     panels = _panels(shown.rows, ["numjobs"])
     fig, axes = grid(len(panels), 2.8)
     log_y = _spans_decades(data["iops_mean"])
+    axis_width = panel_width_in(min(len(panels), 3))
     for ax, (panel_title, panel) in zip(axes, panels, strict=True):
         _iops_lines(ax, panel, all_series)
-        _log2_depth_axis(ax, sorted(data["iodepth"].unique()))
+        _log2_depth_axis(ax, sorted(data["iodepth"].unique()), axis_width)
         if log_y:
             log_scale(ax.yaxis, count_label)
         else:
@@ -711,9 +714,10 @@ def _iops_lines(ax, panel: pd.DataFrame, all_series: list[str]) -> None:
         )
 
 
-def _log2_depth_axis(ax, depths: list) -> None:
+def _log2_depth_axis(ax, depths: list, axis_width_in: float) -> None:
     ax.set_xscale("log", base=2)
-    ax.set_xticks([float(d) for d in depths], [str(int(d)) for d in depths])
+    labels = spaced_labels([str(int(d)) for d in depths], axis_width_in)
+    ax.set_xticks([float(d) for d in depths], labels)
     ax.minorticks_off()
     # A single depth would give a zero-width axis; pad by half an octave either side.
     ax.set_xlim(float(min(depths)) / 2**0.5, float(max(depths)) * 2**0.5)

@@ -13,12 +13,26 @@ names.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter
 
-from storbench.core.numbers import NS_PER_US
+from storbench.core.numbers import NS_PER_US, is_missing
+from storbench.core.units import size_label
 from storbench.report.drawing import FigureJob
-from storbench.report.toolkit import COLORS, figure_legend, log_scale, new_figure
+from storbench.report.toolkit import (
+    COLORS,
+    count_label,
+    figure_legend,
+    join_nonempty,
+    log_scale,
+    new_figure,
+    panel_width_in,
+    short_count,
+    spaced_labels,
+)
 
 HISTOGRAM_FIGURE = "latency_histogram"
 HEATMAP_FIGURE = "iodepth_numjobs"
@@ -37,7 +51,7 @@ def optional_figures(summary: pd.DataFrame, cells: list, labels: list[str]) -> l
         )
     maps = heatmap_panels(summary)
     if maps:
-        figures.append(FigureJob(HEATMAP_FIGURE, heatmap_figure, (maps,)))
+        figures.append(FigureJob(HEATMAP_FIGURE, heatmap_figure, (maps[:MAX_MAPS], len(maps))))
     return figures
 
 
@@ -68,7 +82,7 @@ def histogram_figure(cells: list, labels: list[str], total_cells: int | None = N
 
 def heatmap_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(title, cells) per combination of the other parameters where iodepth and numjobs both
-    vary; [] when no sweep varies both."""
+    vary, every one; [] when no sweep varies both."""
     frame = summary.dropna(subset=["iodepth", "numjobs", "iops_mean"])
     if frame["iodepth"].nunique() < 2 or frame["numjobs"].nunique() < 2:
         return []
@@ -78,32 +92,68 @@ def heatmap_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     for values, cells in groups:
         values = values if isinstance(values, tuple) else (values,)
         if cells["iodepth"].nunique() >= 2 and cells["numjobs"].nunique() >= 2:
-            title = ", ".join(f"{k} {v}" for k, v in zip(keys, values, strict=True)) or "all runs"
-            panels.append((title, cells))
-    return panels[:MAX_MAPS]
+            title = ", ".join(_key_text(k, v) for k, v in zip(keys, values, strict=True))
+            panels.append((title or "all runs", cells))
+    return panels
 
 
-def heatmap_figure(panels: list[tuple[str, pd.DataFrame]]):
-    """Mean IOPS over queue depth (x) × numjobs (y), each cell annotated with its value."""
-    fig, axes = new_figure(ncols=len(panels), height_in=3.4)
+def _key_text(key: str, value) -> str:
+    if key == "bs" and not is_missing(value):
+        return f"bs {size_label(int(value))}"
+    return str(value) if key in ("rw", "op") else f"{key} {value}"
+
+
+MAP_COLUMNS = 2  # maps a row: a third would leave each too narrow for its labels
+CELL_TEXT_CHAR_IN = 0.06  # a character of a cell's value (6 pt), in inches
+
+
+def heatmap_figure(panels: list[tuple[str, pd.DataFrame]], total_maps: int | None = None):
+    """Mean IOPS over queue depth (x) × numjobs (y), each cell annotated with its value where
+    the cells are wide enough for it; the first MAX_MAPS of ``total_maps`` maps."""
+    columns = min(len(panels), MAP_COLUMNS)
+    rows = math.ceil(len(panels) / columns)
+    fig, axes = new_figure(rows, columns, height_in=2.4 * rows + 0.3)
+    for ax in axes[len(panels) :]:
+        ax.set_axis_off()
+    # the colour bar takes about a fifth of each panel's width
+    axis_width = panel_width_in(columns) * 0.8
+    annotated = True
     for ax, (title, cells) in zip(axes, panels, strict=True):
         grid = cells.pivot_table(index="numjobs", columns="iodepth", values="iops_mean",
                                  aggfunc="sum")  # fmt: skip
-        image = ax.imshow(grid.to_numpy(dtype=float), origin="lower", aspect="auto", cmap="viridis")
-        ax.set_xticks(range(len(grid.columns)), [str(int(c)) for c in grid.columns])
+        values = grid.to_numpy(dtype=float)
+        image = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis")
+        ax.grid(False)  # the report style's grid lines would cross the cells
+        depths = [str(int(c)) for c in grid.columns]
+        ax.set_xticks(range(len(depths)), spaced_labels(depths, axis_width))
         ax.set_yticks(range(len(grid.index)), [str(int(i)) for i in grid.index])
         ax.set_xlabel("iodepth")
         ax.set_ylabel("numjobs")
-        ax.set_title(title, fontsize=8)
-        peak = np.nanmax(grid.to_numpy(dtype=float))
-        for (row, column), value in np.ndenumerate(grid.to_numpy(dtype=float)):
-            if not np.isnan(value):
-                ax.text(column, row, f"{value:,.0f}", ha="center", va="center", fontsize=6,
-                        color="white" if value < 0.6 * peak else "black")  # fmt: skip
-        fig.colorbar(image, ax=ax, label="IOPS (mean)")
-    caption = (
+        ax.set_title(title)
+        texts = {cell: short_count(value) for cell, value in np.ndenumerate(values)
+                 if not np.isnan(value)}  # fmt: skip
+        widest = max((len(text) for text in texts.values()), default=0)
+        if widest * CELL_TEXT_CHAR_IN + 0.06 <= axis_width / len(depths):
+            peak = np.nanmax(values)
+            for (row, column), text in texts.items():
+                ax.text(column, row, text, ha="center", va="center", fontsize=6,
+                        color="white" if values[row, column] < 0.6 * peak else "black")  # fmt: skip
+        else:
+            annotated = False
+        colour_bar = fig.colorbar(image, ax=ax, label="IOPS (mean)")
+        colour_bar.ax.yaxis.set_major_formatter(FuncFormatter(count_label))
+    total_maps = len(panels) if total_maps is None else total_maps
+    caption = join_nonempty(
         "Mean IOPS over queue depth × numjobs (aggregate over all hosts, mean over iterations; "
         "the operations of a mixed run summed), one map per combination of the other swept "
-        "parameters; each cell shows its value."
+        "parameters; "
+        + (
+            "each cell shows its value."
+            if annotated
+            else "too many cells to write each value in its cell: the values are in the tables."
+        ),
+        f"The first {len(panels)} of {total_maps} maps shown; every run is in the tables."
+        if total_maps > len(panels)
+        else "",
     )
     return fig, caption

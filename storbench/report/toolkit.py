@@ -199,6 +199,34 @@ def readable_counts(axis) -> None:
     axis.set_major_formatter(FuncFormatter(count_label))
 
 
+TICK_CHAR_IN = 0.07  # a tick label digit's width at the report's 8 pt, in inches
+
+
+def spaced_labels(labels: list[str], axis_width_in: float) -> list[str]:
+    """``labels`` with every k-th kept (the first always) so that none runs into the next on an
+    axis this wide where the ticks are evenly spaced; the others blank, their ticks kept."""
+    if not labels:
+        return []
+    widest = (max(len(label) for label in labels) + 1) * TICK_CHAR_IN
+    step = max(1, math.ceil(widest * len(labels) / max(axis_width_in, 0.1)))
+    return [label if index % step == 0 else "" for index, label in enumerate(labels)]
+
+
+def panel_width_in(columns: int) -> float:
+    """The width of one panel's axes in a figure of ``columns`` panels a row (less its y
+    axis's labels)."""
+    return FIGURE_WIDTH_IN / max(columns, 1) - 0.6
+
+
+def short_count(value: float) -> str:
+    """452345 -> '452k', 7612 -> '7.61k', 123 -> '123': three significant digits, at most five
+    characters, for values written inside a figure's cells."""
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= limit:
+            return f"{value / limit:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
 def empty_figure(message: str):
     fig, (ax,) = new_figure(height_in=1.5)
     ax.set_axis_off()

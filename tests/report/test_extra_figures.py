@@ -139,3 +139,88 @@ def test_the_latency_percentile_figure_labels_its_axis_plainly():
     labels = [label.get_text() for label in ax.get_yticklabels() if label.get_text()]
     plt.close(fig)
     assert "100" in labels and not any("10^" in label or "$" in label for label in labels)
+
+
+def test_tick_labels_are_spaced_to_fit_their_axis():
+    depths = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512"]
+    from storbench.report.toolkit import panel_width_in, spaced_labels
+
+    # three panels a row: ten depths ran together as '64128256512'
+    assert [label for label in spaced_labels(depths, panel_width_in(3)) if label] == [
+        "1", "4", "16", "64", "256"
+    ]  # fmt: skip
+    assert spaced_labels(depths, panel_width_in(1)) == depths
+    assert spaced_labels(["1", "16"], panel_width_in(3)) == ["1", "16"]
+
+
+def _large_sweep_summary():
+    from tests.report import synthetic_sweep
+
+    sweep = {**synthetic_sweep.SWEEP, "rw": ["randread", "write"]}
+    rows = synthetic_sweep.synthetic_rows(sweep)
+    return stats.summarize(results.table_from_rows(rows).to_pandas())
+
+
+def _overlapping_tick_labels(fig) -> list[tuple[str, str]]:
+    """Pairs of shown x tick labels of one axes whose boxes overlap, once drawn."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    overlaps = []
+    for ax in fig.axes:
+        shown = [label for label in ax.get_xticklabels() if label.get_text()]
+        boxes = [label.get_window_extent(renderer) for label in shown]
+        for (left, box), (right, other) in zip(
+            zip(shown, boxes, strict=True), list(zip(shown, boxes, strict=True))[1:], strict=False
+        ):
+            if box.overlaps(other):
+                overlaps.append((left.get_text(), right.get_text()))
+    return overlaps
+
+
+def test_a_large_sweeps_iops_panels_label_their_depths_apart():
+    import matplotlib.pyplot as plt
+
+    fig, _caption = report.iops_figure(_large_sweep_summary())
+    try:
+        assert _overlapping_tick_labels(fig) == []
+        first = [label.get_text() for label in fig.axes[0].get_xticklabels() if label.get_text()]
+        assert first == ["1", "4", "16", "64", "256"]
+    finally:
+        plt.close(fig)
+
+
+def test_a_large_sweeps_heat_maps_are_readable_and_say_which_are_shown():
+    """Was four maps in a row: titles running into each other, iodepth labels run together,
+    every cell's value written over its neighbours', the 20 combinations cut to 4 unsaid."""
+    import matplotlib.pyplot as plt
+
+    maps = extra_figures.heatmap_panels(_large_sweep_summary())
+    assert len(maps) == 2 * 5  # rw x bs
+    fig, caption = extra_figures.heatmap_figure(maps[: extra_figures.MAX_MAPS], len(maps))
+    try:
+        assert _overlapping_tick_labels(fig) == []
+        maps_drawn = [ax for ax in fig.axes if ax.get_title()]
+        assert [ax.get_title() for ax in maps_drawn] == [
+            f"randread, bs {bs}, read" for bs in ("4k", "16k", "64k", "256k")
+        ]
+        assert all(not ax.texts for ax in maps_drawn)  # 50 cells: no room for their values
+        assert "The first 4 of 10 maps shown" in caption and "values are in the tables" in caption
+    finally:
+        plt.close(fig)
+
+
+def test_a_small_heat_map_writes_each_cells_value():
+    import matplotlib.pyplot as plt
+
+    summary = stats.summarize(results.table_from_rows(rows_2d()).to_pandas())
+    (panel,) = extra_figures.heatmap_panels(summary)
+    fig, caption = extra_figures.heatmap_figure([panel])
+    try:
+        (ax,) = [ax for ax in fig.axes if ax.get_title()]
+        # each cell's mean of 1000 * depth * jobs + iteration (1 and 2), three digits
+        assert sorted(text.get_text() for text in ax.texts) == sorted(
+            ["1k", "4k", "16k", "2k", "8k", "32k"]
+        )
+        assert "each cell shows its value" in caption and "first" not in caption
+    finally:
+        plt.close(fig)
