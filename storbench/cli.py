@@ -12,6 +12,7 @@ import errno
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -915,13 +916,16 @@ def file_problem(error: OSError) -> str | None:
     """A missing or unreadable input named, or None for an OSError that is a bug."""
     if error.filename:
         return f"{error.filename}: {error.strerror or error}"
-    if isinstance(error, FileNotFoundError) and error.args:  # pyarrow raises it with the path only
-        return f"{error.args[-1]}: No such file or directory"
+    if isinstance(error, FileNotFoundError) and error.args:  # pyarrow's names no filename
+        text = str(error.args[-1])
+        quoted = PYARROW_MISSING_FILE.search(text)
+        return f"{quoted[1] if quoted else text}: No such file or directory"
     if error.errno in FULL_OR_READ_ONLY:  # a write no atomic output named: the machine's state
         return f"{os.strerror(error.errno)} ({error})"
     return None
 
 
+PYARROW_MISSING_FILE = re.compile(r"Failed to open local file '(.+?)'\. Detail:")
 FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
