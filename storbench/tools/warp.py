@@ -508,6 +508,7 @@ def document_rows(
 
     inherited = {key: value for key, value in base.items() if key in COLUMNS}
     flags = command_line_flags(document.get("commandline") or "")
+    flags.setdefault("benchmark", benchmark_of_operations(document))
     shared = {
         **inherited,
         **_parameters(document, params, flags),
@@ -522,6 +523,17 @@ def document_rows(
             raise ToolOutputError(f"{source}: warp operation {op_type!r} has no op name") from None
         rows.append({**shared, "op": op, **_op_metrics(entry, op_type, source)})
     return rows
+
+
+def benchmark_of_operations(document: dict) -> str | None:
+    """The benchmark a result without a command line ran (`warp analyze` of a --full CSV):
+    its one operation type (PUT: put), or mixed for several."""
+    operations = sorted((document.get("by_op_type") or {}).keys())
+    if len(operations) > 1:
+        return "mixed"
+    if operations and operations[0].lower() in BENCHMARKS:
+        return operations[0].lower()
+    return None
 
 
 def command_line_flags(command_line: str) -> dict:
