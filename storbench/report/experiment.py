@@ -70,6 +70,7 @@ from storbench.report.toolkit import (
     log_scale,
     mapping_text,
     new_figure,
+    no_depth_or_rate,
     panel_width_in,
     paper_table_context,
     read_results,
@@ -667,7 +668,7 @@ def iops_figure(summary: pd.DataFrame):
     """IOPS vs iodepth (log2 axis), one line per rw + bs (and op); a panel per numjobs."""
     data = summary.dropna(subset=["iops_mean", "iodepth"])
     if data.empty:
-        return empty_figure("no IOPS data"), "IOPS vs iodepth: no data."
+        return no_depth_or_rate(summary, "IOPS vs iodepth")
     labels = series_labels(data) + " " + data["bs"].map(bs_label)
     data = data.assign(series=labels)
     all_series = list(dict.fromkeys(data["series"]))

@@ -81,7 +81,7 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
     data = summary.dropna(subset=["iops_mean", "iodepth"])
     data = data[data["iops_mean"] > 0]
     if data.empty:
-        return toolkit.empty_figure("no IOPS data"), "Latency vs IOPS: no data."
+        return toolkit.no_depth_or_rate(summary, "Latency vs IOPS")
     data = data.assign(
         pattern=[_pattern_label(row) for _, row in data.iterrows()],
         size=data["bs"].map(toolkit.bs_label),

@@ -227,6 +227,16 @@ def short_count(value: float) -> str:
     return f"{value:.3g}"
 
 
+def no_depth_or_rate(summary: pd.DataFrame, figure: str):
+    """The placeholder (figure, caption) of a figure over queue depth that has nothing to
+    draw: no IOPS at all, or IOPS from runs that set no iodepth (an S3 tool's)."""
+    if summary["iops_mean"].notna().any() and summary["iodepth"].isna().all():
+        message = "no run sets an iodepth: the IOPS of each run are in the tables"
+    else:
+        message = "no IOPS data"
+    return empty_figure(message), f"{figure}: {message}."
+
+
 def empty_figure(message: str):
     fig, (ax,) = new_figure(height_in=1.5)
     ax.set_axis_off()

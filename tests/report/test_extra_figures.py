@@ -224,3 +224,18 @@ def test_a_small_heat_map_writes_each_cells_value():
         assert "each cell shows its value" in caption and "first" not in caption
     finally:
         plt.close(fig)
+
+
+def test_figures_over_queue_depth_say_why_an_s3_tools_runs_are_not_drawn():
+    """warp and GOSBench set no iodepth: 'no IOPS data' beside a table full of IOPS."""
+    import matplotlib.pyplot as plt
+
+    from storbench.report import figures
+
+    rows = [{**row, "tool": "warp", "iodepth": None} for row in rows_2d()]
+    summary = stats.summarize(results.table_from_rows(rows).to_pandas())
+    assert summary["iops_mean"].notna().all()
+    for draw in (report.iops_figure, figures.latency_vs_iops_figure):
+        fig, caption = draw(summary)
+        plt.close(fig)
+        assert caption.endswith("no run sets an iodepth: the IOPS of each run are in the tables.")
