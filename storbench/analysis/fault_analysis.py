@@ -113,25 +113,34 @@ def aggregate_series(rows, *, ops: Iterable[str] | None = None) -> dict[str, Ser
     """One series per metric (``AGGREGATE_METRICS``) summed over hosts, jobs and ``ops``."""
     wanted = None if ops is None else set(ops)
     selected = [row for row in records(rows) if wanted is None or row.get("op") in wanted]
-    if any(row.get("host") != ALL_HOSTS for row in selected):
-        selected = [row for row in selected if row.get("host") != ALL_HOSTS]
     for row in selected:
         if optional_float(row.get("t_s")) is None:
             raise ValueError(f"time-series row without t_s: {row}")
     series: dict[str, Series] = {name: [] for name in AGGREGATE_METRICS}
     if not selected:
         return series
-    width = _bin_width(selected)
+    hosts = [row for row in selected if row.get("host") != ALL_HOSTS]
+    totals = [row for row in selected if row.get("host") == ALL_HOSTS]
+    # the hosts' rows, summed; a metric only the all-hosts rows carry (elbencho's services
+    # give bytes, not IOPS) from those
+    from_totals = {
+        column: bool(totals) and not any(optional_float(r.get(column)) is not None for r in hosts)
+        for column in (*_RATE_COLUMNS.values(), "lat_mean_ns", "errors")
+    }
+    width = _bin_width(hosts or totals)
     bins: dict[int, list[dict]] = defaultdict(list)
     for row in selected:
         bins[max(1, math.floor(row["t_s"] / width + 0.5))].append(row)
     for index in sorted(bins):
         t_s = round(index * width, 9)
-        rows_in_bin = bins[index]
+        of = {
+            column: [r for r in bins[index] if (r.get("host") == ALL_HOSTS) == totals_only]
+            for column, totals_only in from_totals.items()
+        }
         for name, column in _RATE_COLUMNS.items():
-            series[name].append((t_s, _summed_rate(rows_in_bin, column, width)))
-        series["lat_mean"].append((t_s, _weighted_latency(rows_in_bin, width)))
-        errors = [optional_float(row.get("errors")) for row in rows_in_bin]
+            series[name].append((t_s, _summed_rate(of[column], column, width)))
+        series["lat_mean"].append((t_s, _weighted_latency(of["lat_mean_ns"], width)))
+        errors = [optional_float(row.get("errors")) for row in of["errors"]]
         known = [count for count in errors if count is not None]
         series["errors"].append((t_s, int(sum(known)) if known else None))
     return series

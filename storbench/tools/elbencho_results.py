@@ -880,8 +880,10 @@ def timeseries_rows(
     inherited = {key: value for key, value in base.items() if key in _timeseries_columns()}
     service_mode = any(row.service for row in live_rows)
     previous: dict[tuple, LiveRow] = {}
+    clock = _InvocationClock()
     rows = []
     for live in live_rows:
+        t_s = clock.seconds(live)
         if live.rank == "Total":
             row_host = ALL_HOSTS if service_mode else host
         elif live.service:
@@ -904,11 +906,39 @@ def timeseries_rows(
                 "job": live.label or run_id,
                 "op": op,
                 **_interval(live, before, op),
+                "t_s": t_s,
                 "timestamp": _utc(live.timestamp),
                 "source": source,
             }
         )
     return rows
+
+
+class _InvocationClock:
+    """Seconds since an elbencho invocation (a label) started, across its phases: each phase's
+    RuntimeMS starts again at 0 (mkdirs, write, read ... of one run), so a phase is placed
+    at its own start as the rows' ISO Date says (phases too short for a live row included),
+    else after the previous phase's last row. The first phase's times are its RuntimeMS."""
+
+    def __init__(self):
+        self._clocks: dict = {}  # label -> [phase, offset ms, phase's last ms, start]
+
+    def seconds(self, live: LiveRow) -> float:
+        moment = _moment(live.timestamp)
+        began = moment - datetime.timedelta(milliseconds=live.runtime_ms) if moment else None
+        clock = self._clocks.get(live.label)
+        same_phase = clock is not None and clock[0] == live.phase
+        if clock is None or (same_phase and live.runtime_ms < clock[2]):
+            # a new invocation of the label (the same phase's time went back)
+            clock = self._clocks[live.label] = [live.phase, 0, 0, began]
+        elif not same_phase:
+            after_previous = clock[1] + clock[2]
+            if began is not None and clock[3] is not None:
+                since_start = round((began - clock[3]).total_seconds() * 1000)
+                after_previous = max(after_previous, since_start)
+            clock[0:3] = [live.phase, after_previous, 0]
+        clock[2] = max(clock[2], live.runtime_ms)
+        return (clock[1] + live.runtime_ms) / 1000
 
 
 def _live_op(live: LiveRow):
@@ -949,12 +979,16 @@ def _rate(amount, seconds):
 
 def _utc(timestamp):
     """elbencho's local time with offset ('2026-11-21T06:02:55.889+0000') as ISO 8601 UTC."""
+    moment = _moment(timestamp)
+    return moment.astimezone(datetime.UTC).isoformat(timespec="milliseconds") if moment else None
+
+
+def _moment(timestamp) -> datetime.datetime | None:
     for layout in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%dT%H:%M:%S%z"):
         try:
-            moment = datetime.datetime.strptime(timestamp or "", layout)
+            return datetime.datetime.strptime(timestamp or "", layout)
         except ValueError:
             continue
-        return moment.astimezone(datetime.UTC).isoformat(timespec="milliseconds")
     return None
 
 

@@ -253,6 +253,25 @@ def test_unaligned_hosts_meet_in_one_bin_with_io_weighted_latency():
     assert aggregate_series([rows[-1]])["iops"] == [(1.0, 400.0)]  # service mode: only 'all'
 
 
+def test_elbencho_services_give_bytes_and_the_total_row_the_iops():
+    """elbencho's live CSV in service mode: per-service rows carry bytes but no IOPS, the
+    'Total' row (host 'all') both; the IOPS series was all None, its figure panels empty."""
+    from storbench.tools import get_tool
+    from tests.tools.test_elbencho import BASE, as_manifest, manifest
+
+    rows = get_tool("elbencho").parse_timeseries(
+        as_manifest(manifest("service-2hosts", hosts=("a", "b"))),
+        SHARED_FIXTURES / "elbencho",
+        BASE,
+    )
+    series = aggregate_series(rows, ops=["write"])
+    # live.csv, Total rows of the WRITE phase: IOPS 160, 0, 160, 0, 160, 0
+    assert series["iops"] == [(t / 2, 160.0 if t % 2 else 0.0) for t in range(1, 7)]
+    # the two services' MiB/s (80 each in the intervals that wrote) summed, not the Total's
+    # added to them: 160 MiB/s
+    assert series["bw"][0] == (0.5, 2 * 41943040 / 0.5)
+
+
 def test_a_bin_without_io_has_no_latency_and_rows_need_t_s():
     rows = [row("a", 1.0, iops=0.0, ios=0, lat_mean_ns=None), row("a", 2.0, iops=5.0, ios=5)]
     assert aggregate_series(rows)["lat_mean"] == [(1.0, None), (2.0, None)]

@@ -433,6 +433,23 @@ def test_live_csv_services_without_endpoints_keep_elbencho_names():
     assert len(rows) == 24  # 8 time points (6 WRITE, 2 READ) x 3
 
 
+def test_a_runs_phases_follow_each_other_in_time():
+    """Each phase's RuntimeMS starts at 0 again: the read phase's rows were at 0.5 and 1.0 s,
+    on the write phase's, and a time-series figure summed the two into one interval."""
+    rows = ADAPTER.parse_timeseries(
+        as_manifest(manifest("service-2hosts", hosts=("a", "b"))), FIXTURES, BASE
+    )
+    totals = [(r["op"], r["t_s"]) for r in rows if r["host"] == ALL_HOSTS]
+    # live.csv: WRITE 500..3000 ms, its first row 06:03:06.167 (so begun at 05.667); READ's
+    # first row 500 ms at 06:03:09.211 (begun at 08.711): 3.044 s after the write phase began
+    assert totals == [
+        *[("write", t / 2) for t in range(1, 7)],
+        ("read", 3.544),
+        ("read", 4.044),
+    ]
+    assert [r["interval_s"] for r in rows if r["host"] == ALL_HOSTS][-2:] == [0.5, 0.5]
+
+
 def test_results_csv_is_not_a_live_csv():
     with pytest.raises(ToolOutputError, match="not an elbencho live CSV"):
         read_live_csv(FIXTURES / "dirmode/results.csv")
