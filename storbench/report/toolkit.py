@@ -296,9 +296,21 @@ def figure_legend(fig, axes) -> None:
             handles.values(),
             handles.keys(),
             loc="outside lower center",
-            ncols=min(len(handles), 4),
+            ncols=legend_columns(list(handles), fig.get_figwidth()),
             frameon=False,
         )
+
+
+LEGEND_CHAR_IN = 0.055  # a character of a legend entry at the report's 7 pt, in inches
+LEGEND_ENTRY_IN = 0.5  # an entry's line sample and the spaces around it, in inches
+
+
+def legend_columns(labels: list[str], width_in: float, most: int = 4) -> int:
+    """As many columns (at most ``most``) as the longest label leaves room for in the
+    figure's width: four columns of long labels ran off both sides of the page."""
+    widest = max((len(label) for label in labels), default=0) * LEGEND_CHAR_IN
+    fitting = int(width_in // (widest + LEGEND_ENTRY_IN))
+    return max(1, min(len(labels), most, fitting))
 
 
 def basis_text(summary: pd.DataFrame) -> str:

@@ -239,3 +239,25 @@ def test_figures_over_queue_depth_say_why_an_s3_tools_runs_are_not_drawn():
         fig, caption = draw(summary)
         plt.close(fig)
         assert caption.endswith("no run sets an iodepth: the IOPS of each run are in the tables.")
+
+
+def test_a_legend_of_long_labels_stays_on_the_figure():
+    """The scaling figure of an imported elbencho folder: four columns of labels like
+    'scratch: write_bs1m_nj2 write+delete+mkdir+rmdir' ran off both sides of the page."""
+    import matplotlib.pyplot as plt
+
+    from storbench.report.toolkit import figure_legend, legend_columns, new_figure, style
+
+    labels = [f"scratch: write_bs1m_nj{n} write+delete+mkdir+rmdir" for n in range(6)]
+    assert legend_columns(labels, 7.0) == 2
+    assert legend_columns(["4k", "64k", "1m", "4k p99", "1m p99"], 7.0) == 4
+    with style():  # the report's fonts, as every figure is drawn
+        fig, (ax,) = new_figure()
+        for index, label in enumerate(labels):
+            ax.plot([0, 1], [index, index], label=label)
+        figure_legend(fig, [ax])
+        fig.canvas.draw()
+        legend = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
+    page = fig.bbox
+    plt.close(fig)
+    assert page.x0 <= legend.x0 and legend.x1 <= page.x1
