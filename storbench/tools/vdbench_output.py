@@ -299,6 +299,20 @@ def tool_version(folder: Path) -> str | None:
     return parse_version(html_text(path)) if path.is_file() else None
 
 
+def parmfile_fileio(folder: Path) -> str | None:
+    """The one ``fileio`` (random or sequential) the parameter file's FWDs name, or None: an
+    output folder copied from elsewhere has no params of ours to say whether a file system
+    workload was random."""
+    path = folder / "parmfile.html"
+    if not path.is_file():
+        return None
+    found = set()
+    for line in html_text(path).splitlines():
+        if line.strip().lower().startswith("fwd="):
+            found.update(re.findall(r"(?i)(?:^|,)\s*fileio=([a-z]+)", line.strip()))
+    return found.pop().lower() if len(found) == 1 else None
+
+
 def error_count(folder: Path) -> int | None:
     """0 when errorlog.html has no message after its header; None when it has (or is absent)."""
     path = folder / "errorlog.html"
@@ -523,11 +537,12 @@ def result_rows(runs: list[Run], *, host: str, base: dict, folder: Path) -> list
     """Rows of every measured run and op for one host (no 'all' rows)."""
     inherited = {key: value for key, value in base.items() if key in _schema_columns()}
     base_params = _base_params(base)
+    written_fileio = parmfile_fileio(folder)
     version = tool_version(folder)
     errors = error_count(folder)
     rows = []
     for run in runs:
-        parameters, point = run_parameters(run, base_params)
+        parameters, point = run_parameters(run, base_params, written_fileio)
         shared = {
             **inherited,
             **parameters,
@@ -584,8 +599,9 @@ def _op_metrics(rates: OpRates, duration: float, buckets: list | None) -> dict:
     }
 
 
-def run_parameters(run: Run, params: dict) -> tuple[dict, dict]:
-    """(parameter columns, loop point in storbench names) of one run."""
+def run_parameters(run: Run, params: dict, written_fileio: str | None = None) -> tuple[dict, dict]:
+    """(parameter columns, loop point in storbench names) of one run; ``written_fileio``: the
+    parameter file's FWD fileio, for an output folder that came without our params."""
     loops = run.loops
     average = run.average
     names = {**LOOP_PARAMETERS, "threads": "iodepth" if run.kind == RAW else "numjobs"}
@@ -615,6 +631,8 @@ def run_parameters(run: Run, params: dict) -> tuple[dict, dict]:
             int, loops.get("threads"), params.get("numjobs"), params.get("iodepth")
         )
     random = _is_random(loops.get("seekpct") or (average.get("seekpct") if raw else None), params)
+    if random is None and written_fileio:  # an output folder without our params
+        random = _is_random(None, {"fileio": written_fileio})
     parameters = {
         "rw": _rw(rdpct, random) or params.get("rw"),
         "bs": bs,

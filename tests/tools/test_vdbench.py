@@ -223,6 +223,18 @@ def test_filesystem_four_runs_and_their_ops():
     }
 
 
+def test_an_imported_file_system_output_takes_random_from_its_parameter_file():
+    """parmfile.html: 'fwd=fwd1,...,fileio=random,...': the rows' rw was missing ('nan' in the
+    report's bandwidth legend) where an output folder came without storbench's params."""
+    rows = imported(FILESYSTEM)
+    assert {(r["run_id"], r["rw"]) for r in rows} == {
+        (label("4k", 0), "randwrite"),
+        (label("4k", 70), "randrw"),
+        (label("64k", 0), "randwrite"),
+        (label("64k", 70), "randrw"),
+    }
+
+
 def test_filesystem_averages_match_the_avg_lines_of_totals_html():
     # totals.html for xfersize=4k rdpct=70: 'avg_2-5 475719 0.003 92.3 55.7 70.0 333129 0.002
     # 142589 0.004 1301 556.9 1858.2 4096 ...' (rate resp cpu sys read% read_rate read_resp
