@@ -27,6 +27,7 @@ from storbench.core.results import ALL_HOSTS
 from storbench.report import paper_tables as report_tables
 from storbench.report import selection, toolkit
 from storbench.report.drawing import FigureJob
+from storbench.tools import UnknownToolError, get_tool
 
 LATENCY_VS_IOPS_FIGURE = "latency_vs_iops"
 TIMESERIES_FIGURE = "timeseries"
@@ -66,7 +67,7 @@ def figure_job(
     if name == LATENCY_VS_IOPS_FIGURE:
         return FigureJob(name, latency_vs_iops_figure, (summary,))
     if name == TIMESERIES_FIGURE:
-        return FigureJob(name, timeseries_figure, (timeseries,))
+        return FigureJob(name, timeseries_figure, (timeseries, _series_hints(summary)))
     if name == PER_HOST_FIGURE:
         host_rows = raw.loc[raw["host"] != ALL_HOSTS, PER_HOST_COLUMNS]
         return FigureJob(name, per_host_figure, (host_rows, units))
@@ -201,10 +202,23 @@ def has_series(timeseries: pd.DataFrame | None) -> bool:
     return timeseries is not None and not interval_series(timeseries).empty
 
 
-def timeseries_figure(timeseries: pd.DataFrame | None):
+def _series_hints(summary: pd.DataFrame) -> list[str]:
+    """How each tool of the runs is made to report per interval ('fio: set ...')."""
+    hints = []
+    for tool in sorted(summary["tool"].dropna().unique()) if "tool" in summary else []:
+        try:
+            hint = get_tool(str(tool)).interval_series_hint
+        except UnknownToolError:
+            continue
+        if hint:
+            hints.append(f"{tool}: {hint}")
+    return hints
+
+
+def timeseries_figure(timeseries: pd.DataFrame | None, hints: list[str] | None = None):
     series = interval_series(timeseries) if timeseries is not None else None
     if series is None or series.empty:
-        message = "no per-interval data (set status_interval in the job, e.g. 1s)"
+        message = "no per-interval data" + (f" ({'; '.join(hints)})" if hints else "")
         return toolkit.empty_figure(message), f"Per-interval series: {message}."
     runs = list(dict.fromkeys(series["run_id"]))
     shown = runs[:MAX_TIMESERIES_PANELS]

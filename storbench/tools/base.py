@@ -237,6 +237,9 @@ class ToolAdapter:
         """The job options that make the tool report per interval (fault and soak runs)."""
         return job
 
+    # what a job sets for the tool to report per interval, said where a report has no series
+    interval_series_hint: str = ""
+
     def role_options(self, params: dict, role: str) -> dict:
         """A host's options in a host-level read/write split (capabilities.host_split)."""
         raise NotImplementedError(f"{self.name} has no host-level read/write split")

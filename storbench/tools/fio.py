@@ -165,6 +165,8 @@ class FioAdapter(ToolAdapter):
             argv += [f"--client={_fio_address(address)},{port}", host_job]
         return argv
 
+    interval_series_hint = "set status_interval in the job, e.g. 1s"
+
     def with_interval_series(self, job: dict) -> dict:
         """fio jobs report every second unless they say otherwise (the series is the evidence)."""
         if "status_interval" not in job:

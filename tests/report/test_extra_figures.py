@@ -261,3 +261,24 @@ def test_a_legend_of_long_labels_stays_on_the_figure():
     page = fig.bbox
     plt.close(fig)
     assert page.x0 <= legend.x0 and legend.x1 <= page.x1
+
+
+@pytest.mark.parametrize(
+    ("tool", "caption"),
+    [
+        ("fio", "Per-interval series: no per-interval data (fio: set status_interval in the "
+                "job, e.g. 1s)."),
+        ("gosbench", "Per-interval series: no per-interval data."),  # was fio's advice
+    ],
+)  # fmt: skip
+def test_a_report_without_a_series_gives_its_own_tools_advice(tool, caption):
+    import matplotlib.pyplot as plt
+
+    from storbench.report import figures
+
+    rows = [{**row, "tool": tool} for row in rows_2d()]
+    summary = stats.summarize(results.table_from_rows(rows).to_pandas())
+    job = figures.figure_job(figures.TIMESERIES_FIGURE, summary, summary, None)
+    fig, got = job.build(*job.args)
+    plt.close(fig)
+    assert got == caption
