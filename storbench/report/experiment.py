@@ -595,7 +595,7 @@ def series_labels(summary: pd.DataFrame) -> pd.Series:
     labels = []
     for (_, row), n_ops, n_jobs in zip(summary.iterrows(), ops_per_run, jobs_per_run, strict=True):
         label = rw_label(row)
-        if n_ops > 1:
+        if n_ops > 1 and row["op"] != row["rw"]:  # not 'read read'
             label += f" {row['op']}"
         if n_jobs > 1:
             label = f"{row['job']}: {label}"

@@ -296,6 +296,23 @@ def test_series_join_runs_across_depths_when_jobs_are_named_after_runs():
     assert sorted(labels) == ["a: randread", "b: randread"]
 
 
+def test_a_series_names_its_op_once():
+    """A GOSBench run's tests (jobs read-4k-8s and write-4k-8s, rw read and write): its legend
+    said 'read-4k-8s: read read'; a mixed run's ops still name themselves."""
+    tests = [
+        {**result_row(rw, 4096, 1, 1, "all", 100.0), "run_id": "s3", "job": f"{rw}-4k-8s", "op": rw}
+        for rw in ("read", "write")
+    ]
+    labels = report.series_labels(stats.summarize(results.table_from_rows(tests)))
+    assert sorted(labels) == ["read-4k-8s: read", "write-4k-8s: write"]
+    mixed = [
+        {**result_row("randrw", 4096, 1, 1, "all", 100.0), "op": op, "rwmixread": 70}
+        for op in ("read", "write")
+    ]
+    labels = report.series_labels(stats.summarize(results.table_from_rows(mixed)))
+    assert sorted(labels) == ["randrw (70 % read) read", "randrw (70 % read) write"]
+
+
 # ---------------------------------------------------------------------------------------
 # Scale-out: client steps, data path, slow hosts, start skew, targets, hosts appendix
 
