@@ -29,6 +29,7 @@ from storbench.report.toolkit import (
     grid,
     join_nonempty,
     list_text,
+    panel_width_in,
     read_results,
     recorded_versions,
     render_figure,
@@ -67,6 +68,8 @@ PHASE_TITLES = {
 
 
 BITS_PER_BYTE = 8
+MAX_BARS = 24  # clients a panel draws as bars; beyond, a dot each
+SLANTED_NAME_IN = 0.17  # the width a 45° host name takes on the axis, in inches
 
 
 def build_network_report(parquet_path, out_dir, *, min_fraction: float) -> dict[str, Path]:
@@ -217,30 +220,39 @@ def network_figure(table: pd.DataFrame, min_fraction: float):
         return empty_figure("no network data"), "Network check: no data."
     phases = list(dict.fromkeys(clients["phase"]))
     fig, axes = grid(len(phases), 2.6)
+    axis_width = panel_width_in(min(len(phases), 3))
+    many = clients.groupby("phase")["host"].nunique().max() > MAX_BARS
     for ax, phase in zip(axes, phases, strict=True):
         rows = clients[clients["phase"] == phase]
         flagged = rows["flagged"].tolist()
-        ax.bar(
-            range(len(rows)),
-            rows["bw_bytes_s"] * BITS_PER_BYTE / 1e9,
-            0.7,
-            color=[COLORS[3] if flag else COLORS[0] for flag in flagged],
-            hatch=[HATCHES[1] if flag else "" for flag in flagged],
-            edgecolor="black",
-            linewidth=0.5,
-        )
+        gbits = rows["bw_bytes_s"] * BITS_PER_BYTE / 1e9
+        names = [str(h) for h in rows["host"]]
+        if many:
+            _client_dots(ax, gbits.tolist(), flagged, names)
+            ax.grid(False, axis="x")  # a grid line per client would grey the panel
+        else:
+            ax.bar(
+                range(len(rows)),
+                gbits,
+                0.7,
+                color=[COLORS[3] if flag else COLORS[0] for flag in flagged],
+                hatch=[HATCHES[1] if flag else "" for flag in flagged],
+                edgecolor="black",
+                linewidth=0.5,
+            )
+            for x, (flag, value) in enumerate(zip(flagged, gbits, strict=True)):
+                if flag:
+                    ax.annotate("slow", (x, value), ha="center", va="bottom")
         median = rows["median_bytes_s"].iloc[0] * BITS_PER_BYTE / 1e9
         ax.axhline(median, color="grey", linewidth=1, label="median")
         threshold = min_fraction * median
         ax.axhline(threshold, color=COLORS[3], linewidth=1, linestyle="--", label="flag threshold")
-        for x, (flag, value) in enumerate(zip(flagged, rows["bw_bytes_s"], strict=True)):
-            if flag:
-                ax.annotate("slow", (x, value * BITS_PER_BYTE / 1e9), ha="center", va="bottom")
-        names = [str(h) for h in rows["host"]]
         slanted = len(names) > 4
+        # a slanted name takes about this much of the axis's width, however long it is
+        step = math.ceil(len(names) * SLANTED_NAME_IN / axis_width) if slanted else 1
         ax.set_xticks(
             range(len(rows)),
-            names,
+            [name if index % step == 0 else "" for index, name in enumerate(names)],
             rotation=45 if slanted else 0,
             ha="right" if slanted else "center",
         )
@@ -249,12 +261,30 @@ def network_figure(table: pd.DataFrame, min_fraction: float):
         ax.set_title(PHASE_TITLES.get(phase, str(phase)))
         ax.set_ylabel("bandwidth (Gbit/s)")
     figure_legend(fig, axes)
+    marks = "a dot per client, a flagged one red and named" if many else "hatched, 'slow'"
     caption = (
         "iperf3 bandwidth of each client host (Gbit/s; receive side). Solid line: median of "
         f"the clients; dashed: {min_fraction:.0%} of the median, below which a client is "
-        "flagged (hatched, 'slow')."
+        f"flagged ({marks})."
     )
     return fig, caption
+
+
+def _client_dots(ax, gbits: list[float], flagged: list[bool], names: list[str]) -> None:
+    """Many clients: a dot each (128 bars were a black block), the flagged ones named."""
+    ax.scatter(
+        range(len(gbits)),
+        gbits,
+        s=10,
+        color=[COLORS[3] if flag else COLORS[0] for flag in flagged],
+        zorder=3,
+    )
+    for x, (flag, value, name) in enumerate(zip(flagged, gbits, names, strict=True)):
+        if flag:
+            ax.annotate(
+                name, (x, value), xytext=(3, -3), textcoords="offset points", fontsize=6,
+                color=COLORS[3],
+            )  # fmt: skip
 
 
 def _parenthesized(text) -> str | None:

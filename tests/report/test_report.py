@@ -12,6 +12,7 @@ from storbench.core import results
 from storbench.report import experiment as report
 from storbench.report import figures as report_figures
 from storbench.report import network as network_page
+from storbench.report import toolkit
 from tests.report.exported import pipe_table_rows
 
 MIB = 1024**2
@@ -710,3 +711,40 @@ def test_host_job_files_sharing_a_text_are_listed_once(raw_path, tmp_path):
     assert "<pre>[global]\ndirectory=/scratch/&lt;host&gt;\n</pre>" in appendix
     assert "The job file of 128 hosts, &lt;host&gt; standing for each one's name:" in appendix
     assert ", ".join(sorted(hosts)) in appendix
+
+
+def test_a_network_check_of_128_clients_stays_readable():
+    """128 bars a panel were a black block under 128 names written over each other."""
+    import matplotlib.pyplot as plt
+
+    from storbench.report import network
+
+    slow = {"client017", "client077"}
+    table = pd.DataFrame(
+        {
+            "phase": phase,
+            "host": f"client{i:03d}",
+            "bw_bytes_s": 0.4e9 if f"client{i:03d}" in slow else 1.25e9,
+            "median_bytes_s": 1.25e9,
+            "flagged": f"client{i:03d}" in slow,
+        }
+        for phase in ("single", "all")
+        for i in range(1, 129)
+    )
+    with toolkit.style():
+        fig, caption = network.network_figure(table, 0.8)
+        try:
+            fig.canvas.draw()
+            for ax in fig.axes[:2]:
+                shown = [label for label in ax.get_xticklabels() if label.get_text()]
+                # parallel 45° names do not touch when their anchors are a line height apart
+                # across them: dx * sin 45° >= the font's size
+                anchors = [label.get_window_extent().x1 for label in shown]
+                line = shown[0].get_size() * fig.dpi / 72
+                gaps = [b - a for a, b in zip(anchors, anchors[1:], strict=False)]
+                assert min(gaps) * 0.7071 >= line
+                assert sorted(text.get_text() for text in ax.texts) == sorted(slow)
+                assert "client001" in [label.get_text() for label in ax.get_xticklabels()]
+        finally:
+            plt.close(fig)
+    assert "a dot per client, a flagged one red and named" in caption
