@@ -108,15 +108,23 @@ def build_campaign_report(
 def key_results(summary: pd.DataFrame | None, answers: list[dict], experiments: dict) -> list[dict]:
     """One record per experiment, in config order: peaks of a grid, the answer of a search."""
     by_name: dict[str, dict] = {}
+    tools: dict[str, str] = {}
     if summary is not None:
         for name, cells in summary.groupby("experiment", sort=False):
             by_name[str(name)] = grid_peaks(cells)
+            if "tool" in cells:
+                tools[str(name)] = ", ".join(sorted(cells["tool"].dropna().astype(str).unique()))
     for answer in answers:
         by_name[answer["experiment"]] = search_answer(answer)
     order = [name for name in experiments if name in by_name]
     order += sorted(set(by_name) - set(order))
     return [
-        {"experiment": name, "tool": (experiments.get(name) or {}).get("tool"), **by_name[name]}
+        {
+            "experiment": name,
+            # a hand-made meta (or none) names no tool: the experiment's rows do
+            "tool": (experiments.get(name) or {}).get("tool") or tools.get(name),
+            **by_name[name],
+        }
         for name in order
     ]
 

@@ -66,3 +66,19 @@ def test_the_peak_iops_axis_has_short_labels():
     plt.close(fig)
     assert iops_axis.get_ylabel() == "peak IOPS"
     assert "100k" in labels and all(len(label) <= 4 for label in labels)
+
+
+def test_a_campaign_report_without_a_meta_names_each_experiments_tool_from_its_rows():
+    """`storbench campaign-report --meta '{"title": ...}'` over summaries: Tool was '–'."""
+    rows = [
+        {**result_row("randread", 4096, 1, 1, "all", 100.0), "experiment": experiment, "tool": tool}
+        for experiment, tool in (("disk", "fio"), ("s3", "warp"))
+    ]
+    summary = stats.summarize(results.table_from_rows(rows))
+    assert {r["experiment"]: r["tool"] for r in campaign.key_results(summary, [], {})} == {
+        "disk": "fio",
+        "s3": "warp",
+    }
+    # the config's word stands where there is one
+    (row, _) = campaign.key_results(summary, [], {"disk": {"tool": "fio-3.33 by hand"}})
+    assert row["tool"] == "fio-3.33 by hand"
