@@ -20,7 +20,7 @@ import pytest
 from storbench.core import results
 from storbench.report import campaign as campaign_report
 from storbench.report import experiment as report
-from storbench.report import pdf
+from storbench.report import pdf, toolkit
 from tests.report import synthetic_sweep
 from tests.report.test_report import (
     DATA_PATH,
@@ -205,3 +205,34 @@ def test_the_pdf_keeps_its_text_size_and_figures_with_their_captions(pages, name
     assert not blank, f"{name}: blank pages {sorted(blank)}"
     split = {image: pages for image, pages in image_page_sets(printed).items() if len(pages) > 1}
     assert not split, f"{name}: figures cut across pages {sorted(split.values())}"
+
+
+def test_a_printed_tables_caption_and_head_stay_with_its_first_row(tmp_path):
+    """The campaign PDF's hosts table: its caption and header at the foot of one page, its
+    only row on the next. 59 small tables after paragraphs of every length: each table's
+    caption is on the page of its first row."""
+    css = toolkit.template_environment().get_template("style.css.j2").render()
+    tables = "\n".join(
+        f"<p>Paragraph {n} {'filler text ' * (n % 7 * 9)}</p>"
+        f'<div class="scroll"><table><caption>Table {n}. caption of table {n}.</caption>'
+        "<thead><tr><th>Host</th><th>Value</th></tr></thead>"
+        f"<tbody><tr><td>row{n}first</td><td>1</td></tr>"
+        f"<tr><td>row{n}second</td><td>2</td></tr></tbody></table></div>"
+        for n in range(1, 60)
+    )
+    page = tmp_path / "tables.html"
+    page.write_text(f"<html><head><meta charset='utf-8'><style>{css}</style></head>"
+                    f"<body>{tables}</body></html>")  # fmt: skip
+    printed = pdf.html_to_pdf(page, tmp_path / "tables.pdf")
+    pdftotext = require_tool("pdftotext", shutil.which("pdftotext"), "poppler-utils")
+    text = subprocess.run(
+        [pdftotext, str(printed), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    pages = text.split("\f")
+    assert len(pages) > 5  # tables at the foot of several pages
+
+    def page_of(words: str) -> int:
+        return next(index for index, words_on in enumerate(pages) if words in words_on)
+
+    split = [n for n in range(1, 60) if page_of(f"Table {n}. caption") != page_of(f"row{n}first")]
+    assert split == []
