@@ -142,11 +142,16 @@ def chromium_session(browser: str, profile: Path, window: str):
     chromedriver = require_tool("chromedriver", shutil.which("chromedriver"), "chromium-driver")
     process, port = start_chromedriver(chromedriver)
     driver = WebDriver(port)
+    started = False
     try:
         driver.start(browser, [*pdf.headless_flags(profile), f"--window-size={window}"])
+        started = True
         yield driver
-        driver.quit()
     finally:
+        # quit ends Chromium; a failure in the with-block skipped it and left Chromium running
+        if started:
+            with contextlib.suppress(Exception):
+                driver.quit()
         process.terminate()
         process.wait(timeout=30)
 
