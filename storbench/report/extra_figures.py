@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
-from storbench.core.numbers import NS_PER_US, is_missing
-from storbench.core.units import size_label
+from storbench.core.numbers import NS_PER_US
+from storbench.report import selection
 from storbench.report.drawing import FigureJob
 from storbench.report.toolkit import (
     COLORS,
@@ -98,9 +98,7 @@ def heatmap_panels(summary: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def _key_text(key: str, value) -> str:
-    if key == "bs" and not is_missing(value):
-        return f"bs {size_label(int(value))}"
-    return str(value) if key in ("rw", "op") else f"{key} {value}"
+    return str(value) if key in ("rw", "op") else f"{key} {selection.value_label(key, value)}"
 
 
 MAP_COLUMNS = 2  # maps a row: a third would leave each too narrow for its labels

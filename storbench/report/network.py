@@ -33,6 +33,7 @@ from storbench.report.toolkit import (
     read_results,
     recorded_versions,
     render_figure,
+    spaced_labels,
     style,  # noqa: E402
     template_environment,
     write_file,
@@ -248,11 +249,9 @@ def network_figure(table: pd.DataFrame, min_fraction: float):
         threshold = min_fraction * median
         ax.axhline(threshold, color=COLORS[3], linewidth=1, linestyle="--", label="flag threshold")
         slanted = len(names) > 4
-        # a slanted name takes about this much of the axis's width, however long it is
-        step = math.ceil(len(names) * SLANTED_NAME_IN / axis_width) if slanted else 1
         ax.set_xticks(
             range(len(rows)),
-            [name if index % step == 0 else "" for index, name in enumerate(names)],
+            spaced_labels(names, axis_width, SLANTED_NAME_IN) if slanted else names,
             rotation=45 if slanted else 0,
             ha="right" if slanted else "center",
         )

@@ -46,7 +46,7 @@ def select(frame: pd.DataFrame, keys, limit: int, what: str = "combinations") ->
         mask &= frame[key].isin(chosen)
     shown = math.prod(counts.values())
     listing = "; ".join(
-        f"{key} {', '.join(_value_label(key, v) for v in chosen)}"
+        f"{key} {', '.join(value_label(key, v) for v in chosen)}"
         for key, chosen in kept.items()
         if len(chosen) < len(values[key])
     )
@@ -91,7 +91,8 @@ def _evenly_spaced(values: list, count: int) -> list:
     return [values[round(index * step)] for index in range(count)]
 
 
-def _value_label(key: str, value) -> str:
+def value_label(key: str, value) -> str:
+    """A swept key's value as a caption or title says it: bs 4096 as '4k'."""
     if key == "bs" and isinstance(value, (int, float)) and not pd.isna(value):
         return size_label(int(value))
     return int_label(value) if isinstance(value, (int, float)) else str(value)

@@ -202,12 +202,16 @@ def readable_counts(axis) -> None:
 TICK_CHAR_IN = 0.07  # a tick label digit's width at the report's 8 pt, in inches
 
 
-def spaced_labels(labels: list[str], axis_width_in: float) -> list[str]:
+def spaced_labels(
+    labels: list[str], axis_width_in: float, label_width_in: float | None = None
+) -> list[str]:
     """``labels`` with every k-th kept (the first always) so that none runs into the next on an
-    axis this wide where the ticks are evenly spaced; the others blank, their ticks kept."""
+    axis this wide where the ticks are evenly spaced; the others blank, their ticks kept.
+    ``label_width_in``: the room a label takes (a slanted one's, whatever its length), else
+    the widest label's."""
     if not labels:
         return []
-    widest = (max(len(label) for label in labels) + 1) * TICK_CHAR_IN
+    widest = label_width_in or (max(len(label) for label in labels) + 1) * TICK_CHAR_IN
     step = max(1, math.ceil(widest * len(labels) / max(axis_width_in, 0.1)))
     return [label if index % step == 0 else "" for index, label in enumerate(labels)]
 
