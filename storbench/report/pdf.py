@@ -87,7 +87,8 @@ def print_pdfs(
     browser: str | None = None,
 ) -> list[Path]:
     """Print each (HTML file, PDF path) like ``html_to_pdf``, all in one Chromium, every
-    page loading at once in a tab of its own (its own renderer), then printed in order;
+    page loading at once in a tab of its own (its own renderer), then printed one at a time
+    (tabs printing at once left a print unanswered about once in 150 times);
     ``timeout_s`` for each page's load and for its print."""
     resolved = [(_existing_html(html), _pdf_output(out)) for html, out in pages]
     names = ", ".join(str(html) for html, _ in resolved)
@@ -100,13 +101,10 @@ def print_pdfs(
             for html, out in resolved:
                 with _as_pdf_error(session, browser, html, out, timeout_s, stderr_path):
                     tabs.append(_open_page(session, browser, html, timeout_s))
-            for tab, (html, out) in zip(tabs, resolved, strict=True):
-                with _as_pdf_error(session, browser, html, out, timeout_s, stderr_path):
-                    _start_print(session, tab, timeout_s)
             printed = []
             for tab, (html, out) in zip(tabs, resolved, strict=True):
                 with _as_pdf_error(session, browser, html, out, timeout_s, stderr_path):
-                    printed.append(_publish_print(session, browser, tab, html, out, timeout_s))
+                    printed.append(_print_tab(session, browser, tab, html, out, timeout_s))
             return printed
         finally:
             session.close()
@@ -117,7 +115,6 @@ class _Tab:
     target: str
     session: str
     loader: str | None
-    printing: int | None = None  # the print command's id, once sent
 
 
 def _open_page(session, browser: str, html: Path, timeout_s: float) -> _Tab:
@@ -136,22 +133,16 @@ def _open_page(session, browser: str, html: Path, timeout_s: float) -> _Tab:
     return _Tab(target["targetId"], tab, navigation.get("loaderId"))
 
 
-def _start_print(session, tab: _Tab, timeout_s: float) -> None:
-    """Once the tab's page has loaded, ask for its PDF (the tabs print at once)."""
+def _print_tab(session, browser: str, tab: _Tab, html: Path, out: Path, timeout_s: float):
+    """Once the tab's page has loaded, its PDF, published atomically at out; the tab closed."""
     deadline = time.monotonic() + timeout_s
     session.wait_event(
         "Page.lifecycleEvent",
         lambda event: event.get("name") == "load" and event.get("loaderId") == tab.loader,
         deadline=deadline,
     )
-    tab.printing = session.send("Page.printToPDF", PRINT_OPTIONS, tab.session)
-
-
-def _publish_print(session, browser: str, tab: _Tab, html: Path, out: Path, timeout_s: float):
-    """The tab's PDF, published atomically at out; the tab closed."""
     deadline = time.monotonic() + timeout_s
-    assert tab.printing is not None  # _start_print's
-    printed = session.result(tab.printing, deadline=deadline)
+    printed = session.call("Page.printToPDF", PRINT_OPTIONS, tab.session, deadline=deadline)
     session.call("Target.closeTarget", {"targetId": tab.target}, deadline=deadline)
     data = base64.b64decode(printed.get("data", ""))
     if not data.startswith(PDF_MAGIC):
