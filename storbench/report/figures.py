@@ -105,10 +105,11 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
     ]
     fig, axes = toolkit.grid(len(panels), 2.6)
     every_depth = len(sizes) <= MAX_FULLY_LABELLED_LINES
+    depth_labels = []
     for ax, (title, panel) in zip(axes, panels, strict=True):
         for index, size in enumerate(sizes):
             rows = panel[panel["size"] == size].sort_values("iodepth")
-            _latency_line(ax, rows, size, index, every_depth)
+            depth_labels += _latency_line(ax, rows, size, index, every_depth)
         ax.set_title(title)
         ax.set_xlabel("IOPS")
         ax.set_ylabel("latency (µs)")
@@ -116,9 +117,11 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
         ax.set_xlim(left=0)
         toolkit.readable_counts(ax.xaxis)
     toolkit.figure_legend(fig, axes)
+    toolkit.drop_overlapping_labels(fig, depth_labels)
     caption = (
         "Latency against achieved IOPS as the queue depth grows (labels at the points: "
-        f"iodepth{'' if every_depth else ', at the first and last point of each line'}), "
+        f"iodepth{'' if every_depth else ', at the first and last point of each line'}, "
+        "where they do not overlap), "
         "one line per block size and a panel per access pattern. Solid: mean "
         "latency weighted by I/O count; dashed: p99 from the merged histograms of all "
         f"iterations ({toolkit.basis_text(summary)}; µs, log scale). X: mean IOPS over "
@@ -133,9 +136,10 @@ def _pattern_label(row) -> str:
     return f"{label} {row['op']}" if row["rw"] in toolkit.MIXED_RW else label
 
 
-def _latency_line(ax, rows: pd.DataFrame, size: str, index: int, every_depth: bool) -> None:
+def _latency_line(ax, rows: pd.DataFrame, size: str, index: int, every_depth: bool) -> list:
+    """One block size's mean and p99 lines in a panel; its iodepth labels."""
     if rows.empty:
-        return
+        return []
     color = toolkit.COLORS[index % len(toolkit.COLORS)]
     iops = rows["iops_mean"].astype(float)
     mean_us = rows["lat_mean_ns"].astype(float) / NS_PER_US
@@ -154,16 +158,18 @@ def _latency_line(ax, rows: pd.DataFrame, size: str, index: int, every_depth: bo
             label=f"{size} p99",
         )
     last = len(rows) - 1
-    for position, (x, y, depth) in enumerate(zip(iops, mean_us, rows["iodepth"], strict=True)):
-        if not math.isnan(y) and (every_depth or position in (0, last)):
-            ax.annotate(
-                toolkit.int_label(depth),
-                (x, y),
-                textcoords="offset points",
-                xytext=(2, 3),
-                fontsize=5,
-                color=color,
-            )
+    return [
+        ax.annotate(
+            toolkit.int_label(depth),
+            (x, y),
+            textcoords="offset points",
+            xytext=(2, 3),
+            fontsize=5,
+            color=color,
+        )  # fmt: skip
+        for position, (x, y, depth) in enumerate(zip(iops, mean_us, rows["iodepth"], strict=True))
+        if not math.isnan(y) and (every_depth or position in (0, last))
+    ]
 
 
 # ---------------------------------------------------------------------------------------

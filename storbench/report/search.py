@@ -26,6 +26,7 @@ from storbench.report.preparation import make_figure
 from storbench.report.toolkit import (
     COLORS,
     as_base64,
+    drop_overlapping_labels,
     figure_legend,
     format_percent,
     frame_csv,
@@ -286,15 +287,21 @@ def search_figure(result: dict):
             s=18,
             zorder=3,
         )
-        for number, probe in enumerate(probes, start=1):
-            if probe["phase"] != "closed":
+        # probes near the answer lie close together: the first of overlapping numbers shown
+        drop_overlapping_labels(
+            fig,
+            [
                 rates_ax.annotate(
                     str(number),
                     (probe["offered_iops"], probe["achieved_iops"]),
                     fontsize=6,
                     xytext=(3, -8),
                     textcoords="offset points",
-                )
+                )  # fmt: skip
+                for number, probe in enumerate(probes, start=1)
+                if probe["phase"] != "closed"
+            ],
+        )
         rates_ax.set_xlim(0, top)
         rates_ax.set_ylim(0, top)
     rates_ax.set_xlabel("offered IOPS (all hosts)")
@@ -332,9 +339,10 @@ def search_figure(result: dict):
     figure_legend(fig, [rates_ax, latency_ax])
     caption = (
         "Left: offered against achieved IOPS of the open-loop and confirmation probes, "
-        "numbered in the order they ran. Right: p50, p99 and p99.9 latency from histograms "
-        "merged over all hosts against achieved IOPS; squares and dashed lines are the "
-        "closed-loop queue-depth ladder, circles the open-loop probes; the horizontal line is "
+        "numbered in the order they ran (where numbers would overlap, the first). Right: "
+        "p50, p99 and p99.9 latency from histograms merged over all hosts against achieved "
+        "IOPS; squares and dashed lines are the closed-loop queue-depth ladder, circles the "
+        "open-loop probes; the horizontal line is "
         f"the limit ({result['objective']['latency']} ≤ {result['limit']})."
     )
     return fig, caption

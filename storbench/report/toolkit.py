@@ -16,6 +16,7 @@ import markupsafe  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.ticker import (  # noqa: E402
     FuncFormatter,
     LogFormatterSciNotation,
@@ -229,6 +230,48 @@ def short_count(value: float) -> str:
         if abs(value) >= limit:
             return f"{value / limit:.3g}{suffix}"
     return f"{value:.3g}"
+
+
+def drop_overlapping_labels(fig, labels: list) -> None:
+    """When the figure is drawn, hide each of ``labels`` (annotations at points, most wanted
+    first) whose box overlaps one kept before it; a label that would run past the right of
+    its axes goes to the left of its point. The labels take no part in the layout, so hiding
+    some moves nothing."""
+    if labels:
+        for label in labels:
+            label.set_in_layout(False)
+        fig.add_artist(_LabelSpacer(labels))
+
+
+class _LabelSpacer(Artist):
+    """Drawn first, after the layout (a figure lays out before drawing any artist): places
+    its labels as they will be drawn, with no drawing of its own."""
+
+    zorder = -100
+
+    def __init__(self, labels: list):
+        super().__init__()
+        self.labels = labels
+        self.offsets = [label.xyann for label in labels]
+        self.hidden = 0
+
+    def draw(self, renderer) -> None:
+        kept: list = []
+        self.hidden = 0
+        for label, (x_offset, y_offset) in zip(self.labels, self.offsets, strict=True):
+            label.xyann = (x_offset, y_offset)
+            label.set_horizontalalignment("left")
+            label.set_visible(True)
+            box = label.get_window_extent(renderer)
+            if label.axes is not None and box.x1 > label.axes.bbox.x1:
+                label.xyann = (-x_offset, y_offset)
+                label.set_horizontalalignment("right")
+                box = label.get_window_extent(renderer)
+            if any(box.overlaps(other) for other in kept):
+                label.set_visible(False)
+                self.hidden += 1
+            else:
+                kept.append(box)
 
 
 def no_depth_or_rate(summary: pd.DataFrame, figure: str):

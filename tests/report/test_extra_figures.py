@@ -189,6 +189,35 @@ def test_a_large_sweeps_iops_panels_label_their_depths_apart():
         plt.close(fig)
 
 
+def test_a_large_sweeps_depth_labels_neither_overlap_nor_leave_their_panel():
+    """Were drawn at every line's first and last point whatever lay there: five block sizes'
+    '512' written over each other near the y axis, the last point's cut at the figure's edge."""
+    import matplotlib.pyplot as plt
+
+    from storbench.report import figures
+
+    fig, caption = figures.latency_vs_iops_figure(_large_sweep_summary())
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in (ax for ax in fig.axes if ax.axison):
+            shown = [text for text in ax.texts if text.get_visible()]
+            boxes = [text.get_window_extent(renderer) for text in shown]
+            assert not [
+                (first.get_text(), second.get_text())
+                for index, (first, box) in enumerate(zip(shown, boxes, strict=True))
+                for second, other in list(zip(shown, boxes, strict=True))[index + 1 :]
+                if box.overlaps(other)
+            ], ax.get_title()
+            assert all(ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 for box in boxes)
+            # 5 block sizes, their first and last depth each; the 4k line's both kept
+            assert len(ax.texts) == 10 and 2 < len(shown) < 10
+            assert [text.get_text() for text in shown[:2]] == ["1", "512"]
+        assert "at the first and last point of each line, where they do not overlap" in caption
+    finally:
+        plt.close(fig)
+
+
 def test_a_large_sweeps_heat_maps_are_readable_and_say_which_are_shown():
     """Was four maps in a row: titles running into each other, iodepth labels run together,
     every cell's value written over its neighbours', the 20 combinations cut to 4 unsaid."""

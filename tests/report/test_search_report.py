@@ -1,4 +1,4 @@
-"""The search page's answer box: the sustained rate in the campaign's bandwidth units."""
+"""The search page: the answer box in the campaign's bandwidth units, the probes figure."""
 
 from __future__ import annotations
 
@@ -26,3 +26,43 @@ def test_headline_is_decimal_by_default_and_binary_on_request():
     assert search_page.answer_box(found(4e8), None)["headline"].startswith("400.00 MB/s")
     binary = search_page.answer_box(found(2.5e9), None, "binary")["headline"]
     assert binary.startswith("2.33 GiB/s (610,352 IOPS)")  # 2.5e9 / 2^30
+
+
+def test_probe_numbers_near_the_answer_are_not_written_over_each_other():
+    import matplotlib.pyplot as plt
+
+    latencies = {"p50": 600e3, "p99": 1.8e6, "p99.9": 3e6}
+    rates = [9000, 13500, 11250, 12375, 11800, 12100, 11950, 12020, 11990, 11990]
+    probes = [
+        {
+            "phase": "open",
+            "offered_iops": rate,
+            "achieved_iops": rate * 0.995,
+            "meets": rate < 12000,
+            "latency_ns": latencies,
+        }
+        for rate in rates
+    ]
+    result = {
+        "probes": probes,
+        "objective": {"limit_ns": 2e6, "latency": "p99"},
+        "limit": "2ms",
+        "answer": {"rate_iops": 11990},
+    }
+    fig, caption = search_page.search_figure(result)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        numbers = fig.axes[0].texts
+        shown = [text for text in numbers if text.get_visible()]
+        boxes = [text.get_window_extent(renderer) for text in shown]
+        assert not any(
+            box.overlaps(other) for index, box in enumerate(boxes) for other in boxes[index + 1 :]
+        )
+        # the bisection's first probes stand apart; its last ones (8-10) lie on probe 7's
+        assert [text.get_text() for text in numbers] == [str(n) for n in range(1, 11)]
+        assert [text.get_text() for text in shown][:4] == ["1", "2", "3", "4"]
+        assert len(shown) < len(numbers)
+        assert "where numbers would overlap, the first" in caption
+    finally:
+        plt.close(fig)
