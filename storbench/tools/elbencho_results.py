@@ -914,31 +914,41 @@ def timeseries_rows(
     return rows
 
 
+@dataclass
+class _PhaseClock:
+    """Where one label's current phase sits on its invocation's time axis."""
+
+    phase: str
+    offset_ms: int  # the phase's start, since the invocation's
+    last_ms: int  # the phase's latest RuntimeMS
+    began: datetime.datetime | None  # the invocation's start, by the rows' ISO Date
+
+
 class _InvocationClock:
     """Seconds since an elbencho invocation (a label) started, across its phases: each phase's
     RuntimeMS starts again at 0 (mkdirs, write, read ... of one run), so a phase is placed
     at its own start as the rows' ISO Date says (phases too short for a live row included),
     else after the previous phase's last row. The first phase's times are its RuntimeMS."""
 
-    def __init__(self):
-        self._clocks: dict = {}  # label -> [phase, offset ms, phase's last ms, start]
+    def __init__(self) -> None:
+        self._clocks: dict[str | None, _PhaseClock] = {}
 
     def seconds(self, live: LiveRow) -> float:
         moment = _moment(live.timestamp)
         began = moment - datetime.timedelta(milliseconds=live.runtime_ms) if moment else None
         clock = self._clocks.get(live.label)
-        same_phase = clock is not None and clock[0] == live.phase
-        if clock is None or (same_phase and live.runtime_ms < clock[2]):
+        same_phase = clock is not None and clock.phase == live.phase
+        if clock is None or (same_phase and live.runtime_ms < clock.last_ms):
             # a new invocation of the label (the same phase's time went back)
-            clock = self._clocks[live.label] = [live.phase, 0, 0, began]
+            clock = self._clocks[live.label] = _PhaseClock(live.phase, 0, 0, began)
         elif not same_phase:
-            after_previous = clock[1] + clock[2]
-            if began is not None and clock[3] is not None:
-                since_start = round((began - clock[3]).total_seconds() * 1000)
+            after_previous = clock.offset_ms + clock.last_ms
+            if began is not None and clock.began is not None:
+                since_start = round((began - clock.began).total_seconds() * 1000)
                 after_previous = max(after_previous, since_start)
-            clock[0:3] = [live.phase, after_previous, 0]
-        clock[2] = max(clock[2], live.runtime_ms)
-        return (clock[1] + live.runtime_ms) / 1000
+            clock.phase, clock.offset_ms, clock.last_ms = live.phase, after_previous, 0
+        clock.last_ms = max(clock.last_ms, live.runtime_ms)
+        return (clock.offset_ms + live.runtime_ms) / 1000
 
 
 def _live_op(live: LiveRow):
