@@ -63,9 +63,12 @@ those four escape characters, ``$``, ``!``, ``#host``, unbalanced parentheses an
 outside them (:func:`value_problem`); lists such as ``wd_xfersize: "(4k,50,8k,50)"`` pass.
 
 Parsing: :mod:`storbench.tools.vdbench_output`. Rows per host from its output folder plus
-``host='all'`` rows; a multi-host (``hd=``) output's flatfile holds the aggregate only, so it
-gives ``all`` rows alone (vdbench's per-host HTML reports are not parsed: no multi-host
-vdbench output could be captured here, vdbench is not obtainable from the registries).
+``host='all'`` rows; a multi-host (``hd=``) output's flatfile holds the aggregate, which
+gives the ``all`` rows (the master's own totals and merged histograms), and each host's
+rows come from the master's host report (``hd1.html`` ...: rates, mean response times by
+op, no per-op histogram), named by the host in the hd's place (verified with vdbench
+5.04.06 built from source, one master and four slaves over ssh:
+tests/fixtures/vdbench/storbench-service-4hosts).
 A target set standalone: one SD per member on each host (``sd*``).
 """
 
@@ -274,7 +277,9 @@ class VdbenchAdapter(ToolAdapter):
                     runs, host=manifest.hosts[0]["name"], base=host_base, folder=folder
                 )
                 return rows + aggregate_hosts(rows)
-            return _all_rows(runs, host_base, folder)
+            return _driven_host_rows(manifest, runs, host_base, folder) + _all_rows(
+                runs, host_base, folder
+            )
         for host in manifest.hosts:
             folder = raw_dir / host["output"]
             runs = vdbench_output.read_runs(vdbench_output.flatfile_path(folder))
@@ -339,10 +344,19 @@ class VdbenchAdapter(ToolAdapter):
             flatfile = vdbench_output.flatfile_path(Path(path))
             runs = vdbench_output.read_runs(flatfile)
             hosts = vdbench_output.reported_hosts(flatfile.parent)
+            # a multi-host output's hosts by their addresses (its parameter file's system=)
+            driven = (
+                vdbench_output.driven_host_runs(flatfile.parent, runs) if len(hosts) > 1 else []
+            )
             path_rows = []
-            for run in runs:
+            for index, run in enumerate(runs):
                 run_base = {**base, "run_id": run.label, "raw_path": str(path)}
                 if len(hosts) > 1:
+                    for system, host_runs in driven:
+                        path_rows += vdbench_output.result_rows(
+                            [host_runs[index]], host=system, base=run_base,
+                            folder=flatfile.parent, with_errors=False,
+                        )  # fmt: skip
                     path_rows += _all_rows([run], run_base, flatfile.parent)
                     continue
                 host = hosts[0] if hosts else "localhost"
@@ -360,6 +374,26 @@ def _with_version(base: dict, banner: str | None) -> dict:
 
     version = parse_version(banner or "")
     return {**base, "tool_version": version} if version else base
+
+
+def _driven_host_rows(manifest: Manifest, runs: list, base: dict, folder: Path) -> list[dict]:
+    """A multi-host run's rows per host, from the master's host reports (hd1.html ...): the
+    host of that name, else the run's host in the hd's place (hd lines are rendered in the
+    run's host order, system= a host's tool address), else the address; [] when a report is
+    missing or differs (the run's 'all' rows stand alone)."""
+    # parsing only: render and run stay light
+    from storbench.tools import vdbench_output
+
+    names = [host["name"] for host in manifest.hosts]
+    driven = vdbench_output.driven_host_runs(folder, runs)
+    in_order = len(driven) == len(names)
+    rows = []
+    for index, (system, host_runs) in enumerate(driven):
+        name = system if system in names else names[index] if in_order else system
+        rows += vdbench_output.result_rows(
+            host_runs, host=name, base=base, folder=folder, with_errors=False
+        )
+    return rows
 
 
 def _all_rows(runs: list, base: dict, folder: Path) -> list[dict]:

@@ -5,7 +5,9 @@ Files read (the fixture README, /work/shared/fixtures/vdbench/README.md, describ
 - ``flatfile.html``: one whitespace-separated row per reporting interval, and an
   ``avg_<first>-<last>`` row closing every run (vdbench's first interval, or ``warmup=``, is
   left out of the average). Raw (SD/WD) columns: ``rate MB/sec bytes/io read% read_resp
-  write_resp read_max write_max read_std write_std xfersize threads rdpct seekpct lunsize``;
+  write_resp read_max write_max read_std write_std xfersize threads rdpct seekpct lunsize``
+  (before 5.04.07 no per-op max and std: ``resp_max``/``resp_std`` only, an op's where
+  every I/O was that op);
   file-system (FSD/FWD) columns: ``Xfersize Rate MB_read MB_write Read_rate Read_resp
   Read_resp_std Read_resp_max Write_rate ...`` and one set per metadata operation.
   Response times are in ms, MB = 1024**2. The avg row is the run's result: the same numbers
@@ -45,7 +47,7 @@ import json
 import math
 import re
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storbench.core.aggregate import histogram_percentiles, no_percentiles
@@ -82,7 +84,8 @@ REQUIRED_COLUMNS = {
         "bytes/io",
         "read%",
         *_RAW_LOOP_COLUMNS,
-        *[f"{op}_{stat}" for op in ("read", "write") for stat in ("resp", "max", "std")],
+        "read_resp",
+        "write_resp",
     ),
     FILESYSTEM: (
         "Xfersize",
@@ -108,6 +111,12 @@ _HOST_REPORTS = re.compile(r"^Link to HOST reports:(.*)$", re.MULTILINE)
 _LINK_TEXT = re.compile(r"<A HREF=\"[^\"]*\">([^<]+)</A>", re.IGNORECASE)
 _ERRORLOG_HEADER = "Error log."
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
+_HD_LINE = re.compile(r"^hd=(?P<name>[^,\s]+)(?P<rest>\S*)", re.MULTILINE)
+# a host report's table (summary.html's): i/o rate, MB/sec, bytes i/o, read pct, resp time,
+# read resp, write resp, resp max, resp stddev, queue depth, cpu% sys+u, cpu% sys
+_HOST_COLUMNS = ("rate", "MB/sec", "bytes/io", "read%", "resp", "read_resp", "write_resp",
+                 "resp_max", "resp_std", "queue_depth")  # fmt: skip
+_RUN_COLUMNS = ("Run", *_RAW_LOOP_COLUMNS, "lunsize")  # the same for every host of a run
 _FLATFILE_TIMESTAMP = re.compile(r"^(\d\d)/(\d\d)/(\d{4})-(\d\d):(\d\d):(\d\d)-(\w+)$")
 
 
@@ -286,6 +295,82 @@ def reported_hosts(folder: Path) -> list[str]:
         return []
     match = _HOST_REPORTS.search(html_text(path))
     return _LINK_TEXT.findall(match.group(1)) if match else []
+
+
+def host_systems(folder: Path) -> dict[str, str]:
+    """hd name -> its system= (the host's address), from the parameter file vdbench copied
+    into parmfile.html; {} without it. hd=default is left out."""
+    path = folder / "parmfile.html"
+    if not path.is_file():
+        return {}
+    systems = {}
+    for match in _HD_LINE.finditer(html_text(path)):
+        if match["name"] != "default":
+            params = dict(part.split("=", 1) for part in match["rest"].split(",") if "=" in part)
+            systems[match["name"]] = params.get("system", match["name"])
+    return systems
+
+
+def host_runs(folder: Path, hd: str, runs: list[Run]) -> list[Run] | None:
+    """The master's raw runs as host ``hd`` did them, from its report ``<hd>.html`` (one
+    table per RD, the columns of summary.html); None for file-system runs, a missing report
+    or one whose runs differ. No histograms: a host's histogram report does not split reads
+    from writes."""
+    path = folder / f"{hd}.html"
+    if not path.is_file() or any(run.kind != RAW for run in runs):
+        return None
+    sections = _START.split(html_text(path))
+    # re.split with 2 groups: [preamble, name, rest, body, name, rest, body, ...]
+    tables = [
+        (sections[i], _host_table(sections[i + 2]))
+        for i in range(1, len(sections), 3)
+        if not is_format_run(sections[i])
+    ]
+    if [name for name, _ in tables] != [run.name for run in runs] or not all(
+        average for _, (_, average) in tables
+    ):
+        return None
+    return [
+        replace(
+            run,
+            intervals=intervals,
+            average={
+                **{key: run.average[key] for key in _RUN_COLUMNS if key in run.average},
+                **average,
+            },
+            histograms={},
+        )
+        for run, (_, (intervals, average)) in zip(runs, tables, strict=True)
+    ]
+
+
+def driven_host_runs(folder: Path, runs: list[Run]) -> list[tuple[str, list[Run]]]:
+    """(system=, its runs) of every hd of a multi-host output folder, in hd order; [] when
+    one host's report is missing or differs."""
+    driven = []
+    for hd, system in host_systems(folder).items():
+        runs_of_host = host_runs(folder, hd, runs)
+        if runs_of_host is None:
+            return []
+        driven.append((system, runs_of_host))
+    return driven
+
+
+def _host_table(body: str) -> tuple[list[dict], dict]:
+    """(interval rows, avg_ row) of one run's table in a host report, keyed as the flatfile's
+    raw columns."""
+    intervals, average = [], {}
+    for line in body.splitlines():
+        cells = line.split()
+        if len(cells) < 2 + len(_HOST_COLUMNS) or not _TOD.match(cells[0]):
+            continue
+        values = zip(_HOST_COLUMNS, cells[2 : 2 + len(_HOST_COLUMNS)], strict=True)
+        row = {"tod": cells[0], "Interval": cells[1], **dict(values)}
+        if _AVERAGE.match(cells[1]):
+            average = row
+        elif cells[1].isdigit():
+            intervals.append(row)
+    return intervals, average
 
 
 def parse_version(text: str) -> str | None:
@@ -468,10 +553,18 @@ def _raw_op_rates(row: dict) -> dict[str, OpRates]:
             bw_bytes_s=iops * bytes_per_io if bytes_per_io is not None else None,
             bytes_per_io=bytes_per_io,
             mean_ms=cell_value(row[f"{op}_resp"]),
-            max_ms=cell_value(row[f"{op}_max"]),
-            stdev_ms=cell_value(row[f"{op}_std"]),
+            max_ms=_op_stat(row, op, "max", fraction),
+            stdev_ms=_op_stat(row, op, "std", fraction),
         )
     return rates
+
+
+def _op_stat(row: dict, op: str, stat: str, fraction: float) -> float | None:
+    """An op's max or std response time: its own column (vdbench 5.04.07), else, before
+    5.04.07's read_max ... write_std, the all-ops resp_max/resp_std where every I/O was op."""
+    if f"{op}_{stat}" in row:
+        return cell_value(row[f"{op}_{stat}"])
+    return cell_value(row.get(f"resp_{stat}")) if fraction == 1.0 else None
 
 
 def _filesystem_op_rates(row: dict) -> dict[str, OpRates]:
@@ -533,13 +626,16 @@ def _counts_agree(histogram_total: int, ios_from_rates: float) -> bool:
 # --- result rows ---------------------------------------------------------------------------
 
 
-def result_rows(runs: list[Run], *, host: str, base: dict, folder: Path) -> list[dict]:
-    """Rows of every measured run and op for one host (no 'all' rows)."""
+def result_rows(
+    runs: list[Run], *, host: str, base: dict, folder: Path, with_errors: bool = True
+) -> list[dict]:
+    """Rows of every measured run and op for one host (no 'all' rows); ``with_errors``: the
+    folder's error count in the rows (a multi-host run's: in its 'all' rows only)."""
     inherited = {key: value for key, value in base.items() if key in _schema_columns()}
     base_params = _base_params(base)
     written_fileio = parmfile_fileio(folder)
     version = tool_version(folder)
-    errors = error_count(folder)
+    errors = error_count(folder) if with_errors else None
     rows = []
     for run in runs:
         parameters, point = run_parameters(run, base_params, written_fileio)

@@ -132,6 +132,7 @@ STORBENCH_RUNS = [
     "elbencho/storbench-service-4hosts-dir",
     "warp/storbench-distributed-4clients",
     "gosbench/storbench-service-4workers",
+    "vdbench/storbench-service-4hosts",
 ]
 COMPARED = ("run_id", "host", "op", "bytes", "ios", "iops", "bw_bytes_s", "lat_mean_ns",
             "hosts_in_run", "step", "target", "start_time")  # fmt: skip

@@ -98,3 +98,67 @@ def test_gosbench_service_rows_per_worker_and_gosbenchs_sum(tmp_path):
     # 'all': the server's PERF RESULTS (Total Operations=4073, the sum of the four workers)
     assert writes["all"]["ios"] == 4073 == sum(writes[h]["ios"] for h in HOSTS)
     assert writes["all"]["bw_bytes_s"] == pytest.approx(4.160953506107256e6)
+
+
+def test_vdbench_multihost_rows_per_host_from_its_host_reports_and_the_masters_totals(tmp_path):
+    """vdbench 5.04.06 built from source: one master, four slaves over ssh (README there)."""
+    rows, series = iteration_rows(
+        str(staged(tmp_path, "vdbench/storbench-service-4hosts")), with_timeseries=True
+    )
+    reads, writes = by_host(rows, "read"), by_host(rows, "write")
+    assert sorted(reads) == sorted(writes) == [*HOSTS, "all"]
+    # hd2 (system=127.0.0.3), hd2.html: avg_2-4 217004.75 i/o per s, read pct 69.94,
+    # read resp 0.003 ms, write resp 0.012 ms
+    host = reads["127.0.0.3"]
+    assert host["iops"] == pytest.approx(217004.75 * 0.6994)
+    assert host["bw_bytes_s"] == pytest.approx(217004.75 * 0.6994 * 4096)
+    assert host["lat_mean_ns"] == pytest.approx(3000) and host["duration_s"] == 3.0
+    assert writes["127.0.0.3"]["lat_mean_ns"] == pytest.approx(12000)
+    # 5.04.06 gives a mixed run no per-op max or std, and a host no per-op histogram
+    assert host["lat_max_ns"] is None and host["lat_stdev_ns"] is None and host["p99_ns"] is None
+    # 'all': the master's flatfile (avg_2-4 rate 1059335, read% 69.9687), the hosts' sum
+    total = reads["all"]["iops"] + writes["all"]["iops"]
+    assert (
+        total == pytest.approx(1059335) == sum(reads[h]["iops"] + writes[h]["iops"] for h in HOSTS)
+    )
+    assert reads["all"]["iops"] == pytest.approx(1059335 * 0.699687)
+    assert writes["all"]["lat_mean_ns"] == pytest.approx(9100)
+    # its histogram.html counts interval 1 too (2,964,811 reads against the 2,223,609 of
+    # intervals 2-4): no percentiles rather than a mix of two spans
+    assert reads["all"]["ios"] == 2223609 and reads["all"]["p99_ns"] is None
+    assert {row["errors"] for row in rows if row["host"] == "all"} == {0}
+    assert {row["errors"] for row in rows if row["host"] != "all"} == {None}
+    assert {row["tool_version"] for row in rows} == {"vdbench50406"}
+    assert {(row["rw"], row["bs"], row["iodepth"]) for row in rows} == {("randrw", 4096, 2)}
+    assert series and {row["host"] for row in series} == {"all"}
+
+
+def test_a_multihost_vdbench_output_imported_alone_names_its_hosts_by_address(tmp_path):
+    import pyarrow.parquet as pq
+
+    from storbench.cli import main
+
+    output = FIXTURES / "vdbench/storbench-service-4hosts/a1/controller.vdbench"
+    assert main(["import", str(output), "-o", str(tmp_path / "rows.parquet")]) == 0
+    rows = pq.read_table(tmp_path / "rows.parquet").to_pylist()
+    reads = by_host(rows, "read")
+    # parmfile.html: hd=hd1,system=127.0.0.2 ... hd=hd4,system=127.0.0.5
+    assert sorted(reads) == [*HOSTS, "all"]
+    assert reads["127.0.0.4"]["iops"] == pytest.approx(478530.50 * 0.7001)  # hd3.html
+    assert {row["run_id"] for row in rows} == {"rd1"}
+
+
+def test_vdbench_5_04_06_reads_only_take_max_and_std_from_its_all_ops_columns(tmp_path):
+    """Without 5.04.07's read_max ... write_std, resp_max and resp_std are the reads' when
+    every I/O was a read."""
+    rows, _ = iteration_rows(str(staged(tmp_path, "vdbench/storbench-service-4hosts-read")))
+    reads = by_host(rows, "read")
+    assert sorted(reads) == [*HOSTS, "all"] and not by_host(rows, "write")
+    # hd2.html avg_2-4: 363950.50 i/o per s, resp max 468.007 ms, resp stddev 0.571 ms
+    assert reads["127.0.0.3"]["iops"] == 363950.50
+    assert reads["127.0.0.3"]["lat_max_ns"] == pytest.approx(468.007e6)
+    assert reads["127.0.0.3"]["lat_stdev_ns"] == pytest.approx(0.571e6)
+    # flatfile avg_2-4: 1655160 i/o per s, resp_max 468.0070 (the slowest host's), std 0.3445
+    assert reads["all"]["iops"] == 1655160 == sum(reads[h]["iops"] for h in HOSTS)
+    assert reads["all"]["lat_max_ns"] == pytest.approx(468.007e6)
+    assert reads["all"]["lat_stdev_ns"] == pytest.approx(0.3445e6)
