@@ -272,19 +272,22 @@ class VdbenchAdapter(ToolAdapter):
             folder = raw_dir / manifest.controller["output"]
             runs = vdbench_output.read_runs(vdbench_output.flatfile_path(folder))
             host_base = _with_version(base, manifest.hosts[0].get("tool_version"))
-            if len(manifest.hosts) == 1:
+            # one host may be the master of hosts named by hand (vdbench_hosts)
+            if len(manifest.hosts) == 1 and len(vdbench_output.reported_hosts(folder)) <= 1:
                 rows = vdbench_output.result_rows(
                     runs, host=manifest.hosts[0]["name"], base=host_base, folder=folder
                 )
                 return rows + aggregate_hosts(rows)
-            return _driven_host_rows(manifest, runs, host_base, folder) + _all_rows(
+            names = [host["name"] for host in manifest.hosts]
+            return _driven_host_rows(names, runs, host_base, folder) + _all_rows(
                 runs, host_base, folder
             )
         for host in manifest.hosts:
             folder = raw_dir / host["output"]
             runs = vdbench_output.read_runs(vdbench_output.flatfile_path(folder))
             host_base = _with_version(base, host.get("tool_version"))
-            if len(vdbench_output.reported_hosts(folder)) > 1:
+            if len(vdbench_output.reported_hosts(folder)) > 1:  # a master of its own hosts
+                aggregate_only += _driven_host_rows([], runs, host_base, folder)
                 aggregate_only += _all_rows(runs, host_base, folder)
             else:
                 rows += vdbench_output.result_rows(
@@ -300,7 +303,9 @@ class VdbenchAdapter(ToolAdapter):
         if manifest.execution == "service" and manifest.controller:
             flatfile = vdbench_output.flatfile_path(raw_dir / manifest.controller["output"])
             runs = vdbench_output.read_runs(flatfile)
-            name = manifest.hosts[0]["name"] if len(manifest.hosts) == 1 else ALL_HOSTS
+            hosts_reported = len(vdbench_output.reported_hosts(flatfile.parent))
+            several = len(manifest.hosts) > 1 or hosts_reported > 1
+            name = ALL_HOSTS if several else manifest.hosts[0]["name"]
             return vdbench_output.timeseries_rows(runs, host=name, base=base, source=flatfile)
         for host in manifest.hosts:
             flatfile = vdbench_output.flatfile_path(raw_dir / host["output"])
@@ -376,15 +381,14 @@ def _with_version(base: dict, banner: str | None) -> dict:
     return {**base, "tool_version": version} if version else base
 
 
-def _driven_host_rows(manifest: Manifest, runs: list, base: dict, folder: Path) -> list[dict]:
+def _driven_host_rows(names: list[str], runs: list, base: dict, folder: Path) -> list[dict]:
     """A multi-host run's rows per host, from the master's host reports (hd1.html ...): the
-    host of that name, else the run's host in the hd's place (hd lines are rendered in the
-    run's host order, system= a host's tool address), else the address; [] when a report is
-    missing or differs (the run's 'all' rows stand alone)."""
+    host of that name, else the host of ``names`` (the run's hosts, as their hd lines were
+    rendered, system= a host's tool address) in the hd's place, else the system= itself;
+    [] when a report is missing or differs (the run's 'all' rows stand alone)."""
     # parsing only: render and run stay light
     from storbench.tools import vdbench_output
 
-    names = [host["name"] for host in manifest.hosts]
     driven = vdbench_output.driven_host_runs(folder, runs)
     in_order = len(driven) == len(names)
     rows = []

@@ -162,3 +162,18 @@ def test_vdbench_5_04_06_reads_only_take_max_and_std_from_its_all_ops_columns(tm
     assert reads["all"]["iops"] == 1655160 == sum(reads[h]["iops"] for h in HOSTS)
     assert reads["all"]["lat_max_ns"] == pytest.approx(468.007e6)
     assert reads["all"]["lat_stdev_ns"] == pytest.approx(0.3445e6)
+
+
+def test_a_vdbench_master_of_hosts_named_by_hand_gives_their_rows_not_its_own(tmp_path):
+    """vdbench_hosts: the experiment's one host is the master; the hosts it drove are in
+    its parameter file only. Their rows were the master's before, summed as 'all'."""
+    manifest_path = staged(tmp_path, "vdbench/storbench-service-4hosts")
+    manifest = json.loads(manifest_path.read_text())
+    manifest["hosts"] = [{**manifest["hosts"][0], "name": "master"}]
+    manifest_path.write_text(json.dumps(manifest))
+    rows, series = iteration_rows(str(manifest_path), with_timeseries=True)
+    reads = by_host(rows, "read")
+    assert sorted(reads) == [*HOSTS, "all"]  # by the system= of their hd lines
+    assert reads["127.0.0.3"]["iops"] == pytest.approx(217004.75 * 0.6994)
+    assert reads["all"]["iops"] == pytest.approx(1059335 * 0.699687)
+    assert series and {row["host"] for row in series} == {"all"}
