@@ -11,7 +11,9 @@ Files read (the fixture README, /work/shared/fixtures/vdbench/README.md, describ
   file-system (FSD/FWD) columns: ``Xfersize Rate MB_read MB_write Read_rate Read_resp
   Read_resp_std Read_resp_max Write_rate ...`` and one set per metadata operation.
   Response times are in ms, MB = 1024**2. The avg row is the run's result: the same numbers
-  as the ``avg_`` line vdbench prints in ``summary.html``/``totals.html``, unrounded.
+  as the ``avg_`` line vdbench prints in ``summary.html``/``totals.html``, unrounded; a raw
+  run's ``avg_2-N`` that is the mean of intervals 1-N (vdbench 5.04.06) counts as
+  ``avg_1-N`` (its duration and I/O count).
 - ``totals.html`` (else ``summary.html``): the ``Starting RD=rd1; ... For loops:
   xfersize=4k rdpct=70`` line of every run, in flatfile order; the flatfile's FSD rows do not
   carry rdpct, so a run's for-loop values come from here. Without either file (a lone
@@ -336,7 +338,7 @@ def host_runs(folder: Path, hd: str, runs: list[Run]) -> list[Run] | None:
             intervals=intervals,
             average={
                 **{key: run.average[key] for key in _RUN_COLUMNS if key in run.average},
-                **average,
+                **_average_span(RAW, average, intervals),
             },
             histograms={},
         )
@@ -445,7 +447,7 @@ def read_runs(flatfile: Path) -> list[Run]:
                 loops=start.loops,
                 elapsed_s=start.elapsed_s,
                 intervals=flat.intervals,
-                average=flat.average,
+                average=_average_span(kind, flat.average, flat.intervals),
                 interval_s=_interval_seconds(flat.intervals) or fallback_interval or 1.0,
                 histograms=histograms[index] if histograms is not None else {},
             )
@@ -454,6 +456,34 @@ def read_runs(flatfile: Path) -> list[Run]:
         raise ToolOutputError(f"{flatfile}: no measured run (only vdbench's format runs)")
     _make_labels_unique(runs)
     return runs
+
+
+def _average_span(kind: str, average: dict, intervals: list[dict]) -> dict:
+    """A raw run's avg_ row, its label naming the intervals it really averages: vdbench
+    5.04.06 prints ``avg_2-4`` over the mean of intervals 1-4 (1,059,335 I/O per s = the mean
+    of 590,136, 1,077,448, 1,333,081 and 1,236,675; its histogram counts those four too),
+    which reads as avg_1-4 here; 5.04.07's avg_2-4 is the mean of intervals 2-4."""
+    match = _AVERAGE.match(average.get("Interval", ""))
+    if kind != RAW or match is None:
+        return average
+    first, last = map(int, match.groups())
+    rates = {
+        int(row["Interval"]): value
+        for row in intervals
+        if row["Interval"].isdigit() and (value := cell_value(row.get("rate"))) is not None
+    }
+    printed = cell_value(average.get("rate"))
+    if printed is None or first <= 1 or sorted(rates) != list(range(1, last + 1)):
+        return average
+
+    def agrees(numbers: list[float]) -> bool:
+        mean = sum(numbers) / len(numbers)
+        return abs(mean - printed) <= max(0.01, 1e-6 * abs(mean))
+
+    labelled = [rates[interval] for interval in range(first, last + 1)]
+    if agrees(labelled) or not agrees(list(rates.values())):
+        return average
+    return {**average, "Interval": f"avg_1-{last}"}
 
 
 def run_label(name: str, loops: dict) -> str:
