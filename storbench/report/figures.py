@@ -166,7 +166,7 @@ def _latency_line(ax, rows: pd.DataFrame, size: str, index: int, every_depth: bo
             xytext=(2, 3),
             fontsize=5,
             color=color,
-        )  # fmt: skip
+        )
         for position, (x, y, depth) in enumerate(zip(iops, mean_us, rows["iodepth"], strict=True))
         if not math.isnan(y) and (every_depth or position in (0, last))
     ]

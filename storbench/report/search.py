@@ -297,7 +297,7 @@ def search_figure(result: dict):
                     fontsize=6,
                     xytext=(3, -8),
                     textcoords="offset points",
-                )  # fmt: skip
+                )
                 for number, probe in enumerate(probes, start=1)
                 if probe["phase"] != "closed"
             ],

@@ -252,24 +252,21 @@ class _LabelSpacer(Artist):
     def __init__(self, labels: list):
         super().__init__()
         self.labels = labels
-        self.offsets = [label.xyann for label in labels]
-        self.hidden = 0
+        self.placements = [(label.xyann, label.get_horizontalalignment()) for label in labels]
 
     def draw(self, renderer) -> None:
         kept: list = []
-        self.hidden = 0
-        for label, (x_offset, y_offset) in zip(self.labels, self.offsets, strict=True):
+        for label, ((x_offset, y_offset), align) in zip(self.labels, self.placements, strict=True):
             label.xyann = (x_offset, y_offset)
-            label.set_horizontalalignment("left")
+            label.set_horizontalalignment(align)
             label.set_visible(True)
             box = label.get_window_extent(renderer)
-            if label.axes is not None and box.x1 > label.axes.bbox.x1:
+            if align == "left" and label.axes is not None and box.x1 > label.axes.bbox.x1:
                 label.xyann = (-x_offset, y_offset)
                 label.set_horizontalalignment("right")
                 box = label.get_window_extent(renderer)
             if any(box.overlaps(other) for other in kept):
                 label.set_visible(False)
-                self.hidden += 1
             else:
                 kept.append(box)
 

@@ -357,11 +357,10 @@ class VdbenchAdapter(ToolAdapter):
             for index, run in enumerate(runs):
                 run_base = {**base, "run_id": run.label, "raw_path": str(path)}
                 if len(hosts) > 1:
-                    for system, host_runs in driven:
-                        path_rows += vdbench_output.result_rows(
-                            [host_runs[index]], host=system, base=run_base,
-                            folder=flatfile.parent, with_errors=False,
-                        )  # fmt: skip
+                    path_rows += vdbench_output.hosts_result_rows(
+                        [(system, [host_runs[index]]) for system, host_runs in driven],
+                        base=run_base, folder=flatfile.parent, with_errors=False,
+                    )  # fmt: skip
                     path_rows += _all_rows([run], run_base, flatfile.parent)
                     continue
                 host = hosts[0] if hosts else "localhost"
@@ -391,13 +390,11 @@ def _driven_host_rows(names: list[str], runs: list, base: dict, folder: Path) ->
 
     driven = vdbench_output.driven_host_runs(folder, runs)
     in_order = len(driven) == len(names)
-    rows = []
-    for index, (system, host_runs) in enumerate(driven):
-        name = system if system in names else names[index] if in_order else system
-        rows += vdbench_output.result_rows(
-            host_runs, host=name, base=base, folder=folder, with_errors=False
-        )
-    return rows
+    named = [
+        (system if system in names else names[index] if in_order else system, host_runs)
+        for index, (system, host_runs) in enumerate(driven)
+    ]
+    return vdbench_output.hosts_result_rows(named, base=base, folder=folder, with_errors=False)
 
 
 def _all_rows(runs: list, base: dict, folder: Path) -> list[dict]:

@@ -268,9 +268,14 @@ def read_histograms(folder: Path) -> list[dict] | None:
     path = folder / "histogram.html"
     if not path.is_file():
         return None
+    return [_histogram_section(body) for _, body in _run_sections(path)]
+
+
+def _run_sections(path: Path) -> list[tuple[str, str]]:
+    """(RD name, text up to the next run) of each ``Starting RD=`` line of a report."""
     sections = _START.split(html_text(path))
     # re.split with 2 groups: [preamble, name, rest, body, name, rest, body, ...]
-    return [_histogram_section(sections[i]) for i in range(3, len(sections), 3)]
+    return [(sections[i], sections[i + 2]) for i in range(1, len(sections), 3)]
 
 
 def _histogram_section(body: str) -> dict:
@@ -321,12 +326,8 @@ def host_runs(folder: Path, hd: str, runs: list[Run]) -> list[Run] | None:
     path = folder / f"{hd}.html"
     if not path.is_file() or any(run.kind != RAW for run in runs):
         return None
-    sections = _START.split(html_text(path))
-    # re.split with 2 groups: [preamble, name, rest, body, name, rest, body, ...]
     tables = [
-        (sections[i], _host_table(sections[i + 2]))
-        for i in range(1, len(sections), 3)
-        if not is_format_run(sections[i])
+        (name, _host_table(body)) for name, body in _run_sections(path) if not is_format_run(name)
     ]
     if [name for name, _ in tables] != [run.name for run in runs] or not all(
         average for _, (_, average) in tables
@@ -661,30 +662,37 @@ def result_rows(
 ) -> list[dict]:
     """Rows of every measured run and op for one host (no 'all' rows); ``with_errors``: the
     folder's error count in the rows (a multi-host run's: in its 'all' rows only)."""
+    return hosts_result_rows([(host, runs)], base=base, folder=folder, with_errors=with_errors)
+
+
+def hosts_result_rows(
+    hosts: list[tuple[str, list[Run]]], *, base: dict, folder: Path, with_errors: bool = True
+) -> list[dict]:
+    """``result_rows`` of several (host, its runs) of one output folder, its files read once."""
     inherited = {key: value for key, value in base.items() if key in _schema_columns()}
     base_params = _base_params(base)
     written_fileio = parmfile_fileio(folder)
     version = tool_version(folder)
     errors = error_count(folder) if with_errors else None
     rows = []
-    for run in runs:
-        parameters, point = run_parameters(run, base_params, written_fileio)
-        shared = {
-            **inherited,
-            **parameters,
-            "params_json": json.dumps({**base_params, **point}, sort_keys=True, default=str),
-            "host": host,
-            "job": run.label,
-            "errors": errors,
-        }
-        if version is not None:
-            shared["tool_version"] = version
-        duration = averaged_intervals(run.average) * run.interval_s
-        ops = op_rates(run.kind, run.average)
-        for op, rates in ops.items():
-            rows.append(
-                {**shared, "op": op, **_op_metrics(rates, duration, _op_histogram(run, op, ops))}
-            )
+    for host, runs in hosts:
+        for run in runs:
+            parameters, point = run_parameters(run, base_params, written_fileio)
+            shared = {
+                **inherited,
+                **parameters,
+                "params_json": json.dumps({**base_params, **point}, sort_keys=True, default=str),
+                "host": host,
+                "job": run.label,
+                "errors": errors,
+            }
+            if version is not None:
+                shared["tool_version"] = version
+            duration = averaged_intervals(run.average) * run.interval_s
+            ops = op_rates(run.kind, run.average)
+            for op, rates in ops.items():
+                metrics = _op_metrics(rates, duration, _op_histogram(run, op, ops))
+                rows.append({**shared, "op": op, **metrics})
     return rows
 
 
