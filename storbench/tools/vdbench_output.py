@@ -9,11 +9,12 @@ Files read (the fixture README, /work/shared/fixtures/vdbench/README.md, describ
   (before 5.04.07 no per-op max and std: ``resp_max``/``resp_std`` only, an op's where
   every I/O was that op);
   file-system (FSD/FWD) columns: ``Xfersize Rate MB_read MB_write Read_rate Read_resp
-  Read_resp_std Read_resp_max Write_rate ...`` and one set per metadata operation.
+  Read_resp_std Read_resp_max Write_rate ...`` and one set per metadata operation (before
+  5.04.07 no ``_resp_std``/``_resp_max``).
   Response times are in ms, MB = 1024**2. The avg row is the run's result: the same numbers
-  as the ``avg_`` line vdbench prints in ``summary.html``/``totals.html``, unrounded; a raw
-  run's ``avg_2-N`` that is the mean of intervals 1-N (vdbench 5.04.06) counts as
-  ``avg_1-N`` (its duration and I/O count).
+  as the ``avg_`` line vdbench prints in ``summary.html``/``totals.html``, unrounded; an
+  ``avg_2-N`` that is the mean of intervals 1-N (vdbench 5.04.06) counts as ``avg_1-N`` (its
+  duration and I/O count).
 - ``totals.html`` (else ``summary.html``): the ``Starting RD=rd1; ... For loops:
   xfersize=4k rdpct=70`` line of every run, in flatfile order; the flatfile's FSD rows do not
   carry rdpct, so a run's for-loop values come from here. Without either file (a lone
@@ -23,10 +24,13 @@ Files read (the fixture README, /work/shared/fixtures/vdbench/README.md, describ
   print ``Reads:``/``Writes:`` (or ``Only reads/writes done``) separately, which become the
   op's ``hist_ns``/``hist_count`` (upper bucket bounds in ns; the open last bucket
   ``2000 < max`` gets the op's maximum response time) and its percentiles
-  (``pct_source='histogram'``). File-system runs print one ``Total of all requested
-  operations`` histogram: it is used only when the run did a single operation, otherwise
-  the percentiles stay null. A histogram whose count disagrees with the flatfile's is not
-  used.
+  (``pct_source='histogram'``; ``Reads and writes:`` alone, a run of one op, is that
+  op's). File-system runs print one ``Total of all requested operations`` histogram: it is
+  used only when the run did a single operation, otherwise the percentiles stay null. A
+  histogram whose count disagrees with the flatfile's is not used.
+- A multi-host run (one master, ``hd=`` lines): ``<hd>.html``, each host's table of
+  ``summary.html`` (its numbers rounded), and ``<hd>.histogram.html`` give rows per host,
+  named by the hd's ``system=`` (``parmfile.html``).
 - ``logfile.html``: ``Vdbench distribution: vdbench50407`` -> ``tool_version``;
   ``errorlog.html``: ``errors`` = 0 when it holds no message, null otherwise (vdbench does
   not tie its I/O and data-validation errors to a run).
@@ -78,6 +82,8 @@ _HISTOGRAM_TITLES = {
     "Reads:": "read",
     "Writes:": "write",
     "Total of all requested operations since warmup:": "total",
+    "Total of all requested operations:": "total",  # vdbench 5.04.06
+    "Reads and writes:": "total",  # a host's histogram report (hdN.histogram.html)
 }
 _RAW_LOOP_COLUMNS = ("xfersize", "rdpct", "threads", "seekpct")
 REQUIRED_COLUMNS = {
@@ -89,15 +95,15 @@ REQUIRED_COLUMNS = {
         "read_resp",
         "write_resp",
     ),
+    # vdbench 5.04.06's file-system flatfile has no <op>_resp_std/<op>_resp_max (5.04.07's)
     FILESYSTEM: (
         "Xfersize",
         "MB_read",
         "MB_write",
-        *[
-            f"{op}_{stat}"
-            for op in ("Read", "Write")
-            for stat in ("rate", "resp", "resp_std", "resp_max")
-        ],
+        "Read_rate",
+        "Read_resp",
+        "Write_rate",
+        "Write_resp",
     ),
 }
 
@@ -114,10 +120,19 @@ _LINK_TEXT = re.compile(r"<A HREF=\"[^\"]*\">([^<]+)</A>", re.IGNORECASE)
 _ERRORLOG_HEADER = "Error log."
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
 _HD_LINE = re.compile(r"^hd=(?P<name>[^,\s]+)(?P<rest>\S*)", re.MULTILINE)
-# a host report's table (summary.html's): i/o rate, MB/sec, bytes i/o, read pct, resp time,
-# read resp, write resp, resp max, resp stddev, queue depth, cpu% sys+u, cpu% sys
-_HOST_COLUMNS = ("rate", "MB/sec", "bytes/io", "read%", "resp", "read_resp", "write_resp",
-                 "resp_max", "resp_std", "queue_depth")  # fmt: skip
+# a host report's table (summary.html's), keyed as the flatfile's columns. Raw: i/o rate,
+# MB/sec, bytes i/o, read pct, resp time, read resp, write resp, resp max, resp stddev, queue
+# depth (then cpu% sys+u, cpu% sys). File system: ReqstdOps rate and resp, cpu% total and
+# sys, read pct, read rate and resp, write rate and resp, MB/sec read, write and total, xfer
+# size, then rate and resp of mkdir, rmdir, create, open, close and delete.
+_HOST_COLUMNS = {
+    RAW: ("rate", "MB/sec", "bytes/io", "read%", "resp", "read_resp", "write_resp", "resp_max",
+          "resp_std", "queue_depth"),
+    FILESYSTEM: ("rate", "resp", "cpu_used", "cpu_kernel", "read%", "Read_rate", "Read_resp",
+                 "Write_rate", "Write_resp", "MB_read", "MB_write", "MB/sec", "Xfersize",
+                 *[f"{op}_{stat}" for op in ("Mkdir", "Rmdir", "Create", "Open", "Close", "Delete")
+                   for stat in ("rate", "resp")]),
+}  # fmt: skip
 _RUN_COLUMNS = ("Run", *_RAW_LOOP_COLUMNS, "lunsize")  # the same for every host of a run
 _FLATFILE_TIMESTAMP = re.compile(r"^(\d\d)/(\d\d)/(\d{4})-(\d\d):(\d\d):(\d\d)-(\w+)$")
 
@@ -319,32 +334,48 @@ def host_systems(folder: Path) -> dict[str, str]:
 
 
 def host_runs(folder: Path, hd: str, runs: list[Run]) -> list[Run] | None:
-    """The master's raw runs as host ``hd`` did them, from its report ``<hd>.html`` (one
-    table per RD, the columns of summary.html); None for file-system runs, a missing report
-    or one whose runs differ. No histograms: a host's histogram report does not split reads
-    from writes."""
+    """The master's runs as host ``hd`` did them, from its report ``<hd>.html`` (one table
+    per RD, the columns of summary.html); None for a missing report or one whose runs differ.
+    Its histogram report (``<hd>.histogram.html``; vdbench leaves a file-system run's empty)
+    splits reads from writes as histogram.html does."""
     path = folder / f"{hd}.html"
-    if not path.is_file() or any(run.kind != RAW for run in runs):
+    kinds = {run.kind for run in runs}
+    if not path.is_file() or len(kinds) != 1:
         return None
+    columns = _HOST_COLUMNS[kinds.pop()]
     tables = [
-        (name, _host_table(body)) for name, body in _run_sections(path) if not is_format_run(name)
+        (name, _host_table(body, columns))
+        for name, body in _run_sections(path)
+        if not is_format_run(name)
     ]
     if [name for name, _ in tables] != [run.name for run in runs] or not all(
         average for _, (_, average) in tables
     ):
         return None
+    histograms = _host_histograms(folder / f"{hd}.histogram.html", len(runs))
     return [
         replace(
             run,
             intervals=intervals,
             average={
                 **{key: run.average[key] for key in _RUN_COLUMNS if key in run.average},
-                **_average_span(RAW, average, intervals),
+                **_average_span(average, intervals),
             },
-            histograms={},
+            histograms=histogram,
         )
-        for run, (_, (intervals, average)) in zip(runs, tables, strict=True)
+        for run, (_, (intervals, average)), histogram in zip(runs, tables, histograms, strict=True)
     ]
+
+
+def _host_histograms(path: Path, runs: int) -> list[dict]:
+    """Each measured run's histograms of a host's histogram report; {} each where it has
+    none, or not one per run."""
+    if not path.is_file():
+        return [{}] * runs
+    measured = [
+        _histogram_section(body) for name, body in _run_sections(path) if not is_format_run(name)
+    ]
+    return measured if len(measured) == runs else [{}] * runs
 
 
 def driven_host_runs(folder: Path, runs: list[Run]) -> list[tuple[str, list[Run]]]:
@@ -359,15 +390,15 @@ def driven_host_runs(folder: Path, runs: list[Run]) -> list[tuple[str, list[Run]
     return driven
 
 
-def _host_table(body: str) -> tuple[list[dict], dict]:
+def _host_table(body: str, columns: tuple[str, ...]) -> tuple[list[dict], dict]:
     """(interval rows, avg_ row) of one run's table in a host report, keyed as the flatfile's
-    raw columns."""
+    columns."""
     intervals, average = [], {}
     for line in body.splitlines():
         cells = line.split()
-        if len(cells) < 2 + len(_HOST_COLUMNS) or not _TOD.match(cells[0]):
+        if len(cells) < 2 + len(columns) or not _TOD.match(cells[0]):
             continue
-        values = zip(_HOST_COLUMNS, cells[2 : 2 + len(_HOST_COLUMNS)], strict=True)
+        values = zip(columns, cells[2 : 2 + len(columns)], strict=True)
         row = {"tod": cells[0], "Interval": cells[1], **dict(values)}
         if _AVERAGE.match(cells[1]):
             average = row
@@ -448,7 +479,7 @@ def read_runs(flatfile: Path) -> list[Run]:
                 loops=start.loops,
                 elapsed_s=start.elapsed_s,
                 intervals=flat.intervals,
-                average=_average_span(kind, flat.average, flat.intervals),
+                average=_average_span(flat.average, flat.intervals),
                 interval_s=_interval_seconds(flat.intervals) or fallback_interval or 1.0,
                 histograms=histograms[index] if histograms is not None else {},
             )
@@ -459,13 +490,16 @@ def read_runs(flatfile: Path) -> list[Run]:
     return runs
 
 
-def _average_span(kind: str, average: dict, intervals: list[dict]) -> dict:
-    """A raw run's avg_ row, its label naming the intervals it really averages: vdbench
-    5.04.06 prints ``avg_2-4`` over the mean of intervals 1-4 (1,059,335 I/O per s = the mean
-    of 590,136, 1,077,448, 1,333,081 and 1,236,675; its histogram counts those four too),
-    which reads as avg_1-4 here; 5.04.07's avg_2-4 is the mean of intervals 2-4."""
+def _average_span(average: dict, intervals: list[dict]) -> dict:
+    """A run's avg_ row, its label naming the intervals it really averages: vdbench 5.04.06
+    prints ``avg_2-4`` over the mean of intervals 1-4 (a raw run's 1,059,335 I/O per s = the
+    mean of 590,136, 1,077,448, 1,333,081 and 1,236,675; a file-system run's 833,643.25 ops
+    per s the mean of 361,703, 973,677, 916,512 and 1,082,681; its histogram counts those four
+    too), which reads as avg_1-4 here; 5.04.07's avg_2-4 is the mean of intervals 2-4. A
+    host report's rates are rounded (192284 for 192,284.25): the means agree within what the
+    printed digits allow."""
     match = _AVERAGE.match(average.get("Interval", ""))
-    if kind != RAW or match is None:
+    if match is None:
         return average
     first, last = map(int, match.groups())
     rates = {
@@ -476,15 +510,22 @@ def _average_span(kind: str, average: dict, intervals: list[dict]) -> dict:
     printed = cell_value(average.get("rate"))
     if printed is None or first <= 1 or sorted(rates) != list(range(1, last + 1)):
         return average
+    rounding = _rounding(average["rate"]) + max(_rounding(row["rate"]) for row in intervals)
 
     def agrees(numbers: list[float]) -> bool:
         mean = sum(numbers) / len(numbers)
-        return abs(mean - printed) <= max(0.01, 1e-6 * abs(mean))
+        return abs(mean - printed) <= max(0.01, 1e-6 * abs(mean), rounding)
 
     labelled = [rates[interval] for interval in range(first, last + 1)]
     if agrees(labelled) or not agrees(list(rates.values())):
         return average
     return {**average, "Interval": f"avg_1-{last}"}
+
+
+def _rounding(cell: str) -> float:
+    """Half a unit of the last digit a cell was printed with ('192284': 0.5, '64.0': 0.05)."""
+    _, _, decimals = cell.partition(".")
+    return 0.5 * 10.0 ** -len(decimals)
 
 
 def run_label(name: str, loops: dict) -> str:
@@ -622,8 +663,8 @@ def _filesystem_op_rates(row: dict) -> dict[str, OpRates]:
 def _filesystem_latency(row: dict, prefix: str) -> dict:
     return {
         "mean_ms": cell_value(row[f"{prefix}_resp"]),
-        "max_ms": cell_value(row[f"{prefix}_resp_max"]),
-        "stdev_ms": cell_value(row[f"{prefix}_resp_std"]),
+        "max_ms": cell_value(row.get(f"{prefix}_resp_max")),
+        "stdev_ms": cell_value(row.get(f"{prefix}_resp_std")),
     }
 
 

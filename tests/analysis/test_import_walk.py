@@ -133,6 +133,7 @@ STORBENCH_RUNS = [
     "warp/storbench-distributed-4clients",
     "gosbench/storbench-service-4workers",
     "vdbench/storbench-service-4hosts",
+    "vdbench/storbench-service-4hosts-fsd",
 ]
 COMPARED = ("run_id", "host", "op", "bytes", "ios", "iops", "bw_bytes_s", "lat_mean_ns",
             "hosts_in_run", "step", "target", "start_time")  # fmt: skip

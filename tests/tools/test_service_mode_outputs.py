@@ -115,10 +115,14 @@ def test_vdbench_multihost_rows_per_host_from_its_host_reports_and_the_masters_t
     # vdbench 5.04.06's "avg_2-4" is the mean of intervals 1-4 ((201858 + 149760 + 311015 +
     # 205386) / 4 = 217004.75): 4 s of I/O
     assert host["lat_mean_ns"] == pytest.approx(3000) and host["duration_s"] == 4.0
-    assert host["ios"] == round(217004.75 * 0.6994 * 4)
     assert writes["127.0.0.3"]["lat_mean_ns"] == pytest.approx(12000)
-    # 5.04.06 gives a mixed run no per-op max or std, and a host no per-op histogram
-    assert host["lat_max_ns"] is None and host["lat_stdev_ns"] is None and host["p99_ns"] is None
+    # hd2.histogram.html splits the host's reads from its writes: 607,058 reads (the rates
+    # say 217004.75 x 69.94 % x 4 s = 607,092), 99.8766 % under 0.020 ms, 99.9010 % under 0.060
+    assert host["ios"] == 607058 and host["pct_source"] == "histogram"
+    assert (host["p99_ns"], host["p99_9_ns"]) == (20000, 60000)
+    assert writes["127.0.0.3"]["ios"] == 260961
+    # 5.04.06 gives a mixed run no per-op max or std
+    assert host["lat_max_ns"] is None and host["lat_stdev_ns"] is None
     # 'all': the master's flatfile (avg_2-4 rate 1059335, read% 69.9687), the hosts' sum
     total = reads["all"]["iops"] + writes["all"]["iops"]
     assert (
@@ -166,6 +170,59 @@ def test_vdbench_5_04_06_reads_only_take_max_and_std_from_its_all_ops_columns(tm
     assert reads["all"]["iops"] == 1655160 == sum(reads[h]["iops"] for h in HOSTS)
     assert reads["all"]["lat_max_ns"] == pytest.approx(468.007e6)
     assert reads["all"]["lat_stdev_ns"] == pytest.approx(0.3445e6)
+    # a host's histogram report of a run of reads only: 'Reads and writes:' are its reads
+    # (hd2.histogram.html: 1,455,802 I/Os, 363950.50 x 4 s = 1,455,802)
+    assert reads["127.0.0.3"]["ios"] == 1455802 and reads["127.0.0.3"]["pct_source"] == "histogram"
+    assert reads["127.0.0.3"]["p99_9_ns"] == 60000
+
+
+def test_vdbench_filesystem_multihost_rows_per_host_from_its_host_reports(tmp_path):
+    """A file-system (FSD/FWD) run of vdbench 5.04.06: one master, four slaves over ssh. Its
+    flatfile has no <op>_resp_max/<op>_resp_std columns (storbench refused the run), and its
+    host reports have the file-system table (their rows were missing)."""
+    rows, series = iteration_rows(
+        str(staged(tmp_path, "vdbench/storbench-service-4hosts-fsd")), with_timeseries=True
+    )
+    reads, writes = by_host(rows, "read"), by_host(rows, "write")
+    assert sorted(reads) == sorted(writes) == [*HOSTS, "all"]
+    # hd2.html avg_2-4: read rate 97822, resp 0.001 ms, MB/sec read 382.1; write rate 42070,
+    # resp 0.008 ms; its ReqstdOps 139892 the mean of intervals 1-4 (107362 + 30016 +
+    # 283342 + 138850) / 4 = 139892.5, printed rounded: 4 s of operations
+    host = reads["127.0.0.3"]
+    assert host["iops"] == 97822 and host["lat_mean_ns"] == pytest.approx(1000)
+    assert host["bw_bytes_s"] == pytest.approx(382.1 * MIB)
+    assert host["duration_s"] == 4.0 and host["ios"] == 97822 * 4
+    assert writes["127.0.0.3"]["iops"] == 42070
+    assert writes["127.0.0.3"]["lat_mean_ns"] == pytest.approx(8000)
+    assert host["pct_source"] is None  # vdbench writes no file-system host histogram
+    # 'all': the flatfile's avg_2-4, the mean of intervals 1-4 ((421799 + 593477 + 718797 +
+    # 758174) / 4 = 623061.75 operations per s): Read_rate 435848.25, Write_rate 187213.50
+    assert reads["all"]["iops"] == 435848.25 and writes["all"]["iops"] == 187213.50
+    assert reads["all"]["duration_s"] == 4.0 and reads["all"]["ios"] == round(435848.25 * 4)
+    assert reads["all"]["bw_bytes_s"] == pytest.approx(1702.5410 * MIB)
+    assert reads["all"]["lat_mean_ns"] == pytest.approx(1400)
+    # the hosts' rates, printed rounded, sum to the master's
+    assert sum(reads[h]["iops"] for h in HOSTS) == pytest.approx(435848.25, abs=2)
+    # no per-op max or std in 5.04.06; one histogram of all operations: no split by op
+    assert reads["all"]["lat_max_ns"] is None and reads["all"]["pct_source"] is None
+    assert {row["errors"] for row in rows if row["host"] == "all"} == {0}
+    assert {row["errors"] for row in rows if row["host"] != "all"} == {None}
+    assert {(row["rw"], row["numjobs"], row["tool_version"]) for row in rows} == {
+        ("randrw", 2, "vdbench50406")
+    }
+    assert series and {row["host"] for row in series} == {"all"}
+
+
+def test_vdbench_filesystem_reads_only_take_the_masters_histogram(tmp_path):
+    rows, _ = iteration_rows(str(staged(tmp_path, "vdbench/storbench-service-4hosts-fsd-read")))
+    reads = by_host(rows, "read")
+    assert sorted(reads) == [*HOSTS, "all"] and not by_host(rows, "write")
+    assert [reads[h]["iops"] for h in HOSTS] == [180313, 262022, 226164, 165143]  # hdN.html
+    # histogram.html 'Total of all requested operations:' counts intervals 1-4: 3,334,572
+    # operations (833643.25 x 4 s = 3,334,573), 99.9520 % under 0.020 ms
+    assert reads["all"]["ios"] == 3334572 and reads["all"]["duration_s"] == 4.0
+    assert reads["all"]["pct_source"] == "histogram"
+    assert (reads["all"]["p50_ns"], reads["all"]["p99_9_ns"]) == (20000, 20000)
 
 
 def test_a_vdbench_master_of_hosts_named_by_hand_gives_their_rows_not_its_own(tmp_path):
