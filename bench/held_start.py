@@ -40,7 +40,7 @@ WAYS = ("wrapper", "held", "bare")
 BARE_SCRIPT = f'exec {start.STAMP_FD}>&2; eval "$1"'
 
 
-def launch(way: str, hosts: int, lead_s: float) -> dict:
+def launch(way: str, hosts: int, lead_s: float, rate_iops: int | None = None) -> dict:
     folder = WORK / f"{way}-{hosts}"
     shutil.rmtree(folder, ignore_errors=True)
     release = time.time() + lead_s
@@ -51,7 +51,7 @@ def launch(way: str, hosts: int, lead_s: float) -> dict:
         if way == "bare":
             command = ["sh", "-c", BARE_SCRIPT, "bare", start.hook_script(release)]
         else:
-            command = fio_command(way, host, index, release)
+            command = fio_command(way, host, index, release, rate_iops)
         with open(host / "stderr", "wb") as stderr:
             processes.append(subprocess.Popen(command, cwd=host, stderr=stderr))
     launched_s = time.time() - (release - lead_s)
@@ -69,17 +69,22 @@ def launch(way: str, hosts: int, lead_s: float) -> dict:
             io_starts.append(float((host / f"r{index}.prerun.txt").read_text()))
     shutil.rmtree(folder)
     result = {"way": way, "hosts": hosts, "lead_s": lead_s, "launch_s": round(launched_s, 3)}
+    if rate_iops:
+        result["rate_iops"] = rate_iops
     result["io_start"] = spread(io_starts, release)
     if wrapper_stamps:
         result["wrapper_stamp"] = spread(wrapper_stamps, release)
     return result
 
 
-def fio_command(way: str, host: Path, index: int, release: float) -> list[str]:
+def fio_command(
+    way: str, host: Path, index: int, release: float, rate_iops: int | None
+) -> list[str]:
     job = host / "job.fio"
     job.write_text(
         f"[r{index}]\nioengine=null\nsize=1m\nrw=read\nruntime=2s\ntime_based=1\n"
-        f"exec_prerun={HOOKS[way]}\n"
+        + (f"rate_iops={rate_iops}\n" if rate_iops else "")
+        + f"exec_prerun={HOOKS[way]}\n"
     )
     argv = ["fio", str(job), "--output-format=json", f"--output={host / 'out.json'}"]
     if way == "held":
@@ -100,8 +105,14 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--lead", type=float, default=2.0, help="seconds to the release")
     parser.add_argument("--ways", nargs="+", choices=WAYS, default=list(WAYS))
+    parser.add_argument(
+        "--rate-iops", type=int,
+        help="each fio offers this rate (rate_iops): started jobs leave the cores to the rest",
+    )  # fmt: skip
     args = parser.parse_args()
-    results = [launch(way, hosts, args.lead) for hosts in args.hosts for way in args.ways]
+    results = [
+        launch(way, hosts, args.lead, args.rate_iops) for hosts in args.hosts for way in args.ways
+    ]
     rows = []
     for result in results:
         io = result["io_start"]

@@ -279,7 +279,7 @@ def measure_start(
 
 
 def campaign_config(
-    lab, work: Path, execution: str, runs: int, connection: str, gateways: list[str]
+    lab, work: Path, execution: str, runs: int, connection: str, gateways: list[str], job: dict
 ) -> dict:
     hosts = {
         f"client{index}": {
@@ -306,7 +306,7 @@ def campaign_config(
                 "target": "scratch",
                 "execution": execution,
                 "iterations": 1,
-                "job": JOB,
+                "job": job,
                 "sweep": {"bs": BLOCK_SIZES[:runs]},
             }
         },
@@ -583,7 +583,13 @@ def measure_mode(
     runs = settings["runs"]
     campaign = work / f"campaign-{execution}"
     config = campaign_config(
-        lab, work, execution, runs, settings["connection"], settings["gateway_addresses"]
+        lab,
+        work,
+        execution,
+        runs,
+        settings["connection"],
+        settings["gateway_addresses"],
+        settings["job"],
     )
     print(f"  {execution}: Snakemake campaign of {runs} runs on {len(hosts)} hosts")
     done = run_campaign(campaign, config, excluded)
@@ -673,7 +679,7 @@ def measure(settings: dict) -> dict:
                 )
                 modes = {
                     execution: measure_mode(lab, hosts, WORK, execution, settings, excluded)
-                    for execution in ("service", "standalone")
+                    for execution in settings["modes"]
                     if not settings["start_only"]
                 }
                 left = lab_bench.running_services(addresses, PORT)
@@ -689,7 +695,7 @@ def measure(settings: dict) -> dict:
         "addresses": f"{addresses[0]}..{addresses[-1]}",
         "quick": settings["quick"],
         "settings": settings,
-        "job": JOB,
+        "job": settings["job"],
         "sweep_bs": BLOCK_SIZES[: settings["runs"]],
         "storbench_parallel_settings": parallel_settings(),
         "limits": limits,
@@ -793,11 +799,22 @@ def main() -> int:
         help="with --connection tree: this many more sshd as ClusterShell gateways",
     )  # fmt: skip
     parser.add_argument("--start-only", action="store_true", help="service start only, no sweep")
+    parser.add_argument(
+        "--modes", nargs="+", choices=["service", "standalone"], default=["service", "standalone"],
+        help="the sweep's execution modes (default both)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rate-iops", type=int,
+        help="the sweep's job offers this rate per host (fio rate_iops): hosts that started "
+        "leave the cores to those still starting, as hosts with cores of their own do",
+    )  # fmt: skip
     options = parser.parse_args()
     settings = dict(QUICK if options.quick else FULL, quick=options.quick)
     settings["start_only"] = options.start_only
     settings["connection"] = options.connection
     settings["gateways"] = options.gateways
+    settings["modes"] = options.modes
+    settings["job"] = dict(JOB, rate_iops=options.rate_iops) if options.rate_iops else JOB
     if (options.connection == "tree") != (options.gateways > 0):
         parser.error("--connection tree and --gateways N (N >= 1) go together")
     if options.hosts:
@@ -812,6 +829,10 @@ def main() -> int:
         name += f"-{options.hosts}"  # the 128-host result (the README's) is kept
     if options.gateways:
         name += f"-tree{options.gateways}"
+    if options.rate_iops:
+        name += f"-rate{options.rate_iops}"
+    if len(options.modes) == 1:
+        name += f"-{options.modes[0]}"
     write_json(OUT / f"{name}.json", result)
     print_table(result)
     if not os.environ.get("BENCH_KEEP"):  # BENCH_KEEP=1 keeps the lab and campaign folders

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -21,6 +22,7 @@ PORT = 2200
 
 def start(count: int) -> None:
     stop()
+    shutil.rmtree(LAB_DIR, ignore_errors=True)  # a new key: ssh-keygen will not overwrite one
     LAB_DIR.mkdir(parents=True, exist_ok=True)
     lab = SshLab(LAB_DIR.resolve())
     for index in range(count):
