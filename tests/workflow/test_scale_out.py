@@ -135,6 +135,10 @@ def test_each_host_records_its_own_start_and_the_skew(scale_campaign):
         armed = datetime.fromisoformat(host["armed_time"])
         assert armed <= release <= datetime.fromisoformat(host["start_time"])
         assert host["setup_s"] > 0
+        # counted from the instant the deadline was (LISTENING_DEADLINE_S before it), not from
+        # after the jobs were written: the next run's release counts from there too
+        reference = float(deadline) - LISTENING_DEADLINE_S
+        assert -0.0006 <= host["setup_s"] - (armed.timestamp() - reference) <= 0.0016
         # the host's login shell may print its own noise first (a profile's pyenv rehash)
         watched = (raw / "launch" / f"{host['name']}.watch.stderr").read_text().splitlines()
         assert watched[-1:] == [LISTENING_LINE] and watched.count(LISTENING_LINE) == 1
