@@ -510,7 +510,9 @@ def _average_span(average: dict, intervals: list[dict]) -> dict:
     printed = cell_value(average.get("rate"))
     if printed is None or first <= 1 or sorted(rates) != list(range(1, last + 1)):
         return average
-    rounding = _rounding(average["rate"]) + max(_rounding(row["rate"]) for row in intervals)
+    rounding = _rounding(average["rate"]) + max(
+        _rounding(row.get("rate") or "") for row in intervals if row["Interval"].isdigit()
+    )
 
     def agrees(numbers: list[float]) -> bool:
         mean = sum(numbers) / len(numbers)
