@@ -176,6 +176,32 @@ def test_vdbench_5_04_06_reads_only_take_max_and_std_from_its_all_ops_columns(tm
     assert reads["127.0.0.3"]["p99_9_ns"] == 60000
 
 
+def test_a_vdbench_for_loop_on_many_hosts_gives_each_host_a_row_per_loop_value(tmp_path):
+    """forxfersize=(4k,64k) on four hosts: one table per loop value in each host report."""
+    rows, _ = iteration_rows(str(staged(tmp_path, "vdbench/storbench-service-4hosts-forxfersize")))
+    reads = {(row["job"], row["host"]): row for row in rows if row["op"] == "read"}
+    assert sorted(reads) == [
+        (job, host) for job in ("rd1_xfersize-4k", "rd1_xfersize-64k") for host in [*HOSTS, "all"]
+    ]
+    # hd2.html: avg_2-3 107915.67 I/O per s at 4k (read pct 69.92), 50426.00 at 64k (69.80)
+    small, large = reads["rd1_xfersize-4k", "127.0.0.3"], reads["rd1_xfersize-64k", "127.0.0.3"]
+    assert small["iops"] == pytest.approx(107915.67 * 0.6992) and small["bs"] == 4096
+    assert large["iops"] == pytest.approx(50426.00 * 0.6980) and large["bs"] == 65536
+    # hd2.histogram.html, one section per loop value: 226,368 reads at 4k, 99.4191 % of them
+    # under 0.800 ms; 105,589 at 64k, 99.0491 % under 0.040 ms
+    assert (small["ios"], small["p99_ns"]) == (226368, 800000)
+    assert (large["ios"], large["p99_ns"]) == (105589, 40000)
+    # the flatfile's 64k avg_2-3 is the mean of intervals 1-3: (121179 + 201748 + 190842) / 3
+    # = 171256.33 I/O per s; the four hosts' rows sum to it
+    everything = [row for row in rows if row["job"] == "rd1_xfersize-64k"]
+    total = sum(row["iops"] for row in everything if row["host"] == "all")
+    assert total == pytest.approx(171256.3333)
+    assert sum(row["iops"] for row in everything if row["host"] != "all") == pytest.approx(
+        total, rel=1e-5
+    )
+    assert {row["duration_s"] for row in rows} == {3.0}
+
+
 def test_vdbench_filesystem_multihost_rows_per_host_from_its_host_reports(tmp_path):
     """A file-system (FSD/FWD) run of vdbench 5.04.06: one master, four slaves over ssh. Its
     flatfile has no <op>_resp_max/<op>_resp_std columns (storbench refused the run), and its
