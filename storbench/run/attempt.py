@@ -43,12 +43,15 @@ def tool_version(transport, tool, local_dir: Path, name: str) -> str:
     return out.read_text(errors="replace").strip()
 
 
-def exit_reason(code: int) -> str:
-    """How a tool ended, from its exit code ('timed out', 'killed by SIGKILL', 'exited 1')."""
+def exit_reason(code: int, own: dict[int, str] | None = None) -> str:
+    """How a tool ended, from its exit code ('timed out', 'killed by SIGKILL', 'exited 1');
+    own: the tool's own statuses that would read as a signal's (ToolAdapter.exit_statuses)."""
     if code == 124:  # coreutils timeout
         return "timed out"
     if code < 0:  # local: the tool died of a signal
         return f"killed by {signal_name(-code)}"
+    if own and code in own:
+        return f"exited {code} ({own[code]})"
     if 128 < code <= 128 + 64:  # remote: the shell's status of a tool that died of a signal
         return f"exited {code} (as a tool killed by {signal_name(code - 128)} does)"
     return f"exited {code}"

@@ -400,7 +400,7 @@ def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) 
         if result.error:
             lines.append(result.error)
         elif result.exit_code is not None and result.exit_code != 0:
-            reason = exit_reason(result.exit_code)
+            reason = exit_reason(result.exit_code, get_tool(spec.tool).exit_statuses)
             lines.append(f"host {result.name}: {spec.tool} {reason}; stderr tail:")
             tail = output_tail(local_dir / f"{result.name}.stderr") or output_tail(
                 local_dir / f"{result.name}.stdout"

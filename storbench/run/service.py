@@ -139,7 +139,7 @@ def run_service_iteration(
         if set_up:  # failed runs too: a late host is what the next run must allow for
             start_margin.remember(history, max(set_up.values()))
         if exit_code != 0:
-            reason = exit_reason(exit_code)
+            reason = exit_reason(exit_code, tool.exit_statuses)
             # fio --client writes its clients' errors into its output file, not to stderr
             sources = (f"{CONTROLLER}.stderr", f"{CONTROLLER}.stdout", output_path.name)
             source, tail = next(

@@ -155,6 +155,8 @@ class ToolAdapter:
     # a job holding its start (core/start_hook): seconds from the tool's exec to its hook on
     # an idle host, which a held start's release leaves on top of the launch's margin
     start_setup_s: float = 0.0
+    # its own exit statuses above 128, which a shell also gives a tool killed by a signal
+    exit_statuses: dict[int, str] = {}
 
     @property
     def target_types(self) -> tuple[str, ...]:

@@ -168,6 +168,7 @@ class VdbenchAdapter(ToolAdapter):
         import_formats=("output folder", "flatfile.html"),
     )
     output_is_folder = True
+    exit_statuses = {157: "vdbench's own failure exit, -99: see its message"}
     default_port = 5570  # vdbench's own master port (its slaves connect back to it)
     job_login_user = DEFAULT_HD_USER  # hd=default's user
     service_job_shared = True  # one parameter file with an hd= line per host
