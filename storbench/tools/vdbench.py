@@ -65,10 +65,10 @@ outside them (:func:`value_problem`); lists such as ``wd_xfersize: "(4k,50,8k,50
 Parsing: :mod:`storbench.tools.vdbench_output`. Rows per host from its output folder plus
 ``host='all'`` rows; a multi-host (``hd=``) output's flatfile holds the aggregate, which
 gives the ``all`` rows (the master's own totals and merged histograms), and each host's
-rows come from the master's host report (``hd1.html`` ...: rates, mean response times by
-op, no per-op histogram), named by the host in the hd's place (verified with vdbench
-5.04.06 built from source, one master and four slaves over ssh:
-tests/fixtures/vdbench/storbench-service-4hosts).
+rows come from the master's host reports (``hd1.html`` ...: rates and mean response times
+by op; a raw workload's percentiles from ``hd1.histogram.html``), named by the host in the
+hd's place (verified with vdbench 5.04.06 built from source, one master and four slaves
+over ssh, raw and file-system workloads: tests/fixtures/vdbench/storbench-service-4hosts*).
 A target set standalone: one SD per member on each host (``sd*``).
 """
 
