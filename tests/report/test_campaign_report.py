@@ -16,13 +16,14 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+import matplotlib.image
+import matplotlib.pyplot as plt
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 from storbench.analysis import stats
 from storbench.report import campaign as campaign_page
-from storbench.report import experiment as report
 from storbench.report import figures as report_figures
 from tests.report.test_report import ALL_FIGURES
 from tests.workflow.test_workflow import snakemake
@@ -189,7 +190,7 @@ def test_latency_vs_iops_lines_are_the_cells_by_queue_depth(campaign):
             mean_latency = (at_depth["lat_mean_ns"] * weights).sum() / weights.sum()
             expected += [statistics.fmean(at_depth["iops"]), mean_latency / 1000]
         assert lines[size].flatten().tolist() == pytest.approx(expected, rel=1e-9)
-    report.plt.close(fig)
+    plt.close(fig)
 
 
 def test_interval_series_sum_to_the_runs_io_counts(campaign):
@@ -204,7 +205,7 @@ def test_interval_series_sum_to_the_runs_io_counts(campaign):
     fig, _ = report_figures.timeseries_figure(series)
     titled = [ax for ax in fig.axes if ax.get_title()]
     assert sorted(ax.get_title() for ax in titled) == sorted(summed["run_id"].unique())
-    report.plt.close(fig)
+    plt.close(fig)
 
 
 def test_per_host_bars_are_the_host_means(campaign):
@@ -225,7 +226,7 @@ def test_pdfs_render_to_non_blank_pages(campaign, tmp_path):
             check=True,
         )  # fmt: skip
         (page,) = tmp_path.glob(f"{name}-*.png")
-        image = report.matplotlib.image.imread(page)
+        image = matplotlib.image.imread(page)
         assert image.std() > 0.01, f"{name}: blank first page"
 
 
