@@ -10,6 +10,8 @@ from snakemake.common import overwrite_function_params
 from snakemake.exceptions import WorkflowError
 
 from storbench.config import campaign as storbench_config
+from storbench.config import compare as config_compare
+from storbench.config import source as config_source
 from storbench.core import paths
 from storbench.plan.checks import adapter_problems
 from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
@@ -22,16 +24,16 @@ CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
     # Snakemake's own loader keeps the last of two equal keys; ours refuses them.
     for configfile_path in workflow.configfiles:
-        storbench_config.load_yaml(configfile_path)
+        config_source.load_yaml(configfile_path)
     CAMPAIGN = storbench_config.load_campaign(config, source=CONFIG_SOURCE)
     # Before any path is built: a named campaign's outputs (and its steps') go to its own folders
     paths.use_campaign(CAMPAIGN.name)
     # What only the tools' adapters can say (as `storbench check`): before any job starts,
     # not at a later experiment's render (0.3 s for 10,000 fio runs)
     if ADAPTER_PROBLEMS := adapter_problems(CAMPAIGN):
-        raise storbench_config.ConfigError(ADAPTER_PROBLEMS, source=CONFIG_SOURCE)
-except storbench_config.ConfigError as error:
-    located = storbench_config.with_lines(error, workflow.configfiles)
+        raise config_source.ConfigError(ADAPTER_PROBLEMS, source=CONFIG_SOURCE)
+except config_source.ConfigError as error:
+    located = config_source.with_lines(error, workflow.configfiles)
     raise WorkflowError(str(located)) from None
 PLAN = WorkflowPlan(CAMPAIGN)
 # The storbench logger plugin prints runs done and time left from the campaign's plan

@@ -1,8 +1,6 @@
 # Comparisons (config `compare:`): B against A per matched cell, in reports/compare/<name>/.
 # compare_report always keeps the report; compare_check fails when a threshold is crossed.
-COMPARISONS = {
-    entry.name: entry for entry in storbench_config.comparisons(CAMPAIGN.raw)
-}
+COMPARISONS = {entry.name: entry for entry in config_compare.comparisons(CAMPAIGN.raw)}
 # `rule all` builds each comparison's report and its check, which fails on a regression
 COMPARISON_TARGETS = [
     f"{paths.compare_dir(name)}/{file}"

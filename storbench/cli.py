@@ -24,14 +24,14 @@ from storbench.core.specs import Manifest, ProbeSpec, RunSpec, SpecError, with_k
 def _check(args) -> int:
     # this step's modules only: every step starts fast
     from storbench.config import campaign as config
+    from storbench.config.source import ConfigError, with_lines
     from storbench.plan import checks
 
     campaign = config.load_campaign_file(args.config)
     paths.use_campaign(campaign.name)
     problems = checks.adapter_problems(campaign)
     if problems:
-        error = config.ConfigError(problems, source=str(args.config))
-        raise config.with_lines(error, [args.config])
+        raise with_lines(ConfigError(problems, source=str(args.config)), [args.config])
     for name, experiment in campaign.experiments.items():
         runs = campaign.experiment_runs(name)
         hosts = [h["name"] for h in campaign.hosts_of(name)]
@@ -857,7 +857,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _known_errors() -> tuple[type[BaseException], ...]:
     # this step's modules only: every step starts fast
     from storbench.analysis.importing import ImportInputError
-    from storbench.config.campaign import ConfigError
+    from storbench.config.source import ConfigError
     from storbench.core.markers import MarkerError
     from storbench.core.paths import PathComponentError
     from storbench.core.report_units import UnknownUnitsError

@@ -9,22 +9,24 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import re
 import sys
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-
-import yaml
 
 from storbench.config import datapath, fault_config, schedule, search
 from storbench.config import preparation as prepare_plan
 from storbench.config import runs as config_runs
 from storbench.config import setup as setup_config
+from storbench.config.compare import compare_problems
+from storbench.config.host_groups import (
+    check_each_host_once,
+    check_hosts_in_several_groups,
+    expand_group,
+)
+from storbench.config.schema_check import schema_problems
+from storbench.config.source import ConfigError, key_path, load_yaml, with_lines
 from storbench.config.sweep import MAX_RUNS, PlanError
 from storbench.config.values import positive_duration
 from storbench.core import hostfacts, paths, units
-from storbench.core.addresses import address_problem
 from storbench.core.model import DEFAULT_REPORT_NAME, Campaign, Experiment
 from storbench.core.options import (
     COUNT_OPTIONS,
@@ -32,96 +34,13 @@ from storbench.core.options import (
     PERCENT_SIZE_OPTIONS,
     SIZE_OPTIONS,
 )
-from storbench.core.schema_names import ALL_HOSTS, CONTROLLER, PIVOT_DIMENSIONS
+from storbench.core.schema_names import PIVOT_DIMENSIONS
 from storbench.tools import get_tool, known_tools, preparation_tool
 from storbench.tools.base import job_file_text
 
-SCHEMA_PATH = paths.SCHEMA_PATH
-MAX_HOSTS_PER_GROUP = 4096
 MAX_RUN_ID_CHARS = 200  # a run id names folders and files; a file name holds 255 bytes
 # YAML aliases can nest a few lines into billions of values (a "billion laughs" file)
 MAX_CONFIG_VALUES = 100_000
-# libyaml's loader when PyYAML has it: the schema is read by every Snakemake start (40x faster)
-FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-MERGE_TAG = "tag:yaml.org,2002:merge"  # '<<: *base' in a mapping
-
-
-class ConfigError(ValueError):
-    """A config problem; ``problems`` holds one '<key path>: <problem>' line each."""
-
-    def __init__(self, problems: list[str], source: str = "config"):
-        self.problems = list(dict.fromkeys(problems))  # one check may meet a value twice
-        self.source = source
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"invalid {source}:\n{lines}")
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load, but a key given twice in one mapping is an error (PyYAML keeps the last)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            if key_node.tag == MERGE_TAG:  # '<<: *base', overridable keys
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r} (first on line {seen[key] + 1})",
-                    key_node.start_mark,
-                )
-            seen.setdefault(key, key_node.start_mark.line)
-        return super().construct_mapping(node, deep=deep)
-
-
-def load_yaml(path: str | os.PathLike) -> dict:
-    try:
-        with open(path, "rb") as handle:
-            raw_bytes = handle.read()
-    except OSError as error:
-        raise ConfigError([f"cannot read: {error.strerror}"], source=str(path)) from error
-    try:
-        text = raw_bytes.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw_bytes[: error.start].count(b"\n") + 1
-        raise ConfigError(
-            [f"line {line}: not UTF-8 text (byte {raw_bytes[error.start]:#04x})"], source=str(path)
-        ) from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as error:
-        raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
-    except RecursionError:  # PyYAML composes nested nodes recursively
-        raise ConfigError(
-            ["nested too deeply to be a campaign config (YAML parser recursion limit)"],
-            source=str(path),
-        ) from None
-    if data is None:
-        raise ConfigError(["the file is empty (expected hosts, targets, experiments)"], str(path))
-    if not isinstance(data, dict):
-        kind = type(data).__name__
-        raise ConfigError([f"the top level must be a mapping, not a {kind}"], source=str(path))
-    if YTE_KEY in data:
-        raise ConfigError([yte_problem(text)], source=str(path))
-    return data
-
-
-YTE_KEY = "__use_yte__"
-
-
-def yte_problem(text: str) -> str:
-    """Why a config that asks for YTE is refused, naming the key's line."""
-    line = next((n for n, row in enumerate(text.splitlines(), 1) if row.startswith(YTE_KEY)), None)
-    where = f"line {line}: " if line else ""
-    return (
-        f"{where}{YTE_KEY}: this file asks Snakemake to evaluate it as a YTE template, which"
-        " runs the Python expressions in it while Snakemake loads the file, before storbench"
-        " sees it (under `snakemake` they have run already, even with -n). storbench refuses"
-        " such configs: vet a config from someone else with `storbench check` first (it never"
-        " evaluates them) and write plain YAML"
-    )
 
 
 def load_campaign_file(path: str | os.PathLike) -> Campaign:
@@ -130,70 +49,6 @@ def load_campaign_file(path: str | os.PathLike) -> Campaign:
         return load_campaign(raw, source=str(path))
     except ConfigError as error:
         raise with_lines(error, [path]) from None
-
-
-def with_lines(error: ConfigError, files: list) -> ConfigError:
-    """The error with each problem's line in the config files it was read from (a later
-    file's key wins, as in Snakemake's merge of several --configfile)."""
-    lines: dict[str, tuple[str, int]] = {}
-    for path in files:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        lines.update((key, (str(path), line)) for key, line in key_lines(text).items())
-    if not lines:
-        return error
-    several = len(files) > 1
-    located = []
-    for problem in error.problems:
-        found = _line_of(problem.split(": ", 1)[0], lines)
-        if found is None:
-            located.append(problem)
-            continue
-        path, line = found
-        located.append(f"{problem} ({path} line {line})" if several else f"{problem} (line {line})")
-    return ConfigError(located, error.source)
-
-
-def _line_of(key: str, lines: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
-    """The line of the key, else of the nearest key above it that the file has."""
-    if key in lines:
-        return lines[key]
-    above = [k for k in lines if key.startswith(f"{k}.") or key.startswith(f"{k}[")]
-    return lines[max(above, key=len)] if above else None
-
-
-def key_lines(text: str) -> dict[str, int]:
-    """Each key path of a YAML text ('experiments.demo.sweep.bs[1]', as problems name them)
-    -> the 1-based line it is on; {} for a text that is not YAML."""
-    try:
-        root = yaml.compose(text, Loader=FAST_SAFE_LOADER)
-    except (yaml.YAMLError, RecursionError):
-        return {}
-    lines: dict[str, int] = {}
-    walked: set[int] = set()
-
-    def walk(node, parts: tuple) -> None:
-        if id(node) in walked:  # an alias: the lines are its anchor's, named already
-            return
-        walked.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value in node.value:
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
-                    continue  # '<<: *base': the merged keys' lines are the anchor's
-                path = (*parts, key_node.value)
-                lines.setdefault(_key_path(path), key_node.start_mark.line + 1)
-                walk(value, path)
-        elif isinstance(node, yaml.SequenceNode):
-            for index, item in enumerate(node.value):
-                path = (*parts, index)
-                lines.setdefault(_key_path(path), item.start_mark.line + 1)
-                walk(item, path)
-
-    if root is not None:
-        walk(root, ())
-    return lines
 
 
 def load_campaign(raw: dict, source: str = "config") -> Campaign:
@@ -210,9 +65,9 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
         raise ConfigError(problems, source)
     problems = _control_character_problems(raw) + _name_problems(raw) + _job_file_problems(raw)
     host_groups = {
-        name: _expand_group(name, group, problems) for name, group in raw["hosts"].items()
+        name: expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
-    _check_hosts_in_several_groups(host_groups, problems)
+    check_hosts_in_several_groups(host_groups, problems)
 
     storage = _storage_names(raw.get("storage"), problems)
     setups = setup_config.load(raw, host_groups, problems)
@@ -251,7 +106,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for index, name in enumerate(raw.get("run") or []):
         if name not in raw["experiments"]:
             problems.append(f"run[{index}]: unknown experiment {name!r}")
-    problems += _compare_problems(raw)
+    problems += compare_problems(raw)
     problems += _report_problems(raw)
     if problems:
         raise ConfigError(problems, source)
@@ -329,9 +184,6 @@ RESERVED_EXPERIMENT_NAMES = frozenset(
     {"telemetry", "network", "logs", "targets", "services", "compare", "setup"}
     | {"all", "plan", "cleanup", "results", "reports"}
 )
-# host 'all' is the aggregate row, 'controller' the service-mode controller's output, and
-# results/telemetry/logs/ holds the telemetry logs
-RESERVED_HOST_NAMES = frozenset({ALL_HOSTS, CONTROLLER, "logs"})
 NAMED_SECTIONS = ("hosts", "targets", "datasets", "preconditioning", "experiments")
 
 
@@ -436,292 +288,6 @@ def _count_values(value, limit: int) -> int:
     return count
 
 
-@cache
-def _validator():
-    import jsonschema  # lazy: loads jsonschema
-
-    schema = yaml.load(SCHEMA_PATH.read_text(), Loader=FAST_SAFE_LOADER)
-    return jsonschema.Draft202012Validator(schema)
-
-
-def schema_problems(raw: dict) -> list[str]:
-    problems = []
-    for error in _validator().iter_errors(raw):
-        problems.append(_describe_schema_error(error))
-    return sorted(set(problems))
-
-
-def _key_path(parts) -> str:
-    path = ""
-    for part in parts:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "(top level)"
-
-
-_NAME_RULES = {  # the name patterns of config/schema.yaml, in words
-    "^[A-Za-z0-9][A-Za-z0-9_.-]*$": "letters, digits, '_', '.', '-'; first a letter or digit",
-    "^[a-z][a-z0-9_]*$": "lowercase letters, digits, '_'; first a letter",
-}
-_ADDRESS = "a host name or IP address: letters, digits, . : _ -, an IPv6 address bare or in [ ]"
-_VALUE_RULES = {  # the address patterns of config/schema.yaml, in words
-    "^[A-Za-z0-9][A-Za-z0-9.:_-]*$": "a host name or IP address: letters, digits, . : _ -",
-    "^[A-Za-z0-9:\\[][A-Za-z0-9.:_\\[\\]-]*$": _ADDRESS,
-    "^[A-Za-z0-9{:\\[][A-Za-z0-9.:_{}\\[\\]-]*$": f"{_ADDRESS}, with {{name}} and {{n}}",
-}
-
-
-def _describe_schema_error(error) -> str:
-    path = list(error.absolute_path)
-    if error.validator == "additionalProperties" and error.validator_value is False:
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return f"{_key_path(path + extra[:1])}: unknown key" + (
-            f" (also {', '.join(map(repr, extra[1:]))})" if len(extra) > 1 else ""
-        )
-    if error.validator == "propertyNames":
-        return f"{_key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
-    if error.validator == "maxLength" and "propertyNames" in error.absolute_schema_path:
-        return (
-            f"{_key_path(path)}: bad name {error.instance[:40]!r}... ({len(error.instance)} "
-            f"characters; at most {error.validator_value})"
-        )
-    if error.validator == "pattern" and "propertyNames" in error.absolute_schema_path:
-        rule = _NAME_RULES.get(error.validator_value, f"must match {error.validator_value!r}")
-        return f"{_key_path(path)}: bad name {error.instance!r} ({rule})"
-    if error.validator == "pattern" and error.validator_value in _VALUE_RULES:
-        return f"{_key_path(path)}: {error.instance!r} is not {_VALUE_RULES[error.validator_value]}"
-    if error.validator == "pattern" and "description" in error.schema:
-        return f"{_key_path(path)}: {error.message} ({error.schema['description']})"
-    if error.validator in ("oneOf", "anyOf") and error.context:
-        return _describe_alternatives(error, path)
-    if error.validator == "required":
-        return f"{_key_path(path)}: {error.message}"
-    return f"{_key_path(path)}: {error.message}"
-
-
-def _describe_alternatives(error, path) -> str:
-    """Describe the branch the instance meant (its `type` matched), not the first one tried."""
-    branches: dict = {}
-    for sub in error.context:
-        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
-    meant = [errs for errs in branches.values() if not any(e.validator == "const" for e in errs)]
-    if len(meant) == 1:
-        return _describe_schema_error(min(meant[0], key=lambda e: len(list(e.absolute_path))))
-    consts = [e for e in error.context if e.validator == "const"]
-    if not meant and consts:
-        allowed = ", ".join(str(e.validator_value) for e in consts)
-        return f"{_key_path(list(consts[0].absolute_path))}: must be one of {allowed}"
-    best = min(error.context, key=lambda e: len(list(e.absolute_path)))
-    return f"{_key_path(path)}: {best.message}"
-
-
-# how a host is reached and where its files go: the same in every group that has the host
-WAY_IN = (
-    "transport", "user", "port", "jump", "identity", "known_hosts", "connection", "gateway",
-    "gateway_python", "workdir",
-)  # fmt: skip
-
-
-def _check_hosts_in_several_groups(host_groups: dict, problems: list[str]) -> None:
-    """Groups may overlap (rack1, all; clients and storage nodes), each with its own data
-    and service settings, but a host is reached one way: the steps that are a host's own (its
-    telemetry, its set-up) take whichever group comes first."""
-    first: dict[str, dict] = {}
-    for group, hosts in host_groups.items():
-        for host in hosts:
-            seen = first.setdefault(host["name"], host)
-            differ = [key for key in WAY_IN if seen.get(key) != host.get(key)]
-            if differ:
-                problems.append(
-                    f"hosts.{group}: host {host['name']} is in hosts.{seen['group']} too, with"
-                    f" another {', '.join(differ)}; a host is reached the same way in every"
-                    " group"
-                )
-
-
-def _check_each_host_once(key: str, groups: tuple, host_groups: dict, problems: list[str]) -> None:
-    """An experiment's groups may not share a host: it would run the job twice there, into
-    the same output files."""
-    group_of: dict[str, str] = {}
-    for group in groups:
-        for host in host_groups.get(group) or []:
-            other = group_of.setdefault(host["name"], group)
-            if other != group:
-                problems.append(
-                    f"{key}.hosts: host {host['name']} is in both {other} and {group}; an"
-                    " experiment takes each host once"
-                )
-                return
-
-
-def _expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
-    key = f"hosts.{name}"
-    nodes_text = group.get("nodes", name)
-    nodes = _expand_nodes(f"{key}.nodes", nodes_text, problems)
-    if not nodes:
-        return []
-    if not _gateway_fits(key, group, problems):
-        return []
-    if group["transport"] == "local" and len(nodes) != 1:
-        problems.append(f"{key}.nodes: a local group is exactly one host, not {len(nodes)}")
-        return []
-    connect_timeout = positive_duration(
-        f"{key}.connect_timeout", group.get("connect_timeout", 10), problems
-    )
-    unresponsive = positive_duration(
-        f"{key}.unresponsive_after", group.get("unresponsive_after", 30), problems
-    )
-    if connect_timeout is None or unresponsive is None:
-        return []
-    specs: list[dict] = []
-    for node in nodes:
-        spec = {"name": node, "group": name, "transport": group["transport"]}
-        for option in (
-            "user",
-            "port",
-            "jump",
-            "gateway",
-            "gateway_python",
-            "host_key_check",
-            "connection",
-            "workdir",
-            "keep_attempts",
-            "service_ports",
-            "controller_address",
-        ):
-            if option in group:
-                spec[option] = group[option]
-        for option in ("identity", "known_hosts"):
-            if option in group:
-                spec[option] = os.path.expanduser(group[option])
-        spec["connect_timeout"] = connect_timeout
-        if "unresponsive_after" in group:
-            spec["unresponsive_s"] = unresponsive
-        if "data_address" in group:
-            spec["data_address"] = _data_address(group["data_address"], node, len(specs) + 1)
-        specs.append(spec)
-    if "data_address" in group and (problem := _data_address_problem(group["data_address"])):
-        problems.append(f"{key}.data_address: {problem}")
-    for option in ("data_address", "controller_address"):
-        wrong = [problem for spec in specs if (problem := address_problem(spec.get(option, "")))]
-        if wrong:  # one line a group: every node's address has the same form
-            problems.append(f"{key}.{option}: {wrong[0]}")
-    for tool in group.get("service_ports", {}):
-        if tool not in _known_tools() or not get_tool(tool).has_services:
-            services = [n for n in _known_tools() if get_tool(n).has_services]
-            problems.append(
-                f"{key}.service_ports.{tool}: not a tool with a service"
-                f" (tools: {', '.join(services)})"
-            )
-    identity = specs[0].get("identity") if group["transport"] == "ssh" else None
-    if identity and (problem := private_file_problem(identity)):
-        problems.append(f"{key}.identity: {problem}")
-        return []
-    return specs
-
-
-DATA_ADDRESS_FIELD = re.compile(r"\{([^{}]*)\}")
-
-
-def _data_address(pattern: str, node: str, position: int) -> str:
-    """'{name}-100g' -> 'client001-100g', '192.168.100.{n}' -> the node's 1-based position."""
-    return DATA_ADDRESS_FIELD.sub(
-        lambda m: node if m.group(1) == "name" else str(position), pattern
-    )
-
-
-def _data_address_problem(pattern: str) -> str | None:
-    unknown = [f for f in DATA_ADDRESS_FIELD.findall(pattern) if f not in ("name", "n")]
-    if unknown:
-        return f"unknown field {{{unknown[0]}}} (fields: {{name}}, {{n}})"
-    return None
-
-
-def private_file_problem(path: str) -> str | None:
-    """A key file that is missing or unreadable is a problem; one others may read, a warning."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as error:
-        return f"cannot read the key file {path}: {error.strerror}"
-    if not os.access(path, os.R_OK):
-        return f"cannot read the key file {path}: permission denied"
-    if mode & 0o077:
-        print(
-            f"storbench: warning: key file {path} can be read by other users (mode"
-            f" {mode & 0o777:o}); OpenSSH refuses such keys: chmod 600 {path}",
-            file=sys.stderr,
-        )
-    return None
-
-
-HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # <host>.json is a file name
-_NODE_RANGE = re.compile(r"\[([^\[\]]*)\]")
-_RANGE_PART = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
-_NODESET_OPERATORS = re.compile(r"[!&^]")
-
-
-def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:
-    """The host names of a ClusterShell node set; [] with a problem when it is unusable."""
-    # lazy: loads ClusterShell
-    from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetException
-
-    most = _most_nodes(nodes_text)
-    if most > MAX_HOSTS_PER_GROUP:  # checked before expanding: node[1-1000000000] fills memory
-        bound = "up to " if _NODESET_OPERATORS.search(nodes_text) else ""
-        problems.append(
-            f"{key}: {nodes_text!r} expands to {bound}{most} hosts "
-            f"(more than MAX_HOSTS_PER_GROUP = {MAX_HOSTS_PER_GROUP}; split the group)"
-        )
-        return []
-    try:
-        # no group resolver: '@group' and '*' would run ClusterShell's group upcall commands
-        nodes = list(NodeSet(nodes_text, resolver=RESOLVER_NOGROUP))
-    except NodeSetException as error:
-        problems.append(f"{key}: malformed host range {nodes_text!r}: {error}")
-        return []
-    if not nodes:
-        problems.append(f"{key}: {nodes_text!r} expands to no host")
-        return []
-    bad = [node for node in nodes if not HOST_NAME.fullmatch(node)]
-    if bad:
-        within = f" in {nodes_text!r}" if bad[0] != nodes_text else ""
-        problems.append(
-            f"{key}: bad host name {bad[0]!r}{within} (up to 200 letters, digits, '.', '-', "
-            "'_', first not '.' or '-'; ClusterShell groups such as '@rack1' are not resolved)"
-        )
-        return []
-    reserved = [node for node in nodes if node in RESERVED_HOST_NAMES]
-    if reserved:
-        problems.append(
-            f"{key}: host name {reserved[0]!r} is storbench's own (reserved:"
-            f" {', '.join(sorted(RESERVED_HOST_NAMES))}); give the host another name and its"
-            " address in 'address'"
-        )
-        return []
-    return nodes
-
-
-def _most_nodes(nodes_text: str) -> int:
-    """How many names a node set has at most, counted from its ranges without expanding them."""
-    terms = re.split(r"[,!&^](?![^\[]*\])", nodes_text)  # separators outside brackets
-    total = 0
-    for term in terms:
-        count = 1
-        for ranges in _NODE_RANGE.findall(term):
-            count *= sum(_range_length(part) for part in ranges.split(","))
-        total += count
-    return total
-
-
-def _range_length(part: str) -> int:
-    match = _RANGE_PART.match(part.strip())
-    if not match:
-        return 1  # not a range NodeSet reads: it reports the error itself
-    first, last, step = match.groups()
-    if last is None:
-        return 1
-    return max(0, (int(last) - int(first)) // int(step or 1) + 1)
-
-
 def _experiment(
     name: str,
     spec: dict,
@@ -744,7 +310,7 @@ def _experiment(
             problems.append(
                 f"{key}.hosts: unknown host group {group!r} (defined: {', '.join(raw['hosts'])})"
             )
-    _check_each_host_once(key, groups, host_groups, problems)
+    check_each_host_once(key, groups, host_groups, problems)
     target_names = [spec["target"]] if isinstance(spec["target"], str) else list(spec["target"])
     for target_name in target_names:
         if target_name not in raw["targets"]:
@@ -890,22 +456,18 @@ def _command_option_problems(name: str, experiment: Experiment, runs) -> list[st
 
 def _tool(spec: dict):
     """The adapter of an experiment's tool (known: unknown tools are reported first)."""
-
     return get_tool(spec["tool"])
 
 
 def _known_tools() -> list[str]:
-
     return known_tools()
 
 
 def _tools_by_name(name: str):
-
     return get_tool(name).capabilities
 
 
 def _tools_with(capability: str) -> str:
-
     names = [n for n in known_tools() if getattr(get_tool(n).capabilities, capability)]
     return ", ".join(names) or "none"
 
@@ -1152,19 +714,6 @@ def _warn_short_runs(name: str, experiment) -> None:
         )
 
 
-def _gateway_fits(key: str, group: dict, problems: list[str]) -> bool:
-    """A gateway is how connection tree reaches the hosts: neither makes sense alone."""
-    tree = group.get("connection") == "tree"
-    if tree != ("gateway" in group):
-        where = f"{key}.gateway" if tree else f"{key}.connection"
-        problems.append(f"{where}: connection tree and a gateway go together")
-        return False
-    if tree and (group["transport"] != "ssh" or "jump" in group):
-        problems.append(f"{key}.gateway: a gateway reaches ssh hosts, with no jump host")
-        return False
-    return True
-
-
 def _warn_service_behind_jump(name: str, experiment, groups: dict) -> None:
     """Only the sessions go through a jump host: a service's own client connects from here."""
     if experiment.execution != "service":
@@ -1338,73 +887,6 @@ def _check_network(network: dict, host_groups: dict, problems: list[str]) -> Non
                 problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
 
 
-@dataclass(frozen=True)
-class CompareSide:
-    source: str  # as written in the config
-    experiment: str | None  # the experiment it names; None for a path
-    summary: str  # the summary.parquet to read
-
-
-@dataclass(frozen=True)
-class CompareEntry:
-    name: str  # folder under reports/compare/
-    a: CompareSide
-    b: CompareSide
-    thresholds: dict
-
-
-def comparisons(raw: dict) -> list[CompareEntry]:
-    """The config's compare entries; a side with a '/' is a path, otherwise an experiment."""
-    entries = []
-    for spec in raw.get("compare") or []:
-        a, b = compare_side(spec["a"]), compare_side(spec["b"])
-        name = spec.get("name") or f"{side_label(a)}_vs_{side_label(b)}"
-        entries.append(CompareEntry(name, a, b, dict(spec.get("thresholds") or {})))
-    return entries
-
-
-def compare_side(source: str) -> CompareSide:
-    if "/" not in source:
-        return CompareSide(source, source, paths.summary(source))
-    path = Path(source)
-    summary = path if path.suffix == ".parquet" else path / "summary.parquet"
-    return CompareSide(source, None, str(summary))
-
-
-def side_label(side: CompareSide) -> str:
-    """The experiment's name, or the path as a folder-name-safe label."""
-    if side.experiment is not None:
-        return side.experiment
-    folder = Path(side.summary).parent
-    return re.sub(r"[^A-Za-z0-9.-]+", "-", str(folder)).strip("-.") or "results"
-
-
-def _compare_problems(raw: dict) -> list[str]:
-    problems: list[str] = []
-    seen: dict = {}
-    entries = comparisons(raw)
-    for index, entry in enumerate(entries):
-        for key, side in (("a", entry.a), ("b", entry.b)):
-            if side.experiment is not None and side.experiment not in raw["experiments"]:
-                problems.append(
-                    f"compare[{index}].{key}: unknown experiment {side.experiment!r} "
-                    f"(defined: {', '.join(raw['experiments'])}; a results folder is a path "
-                    "with a '/', e.g. ./old-results/demo)"
-                )
-            elif side.experiment is None and not Path(side.summary).is_file():
-                problems.append(
-                    f"compare[{index}].{key}: no {side.summary!r}; expected a results folder "
-                    "holding summary.parquet, or the file itself"
-                )
-        if entry.name in seen:
-            problems.append(
-                f"compare[{index}].name: {entry.name!r} is also the name of "
-                f"compare[{seen[entry.name]}]; give one of them another name"
-            )
-        seen.setdefault(entry.name, index)
-    return problems
-
-
 def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
     if experiment.steps is None:
         return
@@ -1487,7 +969,7 @@ def _has_control_characters(text: str) -> bool:
 def _control_character_problems(raw: dict) -> list[str]:
     """Every string but free text: a newline in a path or name would inject job-file lines."""
     return [
-        f"{_key_path(path)}: {CONTROL_CHARACTERS_PROBLEM}"
+        f"{key_path(path)}: {CONTROL_CHARACTERS_PROBLEM}"
         for path, text in _strings(raw, ())
         if _has_control_characters(text) and not _is_free_text(path)
     ]
@@ -1573,23 +1055,3 @@ def _prepared_values(raw: dict):
     for prefix, job in jobs:
         for option, value in (job or {}).items():
             yield f"{prefix}.{option}", option, value
-
-
-_SECRET_KEY = re.compile(r"password|passwd|secret|token|access_key|credential", re.IGNORECASE)
-REDACTED = "***redacted***"
-
-
-def redacted(value):
-    """A copy with the values of secret-looking keys replaced, for reports and logs."""
-    if isinstance(value, dict):
-        return {
-            key: REDACTED if _SECRET_KEY.search(str(key)) else redacted(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [redacted(item) for item in value]
-    return value
-
-
-def redacted_yaml(value) -> str:
-    return yaml.safe_dump(redacted(value), sort_keys=False, default_flow_style=False)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 import sys
 from dataclasses import dataclass
+
+import yaml
 
 
 class SecretError(RuntimeError):
@@ -83,3 +86,23 @@ def scrub(text: str, secrets) -> str:
         if value:
             text = text.replace(value, "***")
     return text
+
+
+_SECRET_KEY = re.compile(r"password|passwd|secret|token|access_key|credential", re.IGNORECASE)
+REDACTED = "***redacted***"
+
+
+def redacted(value):
+    """A copy with the values of secret-looking keys replaced, for reports and logs."""
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if _SECRET_KEY.search(str(key)) else redacted(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    return value
+
+
+def redacted_yaml(value) -> str:
+    return yaml.safe_dump(redacted(value), sort_keys=False, default_flow_style=False)

@@ -12,9 +12,9 @@ import json
 import re
 
 from storbench.config import search as search_config
-from storbench.config.campaign import redacted, redacted_yaml
 from storbench.core import paths
 from storbench.core.model import Campaign, Run
+from storbench.core.secrets import redacted, redacted_yaml
 from storbench.core.specs import CleanupSpec
 from storbench.plan import preparation as prepare_plan
 from storbench.plan import specs

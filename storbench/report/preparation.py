@@ -33,7 +33,6 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from storbench.analysis import writecliff
-from storbench.config.campaign import redacted_yaml
 from storbench.core import atomic, report_units
 from storbench.core.markers import FLUSH_KEYS, PREPARED_KEYS, STAGE_KEYS, read_marker
 from storbench.core.numbers import (
@@ -41,6 +40,7 @@ from storbench.core.numbers import (
     format_number,
     is_missing,
 )
+from storbench.core.secrets import redacted_yaml
 from storbench.core.units import size_label
 from storbench.report import tables
 from storbench.report.toolkit import (

@@ -20,6 +20,8 @@ import yaml
 
 from storbench import cli
 from storbench.config import campaign as config
+from storbench.config import host_groups
+from storbench.config.source import load_yaml
 from storbench.plan import specs as plan
 from tests.workflow.test_workflow import REPO, SNAKEMAKE
 
@@ -142,7 +144,7 @@ def test_merge_keys_may_override_without_being_duplicates(tmp_path):
     )
     with pytest.raises(config.ConfigError, match="x-job: unknown key"):
         config.load_campaign_file(path)  # the anchor's own key is not in the schema ...
-    raw = config.load_yaml(path)  # ... but the override of a merged key is no duplicate
+    raw = load_yaml(path)  # ... but the override of a merged key is no duplicate
     assert raw["experiments"]["demo"]["job"] == {"bs": "1m", "rw": "read"}
 
 
@@ -264,7 +266,7 @@ ELASTIFILE = REPO / "config/examples/elastifile.yaml"
 def test_a_bad_dataset_option_is_named_once_at_the_dataset(option, value, expected):
     """Before: a count that was no number stopped `check` with a traceback, and the two
     experiments using the dataset were told it was unknown, or repeated its problem."""
-    raw = config.load_yaml(ELASTIFILE)
+    raw = load_yaml(ELASTIFILE)
     raw["datasets"]["working_set"]["job"][option] = value
     with pytest.raises(config.ConfigError) as caught:
         config.load_campaign(raw)
@@ -412,7 +414,7 @@ def test_the_host_cap_itself_is_allowed():
     raw = copy.deepcopy(VALID)
     raw["hosts"]["clients"]["nodes"] = "n[1-4096]"
     names = [host["name"] for host in config.load_campaign(raw).host_groups["clients"]]
-    assert len(names) == config.MAX_HOSTS_PER_GROUP == 4096
+    assert len(names) == host_groups.MAX_HOSTS_PER_GROUP == 4096
     assert names[0] == "n1" and names[-1] == "n4096"
 
 

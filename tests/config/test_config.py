@@ -4,7 +4,9 @@ import copy
 
 import pytest
 
-from storbench.config.campaign import ConfigError, load_campaign, load_yaml, redacted_yaml
+from storbench.config.campaign import load_campaign
+from storbench.config.source import ConfigError, load_yaml
+from storbench.core.secrets import redacted_yaml
 
 VALID = {
     "hosts": {

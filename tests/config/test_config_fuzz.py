@@ -11,6 +11,7 @@ import random
 import pytest
 
 from storbench.config import campaign as config
+from storbench.config.source import load_yaml
 from tests.workflow.test_workflow import REPO
 
 EXAMPLES = sorted((REPO / "config/examples").glob("*.yaml")) + [REPO / "config/config.yaml"]
@@ -44,7 +45,7 @@ def mutated(raw: dict, chance: random.Random) -> dict:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.name)
 def test_a_mutated_config_is_refused_with_its_problems_named(example):
-    raw = config.load_yaml(example)
+    raw = load_yaml(example)
     chance = random.Random(example.name)
     refused = 0
     for _ in range(MUTATED_CONFIGS):

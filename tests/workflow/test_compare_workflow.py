@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from storbench.config import campaign as storbench_config
+from storbench.config import compare as config_compare
 from tests.workflow.test_workflow import snakemake, tiny_config
 
 # Both sides are throttled so their IOPS are steady: B is a quarter of A, a clear drop.
@@ -172,12 +173,12 @@ def test_compare_entries_are_checked(tmp_path):
 
 
 def test_default_names():
-    entries = storbench_config.comparisons(
+    entries = config_compare.comparisons(
         {"compare": [{"a": "../old/results/demo/summary.parquet", "b": "demo"}]}
     )
     (entry,) = entries
     assert entry.name == "old-results-demo_vs_demo"
-    assert entry.a == storbench_config.CompareSide(
+    assert entry.a == config_compare.CompareSide(
         "../old/results/demo/summary.parquet", None, "../old/results/demo/summary.parquet"
     )
-    assert entry.b == storbench_config.CompareSide("demo", "demo", "results/demo/summary.parquet")
+    assert entry.b == config_compare.CompareSide("demo", "demo", "results/demo/summary.parquet")

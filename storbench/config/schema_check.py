@@ -1,0 +1,86 @@
+"""The config's JSON schema (config/schema.yaml) and its errors in words: each as
+'<key path>: <problem>', the branch a value meant rather than the first one tried, and name
+and address patterns spelled out.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import yaml
+
+from storbench.config.source import FAST_SAFE_LOADER, key_path
+from storbench.core import paths
+
+SCHEMA_PATH = paths.SCHEMA_PATH
+
+
+@cache
+def _validator():
+    import jsonschema  # lazy: loads jsonschema
+
+    schema = yaml.load(SCHEMA_PATH.read_text(), Loader=FAST_SAFE_LOADER)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_problems(raw: dict) -> list[str]:
+    problems = []
+    for error in _validator().iter_errors(raw):
+        problems.append(_describe_schema_error(error))
+    return sorted(set(problems))
+
+
+_NAME_RULES = {  # the name patterns of config/schema.yaml, in words
+    "^[A-Za-z0-9][A-Za-z0-9_.-]*$": "letters, digits, '_', '.', '-'; first a letter or digit",
+    "^[a-z][a-z0-9_]*$": "lowercase letters, digits, '_'; first a letter",
+}
+_ADDRESS = "a host name or IP address: letters, digits, . : _ -, an IPv6 address bare or in [ ]"
+_VALUE_RULES = {  # the address patterns of config/schema.yaml, in words
+    "^[A-Za-z0-9][A-Za-z0-9.:_-]*$": "a host name or IP address: letters, digits, . : _ -",
+    "^[A-Za-z0-9:\\[][A-Za-z0-9.:_\\[\\]-]*$": _ADDRESS,
+    "^[A-Za-z0-9{:\\[][A-Za-z0-9.:_{}\\[\\]-]*$": f"{_ADDRESS}, with {{name}} and {{n}}",
+}
+
+
+def _describe_schema_error(error) -> str:
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"{key_path(path + extra[:1])}: unknown key" + (
+            f" (also {', '.join(map(repr, extra[1:]))})" if len(extra) > 1 else ""
+        )
+    if error.validator == "propertyNames":
+        return f"{key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
+    if error.validator == "maxLength" and "propertyNames" in error.absolute_schema_path:
+        return (
+            f"{key_path(path)}: bad name {error.instance[:40]!r}... ({len(error.instance)} "
+            f"characters; at most {error.validator_value})"
+        )
+    if error.validator == "pattern" and "propertyNames" in error.absolute_schema_path:
+        rule = _NAME_RULES.get(error.validator_value, f"must match {error.validator_value!r}")
+        return f"{key_path(path)}: bad name {error.instance!r} ({rule})"
+    if error.validator == "pattern" and error.validator_value in _VALUE_RULES:
+        return f"{key_path(path)}: {error.instance!r} is not {_VALUE_RULES[error.validator_value]}"
+    if error.validator == "pattern" and "description" in error.schema:
+        return f"{key_path(path)}: {error.message} ({error.schema['description']})"
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        return _describe_alternatives(error, path)
+    if error.validator == "required":
+        return f"{key_path(path)}: {error.message}"
+    return f"{key_path(path)}: {error.message}"
+
+
+def _describe_alternatives(error, path) -> str:
+    """Describe the branch the instance meant (its `type` matched), not the first one tried."""
+    branches: dict = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    meant = [errs for errs in branches.values() if not any(e.validator == "const" for e in errs)]
+    if len(meant) == 1:
+        return _describe_schema_error(min(meant[0], key=lambda e: len(list(e.absolute_path))))
+    consts = [e for e in error.context if e.validator == "const"]
+    if not meant and consts:
+        allowed = ", ".join(str(e.validator_value) for e in consts)
+        return f"{key_path(list(consts[0].absolute_path))}: must be one of {allowed}"
+    best = min(error.context, key=lambda e: len(list(e.absolute_path)))
+    return f"{key_path(path)}: {best.message}"

@@ -1,0 +1,166 @@
+"""A campaign config's YAML source: reading it safely, and naming each problem's line.
+
+``load_yaml`` refuses duplicate keys, non-UTF-8 bytes, YTE templates and anything but a
+mapping; ``with_lines`` adds to each '<key path>: <problem>' the line of the config file
+that has the key (or the nearest key above it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+# libyaml's loader when PyYAML has it: the schema is read by every Snakemake start (40x faster)
+FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MERGE_TAG = "tag:yaml.org,2002:merge"  # '<<: *base' in a mapping
+
+
+class ConfigError(ValueError):
+    """A config problem; ``problems`` holds one '<key path>: <problem>' line each."""
+
+    def __init__(self, problems: list[str], source: str = "config"):
+        self.problems = list(dict.fromkeys(problems))  # one check may meet a value twice
+        self.source = source
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid {source}:\n{lines}")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, but a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:  # '<<: *base', overridable keys
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first on line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
+            seen.setdefault(key, key_node.start_mark.line)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: str | os.PathLike) -> dict:
+    try:
+        with open(path, "rb") as handle:
+            raw_bytes = handle.read()
+    except OSError as error:
+        raise ConfigError([f"cannot read: {error.strerror}"], source=str(path)) from error
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw_bytes[: error.start].count(b"\n") + 1
+        raise ConfigError(
+            [f"line {line}: not UTF-8 text (byte {raw_bytes[error.start]:#04x})"], source=str(path)
+        ) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as error:
+        raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise ConfigError(
+            ["nested too deeply to be a campaign config (YAML parser recursion limit)"],
+            source=str(path),
+        ) from None
+    if data is None:
+        raise ConfigError(["the file is empty (expected hosts, targets, experiments)"], str(path))
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise ConfigError([f"the top level must be a mapping, not a {kind}"], source=str(path))
+    if YTE_KEY in data:
+        raise ConfigError([yte_problem(text)], source=str(path))
+    return data
+
+
+YTE_KEY = "__use_yte__"
+
+
+def yte_problem(text: str) -> str:
+    """Why a config that asks for YTE is refused, naming the key's line."""
+    line = next((n for n, row in enumerate(text.splitlines(), 1) if row.startswith(YTE_KEY)), None)
+    where = f"line {line}: " if line else ""
+    return (
+        f"{where}{YTE_KEY}: this file asks Snakemake to evaluate it as a YTE template, which"
+        " runs the Python expressions in it while Snakemake loads the file, before storbench"
+        " sees it (under `snakemake` they have run already, even with -n). storbench refuses"
+        " such configs: vet a config from someone else with `storbench check` first (it never"
+        " evaluates them) and write plain YAML"
+    )
+
+
+def with_lines(error: ConfigError, files: list) -> ConfigError:
+    """The error with each problem's line in the config files it was read from (a later
+    file's key wins, as in Snakemake's merge of several --configfile)."""
+    lines: dict[str, tuple[str, int]] = {}
+    for path in files:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        lines.update((key, (str(path), line)) for key, line in key_lines(text).items())
+    if not lines:
+        return error
+    several = len(files) > 1
+    located = []
+    for problem in error.problems:
+        found = _line_of(problem.split(": ", 1)[0], lines)
+        if found is None:
+            located.append(problem)
+            continue
+        path, line = found
+        located.append(f"{problem} ({path} line {line})" if several else f"{problem} (line {line})")
+    return ConfigError(located, error.source)
+
+
+def _line_of(key: str, lines: dict[str, tuple[str, int]]) -> tuple[str, int] | None:
+    """The line of the key, else of the nearest key above it that the file has."""
+    if key in lines:
+        return lines[key]
+    above = [k for k in lines if key.startswith(f"{k}.") or key.startswith(f"{k}[")]
+    return lines[max(above, key=len)] if above else None
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Each key path of a YAML text ('experiments.demo.sweep.bs[1]', as problems name them)
+    -> the 1-based line it is on; {} for a text that is not YAML."""
+    try:
+        root = yaml.compose(text, Loader=FAST_SAFE_LOADER)
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    lines: dict[str, int] = {}
+    walked: set[int] = set()
+
+    def walk(node, parts: tuple) -> None:
+        if id(node) in walked:  # an alias: the lines are its anchor's, named already
+            return
+        walked.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
+                    continue  # '<<: *base': the merged keys' lines are the anchor's
+                path = (*parts, key_node.value)
+                lines.setdefault(key_path(path), key_node.start_mark.line + 1)
+                walk(value, path)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                path = (*parts, index)
+                lines.setdefault(key_path(path), item.start_mark.line + 1)
+                walk(item, path)
+
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def key_path(parts) -> str:
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
