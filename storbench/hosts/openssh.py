@@ -3,7 +3,8 @@
 The first command for a host starts an OpenSSH master connection (ControlMaster) in the
 background. Every later command, from any step and any process of the campaign, is a session
 multiplexed over it: no new TCP connection, key exchange or authentication per step. The
-master closes itself after PERSIST_S without sessions, or with ``storbench disconnect``.
+master closes itself after PERSIST_S without sessions, or at `snakemake cleanup`
+(``transport.disconnect``).
 
 Files move through the same sessions (cat, tar), so the hosts need no SFTP subsystem. A tool's
 session keeps its stdin open: when storbench dies the session ends and the guard on the host
