@@ -10,8 +10,6 @@ import re
 import sys
 from dataclasses import dataclass
 
-import yaml
-
 
 class SecretError(RuntimeError):
     pass
@@ -105,4 +103,6 @@ def redacted(value):
 
 
 def redacted_yaml(value) -> str:
+    import yaml  # lazy: the run path imports this module for credentials alone
+
     return yaml.safe_dump(redacted(value), sort_keys=False, default_flow_style=False)

@@ -1,9 +1,10 @@
-"""The benchmark run path imports nothing heavy: no pandas, pyarrow or matplotlib."""
+"""The benchmark run path imports nothing heavy: no pandas, pyarrow or matplotlib, nor the
+config's and the job files' libraries (YAML, JSON schema, Jinja), whose steps come before it."""
 
 import subprocess
 import sys
 
-HEAVY = ("pandas", "pyarrow", "matplotlib", "fabric", "paramiko")
+HEAVY = ("pandas", "pyarrow", "matplotlib", "fabric", "paramiko", "yaml", "jsonschema", "jinja2")
 
 
 def test_run_step_for_a_local_host_imports_nothing_heavy():
