@@ -1,10 +1,11 @@
 """Comparison of two experiments or result folders (e.g. before/after a firmware change).
 
-``build_comparison`` reads the per-iteration rows of two sides A and B (an experiment's
-``results/<experiment>/summary.parquet``, or the folder holding it), matches their cells by
-workload, and writes into ``reports/compare/<A>_vs_<B>/``: comparison.csv (one row per
-matched cell and metric, full precision), unmatched.csv, comparison.md, index.html
-(self-contained: one figure as a base64 PNG) and regressions.json.
+``compare`` takes the per-iteration rows of two sides A and B (``load_side``: an
+experiment's ``results/<experiment>/summary.parquet``, or the folder holding it), matches
+their cells by workload and computes the changes; ``storbench.report.compare.build_comparison``
+writes them into ``reports/compare/<A>_vs_<B>/``: comparison.csv (one row per matched cell and
+metric, full precision), unmatched.csv, comparison.md, index.html (self-contained: one figure
+as a base64 PNG) and regressions.json.
 
 Matching. Only rows of the aggregate over all hosts (host 'all') count, the last attempt of
 each iteration. A cell of one side is (experiment, run_id, job, op) as in ``stats``; cells are

@@ -770,7 +770,8 @@ def _check_controller_address(name: str, experiment, groups: dict, problems: lis
 
 
 def _check_target_set(key: str, spec: dict, names: list[str], raw: dict, problems: list[str]):
-    """One job file drives every target of a set: same kind, and the tool must be fio."""
+    """One job file drives every target of a set: same kind, and a tool whose adapter has
+    target sets (capabilities.target_sets)."""
     types = {raw["targets"][n]["type"] for n in names if n in raw["targets"]}
     if len(types) > 1 or types & {"s3"}:
         problems.append(

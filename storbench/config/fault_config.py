@@ -3,8 +3,9 @@
 ``check_faults`` refuses fault commands unless the experiment says ``allow_faults: true``,
 and checks each event's host, offsets and recovery against the workload. ``fault_settings``
 gives the analysis settings. ``soak_plan`` turns ``soak: {duration, chunk}`` into the number
-of chunks (the experiment's iterations) and the job's runtime. fio jobs of both kinds get
-``status_interval: 1s`` when they do not set one, so the per-interval series exists.
+of chunks (the experiment's iterations) and the job's runtime. The per-interval series both
+need comes from the tool's adapter (``with_interval_series``, applied by config.campaign:
+fio's ``status_interval: 1s`` when the job does not set one).
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ def _digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-# --- loading (called from config.load_campaign) -----------------------------------------------
+# --- loading (called from config.campaign.load_campaign) ------------------------------------------
 
 
 def load(

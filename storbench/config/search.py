@@ -2,7 +2,7 @@
 
 A search experiment has a chain of probe jobs ``p01`` ... ``pNN`` (N = :func:`probe_budget`).
 Each probe job reads the markers of the probes before it, asks ``slo_search.next_probe``
-what to run, runs that fio job on every host and publishes its marker
+what to run, runs that job (fio or vdbench) on every host and publishes its marker
 ``results/<experiment>/search/<probe>.json``; once the search is done the remaining probes
 publish a ``done`` marker without touching a host. A killed search resumes at its first
 missing marker, and the decision is the same because it depends only on the markers.

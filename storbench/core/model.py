@@ -38,7 +38,7 @@ class Experiment:
     precondition: str | None = None  # a preconditioning recipe run on the target first
     flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush
     prep_state: str | None = None  # label of the preparation state, e.g. 'afa, after flush'
-    search: dict | None = None  # latency-SLO search settings (storbench.plan.search.settings)
+    search: dict | None = None  # latency-SLO search settings (storbench.config.search.settings)
     faults: tuple = ()  # fault events run during the workload (storbench.run.faults)
     fault_analysis: dict | None = None  # dip and recovery settings (storbench.config.fault_config)
     soak: dict | None = None  # chunks of a soak run (storbench.config.fault_config.soak_plan)

@@ -1,8 +1,9 @@
 """Run commands and move files on benchmark client hosts: locally, or over SSH.
 
-Two SSH clients: paramiko (fabric), one connection per step, and the system's OpenSSH
+Three ways over SSH: paramiko (fabric), one connection per step; the system's OpenSSH
 client over one persistent multiplexed connection per host (``connection: persistent``,
-storbench.hosts.openssh). The shared interface and shell helpers are in storbench.hosts.base.
+storbench.hosts.openssh); and ClusterShell's tree mode through a gateway (``connection:
+tree``, storbench.hosts.tree). The shared interface and shell helpers are in storbench.hosts.base.
 
 Every command runs under coreutils ``timeout`` so a hung tool is stopped on the
 host itself, and a run() that is interrupted kills its tool before re-raising.

@@ -10,7 +10,7 @@ Data::
 
     Objective(limit_ns=2e6, latency="p99", metric="iops", tolerance=0.02, min_achieved=0.99)
     Objective.from_config({"metric": "iops", "latency": "p99", "limit": "2ms"})
-    Probe(phase, iodepth, offered_iops, achieved_iops, latency_ns)   # one finished fio run
+    Probe(phase, iodepth, offered_iops, achieved_iops, latency_ns)   # one finished run
     Decision(action, iodepth, offered_iops, reason)                  # what to run next
 
 ``phase`` is ``closed`` (fixed queue depth), ``open`` (bisection probe at an offered rate) or

@@ -34,8 +34,9 @@ from storbench.core import histogram, report_units, results
 from storbench.core.numbers import NO_VALUE, NS_PER_US, format_number, is_missing, scaled  # noqa: E402
 from storbench.core.specs import Manifest  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
+from storbench.report import environment, selection, tables
+from storbench.report import figures as report_figures
 from storbench.report import paper_tables as report_tables
-from storbench.report import selection, tables
 from storbench.report.cells import (
     bandwidth_unit,
     format_cov,
@@ -151,11 +152,6 @@ def build_report(
     raw = read_results(results_source)
     summary = stats.summarize(raw)
     written: dict[str, Path] = {}
-
-    from storbench.report import environment  # report_figures builds on this module
-
-    # lazy: loads jinja2, matplotlib, numpy, pandas, pyarrow
-    from storbench.report import figures as report_figures
 
     series = _read_timeseries(timeseries_source)
     figures = []

@@ -36,7 +36,8 @@ CAPTION = (
 
 
 def settings_from(meta: dict) -> fault_analysis.FaultSettings:
-    """The experiment's fault_analysis settings (config.fault_settings fills in defaults)."""
+    """The experiment's fault_analysis settings (config.fault_config.fault_settings fills in
+    defaults)."""
     return fault_analysis.FaultSettings(
         **{**fault_config.FAULT_ANALYSIS_DEFAULTS, **(meta.get("fault_analysis") or {})}
     )

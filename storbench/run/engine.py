@@ -593,7 +593,7 @@ def _host_record(tool, result: HostResult) -> dict:
 
 
 class ControllerWatch:
-    """A thread that SIGTERMs this process (see hosts.raise_interrupt) when a process of
+    """A thread that SIGTERMs this process (see hosts.base.raise_interrupt) when a process of
     controller_chain() is gone: a SIGKILLed Snakemake must not leave its tools running."""
 
     def __init__(self, poll_s: float = CONTROLLER_POLL_S):

@@ -1,4 +1,4 @@
-"""elbencho's result files (3.1-10; shared/fixtures/elbencho/README.md) -> result rows.
+"""elbencho's result files (3.1-10; tests/fixtures/elbencho/README.md) -> result rows.
 
 elbencho appends one record per finished phase to each result file it is given, in the same
 order, so a result folder holds the same phase sequence three times:

@@ -1,6 +1,6 @@
 """Read a vdbench output folder (``-o DIR``) into result rows and time-series rows.
 
-Files read (the fixture README, /work/shared/fixtures/vdbench/README.md, describes them):
+Files read (the fixture README, tests/fixtures/vdbench/README.md, describes them):
 
 - ``flatfile.html``: one whitespace-separated row per reporting interval, and an
   ``avg_<first>-<last>`` row closing every run (vdbench's first interval, or ``warmup=``, is
