@@ -120,6 +120,8 @@ class Run:
 TRANSPORTS = ("local", "ssh")
 # per-step: paramiko, a new connection per step; persistent: one OpenSSH master per host, kept
 CONNECTIONS = ("per-step", "persistent", "tree")
+# one login per host for the whole campaign, and no fan-out cap for paramiko's in-process crypto
+DEFAULT_CONNECTION = "persistent"
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ class Host:
     gateway_python: str = "python3"  # the gateway's python, with ClusterShell installed
     connect_timeout: float = 10.0
     host_key_check: bool = True
-    connection: str = "per-step"  # how an SSH host is reached: one of CONNECTIONS
+    connection: str = DEFAULT_CONNECTION  # how an SSH host is reached: one of CONNECTIONS
     known_hosts: str | None = None  # extra known_hosts file, ~ expanded
     workdir: str = "/tmp/storbench"  # scratch dir on the host for job files and tool output
     group: str | None = None  # the config's host group it came from

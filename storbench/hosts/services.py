@@ -20,7 +20,7 @@ from pathlib import Path
 
 from storbench.core import paths
 from storbench.core.addresses import bare, with_port
-from storbench.core.model import Host
+from storbench.core.model import DEFAULT_CONNECTION, Host
 from storbench.hosts import open_files
 from storbench.hosts.base import TERM_GRACE_S
 from storbench.hosts.transport import HostError, open_transport
@@ -58,7 +58,7 @@ def fanout(hosts: Sequence[dict] = ()) -> int:
             raise ValueError(f"{FANOUT_VARIABLE} must be a whole number >= 1, got {text!r}")
         return int(text)
     per_step = any(
-        host.get("transport") == "ssh" and host.get("connection", "per-step") == "per-step"
+        host.get("transport") == "ssh" and host.get("connection", DEFAULT_CONNECTION) == "per-step"
         for host in hosts
     )
     return PER_STEP_FANOUT if per_step else DEFAULT_FANOUT

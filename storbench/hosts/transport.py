@@ -1,9 +1,10 @@
 """Run commands and move files on benchmark client hosts: locally, or over SSH.
 
-Three ways over SSH: paramiko (fabric), one connection per step; the system's OpenSSH
-client over one persistent multiplexed connection per host (``connection: persistent``,
-storbench.hosts.openssh); and ClusterShell's tree mode through a gateway (``connection:
-tree``, storbench.hosts.tree). The shared interface and shell helpers are in storbench.hosts.base.
+Three ways over SSH: the system's OpenSSH client over one persistent multiplexed connection
+per host (``connection: persistent``, the default; storbench.hosts.openssh); paramiko
+(fabric), one connection per step (``connection: per-step``); and ClusterShell's tree mode
+through a gateway (``connection: tree``, storbench.hosts.tree). The shared interface and
+shell helpers are in storbench.hosts.base.
 
 Every command runs under coreutils ``timeout`` so a hung tool is stopped on the
 host itself, and a run() that is interrupted kills its tool before re-raising.

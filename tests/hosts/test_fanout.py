@@ -12,8 +12,11 @@ def test_the_default_fanout_covers_large_fleets(monkeypatch):
     ]
     assert services.fanout(persistent) == 512
     assert services.fanout([{"name": "localhost", "transport": "local"}]) == 512
+    # an SSH group that does not say how it is reached gets persistent connections
+    assert services.fanout([{"name": "c8", "transport": "ssh"}]) == 512
     # paramiko's handshakes run in this process: fewer at once
-    assert services.fanout([*persistent, {"name": "c9", "transport": "ssh"}]) == 64
+    per_step = {"name": "c9", "transport": "ssh", "connection": "per-step"}
+    assert services.fanout([*persistent, per_step]) == 64
 
 
 def test_the_fanout_comes_from_the_environment(monkeypatch):

@@ -23,7 +23,7 @@ from storbench.hosts.transport import HostError, open_transport
 from tests.sshd import free_port, generate_key, lab_host, start_sshd
 
 
-@pytest.fixture(params=["local", "ssh", "persistent", "tree"])
+@pytest.fixture(params=["local", "per-step", "persistent", "tree"])
 def host(request, tmp_path) -> Host:
     """The same tests against the local transport and the first SSH host, reached with
     paramiko (a connection per step), over a persistent OpenSSH connection, and through a
@@ -31,14 +31,12 @@ def host(request, tmp_path) -> Host:
     if request.param == "local":
         return Host(name="localhost", workdir=str(tmp_path / "workdir"))
     ssh_host = request.getfixturevalue("ssh_hosts")[0]
-    if request.param == "persistent":
-        return dataclasses.replace(ssh_host, connection="persistent")
     if request.param == "tree":
         gateway = request.getfixturevalue("tree_gateway")
         return dataclasses.replace(
             ssh_host, connection="tree", gateway=gateway, gateway_python=sys.executable
         )
-    return ssh_host
+    return dataclasses.replace(ssh_host, connection=request.param)
 
 
 @pytest.fixture(params=["per-step", "persistent"])

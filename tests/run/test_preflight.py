@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from storbench.core.model import Host
-from storbench.hosts.transport import HostError, open_transport
+from storbench.hosts.transport import HostError, disconnect, open_transport
 from storbench.run import preflight, room, start
 from storbench.run.preflight import PreflightError, run_preflight
 from tests.minio import free_port
@@ -111,7 +111,9 @@ def test_the_files_there_are_only_counted_when_the_free_space_is_short(tmp_path)
     assert where == str(target) and 4096 <= int(kib) <= 4096 + 64  # 4 MiB, and the folder
 
 
-def test_an_ssh_host_without_sftp_fails_preflight_naming_it(ssh_lab, tmp_path):
+def test_an_ssh_host_without_sftp_fails_preflight_naming_it_only_per_step(ssh_lab, tmp_path):
+    """The default persistent connection moves files through its sessions; paramiko's
+    per-step connection needs the host's SFTP subsystem."""
     server = start_sshd("127.0.0.6", tmp_path / "sshd-nosftp", ssh_lab.authorized_keys, sftp=False)
     try:
         known_hosts = tmp_path / "known_hosts"
@@ -119,10 +121,16 @@ def test_an_ssh_host_without_sftp_fails_preflight_naming_it(ssh_lab, tmp_path):
         host = {"name": "nosftp", "address": "127.0.0.6", "transport": "ssh", "user": "root",
                 "port": server.port, "identity": str(ssh_lab.client_key),
                 "known_hosts": str(known_hosts), "workdir": str(tmp_path / "w")}  # fmt: skip
+        checked = run_preflight(spec("fio", [LOCAL, host], tmp_path / "t"), str(tmp_path / "o"))
+        per_step = {**host, "connection": "per-step"}
         with pytest.raises(PreflightError) as error:
-            run_preflight(spec("fio", [LOCAL, host], tmp_path / "t"), str(tmp_path / "p.json"))
+            run_preflight(spec("fio", [LOCAL, per_step], tmp_path / "t"), str(tmp_path / "p.json"))
     finally:
         server.stop()
+        disconnect([Host.from_dict(host)])
+    by_name = {row["name"]: row for row in checked["hosts"]}
+    expected_version = subprocess.run(["fio", "--version"], capture_output=True, text=True)
+    assert by_name["nosftp"]["tool_version"] == expected_version.stdout.strip()
     message = str(error.value)
     assert message.startswith("exp: preflight failed on 1 of 2 host(s)")
     assert "host nosftp: opening SFTP (is the sftp Subsystem enabled in sshd?)" in message
