@@ -192,6 +192,8 @@ def test_service_runs_wait_for_the_services_and_s3_runs_for_their_bucket(tmp_pat
     assert [s["tool"] for s in cleanup["services"]] == ["fio"]
     assert [h["name"] for h in cleanup["services"][0]["hosts"]] == ["node1", "node2"]
     assert cleanup["buckets"][0]["buckets"] == ["sb-objects"]
+    # the pair's group names no connection: the default, persistent, which cleanup closes
+    assert [h["name"] for h in cleanup["connections"]] == ["node1", "node2"]
 
 
 def test_report_meta_snapshots_only_the_experiments_own_config(tmp_path):
