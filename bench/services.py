@@ -47,11 +47,13 @@ COMMAND_TIMEOUT_S = 60
 
 
 def lab_hosts(lab: SshLab, work: Path) -> list[dict]:
-    """storbench host dicts for every sshd of the lab (as test_scale_out makes them)."""
+    """storbench host dicts for every sshd of the lab (as test_scale_out makes them), reached
+    with paramiko, a connection per step: the variants add persistent and tree themselves."""
     return [
         {
             "name": server.address,
             "transport": "ssh",
+            "connection": "per-step",
             "user": "root",
             "port": server.port,
             "identity": str(lab.client_key),
