@@ -252,11 +252,15 @@ class OpenSSHTransport(Transport):
         ]  # fmt: skip
         self._jump_log().write_bytes(b"")
         limit_s = 2 * self.spec.connect_timeout + CONTROL_TIMEOUT_S
+        # what ssh refuses before it logs (a user name it will not pass on) goes to stderr: a
+        # file, not a pipe, which the master that forks to the background would keep open
+        refused = self._socket.with_suffix(".stderr")
         try:
-            done = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, timeout=limit_s,
-            )  # fmt: skip
+            with refused.open("wb") as stderr:
+                done = subprocess.run(
+                    argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                    timeout=limit_s,
+                )  # fmt: skip
         except subprocess.TimeoutExpired as exc:
             raise self._error(f"unreachable at {self._where()} (timed out after"
                               f" {self.spec.connect_timeout:g}s)") from exc  # fmt: skip
@@ -264,7 +268,8 @@ class OpenSSHTransport(Transport):
             raise self._error(f"cannot start ssh (openssh-client): {exc.strerror}") from exc
         jump_text = self._jump_log().read_text(errors="replace")
         if done.returncode != 0 or not self.master_alive():
-            raise self._connect_error(log.read_text(errors="replace"), jump_text)
+            text = refused.read_text(errors="replace") + log.read_text(errors="replace")
+            raise self._connect_error(text, jump_text)
 
     def _connect_error(self, text: str, jump_text: str):
         spec, where = self.spec, self._where()
@@ -292,6 +297,11 @@ class OpenSSHTransport(Transport):
             )
         if found := UNREACHABLE.search(text):
             return self._error(f"unreachable at {where} ({found.group(1) or found.group(2)})")
+        if "username contains invalid characters" in text:
+            return self._error(
+                f"ssh refuses the user name {spec.user} for {where}: {_last_line(text)}"
+                " (OpenSSH passes no shell metacharacters on)"
+            )
         return self._error(f"ssh connection to {where} failed: {_last_line(text + jump_text)}")
 
     def _connection_lost(self, action: str):

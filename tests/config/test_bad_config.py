@@ -583,11 +583,20 @@ def test_shell_syntax_in_values_runs_nothing_over_ssh(ssh_lab, tmp_path):
     assert_no_canary(canary_dir, tmp_path)
 
 
-def test_shell_syntax_in_the_ssh_user_runs_nothing(ssh_lab, tmp_path):
+@pytest.mark.parametrize(
+    "connection, refusal",
+    [
+        # OpenSSH refuses the name itself; paramiko passes it on and sshd refuses the login
+        ("persistent", "ssh refuses the user name root$(touch"),
+        ("per-step", "ssh authentication failed for user root$(touch"),
+    ],
+)
+def test_shell_syntax_in_the_ssh_user_runs_nothing(ssh_lab, tmp_path, connection, refusal):
     canary_dir, workdir = tmp_path / "canaries", tmp_path / "work"
     canary_dir.mkdir(), workdir.mkdir()
     hosts = ssh_lab.host_groups(1, lambda _: tmp_path / "remote")
     hosts["client1"]["user"] = f"root{canaries(canary_dir, 'user')}"
+    hosts["client1"]["connection"] = connection
     raw = hostile_campaign(canary_dir, tmp_path / "target", hosts, "client1")
     campaign = config.load_campaign(raw)
     (run,) = campaign.experiment_runs("hostile")
@@ -601,7 +610,7 @@ def test_shell_syntax_in_the_ssh_user_runs_nothing(ssh_lab, tmp_path):
     )  # fmt: skip
     address = ssh_lab.servers[0].address
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert f"host {address}: ssh authentication failed for user root$(touch" in result.stderr
+    assert f"host {address}: {refusal}" in result.stderr
     assert not manifest.exists()
     assert_no_canary(canary_dir, tmp_path)
 
