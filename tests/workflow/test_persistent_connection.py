@@ -1,6 +1,7 @@
-"""Hosts reached over one persistent OpenSSH connection each (`connection: persistent`): a
-whole campaign (preflight, telemetry, standalone runs, fio services, cleanup), and a second
-Snakemake invocation of it, authenticate once per host; the results are fio's own numbers."""
+"""Hosts reached over one persistent OpenSSH connection each (`connection: persistent`, what a
+group that names no connection gets): a whole campaign (preflight, telemetry, standalone runs,
+fio services, cleanup), and a second Snakemake invocation of it, authenticate once per host;
+the results are fio's own numbers."""
 
 import json
 
@@ -37,7 +38,7 @@ def campaign(ssh_lab, tmp_path, servers, known_hosts, sizes) -> dict:
         f"client{index}": {
             "transport": "ssh", "nodes": server.address, "user": "root", "port": server.port,
             "identity": str(ssh_lab.client_key), "known_hosts": str(known_hosts),
-            "workdir": str(tmp_path / "remote" / server.address), "connection": "persistent",
+            "workdir": str(tmp_path / "remote" / server.address),  # the default connection
         }
         for index, server in enumerate(servers, start=1)
     }  # fmt: skip
