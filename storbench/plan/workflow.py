@@ -13,7 +13,7 @@ import re
 
 from storbench.config import search as search_config
 from storbench.core import paths
-from storbench.core.model import DEFAULT_CONNECTION, Campaign, Run
+from storbench.core.model import Campaign, Run
 from storbench.core.secrets import redacted, redacted_yaml
 from storbench.core.specs import CleanupSpec
 from storbench.plan import preparation as prepare_plan
@@ -302,8 +302,8 @@ class WorkflowPlan:
             host
             for group in self.campaign.host_groups.values()
             for host in group
+            # transport.disconnect closes what a host's connection keeps open (none per step)
             if host.get("transport") == "ssh"
-            and host.get("connection", DEFAULT_CONNECTION) in ("persistent", "tree")
         ]
         return CleanupSpec(
             services=tuple(services), buckets=tuple(buckets.values()), setups=tuple(setups),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from storbench.analysis import stats
-from storbench.core import report_units
 from storbench.core.numbers import NO_VALUE, NS_PER_US, format_number, is_missing
 from storbench.report.toolkit import COV_MARK, OUTLIER_MARK, bs_label, int_label, rw_label
 
@@ -69,10 +68,3 @@ def workload_cells(row) -> list[str]:
         int_label(row["numjobs"]),
         str(row["op"]),
     ]
-
-
-def bandwidth_unit(
-    summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS
-) -> tuple[str, float]:
-    """GB/s when the largest mean reaches 1 GB/s, MB/s otherwise (GiB/s, MiB/s for binary)."""
-    return report_units.bandwidth_unit(summary["bw_bytes_s_mean"].max(), units)

@@ -38,7 +38,6 @@ from storbench.report import environment, selection, tables
 from storbench.report import figures as report_figures
 from storbench.report import paper_tables as report_tables
 from storbench.report.cells import (
-    bandwidth_unit,
     format_cov,
     format_interval,
     format_mean_sd,
@@ -67,6 +66,7 @@ from storbench.report.toolkit import (
     PERCENTILE_TEXT,
     _text,
     as_base64,
+    bandwidth_unit,
     basis_text,
     bs_label,
     category_axis,
@@ -565,7 +565,7 @@ def bandwidth_figure(summary: pd.DataFrame, units: str = report_units.DEFAULT_UN
     if data.empty:
         return empty_figure("no bandwidth data"), "Bandwidth: no data."
     data = data.assign(series=series_labels(data))
-    unit, scale = bandwidth_unit(data, units)
+    unit, scale = bandwidth_unit(data["bw_bytes_s_mean"], units)
     all_series = list(dict.fromkeys(data["series"]))
     shown = selection.select(data, ["iodepth", "numjobs"], selection.MAX_PANELS, "panels")
     panels = _panels(shown.rows, ["iodepth", "numjobs"])

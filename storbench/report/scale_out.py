@@ -14,7 +14,6 @@ from storbench.core import report_units
 from storbench.core.numbers import format_number, is_missing, scaled
 from storbench.report import tables
 from storbench.report.cells import (
-    bandwidth_unit,
     format_mean_sd,
     jobs_matter,
     varies,
@@ -26,6 +25,7 @@ from storbench.report.toolkit import (
     MARKERS,
     _text,
     as_base64,
+    bandwidth_unit,
     empty_figure,
     figure_files,
     figure_legend,
@@ -107,7 +107,7 @@ def scaling_display(
     table: pd.DataFrame, with_data_path: bool, units: str = report_units.DEFAULT_UNITS
 ) -> dict:
     """The scaling table for humans: hosts, bandwidth, IOPS, theoretical and efficiency."""
-    unit, scale = bandwidth_unit(table, units)
+    unit, scale = bandwidth_unit(table["bw_bytes_s_mean"], units)
     show_target, show_job = varies(table, "target"), jobs_matter(table, "point")
     show_op_hosts = bool((table["op_hosts"] != table["hosts"]).fillna(False).any())
     header = [
@@ -207,7 +207,7 @@ def _scaling_section(table, mode, data_path, figure, units: str) -> dict:
 
 
 def slow_hosts_display(table: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> dict:
-    unit, scale = bandwidth_unit(table, units)
+    unit, scale = bandwidth_unit(table["bw_bytes_s_mean"], units)
     show_target, show_job = varies(table, "target"), jobs_matter(table, "point")
     header = [
         *_point_header(show_target, show_job),
@@ -315,7 +315,7 @@ def _start_skew_section(table: pd.DataFrame, max_skew: float) -> dict:
 
 
 def target_display(table: pd.DataFrame, units: str = report_units.DEFAULT_UNITS) -> dict:
-    unit, scale = bandwidth_unit(table, units)
+    unit, scale = bandwidth_unit(table["bw_bytes_s_mean"], units)
     show_job = jobs_matter(table, "point")
     show_step = has_values(table, "step")
     header = [
@@ -389,7 +389,7 @@ def scaling_figure(
     data = table.dropna(subset=["bw_bytes_s_mean"])
     if data.empty:
         return empty_figure("no scaling data"), "Scaling: no data."
-    unit, scale = bandwidth_unit(data, units)
+    unit, scale = bandwidth_unit(data["bw_bytes_s_mean"], units)
     data = data.assign(series=_scaling_series(data), x=_scaling_x(data, mode))
     panels = ["bandwidth", "iops", *(["efficiency"] if with_data_path else [])]
     fig, axes = new_figure(nrows=len(panels), height_in=2.0 * len(panels) + 0.8)

@@ -223,16 +223,16 @@ def test_edge_cases(tmp_path):
 
 def test_bandwidth_unit_follows_magnitude():
     frame = pd.DataFrame({"bw_bytes_s_mean": [5e8]})
-    assert report.bandwidth_unit(frame) == ("MB/s", 1e6)
+    assert report.bandwidth_unit(frame["bw_bytes_s_mean"]) == ("MB/s", 1e6)
     frame = pd.DataFrame({"bw_bytes_s_mean": [5e8, 2.5e9]})
-    assert report.bandwidth_unit(frame) == ("GB/s", 1e9)
+    assert report.bandwidth_unit(frame["bw_bytes_s_mean"]) == ("GB/s", 1e9)
 
 
 def test_binary_bandwidth_unit_follows_magnitude():
     frame = pd.DataFrame({"bw_bytes_s_mean": [500 * MIB, 1000 * MIB]})  # 1.05e9: under 1 GiB
-    assert report.bandwidth_unit(frame, "binary") == ("MiB/s", MIB)
+    assert report.bandwidth_unit(frame["bw_bytes_s_mean"], "binary") == ("MiB/s", MIB)
     frame = pd.DataFrame({"bw_bytes_s_mean": [500 * MIB, 2048 * MIB]})
-    assert report.bandwidth_unit(frame, "binary") == ("GiB/s", 1024 * MIB)
+    assert report.bandwidth_unit(frame["bw_bytes_s_mean"], "binary") == ("GiB/s", 1024 * MIB)
 
 
 def test_default_units_are_decimal_throughout_the_page(built):
