@@ -5,12 +5,14 @@ host is reached one way and taken once by an experiment.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
 
 from storbench.config.values import positive_duration
 from storbench.core.addresses import address_problem
+from storbench.core.model import Host
 from storbench.core.schema_names import ALL_HOSTS, CONTROLLER
 from storbench.tools import get_tool, known_tools
 
@@ -25,6 +27,9 @@ WAY_IN = (
     "transport", "user", "port", "jump", "identity", "known_hosts", "connection", "gateway",
     "gateway_python", "workdir",
 )  # fmt: skip
+# a key a group leaves out is the host's default: `connection: persistent` in one group and
+# nothing in another reach the host the same way
+WAY_IN_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Host)}
 
 
 def check_hosts_in_several_groups(host_groups: dict, problems: list[str]) -> None:
@@ -35,13 +40,17 @@ def check_hosts_in_several_groups(host_groups: dict, problems: list[str]) -> Non
     for group, hosts in host_groups.items():
         for host in hosts:
             seen = first.setdefault(host["name"], host)
-            differ = [key for key in WAY_IN if seen.get(key) != host.get(key)]
+            differ = [key for key in WAY_IN if _way_in(seen, key) != _way_in(host, key)]
             if differ:
                 problems.append(
                     f"hosts.{group}: host {host['name']} is in hosts.{seen['group']} too, with"
                     f" another {', '.join(differ)}; a host is reached the same way in every"
                     " group"
                 )
+
+
+def _way_in(host: dict, key: str):
+    return host.get(key, WAY_IN_DEFAULTS[key])
 
 
 def check_each_host_once(key: str, groups: tuple, host_groups: dict, problems: list[str]) -> None:

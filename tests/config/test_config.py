@@ -315,6 +315,25 @@ def test_groups_may_overlap_but_reach_a_host_one_way():
                              "port": 22, "data_address": "10.0.2.{n}"}  # fmt: skip
     campaign = load_campaign(copy.deepcopy(raw))  # the same way in; its own data addresses
     assert [h["data_address"] for h in campaign.host_groups["rack2"]] == ["10.0.2.1", "10.0.2.2"]
+    # spelling out what the other group leaves to the defaults is the same way in
+    load_campaign(
+        {
+            **raw,
+            "hosts": {
+                **raw["hosts"],
+                "rack2": {
+                    **raw["hosts"]["rack2"],
+                    "connection": "persistent",
+                    "workdir": "/tmp/storbench",
+                },
+            },
+        }
+    )
+    per_step = {**raw["hosts"]["rack2"], "connection": "per-step"}
+    assert problems_of_raw({**raw, "hosts": {**raw["hosts"], "rack2": per_step}})[:1] == [
+        "hosts.rack2: host client03 is in hosts.clients too, with another connection; a host"
+        " is reached the same way in every group"
+    ]
     raw["hosts"]["rack2"]["port"] = 2222
     raw["experiments"]["demo"]["hosts"] = ["clients", "rack2"]
     assert [line.split(" (line")[0] for line in problems_of_raw(raw)] == [
