@@ -129,7 +129,16 @@ def _not_recognized(path: Path, tools: list[str]) -> str:
         return f"{path}: {owner} output, not {wanted} (recognised by content; try --tool {owner})"
     if path.is_file() and path.stat().st_size == 0:
         return f"{path}: empty file, not {wanted} output"
-    return f"{path}: not {wanted} output (recognised by content)"
+    return f"{path}: not {wanted} output (recognised by content; {_formats(tools)})"
+
+
+def _formats(tools: list[str]) -> str:
+    """What each tool's import reads ('fio reads json, json+'), as its adapter declares."""
+    return "; ".join(
+        f"{name} reads {', '.join(get_tool(name).capabilities.import_formats)}"
+        for name in tools
+        if get_tool(name).capabilities.import_formats
+    )
 
 
 def _why_skipped(path: Path, adapters: list) -> str:

@@ -7,7 +7,6 @@ whether the next round runs; ``finish`` sums the passes and finds their write cl
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -110,7 +109,7 @@ def _cliff_seen(spec: StageSpec, stages_dir: Path) -> str | None:
         if not markers:
             raise PrepareError(f"{spec.stage}: repeat {repeat} has no marker; run in order")
         for path in markers:
-            stage = json.loads(path.read_text())
+            stage = read_marker(path, STAGE_KEYS, "stage marker")
             if stage.get("skipped"):
                 return stage.get("cliff_seen_in") or f"repeat {repeat}"
             series.append([writecliff.Interval(**i) for i in stage["series"]])
@@ -190,7 +189,7 @@ def _read_round(stages_dir: Path, current: str, number: int) -> dict:
     width = len(current.split("-", 1)[1])
     path = stages_dir / f"round-{number:0{width}d}.json"
     try:
-        return json.loads(path.read_text())
+        return read_marker(path, STAGE_KEYS, "stage marker")
     except OSError:
         raise PrepareError(
             f"round {number} has no marker ({path}); run the rounds in order"

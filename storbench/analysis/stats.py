@@ -186,12 +186,6 @@ def _summary_order(frame: pd.DataFrame, bounds: list[tuple[int, int]]) -> list[i
     return keys.index.tolist()
 
 
-def summarize_cell(rows: pd.DataFrame) -> dict:
-    """The summary record of the iterations (rows) of one cell."""
-    rows = rows.assign(**{c: None for c in PLACEMENT_COLUMNS if c not in rows})
-    return _cell_record(_record_columns(rows), 0, len(rows))
-
-
 _RECORD_INPUTS = (
     *CELL_KEYS,
     *PARAMETER_COLUMNS,

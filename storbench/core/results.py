@@ -191,10 +191,6 @@ def write_rows(rows: list[dict], path: str | os.PathLike) -> None:
     write_parquet(table_from_rows(rows), path)
 
 
-def write_timeseries(rows: list[dict], path: str | os.PathLike) -> None:
-    write_parquet(table_from_rows(rows, TIMESERIES_SCHEMA), path)
-
-
 def read_parquet(paths, schema: pa.Schema = SCHEMA) -> pa.Table:
     """Read one or more result files into one table in the schema: a column a file lacks (an
     earlier schema version) is null, one the schema lacks is left out."""

@@ -135,7 +135,7 @@ class Transport:
     def fresh_dir(self, path: str) -> None:
         """An empty folder at path: what an earlier session left there is removed first."""
         quoted = shlex.quote(path)
-        script = f"rm -rf -- {quoted} && {_mkdir_script(path)}"
+        script = f"rm -rf -- {quoted} && {mkdir_script(path)}"
         rc, _, err = self._shell(script, timeout_s=SHELL_TIMEOUT_S)
         if rc != 0:
             raise self._error(f"cannot create an empty directory {path}: {_reason(rc, err)}")
@@ -227,7 +227,7 @@ def _check_marker_text(marker: str) -> None:
         )
 
 
-def _marker_pattern(marker: str) -> str:
+def marker_pattern(marker: str) -> str:
     """An ERE matching marker literally whose own text does not contain marker.
 
     The first letter goes in brackets ('[s]leep'), so the shell running pkill,
@@ -245,16 +245,11 @@ def _marker_pattern(marker: str) -> str:
     return "".join(parts)
 
 
-def kill_script(marker: str) -> str:
-    """SIGTERM what matches marker, wait, SIGKILL leftovers (exit 0 when nothing ran)."""
-    _check_marker_text(marker)
-    return _kill_script(marker)
-
-
 def _kill_script(marker: str) -> str:
+    """SIGTERM what matches marker, wait, SIGKILL leftovers (exit 0 when nothing ran)."""
     polls = int(TERM_GRACE_S / 0.1)
     return "\n".join([
-        f"pattern={shlex.quote(_marker_pattern(marker))}",
+        f"pattern={shlex.quote(marker_pattern(marker))}",
         'pkill -TERM -f -- "$pattern"; rc=$?',
         '[ "$rc" -eq 1 ] && exit 0',  # 1: nothing was running
         '[ "$rc" -eq 0 ] || exit "$rc"',
@@ -330,21 +325,23 @@ def _copy_chunk(ready, receive, sink) -> bool:
     return True
 
 
-def _host_key_name(conn) -> str:
-    return conn.host if int(conn.port) == 22 else f"[{conn.host}]:{conn.port}"
+def host_key_name(address: str, port: int | str) -> str:
+    """How known_hosts names a host: its address, or [address]:port off port 22."""
+    return address if int(port) == 22 else f"[{address}]:{port}"
 
 
 def _describe(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
-def _mkdir_script(path: str) -> str:
+def mkdir_script(path: str) -> str:
     """mkdir -p, tried again: on a work folder shared by hosts (an NFS home) two hosts making
-    the same parent at once can see it fail, then exist."""
+    the same parent at once can see it fail, then exist. A folder already there costs no
+    process (every run's preparation makes the same folders again)."""
     quoted = shlex.quote(path)
     return (
-        f"(for try in 1 2 3; do mkdir -p -- {quoted} 2>/dev/null && exit 0; sleep 0.2; done;"
-        f" mkdir -p -- {quoted})"
+        f"{{ [ -d {quoted} ] || {{ for try in 1 2 3; do mkdir -p -- {quoted} 2>/dev/null && break;"
+        f" sleep 0.2; done; mkdir -p -- {quoted}; }}; }}"
     )
 
 

@@ -39,10 +39,11 @@ from storbench.hosts.base import (
     TERM_GRACE_S,
     HostError,
     Transport,
-    _mkdir_script,
     _open_output,
     _reason,
     guarded_command,
+    host_key_name,
+    mkdir_script,
     program_name,
 )
 
@@ -129,7 +130,7 @@ class OpenSSHTransport(Transport):
         directory, name = posixpath.split(path)
         tmp = shlex.quote(posixpath.join(directory, f".{name}.{os.urandom(8).hex()}.tmp"))
         script = (
-            f"{_mkdir_script(directory or '.')} && {{ cat > {tmp} && mv -f -- {tmp}"
+            f"{mkdir_script(directory or '.')} && {{ cat > {tmp} && mv -f -- {tmp}"
             f" {shlex.quote(path)} || {{ rc=$?; rm -f -- {tmp}; exit $rc; }}; }}"
         )
         self._check_done(self._session(script, text.encode()), f"writing {path}")
@@ -155,7 +156,7 @@ class OpenSSHTransport(Transport):
                 tar.extractall(local_dir, filter="data")
 
     def mkdirs(self, path: str) -> None:
-        rc, _, err = self._shell(_mkdir_script(path), timeout_s=SHELL_TIMEOUT_S)
+        rc, _, err = self._shell(mkdir_script(path), timeout_s=SHELL_TIMEOUT_S)
         if rc != 0:
             raise self._error(f"cannot create directory {path}: {_reason(rc, err)}")
 
@@ -279,10 +280,10 @@ class OpenSSHTransport(Transport):
             reason = found.group(1) or found.group(2)
             return self._error(f"unreachable at {jump_host}:{jump_port} (jump host) ({reason})")
         if HOST_KEY_CHANGED.search(text):
-            name = spec.address if spec.port == 22 else f"[{spec.address}]:{spec.port}"
             return self._error(
                 f"host key CHANGED for {where}; refusing to connect (known_hosts: {known})."
-                f" If the host was reinstalled: ssh-keygen -R '{name}'"
+                f" If the host was reinstalled: ssh-keygen -R"
+                f" '{host_key_name(spec.address, spec.port)}'"
             )
         if HOST_KEY_UNKNOWN.search(text):
             return self._error(

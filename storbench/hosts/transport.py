@@ -56,10 +56,8 @@ from storbench.hosts.base import (
     _check_marker_text,
     _copy_chunk,
     _describe,
-    _host_key_name,
     _kill_process_group,
     _local_pids_matching,
-    _mkdir_script,
     _open_output,
     _parent_death_argv,
     _reason,
@@ -67,6 +65,8 @@ from storbench.hosts.base import (
     _timeout_argv,
     guarded_command,
     hold_signals,
+    host_key_name,
+    mkdir_script,
     program_name,
     raise_interrupt,
     release_line,
@@ -312,7 +312,7 @@ class SSHTransport(Transport):
             sftp.get(path, str(tmp))
 
     def mkdirs(self, path: str) -> None:
-        rc, _, err = self._shell(_mkdir_script(path), timeout_s=SHELL_TIMEOUT_S)
+        rc, _, err = self._shell(mkdir_script(path), timeout_s=SHELL_TIMEOUT_S)
         if rc != 0:
             raise self._error(f"cannot create directory {path}: {_reason(rc, err)}")
 
@@ -455,7 +455,8 @@ class SSHTransport(Transport):
                 f"host key CHANGED for {where}: server offered {exc.key.get_name()}"
                 f" {exc.key.fingerprint}, known_hosts has {exc.expected_key.fingerprint};"
                 f" refusing to connect (known_hosts: {self._known_hosts_files()})."
-                f" If the host was reinstalled: ssh-keygen -R '{_host_key_name(conn)}'"
+                f" If the host was reinstalled:"
+                f" ssh-keygen -R '{host_key_name(conn.host, conn.port)}'"
             )
         if isinstance(exc, paramiko.AuthenticationException):
             key = self.spec.identity or "default keys and agent"

@@ -46,10 +46,10 @@ from storbench.hosts.base import (
     SHELL_TIMEOUT_S,
     HostError,
     Transport,
-    _mkdir_script,
     _open_output,
     _reason,
     guarded_command,
+    mkdir_script,
     program_name,
 )
 from storbench.hosts.openssh import (  # SSH_FAILED: here, the gateway's ssh to the host
@@ -145,7 +145,7 @@ class TreeTransport(Transport):
         tmp = shlex.quote(posixpath.join(directory, f".{name}.{os.urandom(8).hex()}.tmp"))
         encoded = base64.b64encode(text.encode()).decode()
         pieces = [encoded[at : at + CHUNK_B64] for at in range(0, len(encoded), CHUNK_B64)]
-        first, redirect = _mkdir_script(directory or "."), ">"
+        first, redirect = mkdir_script(directory or "."), ">"
         for index, piece in enumerate(pieces or ["''"], start=1):
             done = f" && mv -f -- {tmp} {shlex.quote(path)}" if index >= len(pieces) else ""
             self._checked(
@@ -187,7 +187,7 @@ class TreeTransport(Transport):
             tar.extractall(local_dir, filter="data")
 
     def mkdirs(self, path: str) -> None:
-        self._checked(_mkdir_script(path), f"cannot create directory {path}")
+        self._checked(mkdir_script(path), f"cannot create directory {path}")
 
     def close(self) -> None:
         for thread in self._sessions:  # releases still on their way

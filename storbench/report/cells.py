@@ -11,7 +11,8 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.core.numbers import NO_VALUE, NS_PER_US, format_number, is_missing
-from storbench.report.toolkit import COV_MARK, OUTLIER_MARK, bs_label, int_label, rw_label
+from storbench.report.paper_tables import rw_label
+from storbench.report.toolkit import COV_MARK, OUTLIER_MARK, bs_label, int_label
 
 
 def format_mean_sd(mean, sd, decimals: int) -> str:

@@ -90,7 +90,6 @@ from storbench.report.toolkit import (
     readable_counts,
     recorded_versions,
     runtime_text,
-    rw_label,
     series_bars,
     spaced_labels,
     statistics_text,
@@ -535,7 +534,7 @@ def series_labels(summary: pd.DataFrame) -> pd.Series:
     jobs_per_run = summary.groupby("run_id")["job"].transform("nunique")
     labels = []
     for (_, row), n_ops, n_jobs in zip(summary.iterrows(), ops_per_run, jobs_per_run, strict=True):
-        label = rw_label(row)
+        label = report_tables.rw_label(row)
         if n_ops > 1 and row["op"] != row["rw"]:  # not 'read read'
             label += f" {row['op']}"
         if n_jobs > 1:

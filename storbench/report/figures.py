@@ -132,8 +132,8 @@ def latency_vs_iops_figure(summary: pd.DataFrame):
 
 def _pattern_label(row) -> str:
     """The access pattern, plus the operation for a mixed workload (its reads and writes)."""
-    label = toolkit.rw_label(row)
-    return f"{label} {row['op']}" if row["rw"] in toolkit.MIXED_RW else label
+    label = report_tables.rw_label(row)
+    return f"{label} {row['op']}" if row["rw"] in report_tables.MIXED_RW else label
 
 
 def _latency_line(ax, rows: pd.DataFrame, size: str, index: int, every_depth: bool) -> list:

@@ -140,8 +140,12 @@ def _bs_text(value) -> str | None:
     return None if is_missing(value) else size_label(int(value))
 
 
-def _rw_text(row) -> str:
-    if not is_missing(row.get("rwmixread")) and row["rw"] in {"rw", "readwrite", "randrw"}:
+MIXED_RW = {"rw", "readwrite", "randrw"}
+
+
+def rw_label(row) -> str:
+    """'randrw (70 % read)' for mixed workloads, the rw name otherwise."""
+    if row["rw"] in MIXED_RW and not is_missing(row.get("rwmixread")):
         return f"{row['rw']} ({int(row['rwmixread'])} % read)"
     return str(row["rw"])
 
@@ -175,7 +179,7 @@ def _table(columns: dict[str, list], text_columns: int, **kwargs) -> tables.Tabl
 def _workload(frame: pd.DataFrame) -> dict[str, list]:
     return {
         "Run": [str(v) for v in frame["run_id"]],
-        "rw": [_rw_text(row) for _, row in frame.iterrows()],
+        "rw": [rw_label(row) for _, row in frame.iterrows()],
         "bs": [_bs_text(v) for v in frame["bs"]],
         "iodepth": [_int_text(v) for v in frame["iodepth"]],
         "numjobs": [_int_text(v) for v in frame["numjobs"]],

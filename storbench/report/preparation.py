@@ -50,6 +50,7 @@ from storbench.report.toolkit import (
     figure_legend,
     format_percent,
     frame_csv,
+    int_label,
     new_figure,
     readable_counts,
     render_figure,
@@ -392,12 +393,12 @@ def stages_display(
 def _stage_cells(row, tracked: list[str], bw_divisor: float) -> list[str]:
     if row["kind"] == "pass":
         step = (
-            f"{row['pass_name']} #{_int_text(row['pass_number'])}, repeat "
-            f"{_int_text(row['repeat'])}, chunk {_int_text(row['chunk'])}"
+            f"{row['pass_name']} #{int_label(row['pass_number'])}, repeat "
+            f"{int_label(row['repeat'])}, chunk {int_label(row['chunk'])}"
         )
         rate = format_number(_per_unit(row["bw_bytes_s"], bw_divisor), 1)
     elif row["kind"] == "round":
-        step = f"round {_int_text(row['round'])}"
+        step = f"round {int_label(row['round'])}"
         values = [
             f"{name} = {format_value(row[name])}" for name in tracked if not is_missing(row[name])
         ]
@@ -413,10 +414,6 @@ def _stage_cells(row, tracked: list[str], bw_divisor: float) -> list[str]:
         rate,
         "skipped" if row["skipped"] else "",
     ]
-
-
-def _int_text(value) -> str:
-    return NO_VALUE if is_missing(value) else str(int(value))
 
 
 def stages_markdown(table: dict) -> str:
@@ -522,8 +519,8 @@ def passes_display(prep: dict, units: str = report_units.DEFAULT_UNITS) -> dict 
                 format_percent(item.get("fraction"), 0),
                 NO_VALUE if item.get("bs") is None else size_label(int(item["bs"])),
                 str(item.get("pattern") or NO_VALUE),
-                _int_text(item.get("repeats")),
-                _int_text(item.get("chunks")),
+                int_label(item.get("repeats")),
+                int_label(item.get("chunks")),
                 format_bytes(item.get("bytes_written")),
                 format_number(item.get("duration_s"), 1),
                 _cliff_text(item.get("cliff"), units),

@@ -83,9 +83,6 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 PER_HOST_TABLE = "per_host"  # shown in the per-host section with the per-host figure
 
 
-MIXED_RW = {"rw", "readwrite", "randrw"}
-
-
 def write_file(path: Path, data: bytes) -> Path:
     atomic.write_bytes(path, data)
     return path
@@ -93,13 +90,6 @@ def write_file(path: Path, data: bytes) -> Path:
 
 def as_base64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
-
-
-def rw_label(row) -> str:
-    """'randrw (70 % read)' for mixed workloads, the rw name otherwise."""
-    if row["rw"] in MIXED_RW and not is_missing(row["rwmixread"]):
-        return f"{row['rw']} ({int(row['rwmixread'])} % read)"
-    return str(row["rw"])
 
 
 def bs_label(value) -> str:

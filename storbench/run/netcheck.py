@@ -40,6 +40,7 @@ from storbench.core.aggregate import aggregate_hosts
 from storbench.core.model import Host
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import RunSpec
+from storbench.hosts.base import marker_pattern
 from storbench.hosts.transport import KILL_AFTER_S, HostError, open_transport, raise_interrupt
 from storbench.run.attempt import RunError
 from storbench.run.engine import run_iteration
@@ -546,16 +547,9 @@ def _listening_ports(transport) -> set[int]:
 
 def _alive_server_ports(transport, marker: str) -> set[int]:
     """Ports of this check's iperf3 servers that are still running on the host."""
-    script = f"pgrep -af -- {shlex.quote(_pgrep_pattern(marker))} || true"
+    script = f"pgrep -af -- {shlex.quote(marker_pattern(marker))} || true"
     _, out, _ = transport.shell(script, timeout_s=SHELL_TIMEOUT_S)
     return {int(match.group(1)) for match in _SERVER_LOG.finditer(out)}
-
-
-def _pgrep_pattern(marker: str) -> str:
-    """marker as an ERE whose own text does not match it (the shell running pgrep has it)."""
-    escaped = re.sub(r"([\\.\[\]()*+?{}|^$])", r"\\\1", marker)
-    first = next(i for i, char in enumerate(escaped) if char.isalnum())
-    return f"{escaped[:first]}[{escaped[first]}]{escaped[first + 1 :]}"
 
 
 def _failure_lines(error: Exception) -> str:

@@ -14,6 +14,8 @@ import shlex
 import uuid
 from dataclasses import dataclass
 
+from storbench.hosts.base import mkdir_script
+
 MAX_INLINE_TEXT = 64 * 1024  # a file written from the script's own text (larger: put_text)
 
 
@@ -94,17 +96,6 @@ def write_file_script(text: str, path: str) -> str | None:
         f"{mkdir_script(folder)} && cd -- {shlex.quote(folder)} || exit\n"
         f"printf '%s' {shlex.quote(text)} > {tmp} && mv -f -- {tmp} {shlex.quote(name)}"
         f" || {{ rc=$?; rm -f -- {tmp}; exit $rc; }}"
-    )
-
-
-def mkdir_script(path: str) -> str:
-    """mkdir -p, tried again: on a work folder shared by hosts (an NFS home) two hosts making
-    the same parent at once can see it fail, then exist. A folder already there costs no
-    process (every run's preparation makes the same folders again)."""
-    quoted = shlex.quote(path)
-    return (
-        f"{{ [ -d {quoted} ] || {{ for try in 1 2 3; do mkdir -p -- {quoted} 2>/dev/null && break;"
-        f" sleep 0.2; done; mkdir -p -- {quoted}; }}; }}"
     )
 
 

@@ -21,8 +21,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from storbench.config.preparation import REGION_FILE
+from storbench.config.preparation import DEFAULT_CHUNK_TIMEOUT_S, REGION_FILE
 from storbench.core import atomic, hostfacts, paths
+from storbench.core.markers import PREPARED_KEYS, read_marker
 from storbench.core.model import Host
 from storbench.core.options import normalized_options
 from storbench.core.specs import DatasetSpec, Manifest, RecipeSpec, RunSpec, StageSpec
@@ -232,7 +233,7 @@ def chunk_timeout(spec: StageSpec, bytes_per_host: int) -> float:
     configured = spec.recipe.timeout_s
     if configured:
         return configured
-    return 24 * 3600.0 + bytes_per_host / (1 << 20)  # a day, plus a second per MiB beyond it
+    return DEFAULT_CHUNK_TIMEOUT_S + bytes_per_host / (1 << 20)  # plus a second per MiB
 
 
 # --- stages ------------------------------------------------------------------------------------
@@ -454,7 +455,7 @@ def _label(preparation: dict) -> str | None:
     label = preparation.get("state")
     prepared = preparation.get("prepared")
     if label and prepared and Path(prepared).is_file():
-        verdict = json.loads(Path(prepared).read_text()).get("steady_state")
+        verdict = read_marker(prepared, PREPARED_KEYS, "recipe's prepared marker")["steady_state"]
         if verdict:
             label += ", steady state" if verdict["achieved"] else ", steady state not achieved"
     return label

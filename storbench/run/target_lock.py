@@ -25,7 +25,6 @@ from storbench.run import one_trip
 from storbench.run.processes import Process, is_alive, this_process
 
 LOCK_MARGIN_S = 600.0  # beyond the run's own time limit before a lock counts as abandoned
-TAKEN = "storbench-lock-taken"
 
 
 class TargetBusy(HostError):

@@ -95,7 +95,6 @@ class Capabilities:
     search_metrics: tuple[str, ...] = ()  # latency-SLO search: metrics it can hold a rate of
     faults: bool = True  # fault commands may run during its workload
     interval_series: bool = False  # per-interval rows (parse_timeseries)
-    start_stamps: bool = False  # each host's actual start in service mode (start_stamp_names)
     import_formats: tuple[str, ...] = ()  # outputs `storbench import` reads (import_outputs)
     network_check: bool = False  # measures the network between hosts (`snakemake network`)
 
@@ -304,7 +303,7 @@ class ToolAdapter:
         raise NotImplementedError(f"{self.name} does not check networks")
 
     def start_stamp_names(self, spec: dict) -> list[str]:
-        """Files in the service's folder that hold each host's actual start (start_stamps)."""
+        """Files in the service's folder that hold each host's actual start ([]: none)."""
         return []
 
     def hook_output_names(self, job_text: str) -> list[str]:

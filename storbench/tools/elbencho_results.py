@@ -40,6 +40,7 @@ from storbench.core.aggregate import (
     histogram_percentiles,
     no_percentiles,
 )
+from storbench.core.numbers import MIB
 from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.core.specs import Manifest
 from storbench.core.units import parse_duration, parse_size
@@ -47,7 +48,6 @@ from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
 from storbench.tools.base import timeseries_columns as _timeseries_columns
 
-MIB = 1 << 20
 RESULT_FILES = ("results.json", "results.csv", "results.txt")  # in order of precedence
 LIVE_FILE = "live.csv"
 

@@ -54,7 +54,6 @@ class FioAdapter(ToolAdapter):
         preparation=True,
         search_metrics=("iops",),
         interval_series=True,
-        start_stamps=True,
         import_formats=("json", "json+"),
     )
     preparation_template = "fio/prepare.fio.j2"

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storbench.core.aggregate import histogram_percentiles, no_percentiles
+from storbench.core.numbers import MIB
 from storbench.core.units import UnitError, parse_duration, parse_size, size_label
 from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
@@ -64,7 +65,6 @@ from storbench.tools.base import timeseries_columns as _timeseries_columns
 
 RAW = "raw"
 FILESYSTEM = "filesystem"
-MIB = 1024 * 1024
 NS_PER_MS = 1_000_000
 FORMAT_RUN_NAMES = ("SD_format",)
 FORMAT_RUN_PREFIX = "format_for_"

@@ -54,6 +54,17 @@ def test_fio_refuses_an_iperf3_file_and_unknown_tools(tmp_path, capsys):
     assert not output.exists()
 
 
+def test_a_file_no_tool_recognises_is_refused_with_what_the_tool_reads(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("fio ran at 3 GB/s\n")
+    output = tmp_path / "out.parquet"
+    assert main(["import", "--tool", "fio", "-o", str(output), str(notes)]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"storbench: error: {notes}: not fio output (recognised by content; fio reads json, json+)"
+    )
+    assert not output.exists()
+
+
 def test_a_cut_off_fio_file_is_named_with_what_it_lacks(tmp_path, capsys, monkeypatch):
     """A file named in the current folder: its host is that folder's name."""
     monkeypatch.chdir(tmp_path)

@@ -211,7 +211,9 @@ def write_pass_marker(stages_dir, stage_id: str, bandwidths: list[float]) -> Non
     series = [{"t_s": i + 1.0, "interval_s": 1.0, "bytes": bw, "bw_bytes_s": bw}
               for i, bw in enumerate(bandwidths)]  # fmt: skip
     stages_dir.mkdir(parents=True, exist_ok=True)
-    (stages_dir / f"{stage_id}.json").write_text(json.dumps({"series": series, "skipped": False}))
+    (stages_dir / f"{stage_id}.json").write_text(
+        json.dumps({"stage": stage_id, "kind": "pass", "series": series, "skipped": False})
+    )
 
 
 def test_a_pass_repeated_until_its_cliff_skips_the_repeats_after_it(tmp_path):

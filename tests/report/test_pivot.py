@@ -1,8 +1,14 @@
 """Pivot tables of report.tables from summary cells built here (numbers checked by hand)."""
 
-import pandas as pd
+from pathlib import Path
 
+import pandas as pd
+import yaml
+
+from storbench.core.schema_names import PIVOT_VALUES
 from storbench.report import pivot
+
+SCHEMA = Path(__file__).parents[2] / "config" / "schema.yaml"
 
 
 def cell(run_id, op, bs, iops, bw, lat_ns, p99_ns=None, **extra):
@@ -71,3 +77,13 @@ def test_bandwidth_follows_report_units_unless_the_table_sets_one():
     assert binary.rows == [["4k", "0.00381"], ["64k", "0.03052"]]  # / 2^30
     chosen = table({**spec, "bandwidth_unit": "MB/s"}, {"units": "binary"})
     assert chosen.columns == ["bs", "MB/s"]
+
+
+def test_the_schema_offers_exactly_the_values_units_and_splits_the_tables_know():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    table = schema["properties"]["report"]["properties"]["tables"]["additionalProperties"]
+    offered = table["properties"]
+    assert offered["values"]["items"]["enum"] == list(PIVOT_VALUES)
+    assert offered["per"]["items"]["enum"] == list(pivot.PER)
+    assert offered["latency_unit"]["enum"] == list(pivot.LATENCY_UNITS)
+    assert offered["bandwidth_unit"]["enum"] == list(pivot.BANDWIDTH_UNITS)
