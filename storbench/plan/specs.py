@@ -372,11 +372,14 @@ def service_tools(campaign: Campaign) -> list[str]:
 
 def preflight_spec(campaign: Campaign, name: str) -> dict:
     experiment = campaign.experiments[name]
+    requirements = get_tool(experiment.tool).host_requirements(experiment.job, experiment.sweep)
     return {
         "experiment": name,
         "tool": experiment.tool,
         "target": experiment_target(campaign, name),
         "hosts": campaign.hosts_of(name),
+        # only when there are any: a spec without them stays the same and reruns nothing
+        **({"requirements": requirements} if requirements else {}),
     }
 
 

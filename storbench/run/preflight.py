@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import shlex
 import time
+from collections.abc import Sequence
 
 from storbench.core import atomic
 from storbench.core.model import Host
@@ -25,7 +26,7 @@ class PreflightError(RuntimeError):
     pass
 
 
-def check_host(host: dict, tool, target: dict) -> dict:
+def check_host(host: dict, tool, target: dict, requirements: Sequence[dict] = ()) -> dict:
     spec = Host.from_dict(host)
     report: dict = {"name": spec.name}
     try:
@@ -35,7 +36,7 @@ def check_host(host: dict, tool, target: dict) -> dict:
             directory = tool.target_directory(target, spec.name) or target.get("path")
             if target.get("type") == "s3":
                 directory = None
-            report.update(_facts(transport, tool, directory))
+            report.update(_facts(transport, tool, directory, requirements))
     except HostError as error:
         report["error"] = str(error)
     except Exception as error:  # reported per host, like the runner
@@ -43,15 +44,18 @@ def check_host(host: dict, tool, target: dict) -> dict:
     return report
 
 
-def _facts(transport, tool, directory: str | None) -> dict:
-    """Clock, room and tool version in one round trip; the clock is read at the script's
-    start and end, so its offset does not count the time the other steps took."""
+def _facts(transport, tool, directory: str | None, requirements: Sequence[dict] = ()) -> dict:
+    """Clock, room, tool version and the experiment's requirements in one round trip; the
+    clock is read at the script's start and end, so its offset does not count the time the
+    other steps took."""
     steps = one_trip.Steps()
     steps.add("clock_start", CLOCK)
     steps.add("version", shlex.join(tool.version_command()))  # a failure stops the script
     if directory:
         steps.add("room", room.free_bytes_script(directory))
     steps.add("clock_end", CLOCK)
+    for index, requirement in enumerate(requirements):
+        steps.add(f"requirement{index}", shlex.join(requirement["argv"]))
     before = time.time()
     try:
         outcomes = one_trip.run(transport, steps, timeout_s=CHECK_TIMEOUT_S)
@@ -73,6 +77,15 @@ def _facts(transport, tool, directory: str | None) -> dict:
             facts["clock_offset_s"] = offset
     if "room" in outcomes:
         facts["free_bytes"] = room.free_bytes_from(outcomes["room"].rc, outcomes["room"].out)
+    for index, requirement in enumerate(requirements):
+        outcome = outcomes.get(f"requirement{index}")
+        if outcome is not None and outcome.rc != 0:
+            detail = (outcome.err.strip() or outcome.out.strip()).splitlines()[:1] or [""]
+            command = shlex.join(requirement["argv"])
+            raise HostError(
+                transport.spec.name,
+                f"{requirement['problem']} ('{command}' exited {outcome.rc}: {detail[0]})",
+            )
     return facts
 
 
@@ -82,7 +95,10 @@ def run_preflight(spec: dict, output_path: str) -> dict:
     hosts = spec["hosts"]
     open_files.allow_for(len(hosts))  # before any host: the runs will start them all at once
     with concurrent.futures.ThreadPoolExecutor(services.workers(hosts)) as pool:
-        reports = list(pool.map(lambda host: check_host(host, tool, spec["target"]), hosts))
+        requirements = spec.get("requirements", [])
+        reports = list(
+            pool.map(lambda host: check_host(host, tool, spec["target"], requirements), hosts)
+        )
     bad = [r for r in reports if "error" in r]
     if bad:
         lines = [f"{spec['experiment']}: preflight failed on {len(bad)} of {len(hosts)} host(s)"]

@@ -227,6 +227,11 @@ class ToolAdapter:
         (a version command that is not the tool's own program)."""
         return self.version_command()[0]
 
+    def host_requirements(self, job: dict, sweep: dict) -> list[dict]:
+        """What each host must pass before an experiment's first run, beyond the tool's
+        version: [{"problem": what a failure means, "argv": the command}], run at preflight."""
+        return []
+
     def unusable(self, exit_code: int, detail: str) -> str:
         """Why the version command failed on a host, with how to install the tool."""
         command = " ".join(self.version_command())

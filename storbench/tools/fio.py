@@ -151,6 +151,18 @@ class FioAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["fio", "--version"]
 
+    def host_requirements(self, job: dict, sweep: dict) -> list[dict]:
+        """Each ioengine loads on the host (a job file's --parse-only does not load it)."""
+        engines = [job.get("ioengine"), *(sweep.get("ioengine") or [])]
+        return [
+            {
+                "problem": f"fio cannot load ioengine {engine!r}",
+                "argv": ["fio", "--parse-only", "--name=storbench-check", f"--ioengine={engine}"],
+            }
+            for engine in dict.fromkeys(engines)
+            if isinstance(engine, str) and engine and not has_expression(engine)
+        ]
+
     def service_start_command(self, host: str, port: int) -> list[str]:
         return ["fio", f"--server={_fio_address(host)},{port}"]
 

@@ -66,6 +66,38 @@ def test_workflow_stops_at_preflight_before_any_run(tmp_path):
     assert not (tmp_path / "results/tiny/raw").exists()
 
 
+def test_an_ioengine_fio_cannot_load_stops_at_preflight_naming_it(tmp_path):
+    """fio --parse-only of a job file does not load its engine: `check` passes it, the run
+    would fail. The hosts are asked for each engine of the job and the sweep, in one trip."""
+    config = tiny_config(tmp_path / "target")
+    config["experiments"]["tiny"]["job"]["ioengine"] = "psync"
+    config["experiments"]["tiny"]["sweep"] = {"ioengine": ["libaio", "nosuchengine"]}
+    result = snakemake(tmp_path, config, check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "results/tiny/logs/preflight.log").read_text()
+    assert log.splitlines()[1:] == [
+        "  host localhost: fio cannot load ioengine 'nosuchengine' ('fio --parse-only"
+        " --name=storbench-check --ioengine=nosuchengine' exited 1: fio: engine nosuchengine"
+        " not loadable)"
+    ]
+    assert not (tmp_path / "results/tiny/raw").exists()
+
+
+def test_the_engines_fio_loads_pass_and_add_nothing_to_a_spec_without_them(tmp_path):
+    from storbench.tools import get_tool
+
+    fio = get_tool("fio")
+    requirements = fio.host_requirements({"ioengine": "libaio"}, {"ioengine": ["psync", "sync"]})
+    assert [r["argv"][-1] for r in requirements] == [
+        "--ioengine=libaio", "--ioengine=psync", "--ioengine=sync"
+    ]  # fmt: skip
+    report = run_preflight(
+        {**spec("fio", [LOCAL], tmp_path), "requirements": requirements}, str(tmp_path / "p.json")
+    )
+    assert report["hosts"][0]["tool_version"].startswith("fio-")
+    assert get_tool("vdbench").host_requirements({"ioengine": "libaio"}, {}) == []
+
+
 def test_a_job_larger_than_the_free_space_stops_before_the_tool_starts(tmp_path):
     """100 TiB per host on a machine with far less (the case of the fault trial)."""
     config = tiny_config(tmp_path / "target")
