@@ -9,6 +9,9 @@ import os
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+from storbench.core import atomic
 
 
 class SecretError(RuntimeError):
@@ -84,6 +87,25 @@ def scrub(text: str, secrets) -> str:
         if value:
             text = text.replace(value, "***")
     return text
+
+
+def scrub_files(folder: Path, secrets) -> list[Path]:
+    """Every file under folder with each secret value replaced by ***, in place (a tool that
+    prints its keys, in a debug line or its environment, leaves them in its kept output);
+    the files changed."""
+    values = [value.encode() for value in secrets if value]
+    changed = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if not any(value in data for value in values):
+            continue
+        for value in values:
+            data = data.replace(value, b"***")
+        atomic.write_bytes(path, data)
+        changed.append(path)
+    return changed
 
 
 _SECRET_KEY = re.compile(r"password|passwd|secret|token|access_key|credential", re.IGNORECASE)

@@ -27,7 +27,7 @@ from pathlib import Path
 from storbench.core import atomic, start_hook
 from storbench.core import paths as paths_of
 from storbench.core.model import Host
-from storbench.core.secrets import Credentials, scrub
+from storbench.core.secrets import Credentials, SecretError, scrub, scrub_files
 from storbench.core.specs import Manifest, RunSpec, start_skew_s
 from storbench.hosts import open_files
 from storbench.hosts.transport import (
@@ -412,6 +412,16 @@ def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) 
     return "\n".join(lines)
 
 
+def _scrub_secrets(spec: RunSpec, local_dir: Path) -> None:
+    """The target's keys out of the attempt's kept files, where the tool printed them."""
+    try:
+        credentials = run_credentials(spec)
+    except SecretError:  # the run failed on them already
+        return
+    if credentials is not None and local_dir.is_dir():
+        scrub_files(local_dir, credentials.values())
+
+
 def run_iteration(
     spec: RunSpec,
     iteration: int,
@@ -447,6 +457,7 @@ def run_iteration(
     finally:
         watch.stop()
         signal.signal(signal.SIGTERM, previous_term)
+        _scrub_secrets(spec, local_dir)
     if host_jobs:
         for host in placement["hosts"]:
             host["job_file"] = os.path.relpath(host_jobs[host["name"]], iteration_dir)
