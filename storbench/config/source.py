@@ -8,6 +8,7 @@ that has the key (or the nearest key above it).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -76,7 +77,34 @@ def load_yaml(path: str | os.PathLike) -> dict:
         raise ConfigError([f"the top level must be a mapping, not a {kind}"], source=str(path))
     if YTE_KEY in data:
         raise ConfigError([yte_problem(text)], source=str(path))
+    if problems := leading_zero_problems(text):
+        raise ConfigError(problems, source=str(path))
     return data
+
+
+_LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
+
+
+def leading_zero_problems(text: str) -> list[str]:
+    """Numbers written with a leading zero ('016'): YAML 1.1 reads them as octal (14) or, with
+    an 8 or 9 in them, as text ('008'), so a zero-padded sweep silently runs other values."""
+    problems = []
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if not (isinstance(token, yaml.ScalarToken) and token.plain):
+            continue
+        if not _LEADING_ZERO.fullmatch(token.value):
+            continue
+        written = token.value.replace("_", "")
+        meant = int(written, 10)
+        try:
+            read = f"octal, {int(written, 8)}"
+        except ValueError:
+            read = f"the text {token.value!r}"
+        problems.append(
+            f"line {token.start_mark.line + 1}: {token.value} has a leading zero, which YAML"
+            f" reads as {read}; write {meant} (or quote it, as text)"
+        )
+    return problems
 
 
 YTE_KEY = "__use_yte__"

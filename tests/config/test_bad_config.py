@@ -123,6 +123,25 @@ def test_unreadable_file_is_refused_naming_it(content, expected, tmp_path, monke
     assert not (tmp_path / "pwned").exists()
 
 
+def test_zero_padded_numbers_are_refused_naming_what_yaml_reads(tmp_path, capsys):
+    """YAML 1.1 reads 016 as octal 14 and 008 as text: a padded sweep ran qd14 and 'qd008'."""
+    path = tmp_path / "campaign.yaml"
+    raw = copy.deepcopy(VALID)
+    text = yaml.safe_dump(raw) + "x_quoted: '016'\nx_padded: [001, 008, 016, 10, 0, 0.5]\n"
+    path.write_text(text)
+    line = text.splitlines().index("x_padded: [001, 008, 016, 10, 0, 0.5]") + 1
+    code, err = check(path, capsys)
+    assert code == 1
+    assert err.splitlines()[1:] == [
+        f"  - line {line}: 001 has a leading zero, which YAML reads as octal, 1; write 1 (or"
+        " quote it, as text)",
+        f"  - line {line}: 008 has a leading zero, which YAML reads as the text '008'; write 8"
+        " (or quote it, as text)",
+        f"  - line {line}: 016 has a leading zero, which YAML reads as octal, 14; write 16 (or"
+        " quote it, as text)",
+    ]
+
+
 def test_missing_file_and_folder_are_named(tmp_path, capsys):
     assert check(tmp_path / "nope.yaml", capsys) == (
         1,
@@ -630,3 +649,20 @@ def test_shell_syntax_and_spaces_run_nothing_under_snakemake(tmp_path):
     html = (workdir / "reports/hostile/index.html").read_text()
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert_no_canary(canary_dir, tmp_path)
+
+
+def test_a_read_mix_written_as_a_percentage_is_refused_with_the_number_to_write():
+    """fio 3.33 ran rwmixread=70% as 20,260 reads and no writes, and --parse-only takes it."""
+    problems = problems_of(
+        lambda c: experiment(c).update(sweep={"rw": ["randrw"], "rwmixread": ["70%", 101, 70]})
+    )
+    assert problems == [
+        "experiments.demo.sweep.rwmixread[0]: written without '%' (write 70): fio takes '70%'"
+        " but runs no mix",
+        "experiments.demo.sweep.rwmixread[1]: a percentage of 0 to 100, not 101",
+    ]
+    problems = problems_of(lambda c: experiment(c)["job"].update(rwmixwrite="30 %"))
+    assert problems == [
+        "experiments.demo.job.rwmixwrite: written without '%' (write 30): fio takes '30 %' but"
+        " runs no mix"
+    ]
