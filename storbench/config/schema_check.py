@@ -44,6 +44,8 @@ _VALUE_RULES = {  # the address patterns of config/schema.yaml, in words
 
 def _describe_schema_error(error) -> str:
     path = list(error.absolute_path)
+    if _may_hold_a_key(path, error.instance):
+        return _without_value(error, path)
     if error.validator == "additionalProperties" and error.validator_value is False:
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         return f"{key_path(path + extra[:1])}: unknown key" + (
@@ -68,6 +70,35 @@ def _describe_schema_error(error) -> str:
     if error.validator == "required":
         return f"{key_path(path)}: {error.message}"
     return f"{key_path(path)}: {error.message}"
+
+
+def _may_hold_a_key(path: list, instance) -> bool:
+    """A credentials entry (a key pasted where its variable's name goes) or an endpoint with
+    user:key@ in it: its problem is told without the value."""
+    in_url = path[-1:] == ["endpoint"] and isinstance(instance, str) and "@" in instance
+    return "credentials" in path or in_url
+
+
+def _without_value(error, path: list) -> str:
+    where = key_path(path)
+    if path[-1:] == ["endpoint"]:
+        return (
+            f"{where}: a user or key in the URL (user:key@host) is not allowed; the keys go"
+            " under credentials (the value is not shown)"
+        )
+    if error.validator == "pattern":
+        return (
+            f"{where}: must be the NAME of an environment variable (letters, digits, '_'; not"
+            " first a digit), not its value (the value is not shown: it may be a key)"
+        )
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"{key_path(path + extra[:1])}: unknown key"
+    if error.validator == "oneOf":
+        return f"{where}: either access_key_env and secret_key_env, or file (and a profile)"
+    if error.validator == "type":
+        return f"{where}: must be a {error.validator_value} (the value is not shown)"
+    return f"{where}: not valid ({error.validator} {error.validator_value!r}; value not shown)"
 
 
 def _describe_alternatives(error, path) -> str:

@@ -61,8 +61,13 @@ def _from_file(where: str, path: str, profile: str) -> Credentials:
     except OSError as error:
         reason = error.strerror
         raise SecretError(f"{where}: cannot read credentials file {path}: {reason}") from None
-    except configparser.Error as error:
-        raise SecretError(f"{where}: {path} is not an INI credentials file: {error}") from None
+    except configparser.Error as error:  # its message quotes the line: a key, perhaps
+        line = getattr(error, "lineno", None) or next(iter(getattr(error, "errors", [])), [None])[0]
+        at = f" (line {line}" if line else " ("
+        raise SecretError(
+            f"{where}: {path} is not an INI credentials file{at}{', ' if line else ''}"
+            f"{type(error).__name__}; the text is not shown)"
+        ) from None
     if not parser.has_section(profile):
         raise SecretError(f"{where}: no profile [{profile}] in {path}")
     section = parser[profile]

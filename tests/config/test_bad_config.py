@@ -666,3 +666,51 @@ def test_a_read_mix_written_as_a_percentage_is_refused_with_the_number_to_write(
         "experiments.demo.job.rwmixwrite: written without '%' (write 30): fio takes '30 %' but"
         " runs no mix"
     ]
+
+
+SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRET"
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        (
+            {"endpoint": f"http://AKIAEXAMPLE:{SECRET}@127.0.0.1:9000"},
+            "targets.s3.endpoint: a user or key in the URL (user:key@host) is not allowed; the"
+            " keys go under credentials (the value is not shown)",
+        ),
+        (
+            {"credentials": {"access_key_env": "S3_ACCESS", "secret_key_env": SECRET}},
+            "targets.s3.credentials.secret_key_env: must be the NAME of an environment variable"
+            " (letters, digits, '_'; not first a digit), not its value (the value is not shown:"
+            " it may be a key)",
+        ),
+        (
+            {"credentials": {"access_key_env": "S3_ACCESS", "secret_key_env": 4096 * 8191}},
+            "targets.s3.credentials.secret_key_env: must be a string (the value is not shown)",
+        ),
+    ],
+    ids=["endpoint-userinfo", "key-for-its-name", "number"],
+)
+def test_a_key_pasted_into_the_config_is_refused_without_showing_it(target, expected):
+    s3 = {
+        "type": "s3", "endpoint": "http://127.0.0.1:9000", "bucket_prefix": "sb",
+        "credentials": {"access_key_env": "S3_ACCESS", "secret_key_env": "S3_SECRET"}, **target,
+    }  # fmt: skip
+    problems = problems_of(lambda c: c["targets"].update(s3=s3))
+    assert problems == [expected]
+    assert SECRET not in " ".join(problems) and str(4096 * 8191) not in " ".join(problems)
+
+
+def test_a_credentials_file_that_is_not_ini_is_named_without_its_text(tmp_path):
+    from storbench.core import secrets
+
+    path = tmp_path / "credentials"
+    path.write_text(f"[default]\naws_access_key_id = AK\naws_secret_access_key {SECRET}\n")
+    path.chmod(0o600)
+    with pytest.raises(secrets.SecretError) as error:
+        secrets.target_credentials("s3", {"credentials": {"file": str(path)}})
+    assert str(error.value) == (
+        f"target s3: {path} is not an INI credentials file (line 3, ParsingError; the text is"
+        " not shown)"
+    )
