@@ -27,6 +27,7 @@ from storbench.config.source import ConfigError, key_path, load_yaml, with_lines
 from storbench.config.sweep import MAX_RUNS, PlanError
 from storbench.config.values import positive_duration
 from storbench.core import hostfacts, paths, units
+from storbench.core.buckets import bucket_name
 from storbench.core.model import DEFAULT_REPORT_NAME, Campaign, Experiment
 from storbench.core.options import (
     COUNT_OPTIONS,
@@ -64,6 +65,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     if problems:
         raise ConfigError(problems, source)
     problems = _control_character_problems(raw) + _name_problems(raw) + _job_file_problems(raw)
+    problems += _shared_place_problems(raw)
     host_groups = {
         name: expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
@@ -355,6 +357,7 @@ def _experiment(
     timeout = None
     if "timeout" in spec:
         timeout = positive_duration(f"{key}.timeout", spec["timeout"], problems)
+        _check_timeout(key, spec["timeout"], timeout, job, sweep, problems)
     max_start_skew_s = 1.0
     if "max_start_skew" in spec:
         try:
@@ -517,6 +520,24 @@ def _check_prepared_tool(
         )
     if "job_file" in spec:
         problems.append(f"{key}.job_file: a prepared experiment renders its job; use a template")
+
+
+def _check_timeout(
+    key: str, written, timeout: float | None, job: dict, sweep: dict, problems: list[str]
+) -> None:
+    """A time limit within a run's own runtime and ramp stops every run before its end."""
+    try:
+        longest = sum(
+            max(units.parse_duration(v) for v in [job.get(option, 0), *sweep.get(option, [])])
+            for option in ("runtime", "ramp_time")
+        )
+    except (units.UnitError, TypeError):  # a value the option checks name, or one per host
+        return
+    if timeout is not None and longest and timeout <= longest:
+        problems.append(
+            f"{key}.timeout: {written} is within the longest run's runtime and ramp_time"
+            f" ({longest:g} s): every such run would be stopped before its end"
+        )
 
 
 def _check_execution(key: str, spec: dict, problems: list[str]) -> None:
@@ -998,6 +1019,35 @@ def _is_free_text(path: tuple) -> bool:
     return path[0] == "preconditioning" and (
         path[2:] == ("purge",) or path[2:] == ("flush", "command")
     )
+
+
+def _shared_place_problems(raw: dict) -> list[str]:
+    """Two targets naming one directory or device, or two experiments' one bucket: a
+    target's lock keeps its own runs apart, and a bucket's clean-up is its experiment's."""
+    problems = []
+    places: dict[tuple, str] = {}
+    for name, target in raw["targets"].items():
+        if target.get("type") in ("directory", "block") and isinstance(target.get("path"), str):
+            place = (target["type"], os.path.normpath(target["path"]))
+            if (first := places.setdefault(place, name)) != name:
+                problems.append(
+                    f"targets.{name}.path: the same {place[0]} as targets.{first}"
+                    f" ({place[1]}); one target per place, or their runs could overlap"
+                )
+    buckets: dict[tuple, str] = {}
+    for name, spec in raw["experiments"].items():
+        target = (
+            raw["targets"].get(spec.get("target")) if isinstance(spec.get("target"), str) else None
+        )
+        if not isinstance(target, dict) or target.get("type") != "s3":
+            continue
+        bucket = (target.get("endpoint"), bucket_name(target, name))
+        if (first := buckets.setdefault(bucket, name)) != name:
+            problems.append(
+                f"experiments.{name}: its bucket {bucket[1]} is experiment {first}'s too (names"
+                " fold to lowercase letters, digits, '.' and '-', 63 at most); rename one"
+            )
+    return problems
 
 
 def _job_file_problems(raw: dict) -> list[str]:

@@ -12,7 +12,7 @@ import sys
 
 from storbench.config.values import positive_duration
 from storbench.core.addresses import address_problem
-from storbench.core.model import Host
+from storbench.core.model import Host, parse_jump
 from storbench.core.schema_names import ALL_HOSTS, CONTROLLER
 from storbench.tools import get_tool, known_tools
 
@@ -76,6 +76,12 @@ def expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
         return []
     if not _gateway_fits(key, group, problems):
         return []
+    if isinstance(group.get("jump"), str):
+        try:
+            parse_jump(group["jump"])
+        except ValueError as error:
+            problems.append(f"{key}.jump: {error}")
+            return []
     if group["transport"] == "local" and len(nodes) != 1:
         problems.append(f"{key}.nodes: a local group is exactly one host, not {len(nodes)}")
         return []

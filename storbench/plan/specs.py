@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 
 from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import hostfacts, paths, units
+from storbench.core.buckets import bucket_name
 from storbench.core.model import Campaign, Host, Run
 from storbench.core.specs import (
     HostJobsSpec,
@@ -387,15 +387,3 @@ def to_json(spec: dict | StepSpec) -> str:
     if isinstance(spec, StepSpec):
         return spec.to_json()
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
-
-
-MAX_BUCKET_NAME = 63
-
-
-_NOT_IN_BUCKET_NAME = re.compile(r"[^a-z0-9.-]+")
-
-
-def bucket_name(target: dict, experiment: str) -> str:
-    """<bucket_prefix>-<experiment>, folded into S3's bucket-name rules."""
-    suffix = _NOT_IN_BUCKET_NAME.sub("-", experiment.lower()).strip("-.") or "run"
-    return f"{target['bucket_prefix']}-{suffix}"[:MAX_BUCKET_NAME].rstrip("-.")

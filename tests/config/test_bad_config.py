@@ -714,3 +714,47 @@ def test_a_credentials_file_that_is_not_ini_is_named_without_its_text(tmp_path):
         f"target s3: {path} is not an INI credentials file (line 3, ParsingError; the text is"
         " not shown)"
     )
+
+
+def test_a_time_limit_within_the_runs_own_time_is_refused():
+    def short_limit(raw):
+        experiment(raw).update(timeout="5s", sweep={"runtime": ["2s", "8s"]})
+        experiment(raw)["job"]["ramp_time"] = "1s"
+
+    assert problems_of(short_limit) == [
+        "experiments.demo.timeout: 5s is within the longest run's runtime and ramp_time (9 s):"
+        " every such run would be stopped before its end"
+    ]
+    raw = copy.deepcopy(VALID)
+    experiment(raw).update(timeout="10s", sweep={"runtime": ["2s", "8s"]})
+    assert config.load_campaign(raw).experiments["demo"].timeout == 10.0
+
+
+def test_a_jump_host_with_a_bad_port_is_a_config_problem_not_a_traceback_later():
+    problems = problems_of(lambda c: c["hosts"]["clients"].update(jump="admin@bastion:notaport"))
+    assert problems == [
+        "hosts.clients.jump: jump host must look like user@host:port, got 'admin@bastion:notaport'"
+    ]
+
+
+def test_two_targets_on_one_directory_or_experiments_on_one_bucket_are_refused():
+    def same_directory(raw):
+        raw["targets"]["again"] = {"type": "directory", "path": "/var/tmp/storbench/scratch/"}
+
+    assert problems_of(same_directory) == [
+        "targets.again.path: the same directory as targets.scratch (/var/tmp/storbench/scratch);"
+        " one target per place, or their runs could overlap"
+    ]
+
+    def same_bucket(raw):
+        raw["targets"]["s3"] = {
+            "type": "s3", "endpoint": "http://127.0.0.1:9000", "bucket_prefix": "sb",
+            "credentials": {"access_key_env": "S3_ACCESS", "secret_key_env": "S3_SECRET"},
+        }  # fmt: skip
+        for name in ("warp_put", "warp-put"):
+            raw["experiments"][name] = {"tool": "warp", "hosts": "localhost", "target": "s3"}
+
+    assert problems_of(same_bucket) == [
+        "experiments.warp-put: its bucket sb-warp-put is experiment warp_put's too (names fold"
+        " to lowercase letters, digits, '.' and '-', 63 at most); rename one"
+    ]

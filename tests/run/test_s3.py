@@ -8,9 +8,9 @@ from pathlib import Path
 import boto3
 import pytest
 
+from storbench.core.buckets import bucket_name
 from storbench.core.secrets import Credentials, SecretError, scrub, target_credentials
 from storbench.core.specs import RunSpec
-from storbench.plan.specs import bucket_name
 from storbench.run import engine as runner
 from storbench.run import s3
 from storbench.tools.base import ToolAdapter
