@@ -39,8 +39,7 @@ class Preparation:
         """Take each of the run's target locks first; their paths (to release later)."""
         self._me = me
         paths = []
-        for index, name in enumerate(target_lock.target_names(target)):
-            path = target_lock.lock_path(workdir, self.host, name)
+        for index, (name, path) in enumerate(target_lock.target_locks(workdir, self.host, target)):
             step = f"lock{index}"
             self.steps.add(step, target_lock.take_script(path, me))
             self._locks.append((step, name, path))

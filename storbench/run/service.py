@@ -441,8 +441,8 @@ def _finish_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: 
         if paths:
             steps.add("stamps", f"cat {paths} 2>/dev/null; exit 0")
         locks = [
-            target_lock.lock_path(host_spec.workdir, host_spec.name, name)
-            for name in target_lock.target_names(spec.target)
+            path
+            for _, path in target_lock.target_locks(host_spec.workdir, host_spec.name, spec.target)
         ]
         steps.add("release", target_lock.release_script(locks, holder))
         try:
@@ -484,8 +484,8 @@ def _release_locks(spec: RunSpec, hosts: list[dict], holder: str, sessions) -> N
     def release(host: dict) -> None:
         host_spec = services.host_spec(host)
         paths = [
-            target_lock.lock_path(host_spec.workdir, host_spec.name, name)
-            for name in target_lock.target_names(spec.target)
+            path
+            for _, path in target_lock.target_locks(host_spec.workdir, host_spec.name, spec.target)
         ]
         target_lock.release(sessions.of(host), paths, holder)
 

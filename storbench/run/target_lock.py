@@ -2,7 +2,7 @@
 
 Snakemake's per-target resource serialises the jobs of one Snakemake session; two sessions
 in different folders (or a hand-run `storbench run`) know nothing of each other. So each
-benchmark also takes ``<host workdir>/locks/<host>/<target>.lock`` on every host it uses, created
+benchmark also takes ``<host workdir>/locks/<host>/<place>.lock`` on every host it uses, created
 atomically (the shell's noclobber), holding who took it: controller machine, pid and the
 pid's start time, folder, and until when it may be held. A lock whose holder runs on this
 machine and is gone, or whose time is up, is stale and taken over; any other is an error
@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import json
 import os
+import posixpath
+import re
 import shlex
 import socket
 
@@ -31,15 +34,33 @@ class TargetBusy(HostError):
     """Another storbench holds the target on this host."""
 
 
-def lock_path(workdir: str, host: str, target: str) -> str:
+def lock_path(workdir: str, host: str, key: str) -> str:
     """Per host too: hosts may share one work folder (an NFS home)."""
     folder = f"{workdir.rstrip('/')}/locks/{paths.component(host, 'host')}"
-    return f"{folder}/{paths.component(target, 'target')}.lock"
+    return f"{folder}/{key}.lock"
 
 
-def target_names(target: dict) -> list[str]:
+def run_targets(target: dict) -> list[dict]:
     """The targets a run writes to: each member of a target set, else the target."""
-    return [t["name"] for t in target.get("members") or [target] if t.get("name")]
+    return [t for t in target.get("members") or [target] if t.get("name")]
+
+
+def lock_key(target: dict) -> str:
+    """A directory or device is locked by its path, whatever the config names it (two
+    campaigns naming one folder differently are kept apart; one name for two folders is not
+    one lock); a target without a path (S3) by its name."""
+    path = target.get("path")
+    if not isinstance(path, str) or not path:
+        return paths.component(target["name"], "target")
+    place = posixpath.normpath(path)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", place.strip("/"))[:48].strip("._") or "root"
+    digest = hashlib.sha256(f"{target.get('type')}:{place}".encode()).hexdigest()[:10]
+    return f"{slug}-{digest}"
+
+
+def target_locks(workdir: str, host: str, target: dict) -> list[tuple[str, str]]:
+    """(target name, lock file) of each target the run writes to, on this host."""
+    return [(t["name"], lock_path(workdir, host, lock_key(t))) for t in run_targets(target)]
 
 
 def holder(timeout_s: float) -> str:
@@ -66,8 +87,7 @@ def held(transport, workdir: str, target: dict, timeout_s: float):
     me = holder(timeout_s)
     taken: list[str] = []
     try:
-        for name in target_names(target):
-            path = lock_path(workdir, transport.spec.name, name)
+        for name, path in target_locks(workdir, transport.spec.name, target):
             acquire(transport, path, me, name)
             taken.append(path)
         yield

@@ -14,7 +14,7 @@ import pytest
 from storbench.core.specs import RunSpec
 from storbench.run import engine
 from storbench.run.attempt import RunError
-from storbench.run.target_lock import lock_path
+from storbench.run.target_lock import lock_key, lock_path
 from tests.run.test_interrupt import processes_matching, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,13 +36,13 @@ def fio_job(tmp_path: Path, name: str, seconds: int) -> Path:
     return job
 
 
-def run_spec(tmp_path: Path, run_id: str) -> RunSpec:
+def run_spec(tmp_path: Path, run_id: str, target_name: str = "scratch") -> RunSpec:
     host = {"name": "localhost", "transport": "local", "workdir": str(tmp_path / "workdir")}
     return RunSpec(
         experiment="e",
         run_id=run_id,
         tool="fio",
-        target={"name": "scratch", "type": "directory", "path": str(tmp_path / "target")},
+        target={"name": target_name, "type": "directory", "path": str(tmp_path / "target")},
         params={},
         hosts=(host,),
         timeout_s=120,
@@ -50,8 +50,10 @@ def run_spec(tmp_path: Path, run_id: str) -> RunSpec:
 
 
 def test_a_second_storbench_on_the_same_target_is_refused_until_the_holder_is_gone(tmp_path):
+    """The second names the folder otherwise (another campaign's config): one folder, one lock."""
     (tmp_path / "target").mkdir()
-    lock = Path(lock_path(str(tmp_path / "workdir"), "localhost", "scratch"))
+    key = lock_key(run_spec(tmp_path, "first").target)
+    lock = Path(lock_path(str(tmp_path / "workdir"), "localhost", key))
     first_job = fio_job(tmp_path, "first", 300)
     first = subprocess.Popen(
         [sys.executable, "-c", RUN_IN_ANOTHER_PROCESS, run_spec(tmp_path, "first").to_json(),
@@ -63,14 +65,12 @@ def test_a_second_storbench_on_the_same_target_is_refused_until_the_holder_is_go
         holder = json.loads(lock.read_text())
         assert holder["pid"] == first.pid
 
-        second = run_spec(tmp_path, "second")
+        second = run_spec(tmp_path, "second", target_name="other")
         with pytest.raises(RunError) as refused:
             engine.run_iteration(second, 1, str(fio_job(tmp_path, "second", 1)),
                                  str(tmp_path / "session2/run.json"))  # fmt: skip
         message = str(refused.value)
-        assert (
-            f"host localhost: target scratch is in use by storbench pid {first.pid} on" in message
-        )
+        assert f"host localhost: target other is in use by storbench pid {first.pid} on" in message
         assert f"lock file {lock}" in message
         assert not (tmp_path / "session2/run.json").exists()
 
@@ -95,3 +95,12 @@ def test_a_second_storbench_on_the_same_target_is_refused_until_the_holder_is_go
                                     str(tmp_path / "session3/run.json"))  # fmt: skip
     assert manifest.hosts[0]["exit_code"] == 0  # ... and taken over: its holder is gone
     assert not lock.exists()  # released after the run
+
+
+def test_a_target_is_locked_by_its_place_and_one_without_a_path_by_its_name():
+    scratch = {"name": "scratch", "type": "directory", "path": "/mnt/nfs/bench/"}
+    assert lock_key(scratch) == lock_key({**scratch, "name": "nfs", "path": "/mnt//nfs/bench"})
+    assert lock_key(scratch).startswith("mnt_nfs_bench-")
+    assert lock_key(scratch) != lock_key({**scratch, "path": "/mnt/nfs/other"})
+    assert lock_key(scratch) != lock_key({**scratch, "type": "block"})
+    assert lock_key({"name": "minio", "type": "s3"}) == "minio"
