@@ -186,6 +186,8 @@ def _run_on_host(spec: RunSpec, host: Host, paths: HostPaths, job_text: str, loc
                 local_output = local_dir / tool.output_name(name)
                 if result.exit_code == 0:
                     _fetch_output(transport, tool, paths, local_output)
+                    if problem := tool.output_problem(local_output):
+                        result.error = f"host {name}: {problem}"
                 else:
                     _kill_leftovers(transport, paths.job_path, result)
                     _fetch_what_exists(transport, tool, paths, local_output)
@@ -481,8 +483,14 @@ def run_iteration(
             **placement,
         }
     )
-    atomic.write_json(local_dir / PUBLISHED_COPY, manifest.to_dict())
-    atomic.write_json(manifest_path, manifest.to_dict())
+    try:
+        atomic.write_json(local_dir / PUBLISHED_COPY, manifest.to_dict())
+        atomic.write_json(manifest_path, manifest.to_dict())
+    except BaseException as error:  # a full disk: this attempt is not published after all
+        with contextlib.suppress(OSError):
+            (local_dir / PUBLISHED_COPY).unlink()
+        _note_failure(local_dir, error)
+        raise
     return manifest
 
 

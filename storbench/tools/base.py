@@ -323,6 +323,11 @@ class ToolAdapter:
         """File (or folder) name of a host's result inside the raw iteration folder."""
         raise NotImplementedError
 
+    def output_problem(self, path: Path) -> str | None:
+        """Why a host's fetched output is not a whole result though the tool exited 0 (cut
+        short by a full disk), or None; light: it runs on the run path, before publishing."""
+        return None
+
     def target_directory(self, target: dict, host: str) -> str | None:
         """Directory the tool needs on the host before it starts (created by the runner)."""
         return None

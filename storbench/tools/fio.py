@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -250,6 +251,23 @@ class FioAdapter(ToolAdapter):
             return None
         return per_job * numjobs * hosts
 
+    def output_problem(self, path: Path) -> str | None:
+        """fio exits 0 when its output was cut short (a full disk): its last document (the
+        final report; status-interval reports come before it) must decode."""
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            return None  # the fetch named it already
+        starts = [match.start() for match in _DOCUMENT_START.finditer(text)]
+        try:
+            json.JSONDecoder().raw_decode(text, starts[-1])
+        except (IndexError, ValueError):
+            return (
+                f"fio exited 0, but its output {path.name} ({len(text)} characters) holds no"
+                " whole JSON report: cut short (a full disk where it was written?)"
+            )
+        return None
+
     def output_name(self, host: str) -> str:
         return f"{host}.json"
 
@@ -344,6 +362,7 @@ def value_problem(text: str) -> str | None:
     return None
 
 
+_DOCUMENT_START = re.compile(r"^\{", re.MULTILINE)  # a report's first line (fio_json)
 MIX_OPTIONS = ("rwmixread", "rwmixwrite")
 
 
