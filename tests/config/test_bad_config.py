@@ -758,3 +758,28 @@ def test_two_targets_on_one_directory_or_experiments_on_one_bucket_are_refused()
         "experiments.warp-put: its bucket sb-warp-put is experiment warp_put's too (names fold"
         " to lowercase letters, digits, '.' and '-', 63 at most); rename one"
     ]
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("[j]\nnumjobs={{ num_jobs }}\n", "template {path}: 'num_jobs' is undefined"),
+        ("[j]\ndirectory={{ directory }\n", "template {path}:2: unexpected '}}'"),
+        (
+            "{{ cycler.__init__.__globals__ }}\n",
+            "template {path}: refused by the template sandbox: access to attribute '__init__'",
+        ),
+    ],
+    ids=["undefined", "syntax", "sandbox"],
+)
+def test_check_renders_an_experiments_own_template(template, expected, tmp_path, capsys):
+    """As the render step would, before any job: `check` passed all three before."""
+    own = tmp_path / "own.fio.j2"
+    own.write_text(template)
+    raw = copy.deepcopy(VALID)
+    experiment(raw)["template"] = str(own)
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code, err = check(path, capsys)
+    assert code == 1
+    assert f"  - experiments.demo.template: {expected.format(path=own)}" in err, err
