@@ -31,6 +31,7 @@ from storbench.core.secrets import Credentials, SecretError, scrub, scrub_files
 from storbench.core.specs import Manifest, RunSpec, start_skew_s
 from storbench.hosts import open_files
 from storbench.hosts.transport import (
+    KILL_AFTER_S,
     SHELL_TIMEOUT_S,
     HostError,
     hold_signals,
@@ -74,6 +75,7 @@ class HostResult:
     tool_version: str | None = None
     error: str | None = None
     cleanup_error: str | None = None  # leftovers of a failed tool that could not be killed
+    over_time: bool = False  # it ran past its time limit (then SIGTERM, SIGKILL if still there)
 
 
 def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path]:
@@ -273,6 +275,7 @@ def _run_at_release(spec: RunSpec, transport, argv: list[str], paths: HostPaths,
             program=program_name(argv),  # errors name the tool, not the start wrapper
         )
     finally:
+        result.over_time = time.time() - launched >= spec.timeout_s + wait_s
         if early is not None:
             early.gone(result.name)
         if fifo is not None and Path(paths.workdir) == local_dir.resolve():
@@ -397,12 +400,20 @@ def _kill_everywhere(hosts: list[Host], paths: list[HostPaths], local_dir: Path,
 
 
 def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) -> str:
-    lines = [f"{spec.experiment}/{spec.run_id}: {spec.tool} failed"]
+    # a lock, the room or a folder refused before the tool ran on any host: it did not fail
+    started = any(result.launch_time is not None for result in results)
+    verdict = "failed" if started else "did not start"
+    lines = [f"{spec.experiment}/{spec.run_id}: {spec.tool} {verdict}"]
     for result in results:
         if result.error:
             lines.append(result.error)
         elif result.exit_code is not None and result.exit_code != 0:
             reason = exit_reason(result.exit_code, get_tool(spec.tool).exit_statuses)
+            if result.over_time and reason != "timed out":  # a stopped (SIGSTOP) or hung tool
+                reason = (
+                    f"timed out after {spec.timeout_s:g} s and {reason}: it did not stop on"
+                    f" SIGTERM within {KILL_AFTER_S} s"
+                )
             lines.append(f"host {result.name}: {spec.tool} {reason}; stderr tail:")
             tail = output_tail(local_dir / f"{result.name}.stderr") or output_tail(
                 local_dir / f"{result.name}.stdout"

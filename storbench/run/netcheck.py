@@ -555,4 +555,5 @@ def _alive_server_ports(transport, marker: str) -> set[int]:
 def _failure_lines(error: Exception) -> str:
     """The engine's message without its first line (the phase says which run failed)."""
     lines = str(error).splitlines()
-    return "\n".join(lines[1:] if len(lines) > 1 and lines[0].endswith(" failed") else lines)
+    headline = len(lines) > 1 and lines[0].endswith((" failed", " did not start"))
+    return "\n".join(lines[1:] if headline else lines)

@@ -78,4 +78,7 @@ def room_problem(rc: int, out: str, directory: str, needed: int, run_id: str) ->
 
 
 def _gib(count: int) -> str:
+    """GiB, or MiB below 1 GiB (a 16 MiB job on an 8 MiB file system read '0.0 GiB')."""
+    if count < 2**30:
+        return f"{count / 2**20:,.1f} MiB"
     return f"{count / 2**30:,.1f} GiB"

@@ -68,3 +68,38 @@ def test_a_cut_output_fails_the_run_and_publishes_nothing(tmp_path, monkeypatch)
     assert not manifest.exists() and not (attempt / PUBLISHED_COPY).exists()
     assert "holds no whole JSON report" in (attempt / FAILED_NOTE).read_text()
     assert (attempt / "localhost.json").stat().st_size == 16384  # the raw output is kept
+
+
+class StalledTool(FioAdapter):
+    """A tool that ignores SIGTERM (as a SIGSTOPped fio does) past its time limit."""
+
+    def command(self, job_path, output_path, host):
+        return ["sh", "-c", 'trap "" TERM; sleep 20', "stalled", job_path]
+
+    def run_command(self, job_path, output_path, host, params):
+        return self.command(job_path, output_path, host)
+
+
+def test_a_tool_killed_after_its_time_limit_is_named_as_timed_out(tmp_path, monkeypatch):
+    """It was 'killed by SIGKILL', with no word of the time limit (SIGSTOP in the audit)."""
+    from storbench.hosts import base
+
+    monkeypatch.setattr(runner, "get_tool", lambda name: StalledTool())
+    monkeypatch.setattr(base, "KILL_AFTER_S", 1)  # `timeout -k`: SIGKILL 1 s after SIGTERM
+    monkeypatch.setattr(runner, "KILL_AFTER_S", 1)
+    job = tmp_path / "job.fio"
+    job.write_text("[j]\nrw=read\nsize=1m\n")
+    spec = RunSpec.from_dict({
+        "experiment": "e", "run_id": "r", "tool": "fio",
+        "target": {"name": "t", "type": "directory", "path": str(tmp_path / "target")},
+        "params": {}, "timeout_s": 1,
+        "hosts": [{"name": "localhost", "transport": "local", "workdir": str(tmp_path / "w")}],
+    })  # fmt: skip
+    with pytest.raises(RunError) as failed:
+        runner.run_iteration(spec, 1, str(job), str(tmp_path / "raw/it1/run.json"))
+    lines = str(failed.value).splitlines()
+    assert lines[:2] == [
+        "e/r: fio failed",
+        "host localhost: fio timed out after 1 s and killed by SIGKILL: it did not stop on"
+        " SIGTERM within 1 s; stderr tail:",
+    ]

@@ -108,7 +108,7 @@ def test_a_job_larger_than_the_free_space_stops_before_the_tool_starts(tmp_path)
     (log,) = (tmp_path / "results/tiny/logs/run").glob("*.log")
     text = log.read_text()
     assert f"host localhost: not enough room in {tmp_path}/target/localhost: run" in text
-    assert "writes 102,400.0 GiB of files per host (size x numjobs), 0.0 GiB are there" in text
+    assert "writes 102,400.0 GiB of files per host (size x numjobs), 0.0 MiB are there" in text
     assert not list((tmp_path / "results/tiny/raw").glob("*/it*/run.json"))
     assert not list((tmp_path / "results/tiny/raw").glob("*/it*/a1/localhost.json"))
 
@@ -200,3 +200,12 @@ def test_the_clock_offset_leaves_out_the_time_the_checks_took():
 
 def test_a_date_without_nanoseconds_gives_no_clock_offset():
     assert start.clock_offset("1700000000.N\n", "1700000000.N\n", 1.0, 2.0) is None
+
+
+def test_room_below_a_gib_is_told_in_mib():
+    """df -Pk's line for an 8 MiB file system, then du's 1 MiB there: a 16 MiB job."""
+    out = "tmpfs 8192 1024 7168 13% /mnt/small\n1024\t/mnt/small/t\n"
+    assert room.room_problem(0, out, "/mnt/small/t", 16 << 20, "r1") == (
+        "not enough room in /mnt/small/t: run r1 writes 16.0 MiB of files per host (size x"
+        " numjobs), 1.0 MiB are there already and 7.0 MiB are free; shrink size or free the target"
+    )

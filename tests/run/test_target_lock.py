@@ -70,6 +70,7 @@ def test_a_second_storbench_on_the_same_target_is_refused_until_the_holder_is_go
             engine.run_iteration(second, 1, str(fio_job(tmp_path, "second", 1)),
                                  str(tmp_path / "session2/run.json"))  # fmt: skip
         message = str(refused.value)
+        assert message.startswith("e/second: fio did not start\n")  # the lock came first
         assert f"host localhost: target other is in use by storbench pid {first.pid} on" in message
         assert f"lock file {lock}" in message
         assert not (tmp_path / "session2/run.json").exists()
