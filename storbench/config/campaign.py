@@ -913,10 +913,18 @@ def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) 
     if experiment.steps is None:
         return
     hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
-    if experiment.steps["size"] > hosts:
+    size = experiment.steps["size"]
+    if size > hosts:
         problems.append(
-            f"experiments.{name}.steps.size: {experiment.steps['size']} is more than the "
+            f"experiments.{name}.steps.size: {size} is more than the "
             f"{hosts} host(s) of the experiment"
+        )
+    elif experiment.steps["mode"] == "constant" and hosts % size:
+        print(
+            f"storbench: warning: experiments.{name}.steps: {hosts} hosts in groups of {size}:"
+            f" the last group has {hosts % size}, so its bandwidth is not comparable with the"
+            " others'",
+            file=sys.stderr,
         )
 
 

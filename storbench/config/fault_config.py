@@ -11,6 +11,7 @@ fio's ``status_interval: 1s`` when the job does not set one).
 from __future__ import annotations
 
 import math
+import sys
 
 from storbench.config.values import positive_duration
 from storbench.core import units
@@ -111,6 +112,13 @@ def soak_plan(key: str, spec: dict, job: dict, problems: list[str]) -> dict | No
     if chunk > duration:
         problems.append(f"{key}.soak.chunk: longer than soak.duration")
         return None
+    chunks = math.ceil(duration / chunk - 1e-9)
+    if chunks * chunk > duration + 1e-9:
+        print(
+            f"storbench: warning: {key}.soak: {soak['duration']} is not a whole number of"
+            f" {soak['chunk']} chunks; the soak runs {chunks} of them, {chunks * chunk:g} s",
+            file=sys.stderr,
+        )
     drift = SOAK_DEFAULTS["drift"]
     if "drift" in soak:
         try:
@@ -120,7 +128,7 @@ def soak_plan(key: str, spec: dict, job: dict, problems: list[str]) -> dict | No
     return {
         "duration_s": duration,
         "chunk_s": chunk,
-        "chunks": math.ceil(duration / chunk - 1e-9),
+        "chunks": chunks,
         "window": int(soak.get("window", SOAK_DEFAULTS["window"])),
         "k": float(soak.get("k", SOAK_DEFAULTS["k"])),
         "drift": drift,

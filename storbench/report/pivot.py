@@ -72,6 +72,7 @@ def pivot_table(
     """The table ``spec`` asks for, from the summary cells of the campaign's experiments."""
     settings = {**DEFAULTS, "bandwidth_unit": default_bandwidth_unit(meta), **spec}
     runs = _runs(summary, raw, meta, settings)
+    unmatched = _unmatched_where(summary, raw, meta, settings) if runs.empty else []
     dimensions = [*settings["rows"], *settings["columns"]]
     per_op = "op" in dimensions
     if "target" not in dimensions:
@@ -128,7 +129,7 @@ def pivot_table(
         caption=settings.get("title") or _caption(settings),
         label=f"tab:{name}",
         align="l" * len(settings["rows"]) + "r" * (len(headers) - len(settings["rows"])),
-        notes=_notes(settings, crowded, nodes, per_op),
+        notes=[*unmatched, *_notes(settings, crowded, nodes, per_op)],
     )
 
 
@@ -309,6 +310,19 @@ def _caption(settings: dict) -> str:
     values = ", ".join(value_label(v, settings) for v in settings["values"])
     by = " × ".join(_dimension_label(d) for d in [*settings["rows"], *settings["columns"]])
     return f"{values} by {by}" if by else values
+
+
+def _unmatched_where(summary, raw, meta: dict, settings: dict) -> list[str]:
+    """A table left empty by its where (a value misspelt: rw: randred) says what there is."""
+    where = settings.get("where") or {}
+    if not where:
+        return []
+    every = _runs(summary, raw, meta, {**settings, "where": {}})
+    found = []
+    for key in where:
+        values = every[key].dropna().unique() if key in every else []
+        found.append(f"{key}: {', '.join(sorted(map(str, values))) or 'none'}")
+    return [f"No run matches where {where}; the runs have {'; '.join(found)}."]
 
 
 def _notes(settings: dict, crowded: set[str], nodes, per_op: bool) -> list[str]:

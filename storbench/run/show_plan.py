@@ -189,9 +189,12 @@ def describe_experiment(campaign: Campaign, name: str) -> list[str]:
     lines += _describe_commands(tool, runs)
     if experiment.soak:
         soak = experiment.soak
+        runs_s = soak["chunks"] * soak["chunk_s"]
+        longer = f", {runs_s:g} s in all" if runs_s > soak["duration_s"] + 1e-9 else ""
         lines.append(
             f"   soak: {soak['duration_s']:g} s in {soak['chunks']} chunk(s) of "
-            f"{soak['chunk_s']:g} s (the iterations; an interrupted soak repeats one chunk)"
+            f"{soak['chunk_s']:g} s{longer} (the iterations; an interrupted soak repeats one"
+            " chunk)"
         )
     for run in runs:
         lines += _describe_run(campaign, name, run, tool)

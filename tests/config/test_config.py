@@ -237,6 +237,36 @@ def test_a_soak_needs_a_tool_with_per_interval_series():
     assert load_campaign(raw).experiments["obj"].soak["chunks"] == 12
 
 
+def test_a_soak_that_is_not_whole_chunks_runs_one_more_and_says_so(capsys):
+    raw = copy.deepcopy(S3_CAMPAIGN)
+    raw["hosts"]["clients"]["nodes"] = "c1"
+    raw["experiments"]["obj"].update(tool="warp", soak={"duration": "2m", "chunk": "45s"})
+    assert load_campaign(raw).experiments["obj"].soak["chunks"] == 3
+    assert (
+        "storbench: warning: experiments.obj.soak: 2m is not a whole number of 45s chunks; the"
+        " soak runs 3 of them, 135 s"
+    ) in capsys.readouterr().err
+
+
+def test_constant_groups_that_do_not_divide_the_hosts_are_warned_about(capsys):
+    raw = {
+        "hosts": {"clients": {"transport": "ssh", "nodes": "c[1-4]"}},
+        "targets": {"t": {"type": "directory", "path": "/mnt/t"}},
+        "experiments": {
+            "e": {"tool": "fio", "hosts": "clients", "target": "t",
+                  "steps": {"mode": "constant", "size": 3}},
+        },
+    }  # fmt: skip
+    load_campaign(raw)
+    assert (
+        "storbench: warning: experiments.e.steps: 4 hosts in groups of 3: the last group has 1,"
+        " so its bandwidth is not comparable with the others'"
+    ) in capsys.readouterr().err
+    raw["experiments"]["e"]["steps"]["size"] = 2
+    load_campaign(raw)
+    assert "groups of" not in capsys.readouterr().err
+
+
 def test_any_tool_runs_on_a_preconditioned_block_device():
     """The IDC plan: fio preconditions the LUN, vdbench (or elbencho) measures it."""
     raw = {

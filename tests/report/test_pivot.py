@@ -87,3 +87,11 @@ def test_the_schema_offers_exactly_the_values_units_and_splits_the_tables_know()
     assert offered["per"]["items"]["enum"] == list(pivot.PER)
     assert offered["latency_unit"]["enum"] == list(pivot.LATENCY_UNITS)
     assert offered["bandwidth_unit"]["enum"] == list(pivot.BANDWIDTH_UNITS)
+
+
+def test_a_where_that_matches_no_run_says_what_the_runs_have():
+    built = table({"rows": ["bs"], "values": ["iops"], "where": {"rw": "randred"}})
+    assert built.rows == []
+    assert built.notes[0] == (
+        "No run matches where {'rw': 'randred'}; the runs have rw: randread, randrw."
+    )
