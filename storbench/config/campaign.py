@@ -36,6 +36,7 @@ from storbench.core.options import (
     SIZE_OPTIONS,
 )
 from storbench.core.schema_names import PIVOT_DIMENSIONS
+from storbench.core.secrets import SecretError, target_credentials
 from storbench.tools import get_tool, known_tools, preparation_tool
 from storbench.tools.base import job_file_text
 
@@ -65,7 +66,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     if problems:
         raise ConfigError(problems, source)
     problems = _control_character_problems(raw) + _name_problems(raw) + _job_file_problems(raw)
-    problems += _shared_place_problems(raw)
+    problems += _shared_place_problems(raw) + _credentials_problems(raw)
     host_groups = {
         name: expand_group(name, group, problems) for name, group in raw["hosts"].items()
     }
@@ -1027,6 +1028,25 @@ def _is_free_text(path: tuple) -> bool:
     return path[0] == "preconditioning" and (
         path[2:] == ("purge",) or path[2:] == ("flush", "command")
     )
+
+
+def _credentials_problems(raw: dict) -> list[str]:
+    """An S3 target's credentials file read now, as the runs will read it here (missing, not
+    INI, no such profile; warned about when others can read it); unset variables warned about."""
+    problems = []
+    for name, target in raw["targets"].items():
+        spec = target.get("credentials") if target.get("type") == "s3" else None
+        if not isinstance(spec, dict):
+            continue
+        try:
+            target_credentials(name, target)
+        except SecretError as error:
+            text = str(error).removeprefix(f"target {name}: ")
+            if "file" in spec:
+                problems.append(f"targets.{name}.credentials.file: {text}")
+            else:
+                print(f"storbench: warning: targets.{name}.credentials: {text}", file=sys.stderr)
+    return problems
 
 
 def _shared_place_problems(raw: dict) -> list[str]:

@@ -783,3 +783,36 @@ def test_check_renders_an_experiments_own_template(template, expected, tmp_path,
     code, err = check(path, capsys)
     assert code == 1
     assert f"  - experiments.demo.template: {expected.format(path=own)}" in err, err
+
+
+def test_an_s3_credentials_file_is_read_when_the_config_is(tmp_path, capsys, monkeypatch):
+    """As an identity file is: missing, or without the profile, before any job."""
+
+    def with_file(**credentials):
+        def mutate(raw):
+            raw["targets"]["s3"] = {
+                "type": "s3", "endpoint": "http://127.0.0.1:9000", "bucket_prefix": "sb",
+                "credentials": credentials,
+            }  # fmt: skip
+
+        return mutate
+
+    absent = tmp_path / "absent"
+    assert problems_of(with_file(file=str(absent))) == [
+        f"targets.s3.credentials.file: cannot read credentials file {absent}: No such file or"
+        " directory"
+    ]
+    path = tmp_path / "credentials"
+    path.write_text(f"[lab]\naws_access_key_id = AK\naws_secret_access_key = {SECRET}\n")
+    path.chmod(0o600)
+    assert problems_of(with_file(file=str(path), profile="prod")) == [
+        f"targets.s3.credentials.file: no profile [prod] in {path}"
+    ]
+    monkeypatch.delenv("SB_UNSET_KEY", raising=False)
+    raw = copy.deepcopy(VALID)
+    with_file(access_key_env="SB_UNSET_KEY", secret_key_env="SB_UNSET_KEY")(raw)
+    config.load_campaign(raw)  # the runs' environment may set them: a warning only
+    assert (
+        "storbench: warning: targets.s3.credentials: environment variable SB_UNSET_KEY is not"
+        " set or empty"
+    ) in capsys.readouterr().err
