@@ -44,6 +44,8 @@ the output of a distributed run (several clients) gives a row per warp client an
 from __future__ import annotations
 
 import datetime
+import difflib
+import functools
 import json
 import math
 import re
@@ -155,6 +157,27 @@ class WarpAdapter(ToolAdapter):
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
         return ["sh", "-c", _RUN_SCRIPT, "storbench-warp", job_path, output_path]
+
+    def option_problems(self, sections: list[dict]) -> dict[str, str]:
+        """Options whose flag the section's benchmark lacks in warp 1.1.3 (a misspelt 'obj: 500'
+        went to warp as --obj=500)."""
+        problems: dict[str, str] = {}
+        for section in sections:
+            try:
+                benchmark = benchmark_of(section)
+            except RenderError:  # the render check names it
+                continue
+            known = benchmark_flags()[benchmark]
+            for option in section:
+                if option in _MAPPED or option in _WITHOUT_COUNTERPART:
+                    continue
+                flag = _flag_name(option)
+                if option in _SET_BY_STORBENCH or flag in known:
+                    continue
+                near = difflib.get_close_matches(flag, known, n=1)
+                hint = f" (did you mean {_option_name(near[0])!r}?)" if near else ""
+                problems.setdefault(option, f"warp {benchmark} has no flag --{flag}{hint}")
+        return problems
 
     def version_command(self) -> list[str]:
         return ["warp", "--version"]
@@ -317,6 +340,25 @@ def _passed_through(params: dict) -> list[str]:
         else:
             arguments.append(f"--{flag}={value}")
     return arguments
+
+
+FLAGS_FILE = Path(__file__).parent / "data" / "warp-1.1.3-flags.txt"
+
+
+@functools.cache
+def benchmark_flags() -> dict[str, frozenset[str]]:
+    """{benchmark: its flags} as warp 1.1.3 declares them (tools/data)."""
+    flags = {}
+    for line in FLAGS_FILE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            benchmark, _, names = line.partition(":")
+            flags[benchmark] = frozenset(names.split())
+    return flags
+
+
+def _option_name(flag: str) -> str:
+    """A warp flag as the option a config writes: obj.randsize -> obj_randsize."""
+    return flag.replace(".", "_").replace("-", "_")
 
 
 def _flag_name(option: str) -> str:

@@ -16,6 +16,7 @@ from storbench.core.schema_names import ALL_HOSTS
 from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
+from storbench.tools.elbencho import config_file_options
 from storbench.tools.elbencho_results import (
     MIB,
     human_latency_us,
@@ -801,3 +802,16 @@ def test_a_target_set_gives_elbencho_every_path_in_one_run(fake_elbencho):
     )
     assert done.stdout.splitlines()[-2:] == ["/dev/mapper/lun1", "/dev/mapper/lun 2"]
     assert ADAPTER.capabilities.target_sets
+
+
+def test_an_option_elbenchos_config_file_does_not_take_is_refused_at_check():
+    """elbencho 3.1-10's options (tools/data, from its source): 'file: 256' failed the run."""
+    sections = [
+        {"file": 256, "files": 3, "bs": "4k", "rw": "read", "direct": 1, "blocksize": "1m"},
+        {"numjobs": 2, "s3objprefix": "x", "iodepth": 4, "lat": 1},
+    ]
+    assert ADAPTER.option_problems(sections) == {
+        "file": "elbencho has no option 'file' (did you mean 'files'?)",
+        "blocksize": "elbencho has no option 'blocksize' (did you mean 'bs'?)",
+    }
+    assert {"block", "threads", "timelimit", "s3endpoints"} <= config_file_options()

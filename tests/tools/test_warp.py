@@ -18,7 +18,13 @@ from storbench.plan import specs as plan
 from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import ToolOutputError
-from storbench.tools.warp import ADAPTER, load_result, parse_go_duration, timeseries_rows
+from storbench.tools.warp import (
+    ADAPTER,
+    benchmark_flags,
+    load_result,
+    parse_go_duration,
+    timeseries_rows,
+)
 from tests.manifests import as_manifest
 from tests.minio import S3_DEMO_TARGET
 from tests.paths import FIXTURES as SHARED_FIXTURES
@@ -483,3 +489,19 @@ def test_shipped_example_renders():
             lines = render_job(plan.render_spec(campaign, name, run)).splitlines()
             assert lines[2] in ("get", "put", "mixed") and lines[-1] == "--no-color"
             assert f"--bucket=storbench-{name.replace('_', '-')}" in lines
+
+
+def test_an_option_whose_flag_the_benchmark_lacks_is_refused_at_check():
+    """warp 1.1.3's flags per benchmark (tools/data, from its source): a misspelt option went
+    to warp as a flag it refuses, or that another benchmark has."""
+    sections = [
+        {"op": "get", "obj": 500, "obj_size": "1MiB", "concurrent": 4, "range": True},
+        {"op": "mixed", "part_size": "5m", "get_distrib": 60},
+        {"rw": "write", "objects": 50, "post": True, "access_key": "x"},
+    ]
+    assert ADAPTER.option_problems(sections) == {
+        "obj": "warp get has no flag --obj (did you mean 'objects'?)",
+        "part_size": "warp mixed has no flag --part.size",
+    }
+    assert {"get", "put", "mixed", "delete", "list", "stat"} == set(benchmark_flags())
+    assert "versions" in benchmark_flags()["list"] and "post" in benchmark_flags()["put"]

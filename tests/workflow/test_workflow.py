@@ -246,28 +246,30 @@ def test_a_target_cap_other_than_one_is_refused(tmp_path):
 def test_tool_failure_publishes_nothing_and_shows_stderr(tmp_path):
     config = tiny_config(tmp_path / "target", rw=("read",))
     config["experiments"]["tiny"]["iterations"] = 1
-    config["experiments"]["tiny"]["job"]["ioengine"] = "no_such_engine"
+    # direct I/O at an offset no block starts at: EINVAL from the first read, which neither
+    # fio --parse-only nor preflight can see coming (an unknown ioengine preflight refuses)
+    config["experiments"]["tiny"]["job"].update(direct=1, offset=100)
     result = snakemake(tmp_path, config, check=False)
     assert result.returncode != 0
     log = (tmp_path / "results/tiny/logs/run/read_bs4k_nj1.it1.log").read_text()
-    assert "fio exited 1" in log and "no_such_engine" in log
+    assert "fio exited 1" in log and "Invalid argument" in log
     assert not (tmp_path / "results/tiny/raw/read_bs4k_nj1/it1/run.json").exists()
     assert not (tmp_path / "results/tiny/parsed").exists()
     kept = tmp_path / "results/tiny/raw/read_bs4k_nj1/it1/a1/localhost.stderr"
-    assert "no_such_engine" in kept.read_text()
+    assert "Invalid argument: read offset=100" in kept.read_text()
 
 
 def test_rerun_after_a_failure_keeps_the_failed_raw_output(tmp_path):
     config = tiny_config(tmp_path / "target", rw=("read",))
     config["experiments"]["tiny"]["iterations"] = 1
-    config["experiments"]["tiny"]["job"]["ioengine"] = "no_such_engine"
+    config["experiments"]["tiny"]["job"].update(direct=1, offset=100)  # EINVAL at the first read
     assert snakemake(tmp_path, config, check=False).returncode != 0
-    config["experiments"]["tiny"]["job"]["ioengine"] = "psync"
+    del config["experiments"]["tiny"]["job"]["offset"]
     snakemake(tmp_path, config)
     it_dir = tmp_path / "results/tiny/raw/read_bs4k_nj1/it1"
     manifest = json.loads((it_dir / "run.json").read_text())
     assert manifest["attempt"] == 2 and manifest["raw_dir"] == "a2"
-    assert "no_such_engine" in (it_dir / "a1/localhost.stderr").read_text()
+    assert "Invalid argument" in (it_dir / "a1/localhost.stderr").read_text()
     rows = pq.read_table(tmp_path / "results/tiny/summary.parquet").to_pylist()
     assert {r["attempt"] for r in rows} == {2}
 
