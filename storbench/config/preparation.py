@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from storbench.config.sweep import PlanError, run_id, sweep_points
 from storbench.core import hostfacts, units
+from storbench.core.specs import REGION_FILE
 
-REGION_FILE = "storbench-region"
 STATE_DIR = ".storbench"
 ALIGN = 1 << 20  # slices and chunks are whole MiB, so every common block size divides them
 DEFAULT_CHUNK_TIMEOUT_S = 24 * 3600.0

@@ -489,6 +489,9 @@ class _PreparationSpec(StepSpec):
         return f"tokens: no token path for host(s) {', '.join(missing)}" if missing else None
 
 
+REGION_FILE = "storbench-region"  # a directory target's preconditioned file, on each host
+
+
 @dataclass(frozen=True)
 class DatasetSpec(_PreparationSpec):
     """Lay out a dataset on a target from every host (once; a token per host records it)."""

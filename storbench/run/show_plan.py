@@ -20,7 +20,7 @@ from storbench.plan import slo_search
 from storbench.plan import specs as plan
 from storbench.plan.durations import hours_text, run_seconds
 from storbench.run import prepare, render
-from storbench.tools import get_tool
+from storbench.tools import get_tool, preparation_tool
 
 
 def describe_campaign(campaign: Campaign, experiments: list[str] | None = None) -> str:
@@ -84,7 +84,7 @@ def describe_dataset(dataset) -> list[str]:
         f"   state token on each host: {spec.tokens[host]}",
     ]
     text = prepare.render("dataset", host, *prepare.dataset_sections(spec, host))
-    return lines + _job_listing({host: text}, ".fio")
+    return lines + _job_listing({host: text}, preparation_tool().job_suffix)
 
 
 def describe_recipe(recipe) -> list[str]:
@@ -119,7 +119,7 @@ def describe_recipe(recipe) -> list[str]:
         others = stage.pass_.targets if stage.pass_ else ()
         on = f" on {', '.join(t['name'] for t in others)}" if others else ""
         lines.append(f"   -- first {stage.kind} stage {stage.stage_id}{on}:")
-        lines += _job_listing({host: text}, ".fio")
+        lines += _job_listing({host: text}, preparation_tool().job_suffix)
     return lines
 
 

@@ -232,6 +232,20 @@ class ToolAdapter:
         version: [{"problem": what a failure means, "argv": the command}], run at preflight."""
         return []
 
+    # --- preparation (capabilities.preparation): (global options, sections) of each job ---
+
+    def pass_job(self, spec, host_index: int, host: str) -> tuple[dict, list[dict]]:
+        """One chunk of a preconditioning pass (a StageSpec) on a host."""
+        raise NotImplementedError(f"{self.name} does not precondition targets")
+
+    def round_job(self, spec, host_index: int, host: str) -> tuple[dict, list[dict]]:
+        """One round of a steady-state recipe (a StageSpec) on a host."""
+        raise NotImplementedError(f"{self.name} does not precondition targets")
+
+    def dataset_job(self, spec, host: str) -> tuple[dict, list[dict]]:
+        """A dataset's layout or fill (a DatasetSpec) on a host."""
+        raise NotImplementedError(f"{self.name} does not lay out datasets")
+
     def unusable(self, exit_code: int, detail: str) -> str:
         """Why the version command failed on a host, with how to install the tool."""
         command = " ".join(self.version_command())

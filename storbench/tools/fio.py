@@ -153,6 +153,21 @@ class FioAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["fio", "--version"]
 
+    def pass_job(self, spec, host_index: int, host: str) -> tuple[dict, list[dict]]:
+        from storbench.tools import fio_preparation  # lazy: preparation steps only
+
+        return fio_preparation.pass_sections(spec, host_index, host, self.target_directory)
+
+    def round_job(self, spec, host_index: int, host: str) -> tuple[dict, list[dict]]:
+        from storbench.tools import fio_preparation  # lazy: preparation steps only
+
+        return fio_preparation.round_sections(spec, host_index, host, self.target_directory)
+
+    def dataset_job(self, spec, host: str) -> tuple[dict, list[dict]]:
+        from storbench.tools import fio_preparation  # lazy: preparation steps only
+
+        return fio_preparation.dataset_sections(spec, host, self.target_directory)
+
     def host_requirements(self, job: dict, sweep: dict) -> list[dict]:
         """Each ioengine loads on the host (a job file's --parse-only does not load it)."""
         engines = [job.get("ioengine"), *(sweep.get("ioengine") or [])]
