@@ -39,6 +39,7 @@ from storbench.report.toolkit import (
     write_file,
 )
 from storbench.run import netcheck
+from storbench.tools import network_tool
 
 TEMPLATE_NAME = "index.html.j2"
 
@@ -296,7 +297,7 @@ def _network_methodology(rows: pd.DataFrame, min_fraction: float) -> list[tuple[
         params.update(json.loads(text))
     clients = sorted({h for h in rows["host"] if h != results.ALL_HOSTS}, key=scaling.natural_key)
     items = [
-        ("Tool", recorded_versions(rows) or "iperf3"),
+        ("Tool", recorded_versions(rows) or network_tool().name),
         ("Server", join_nonempty(params.get("server"), _parenthesized(params.get("address")))),
         ("Clients", list_text(clients)),
         ("Duration", f"{params['duration_s']} s" if params.get("duration_s") else None),

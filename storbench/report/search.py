@@ -37,6 +37,8 @@ from storbench.report.toolkit import (
     template_environment,
     write_file,
 )
+from storbench.tools import get_tool, known_tools
+from storbench.tools.base import ToolAdapter
 
 TEMPLATE_NAME = "search.html.j2"
 FIGURE_NAME = "search"
@@ -348,6 +350,13 @@ def search_figure(result: dict):
     return fig, caption
 
 
+def _search_tool(meta: dict, rows: pd.DataFrame) -> ToolAdapter:
+    """The search's tool: the meta's, else its rows' (a hand-made meta may not say)."""
+    names = rows["tool"].dropna().unique().tolist() if "tool" in rows else []
+    name = meta.get("tool") or (names[0] if names else None)
+    return get_tool(name) if name in known_tools() else ToolAdapter()
+
+
 def methodology(result: dict, meta: dict, rows: pd.DataFrame) -> list[tuple[str, str]]:
     objective = result["objective"]
     settings = result["settings"]
@@ -355,6 +364,7 @@ def methodology(result: dict, meta: dict, rows: pd.DataFrame) -> list[tuple[str,
     versions = sorted({str(v) for v in rows.get("tool_version", pd.Series()).dropna()})
     job = meta.get("job") or {}
     target = meta.get("target") or {}
+    tool = _search_tool(meta, rows)
     return [
         (
             "Objective",
@@ -364,7 +374,7 @@ def methodology(result: dict, meta: dict, rows: pd.DataFrame) -> list[tuple[str,
         ),
         ("Hosts", ", ".join(meta.get("hosts") or []) or NO_VALUE),
         ("Target", f"{target.get('name', NO_VALUE)} ({target.get('type', '?')})"),
-        ("Tool", f"{meta.get('tool', 'fio')} {', '.join(versions)}".strip()),
+        ("Tool", f"{tool.name} {', '.join(versions)}".strip()),
         ("Workload", ", ".join(f"{k}={v}" for k, v in sorted(job.items())) or NO_VALUE),
         (
             "Phase 1, closed loop",
@@ -374,20 +384,13 @@ def methodology(result: dict, meta: dict, rows: pd.DataFrame) -> list[tuple[str,
         ),
         (
             "Phase 2, open loop",
-            f"bisection on the offered rate, at most {settings['max_probes']} probes: fio "
-            f"rate_iops split evenly over hosts and jobs, rate_process={arrivals}, iodepth "
+            f"bisection on the offered rate, at most {settings['max_probes']} probes, iodepth "
             "twice what Little's law needs at the limit. An open-loop probe meets the "
             "objective when its achieved rate is at least the share above of the offered "
             f"rate, less {slo_search.POISSON_SIGMAS:g} standard deviations of the Poisson "
             "arrival count (sqrt(rate x runtime)): lengthen the runtime to resolve rates more "
-            "finely than that. fio measures latency from "
-            "submission, so a probe whose achieved rate falls short of the offered one "
-            "fails: queueing before submission is not in its latency",
+            f"finely than that. The rate: {tool.search_rate_text(arrivals)}",
         ),
         ("Phase 3, confirmation", f"{settings['iterations']} run(s) at the answer"),
-        (
-            "Latency",
-            "percentiles from fio's histogram bins summed over every host and job "
-            "(never averaged percentiles); mean weighted by I/O count",
-        ),
+        ("Latency", tool.search_latency_text),
     ]

@@ -242,7 +242,7 @@ def _describe_search(experiment) -> list[str]:
         f"   latency-SLO search: highest IOPS with {objective['latency']} <= "
         f"{search.limit_label(objective['limit_ns'])}, tolerance {objective['tolerance']:.0%}",
         f"   closed loop: iodepth {ladder}; open loop: at most {settings['max_probes']} rates "
-        f"(rate_iops, rate_process={settings['arrivals']}); {settings['iterations']} "
+        f"({settings['arrivals']} arrivals); {settings['iterations']} "
         "confirmation run(s)",
         f"   at most {settings['probes']} probe jobs (p01..p{settings['probes']:02d}), each "
         f"with the job options {experiment.job}",

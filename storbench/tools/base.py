@@ -307,6 +307,17 @@ class ToolAdapter:
         """A probe's options: closed loop at iodepth, or open loop at rate_per_job per worker."""
         raise NotImplementedError(f"{self.name} has no latency-SLO search")
 
+    def search_rate_text(self, arrivals: str) -> str:
+        """How an open-loop probe offers its rate, for the search report's methodology."""
+        tool = self.name or "the tool"
+        return f"{tool} holds the offered rate, split evenly over hosts ({arrivals} arrivals)"
+
+    # how its latency is measured and merged, for the search report's methodology
+    search_latency_text: str = (
+        "percentiles from the tool's histogram bins summed over every host (never averaged "
+        "percentiles); mean weighted by I/O count"
+    )
+
     # --- network check (capabilities.network_check) --------------------------------------
 
     def network_server_command(self, address: str, port: int, log_path: str) -> list[str]:

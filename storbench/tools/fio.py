@@ -248,6 +248,18 @@ class FioAdapter(ToolAdapter):
             return {**params, "iodepth": iodepth}
         return {**params, "iodepth": iodepth, "rate_iops": rate_per_job, "rate_process": arrivals}
 
+    def search_rate_text(self, arrivals: str) -> str:
+        return (
+            f"fio rate_iops split evenly over hosts and jobs, rate_process={arrivals}. fio"
+            " measures latency from submission, so a probe whose achieved rate falls short of"
+            " the offered one fails: queueing before submission is not in its latency"
+        )
+
+    search_latency_text = (
+        "percentiles from fio's histogram bins summed over every host and job (never averaged "
+        "percentiles); mean weighted by I/O count"
+    )
+
     def start_stamp_names(self, spec: dict) -> list[str]:
         """Files the job sections' exec_prerun leave in the service's folder (fio names them)."""
         sections = [m["name"] for m in spec["target"].get("members", [])] or [spec["run_id"]]

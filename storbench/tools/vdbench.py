@@ -245,6 +245,17 @@ class VdbenchAdapter(ToolAdapter):
         distribution = ARRIVALS[arrivals or "poisson"]
         return {**params, "iodepth": iodepth, "rate": rate_per_job, "rd_distribution": distribution}
 
+    def search_rate_text(self, arrivals: str) -> str:
+        return (
+            f"vdbench iorate= of each host's run definition, the offered rate split evenly over"
+            f" hosts, distribution={ARRIVALS.get(arrivals, arrivals)} ({arrivals} arrivals)"
+        )
+
+    search_latency_text = (
+        "percentiles from vdbench's response-time histogram summed over every host (never "
+        "averaged percentiles); mean weighted by I/O count"
+    )
+
     def offered_iops(self, params: dict, hosts: int) -> float | None:
         # a raw workload's rd iorate is its rate on the host; fwdrate counts file operations
         if params.get("workload", "raw") != "raw":

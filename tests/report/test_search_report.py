@@ -66,3 +66,28 @@ def test_probe_numbers_near_the_answer_are_not_written_over_each_other():
         assert "where numbers would overlap, the first" in caption
     finally:
         plt.close(fig)
+
+
+def test_the_methodology_says_how_the_searchs_own_tool_offers_its_rate():
+    """A vdbench search read 'fio rate_iops ... fio measures latency from submission'."""
+    import pandas as pd
+
+    result = {
+        "objective": {"latency": "p99", "min_achieved": 0.95, "tolerance": 0.05},
+        "limit": "2ms",
+        "settings": {"arrivals": "poisson", "max_iodepth": 64, "max_probes": 8, "iterations": 2},
+    }
+    rows = pd.DataFrame({"tool": ["vdbench"], "tool_version": ["vdbench50407"]})
+    vdbench = dict(search_page.methodology(result, {}, rows))
+    assert vdbench["Tool"] == "vdbench vdbench50407"
+    assert vdbench["Phase 2, open loop"].endswith(
+        "The rate: vdbench iorate= of each host's run definition, the offered rate split evenly"
+        " over hosts, distribution=exponential (poisson arrivals)"
+    )
+    assert vdbench["Latency"].startswith("percentiles from vdbench's response-time histogram")
+    fio = dict(search_page.methodology(result, {"tool": "fio"}, rows.iloc[:0]))
+    assert (
+        "fio rate_iops split evenly over hosts and jobs, rate_process=poisson"
+        in (fio["Phase 2, open loop"])
+    )
+    assert "fio" not in vdbench["Phase 2, open loop"] + vdbench["Latency"]
