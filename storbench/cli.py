@@ -49,6 +49,7 @@ def _check(args) -> int:
 def _template_problems(campaign) -> list[str]:
     """Each experiment's own template, rendered for its first run as the render step would:
     a syntax error, an unknown variable or what the sandbox refuses, before any job."""
+    # this step's modules only: every step starts fast
     from storbench.plan import specs
     from storbench.run.render import render_job
     from storbench.tools.base import RenderError
