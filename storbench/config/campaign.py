@@ -273,8 +273,17 @@ def _experiment_dimensions(spec: dict) -> set[str]:
     return {*(spec.get("job") or {}), *sweep, *zipped, *(spec.get("labels") or {})} - {"zip"}
 
 
+# what other tools call a dimension (fio's own long names among them): 'blocksize' is bs
+DIMENSION_SYNONYMS = {
+    "blocksize": "bs", "block_size": "bs", "block": "bs", "queue_depth": "iodepth",
+    "qd": "iodepth", "threads": "numjobs", "jobs": "numjobs", "readwrite": "rw",
+    "hosts": "hosts_in_run", "clients": "hosts_in_run", "operation": "op",
+}  # fmt: skip
+
+
 def _did_you_mean(name: str, known) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1)
+    synonym = DIMENSION_SYNONYMS.get(name.lower())
+    close = [synonym] if synonym in known else difflib.get_close_matches(name, sorted(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

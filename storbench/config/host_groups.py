@@ -214,8 +214,8 @@ def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:
     if reserved:
         problems.append(
             f"{key}: host name {reserved[0]!r} is storbench's own (reserved:"
-            f" {', '.join(sorted(RESERVED_HOST_NAMES))}); give the host another name and its"
-            " address in 'address'"
+            f" {', '.join(sorted(RESERVED_HOST_NAMES))}); name the host otherwise: by its IP"
+            " address, or by an alias in ~/.ssh/config"
         )
         return []
     return nodes

@@ -61,6 +61,9 @@ def _describe_schema_error(error) -> str:
     if error.validator == "pattern" and "propertyNames" in error.absolute_schema_path:
         rule = _NAME_RULES.get(error.validator_value, f"must match {error.validator_value!r}")
         return f"{key_path(path)}: bad name {error.instance!r} ({rule})"
+    if error.validator == "pattern" and error.validator_value in _NAME_RULES:
+        rule = _NAME_RULES[error.validator_value]
+        return f"{key_path(path)}: {error.instance!r} is not a name ({rule})"
     if error.validator == "pattern" and error.validator_value in _VALUE_RULES:
         return f"{key_path(path)}: {error.instance!r} is not {_VALUE_RULES[error.validator_value]}"
     if error.validator == "pattern" and "description" in error.schema:
@@ -101,14 +104,26 @@ def _without_value(error, path: list) -> str:
     return f"{where}: not valid ({error.validator} {error.validator_value!r}; value not shown)"
 
 
+def _wrong_type(error, path: list) -> bool:
+    """The error says the value itself (not something inside it) is of another type."""
+    return error.validator == "type" and list(error.absolute_path) == path
+
+
 def _describe_alternatives(error, path) -> str:
     """Describe the branch the instance meant (its `type` matched), not the first one tried."""
     branches: dict = {}
     for sub in error.context:
         branches.setdefault(sub.relative_schema_path[0], []).append(sub)
     meant = [errs for errs in branches.values() if not any(e.validator == "const" for e in errs)]
+    # a branch of another type is not what the value meant ([] is a list: not 'not a string')
+    typed = [errs for errs in meant if not any(_wrong_type(e, path) for e in errs)]
+    if len(typed) == 1:
+        meant = typed
     if len(meant) == 1:
         return _describe_schema_error(min(meant[0], key=lambda e: len(list(e.absolute_path))))
+    if all(e.validator == "required" for e in error.context):  # {poll: 10s}: wait or command
+        needs = dict.fromkeys(" and ".join(e.validator_value) for e in error.context)
+        return f"{key_path(path)}: needs {' or '.join(needs)}"
     consts = [e for e in error.context if e.validator == "const"]
     if not meant and consts:
         allowed = ", ".join(str(e.validator_value) for e in consts)

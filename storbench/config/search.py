@@ -98,8 +98,11 @@ def _objective(key: str, search: dict, problems: list[str]) -> Objective | None:
         return Objective.from_config(fields)
     except ValueError as error:
         field, _, reason = str(error).partition(": ")
-        name = field.removeprefix("Objective.")
+        name = field.removeprefix("Objective.").removesuffix("_ns")  # limit_ns: the limit
         where = f"objective.{name}" if name in ("limit", "latency", "metric") else name
+        if name in fields and ", not " in reason:  # the value as written (200%, not 2.0)
+            rule = reason.rsplit(", not ", 1)[0].replace("positive number", "positive duration")
+            reason = f"{rule}, not {fields[name]!r}"
         problems.append(f"{key}.search.{where}: {reason or error}")
         return None
 

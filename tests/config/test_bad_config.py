@@ -816,3 +816,81 @@ def test_an_s3_credentials_file_is_read_when_the_config_is(tmp_path, capsys, mon
         "storbench: warning: targets.s3.credentials: environment variable SB_UNSET_KEY is not"
         " set or empty"
     ) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda c: experiment(c).update(hosts=[]),
+            "experiments.demo.hosts: [] should be non-empty",
+        ),
+        (
+            lambda c: experiment(c).update(target=["scratch", "scratch"]),
+            "experiments.demo.target: ['scratch', 'scratch'] has non-unique elements",
+        ),
+        (
+            lambda c: experiment(c).update(hosts=["localhost", "rack 1"]),
+            "experiments.demo.hosts[1]: 'rack 1' is not a name (letters, digits, '_', '.', '-';"
+            " first a letter or digit)",
+        ),
+        (
+            lambda c: c.update(
+                preconditioning={
+                    "fill": {
+                        "target": "scratch",
+                        "passes": [{"name": "p", "fraction": "100%", "bs": "1m"}],
+                        "flush": {"poll": "10s"},
+                    }
+                }
+            ),
+            "preconditioning.fill.flush: needs wait or command",
+        ),
+        (
+            lambda c: c.update(
+                report={"tables": {"t": {"rows": ["blocksize"], "values": ["iops"]}}}
+            ),
+            "report.tables.t.rows[0]: 'blocksize' is no result column, parameter or label of demo"
+            " (did you mean 'bs'?)",
+        ),
+        (
+            lambda c: c["hosts"].update(controller={"transport": "ssh"}),
+            "hosts.controller.nodes: host name 'controller' is storbench's own (reserved: all,"
+            " controller, logs); name the host otherwise: by its IP address, or by an alias in"
+            " ~/.ssh/config",
+        ),
+    ],
+    ids=[
+        "empty-hosts",
+        "target-twice",
+        "name-with-blank",
+        "flush-poll-only",
+        "synonym",
+        "reserved",
+    ],
+)
+def test_a_mistake_is_named_as_what_was_meant(mutate, expected):
+    """Each read otherwise before: 'is not of type string' for a list, 'wait is a required
+    property', "did you mean 'size'", and advice naming an 'address' key there is not."""
+    assert expected in problems_of(mutate)
+
+
+def test_a_search_objective_is_named_by_its_key_and_written_value():
+    def search(**settings):
+        def mutate(raw):
+            experiment(raw).pop("sweep")
+            experiment(raw)["job"]["runtime"] = "10s"
+            objective = {"metric": "iops", "latency": "p99", "limit": "2ms"}
+            experiment(raw)["search"] = {
+                "objective": {**objective, **settings.pop("objective", {})},
+                **settings,
+            }
+
+        return mutate
+
+    assert problems_of(search(objective={"limit": 0})) == [
+        "experiments.demo.search.objective.limit: must be a positive duration, not 0"
+    ]
+    assert problems_of(search(tolerance="200%")) == [
+        "experiments.demo.search.tolerance: must be in (0, 0.5], not '200%'"
+    ]
