@@ -22,6 +22,7 @@ import pandas as pd
 
 from storbench.analysis import stats
 from storbench.config import datapath
+from storbench.core.aggregate import base_job
 from storbench.core.results import ALL_HOSTS
 
 PLACEMENT_COLUMNS = ("step", "hosts_in_run", "target", "start_skew_s")
@@ -30,7 +31,6 @@ POINT_PARAMETERS = ("rw", "bs", "iodepth", "numjobs", "rwmixread")
 _PLACEMENT_PARAMS = frozenset(("target", "targets", "step", "steps", "hosts", "hosts_in_run"))
 _POINT_GROUP = ["experiment", "target", "_point_key", "op"]
 _DIGITS = re.compile(r"(\d+)")
-_CLONE_INDEX = re.compile(r"\[\d+\]$")  # fio numjobs clones: name[3]
 
 SCALING_COLUMNS = (
     "experiment",
@@ -148,7 +148,7 @@ def _point_identity(first) -> dict:
 
 def _job_label(job, run_id, point) -> str:
     """The job name with the run id replaced by the point's, without a clone index ('[3]')."""
-    return _CLONE_INDEX.sub("", str(job)).replace(str(run_id), str(point))
+    return str(base_job(str(job))).replace(str(run_id), str(point))
 
 
 def _plain(value):

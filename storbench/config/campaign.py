@@ -393,7 +393,7 @@ def _experiment(
     soak = fault_config.soak_plan(key, spec, job, problems)
     iterations = int(spec.get("iterations", 1))
     if soak:
-        job = {**job, "runtime": units.fio_duration(soak["chunk_s"])}
+        job = {**job, "runtime": units.job_duration(soak["chunk_s"])}
         iterations = soak["chunks"]
     if (soak or spec.get("faults")) and spec["tool"] in _known_tools():
         if not _tool(spec).capabilities.interval_series:

@@ -47,11 +47,12 @@ def aggregate_hosts(rows: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         if row.get("host") != ALL_HOSTS:
-            groups.setdefault((_base_job(row.get("job")), row.get("op")), []).append(row)
+            groups.setdefault((base_job(row.get("job")), row.get("op")), []).append(row)
     return [_aggregate(job, op, group) for (job, op), group in groups.items()]
 
 
-def _base_job(job):
+def base_job(job):
+    """A job's name without a clone's index: fio's numjobs clones are name[3]."""
     match = _CLONE_LABEL.match(job) if job is not None else None
     return match.group("base") if match else job
 

@@ -23,9 +23,9 @@ def normalized_options(params: dict) -> dict[str, object]:
             and "-" not in text
             and "," not in text
         ):
-            options[option] = units.fio_size(value)
+            options[option] = units.job_size(value)
         elif option in DURATION_OPTIONS:
-            options[option] = units.fio_duration(value)
+            options[option] = units.job_duration(value)
         elif isinstance(value, bool):
             options[option] = int(value)
         else:

@@ -23,7 +23,7 @@ _DURATION_SECONDS = {
     "h": 3600.0,
     "d": 86400.0,
 }
-_FIO_SUFFIXES = ((4, "t"), (3, "g"), (2, "m"), (1, "k"))
+SHORT_SUFFIXES = ((4, "t"), (3, "g"), (2, "m"), (1, "k"))  # read as binary by every tool
 
 
 class UnitError(ValueError):
@@ -58,18 +58,25 @@ def _within_range(size: int, value) -> int:
     return size
 
 
-def fio_size(value) -> str:
-    """A size in a form fio reads the same way whatever its kb_base: '256MiB' -> '256m'."""
-    size = parse_size(value)
-    for power, suffix in _FIO_SUFFIXES:
+def in_whole_units(size: int, suffixes=SHORT_SUFFIXES) -> tuple[int, str]:
+    """(count, suffix) of the largest power of 1024 in suffixes that divides size:
+    4096 -> (4, 'k'); (size, '') when none does (or size is 0)."""
+    for power, suffix in suffixes:
         if size and size % 1024**power == 0:
-            return f"{size // 1024**power}{suffix}"
-    return str(size)
+            return size // 1024**power, suffix
+    return size, ""
+
+
+def job_size(value) -> str:
+    """A size as a job file spells it, read the same way by every tool (fio whatever its
+    kb_base): '256MiB' -> '256m'."""
+    count, suffix = in_whole_units(parse_size(value))
+    return f"{count}{suffix}"
 
 
 def size_label(value) -> str:
     """Short readable label for run ids and figures: 4096 -> '4k', 1048576 -> '1m'."""
-    return fio_size(value)
+    return job_size(value)
 
 
 def parse_duration(value) -> float:
@@ -92,8 +99,8 @@ def parse_duration(value) -> float:
     return seconds
 
 
-def fio_duration(value) -> str:
-    """Seconds or milliseconds as fio reads them: '5s' -> '5s', '1.5s' -> '1500ms'."""
+def job_duration(value) -> str:
+    """Seconds or milliseconds as a job file spells them: '5s' -> '5s', '1.5s' -> '1500ms'."""
     seconds = parse_duration(value)
     if seconds == int(seconds):
         return f"{int(seconds)}s"

@@ -36,7 +36,8 @@ def check_host(host: dict, tool, target: dict, requirements: Sequence[dict] = ()
             directory = tool.target_directory(target, spec.name) or target.get("path")
             if target.get("type") == "s3":
                 directory = None
-            report.update(_facts(transport, tool, directory, requirements))
+            writable = directory if target.get("type") == "directory" else None
+            report.update(_facts(transport, tool, directory, requirements, writable))
     except HostError as error:
         report["error"] = str(error)
     except Exception as error:  # reported per host, like the runner
@@ -44,7 +45,13 @@ def check_host(host: dict, tool, target: dict, requirements: Sequence[dict] = ()
     return report
 
 
-def _facts(transport, tool, directory: str | None, requirements: Sequence[dict] = ()) -> dict:
+def _facts(
+    transport,
+    tool,
+    directory: str | None,
+    requirements: Sequence[dict] = (),
+    writable: str | None = None,
+) -> dict:
     """Clock, room, tool version and the experiment's requirements in one round trip; the
     clock is read at the script's start and end, so its offset does not count the time the
     other steps took."""
@@ -54,6 +61,8 @@ def _facts(transport, tool, directory: str | None, requirements: Sequence[dict] 
     if directory:
         steps.add("room", room.free_bytes_script(directory))
     steps.add("clock_end", CLOCK)
+    if writable:  # its verdict is read below; the step itself never fails
+        steps.add("writable", f"({room.writable_script(writable)}); rc=$?; echo; echo $rc")
     for index, requirement in enumerate(requirements):
         steps.add(f"requirement{index}", shlex.join(requirement["argv"]))
     before = time.time()
@@ -77,6 +86,12 @@ def _facts(transport, tool, directory: str | None, requirements: Sequence[dict] 
             facts["clock_offset_s"] = offset
     if "room" in outcomes:
         facts["free_bytes"] = room.free_bytes_from(outcomes["room"].rc, outcomes["room"].out)
+    if "writable" in outcomes:
+        *said, code = outcomes["writable"].out.rstrip("\n").split("\n")
+        rc = int(code) if code.isdigit() else 0  # nothing to say: the run will
+        problem = room.writable_problem(rc, "\n".join(said), writable or "")
+        if problem:
+            raise HostError(transport.spec.name, problem)
     for index, requirement in enumerate(requirements):
         outcome = outcomes.get(f"requirement{index}")
         if outcome is not None and outcome.rc != 0:

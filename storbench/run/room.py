@@ -33,6 +33,30 @@ def free_bytes_script(directory: str) -> str:
     return f'{_where(directory)}; df -Pk "$p" | tail -n 1'
 
 
+NOT_A_DIRECTORY, NOT_WRITABLE = 3, 4  # writable_script's exit codes
+
+
+def writable_script(directory: str) -> str:
+    """Shell: exit 0 when directory, or the nearest parent it would be made in, is a folder
+    this user can write; NOT_A_DIRECTORY or NOT_WRITABLE (that path on stdout) otherwise."""
+    return (
+        f'{_where(directory)}; [ -d "$p" ] || {{ printf %s "$p"; exit {NOT_A_DIRECTORY}; }};'
+        f' [ -w "$p" ] || {{ printf %s "$p"; exit {NOT_WRITABLE}; }}'
+    )
+
+
+def writable_problem(rc: int, out: str, directory: str) -> str | None:
+    """From writable_script's outcome: why the run could not write its files there, or None."""
+    if rc == NOT_A_DIRECTORY:
+        return f"target directory {directory}: {out.strip()} is a file, not a folder"
+    if rc == NOT_WRITABLE:
+        return (
+            f"target directory {directory}: {out.strip()} is not writable here (a read-only"
+            " file system, or its permissions)"
+        )
+    return None
+
+
 def free_bytes_from(rc: int, out: str) -> int | None:
     fields = out.split()
     return _kib(fields[3]) if rc == 0 and len(fields) >= 4 else None
@@ -70,15 +94,13 @@ def room_problem(rc: int, out: str, directory: str, needed: int, run_id: str) ->
     present = (_kib(du[0]) if du else None) or 0
     if needed - present <= free:
         return None
+    # one unit for all three, MiB when none reaches a GiB (16 MiB into 8 read '0.0 GiB')
+    unit, scale = ("GiB", 2**30) if max(needed, present, free) >= 2**30 else ("MiB", 2**20)
+    needed_text, present_text, free_text = (
+        f"{n / scale:,.1f} {unit}" for n in (needed, present, free)
+    )
     return (
-        f"not enough room in {directory}: run {run_id} writes {_gib(needed)} of files per"
-        f" host (size x numjobs), {_gib(present)} are there already and {_gib(free)} are"
+        f"not enough room in {directory}: run {run_id} writes {needed_text} of files per"
+        f" host (size x numjobs), {present_text} are there already and {free_text} are"
         " free; shrink size or free the target"
     )
-
-
-def _gib(count: int) -> str:
-    """GiB, or MiB below 1 GiB (a 16 MiB job on an 8 MiB file system read '0.0 GiB')."""
-    if count < 2**30:
-        return f"{count / 2**20:,.1f} MiB"
-    return f"{count / 2**30:,.1f} GiB"

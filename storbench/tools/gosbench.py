@@ -309,7 +309,7 @@ def config_test(spec: dict) -> dict:
         if part_bytes % _UNIT_BYTES[unit]:
             raise _render_error(f"part_size {part!r} is not a whole number of {unit}")
         part_size = part_bytes // _UNIT_BYTES[unit]
-    runtime = units.fio_duration(params["runtime"]) if "runtime" in params else "0s"
+    runtime = units.job_duration(params["runtime"]) if "runtime" in params else "0s"
     stop_with_ops = int(params.get("stop_with_ops", 0))
     if runtime == "0s" and not stop_with_ops:
         raise _render_error("set runtime or stop_with_ops")
@@ -380,10 +380,8 @@ def object_size_in_units(size: int) -> tuple[int, str]:
     """4096 -> (4, 'KB'): the largest gosbench unit (binary) that divides the size."""
     if size <= 0:
         raise _render_error("the object size must be at least 1 byte")
-    for power, unit in _UNITS:
-        if size % 1024**power == 0:
-            return size // 1024**power, unit
-    return size, "B"
+    count, unit = units.in_whole_units(size, _UNITS)
+    return count, unit or "B"
 
 
 def load_tests(path: Path) -> dict:

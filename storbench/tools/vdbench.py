@@ -81,7 +81,7 @@ from storbench.core.aggregate import aggregate_hosts
 from storbench.core.options import normalized_options
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
-from storbench.core.units import UnitError, fio_size, parse_duration
+from storbench.core.units import UnitError, job_size, parse_duration
 from storbench.tools.base import Capabilities, RenderError, ToolAdapter, whole_rate
 
 HOST_VARIABLE = "$storbench_host"
@@ -695,7 +695,7 @@ def _size(value) -> str | None:
     if value is None:
         return None
     try:
-        return fio_size(value)
+        return job_size(value)
     except UnitError:
         return str(value)
 

@@ -284,7 +284,7 @@ def warp_arguments(spec: dict) -> list[str]:
     if "numjobs" in params:
         arguments.append(f"--concurrent={int(params['numjobs'])}")
     if "runtime" in params:
-        arguments.append(f"--duration={units.fio_duration(params['runtime'])}")
+        arguments.append(f"--duration={units.job_duration(params['runtime'])}")
     if "objects" in params and benchmark != "put":  # warp put has no --objects
         arguments.append(f"--objects={int(params['objects'])}")
     if benchmark == "mixed":
@@ -299,11 +299,8 @@ def warp_arguments(spec: dict) -> list[str]:
 def warp_size(value) -> str:
     """A size warp reads as binary: 4096 -> '4KiB' (warp reads '4KB' as 4000 bytes)."""
 
-    size = units.parse_size(value)
-    for power, suffix in _BINARY_UNITS:
-        if size and size % 1024**power == 0:
-            return f"{size // 1024**power}{suffix}"
-    return str(size)
+    count, suffix = units.in_whole_units(units.parse_size(value), _BINARY_UNITS)
+    return f"{count}{suffix}"
 
 
 def _distribution(params: dict) -> list[str]:

@@ -108,7 +108,7 @@ def test_a_job_larger_than_the_free_space_stops_before_the_tool_starts(tmp_path)
     (log,) = (tmp_path / "results/tiny/logs/run").glob("*.log")
     text = log.read_text()
     assert f"host localhost: not enough room in {tmp_path}/target/localhost: run" in text
-    assert "writes 102,400.0 GiB of files per host (size x numjobs), 0.0 MiB are there" in text
+    assert "writes 102,400.0 GiB of files per host (size x numjobs), 0.0 GiB are there" in text
     assert not list((tmp_path / "results/tiny/raw").glob("*/it*/run.json"))
     assert not list((tmp_path / "results/tiny/raw").glob("*/it*/a1/localhost.json"))
 
@@ -209,3 +209,45 @@ def test_room_below_a_gib_is_told_in_mib():
         "not enough room in /mnt/small/t: run r1 writes 16.0 MiB of files per host (size x"
         " numjobs), 1.0 MiB are there already and 7.0 MiB are free; shrink size or free the target"
     )
+
+
+def test_a_target_under_a_file_fails_preflight_naming_the_file(tmp_path):
+    """It passed before (the free space shown was the parent file system's); the run failed."""
+    (tmp_path / "afile").write_text("not a folder\n")
+    target = tmp_path / "afile" / "bench"
+    with pytest.raises(PreflightError) as failed:
+        run_preflight(spec("fio", [LOCAL], target), str(tmp_path / "p.json"))
+    assert str(failed.value).splitlines()[1:] == [
+        f"  host localhost: target directory {target}/localhost: {tmp_path / 'afile'} is a file,"
+        " not a folder"
+    ]
+    report = run_preflight(spec("fio", [LOCAL], tmp_path / "new" / "deeper"), str(tmp_path / "q"))
+    assert report["hosts"][0]["free_bytes"] > 0  # a folder to be made under a writable one
+
+
+@pytest.fixture
+def read_only_filesystem(tmp_path):
+    """A read-only tmpfs (needs root, as tests/run/test_run_faults.py's tiny file system)."""
+    mount_point = tmp_path / "ro"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount_point)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def test_a_target_on_a_read_only_file_system_fails_preflight(tmp_path, read_only_filesystem):
+    """Root passes permission bits, not a read-only mount: the run would fail to write."""
+    target = read_only_filesystem / "bench"
+    with pytest.raises(PreflightError) as failed:
+        run_preflight(spec("fio", [LOCAL], target), str(tmp_path / "p.json"))
+    assert str(failed.value).splitlines()[1:] == [
+        f"  host localhost: target directory {target}/localhost: {read_only_filesystem} is not"
+        " writable here (a read-only file system, or its permissions)"
+    ]
