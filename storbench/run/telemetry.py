@@ -400,13 +400,7 @@ def comparable_facts(facts: dict) -> dict[str, object]:
         if nic.get("state") not in LINK_DOWN_STATES  # a down link carries no benchmark traffic
     )
     values: dict[str, object] = {
-        "kernel": facts.get("kernel"),
-        "os": facts.get("os_release"),
-        "cpu": facts.get("cpu_model"),
-        "sockets": facts.get("sockets"),
-        "cores": facts.get("cores"),
-        # MemTotal moves by MiBs with kernel reservations: compare what the table shows
-        "memory_gib": _gib(facts.get("mem_bytes")),
+        **_system_columns(facts),
         "nics": ", ".join(f"{speed or '?'} Mb/s mtu {mtu or '?'}" for speed, mtu in links),
         "mount": _mount_signature(mount) if mount else None,
     }
@@ -476,6 +470,19 @@ def _mount_signature(mount: dict) -> str:
     return f"{mount.get('fstype')} {','.join(options)}"
 
 
+def _system_columns(facts: dict) -> dict[str, object]:
+    """Kernel, OS, CPU, sockets, cores and memory, as the table shows and hosts compare them."""
+    return {
+        "kernel": facts.get("kernel"),
+        "os": facts.get("os_release"),
+        "cpu": facts.get("cpu_model"),
+        "sockets": facts.get("sockets"),
+        "cores": facts.get("cores"),
+        # MemTotal moves by MiBs with kernel reservations: compare what the table shows
+        "memory_gib": _gib(facts.get("mem_bytes")),
+    }
+
+
 def _gib(mem_bytes) -> float | None:
     return round(mem_bytes / 2**30, 1) if isinstance(mem_bytes, int) else None
 
@@ -492,12 +499,7 @@ def hosts_table(facts_by_host: dict) -> list[dict]:
         rows.append({
             "host": host,
             "group": facts.get("group"),
-            "kernel": facts.get("kernel"),
-            "os": facts.get("os_release"),
-            "cpu": facts.get("cpu_model"),
-            "sockets": facts.get("sockets"),
-            "cores": facts.get("cores"),
-            "memory_gib": _gib(facts.get("mem_bytes")),
+            **_system_columns(facts),
             "nics": ", ".join(_nic_text(nic) for nic in facts.get("nics") or []),
             "mount": _mount_text(facts.get("target_mount")),
             "tools": "; ".join(

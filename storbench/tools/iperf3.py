@@ -189,9 +189,10 @@ class Iperf3Adapter(ToolAdapter):
         ]  # fmt: skip
 
     def network_job(self, address: str, port: int, duration_s: int, parallel: int) -> str:
+        options = {"duration": duration_s, "streams": parallel}
         arguments = [
-            "--client", bare(address), "--port", str(port), "--time", str(duration_s),
-            "--parallel", str(parallel), "--connect-timeout", str(CONNECT_TIMEOUT_MS),
+            *client_arguments(bare(address), port, options),
+            "--connect-timeout", str(CONNECT_TIMEOUT_MS),
         ]  # fmt: skip
         return "\n".join(["# storbench network check", *arguments]) + "\n"
 
