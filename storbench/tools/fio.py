@@ -100,7 +100,11 @@ class FioAdapter(ToolAdapter):
             normalized_options({k: 1 if has_expression(v) else v for k, v in section.items()})
             for section in sections
         ]
-        return fio_options.option_problems(normalized, frozenset(COMMAND_LINE_OPTIONS))
+        problems = fio_options.option_problems(normalized, frozenset(COMMAND_LINE_OPTIONS))
+        for section in sections:  # what --parse-only takes and the run refuses
+            if "size" not in problems and (problem := _size_below_block(section)):
+                problems["size"] = problem
+        return problems
 
     def bytes_per_host(self, params: dict) -> int | None:
         try:
@@ -391,6 +395,17 @@ def value_problem(text: str) -> str | None:
 
 _DOCUMENT_START = re.compile(r"^\{", re.MULTILINE)  # a report's first line (fio_json)
 MIX_OPTIONS = ("rwmixread", "rwmixwrite")
+
+
+def _size_below_block(options: dict) -> str | None:
+    """fio --parse-only takes size=4k with bs=1m; the run stops: 'size too small'."""
+    try:
+        size, block = parse_size(options["size"]), parse_size(options["bs"])
+    except (KeyError, UnitError, TypeError):  # a percentage, a range, bs pairs: fio decides
+        return None
+    if 0 < size < block:
+        return f"{options['size']} is smaller than bs {options['bs']}: fio refuses to run it"
+    return None
 
 
 def mix_problem(option: str, text: str) -> str | None:

@@ -894,3 +894,15 @@ def test_a_search_objective_is_named_by_its_key_and_written_value():
     assert problems_of(search(tolerance="200%")) == [
         "experiments.demo.search.tolerance: must be in (0, 0.5], not '200%'"
     ]
+
+
+def test_a_size_below_the_block_size_is_refused_before_the_run():
+    """fio --parse-only takes it; the run stopped with 'size too small'."""
+    problems = problems_of(
+        lambda c: experiment(c).update(
+            job={"size": "64k", "rw": "read"}, sweep={"bs": ["4k", "1m"]}
+        )
+    )
+    assert problems == [
+        "experiments.demo.job.size: 64k is smaller than bs 1m: fio refuses to run it"
+    ]

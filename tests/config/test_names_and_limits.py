@@ -129,7 +129,12 @@ def test_counts_below_one_are_refused(mutate, key, value):
 
 def test_a_million_point_sweep_is_refused_before_it_is_expanded():
     started = time.process_time()
-    (problem,) = problems_of(sweep(bs=[f"{i}k" for i in range(1, 1001)], iodepth=[*range(1, 1001)]))
+
+    def mutate(raw):  # a thousand block sizes of 1-1000 KiB, in a file larger than each
+        sweep(bs=[f"{i}k" for i in range(1, 1001)], iodepth=[*range(1, 1001)])(raw)
+        raw["experiments"]["demo"]["job"]["size"] = "1g"
+
+    (problem,) = problems_of(mutate)
     assert problem == (
         "experiments.demo.sweep: 1,000,000 sweep points, more than a campaign may plan"
         f" (MAX_RUNS = {MAX_RUNS:,}); split the sweep into several campaigns"
