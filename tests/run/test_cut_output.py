@@ -37,6 +37,19 @@ def test_fios_whole_reports_pass_and_cut_ones_are_named(tmp_path):
     assert "(0 characters)" in fio.output_problem(cut(WHOLE, tmp_path, 0))
 
 
+def local_run(tmp_path: Path, timeout_s: float) -> tuple[Path, RunSpec]:
+    """A job file and the spec of a run of it on this machine."""
+    job = tmp_path / "job.fio"
+    job.write_text("[j]\nrw=read\nsize=1m\n")
+    spec = RunSpec.from_dict({
+        "experiment": "e", "run_id": "r", "tool": "fio",
+        "target": {"name": "t", "type": "directory", "path": str(tmp_path / "target")},
+        "params": {}, "timeout_s": timeout_s,
+        "hosts": [{"name": "localhost", "transport": "local", "workdir": str(tmp_path / "w")}],
+    })  # fmt: skip
+    return job, spec
+
+
 class CutFio(FioAdapter):
     """fio's real output, cut where a full disk cut it, and exit 0, as fio did."""
 
@@ -50,14 +63,7 @@ class CutFio(FioAdapter):
 
 def test_a_cut_output_fails_the_run_and_publishes_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "get_tool", lambda name: CutFio())
-    job = tmp_path / "job.fio"
-    job.write_text("[j]\nrw=read\nsize=1m\n")
-    spec = RunSpec.from_dict({
-        "experiment": "e", "run_id": "r", "tool": "fio",
-        "target": {"name": "t", "type": "directory", "path": str(tmp_path / "target")},
-        "params": {}, "timeout_s": 30,
-        "hosts": [{"name": "localhost", "transport": "local", "workdir": str(tmp_path / "w")}],
-    })  # fmt: skip
+    job, spec = local_run(tmp_path, timeout_s=30)
     manifest = tmp_path / "raw/it1/run.json"
     with pytest.raises(RunError) as failed:
         runner.run_iteration(spec, 1, str(job), str(manifest))
@@ -87,14 +93,7 @@ def test_a_tool_killed_after_its_time_limit_is_named_as_timed_out(tmp_path, monk
     monkeypatch.setattr(runner, "get_tool", lambda name: StalledTool())
     monkeypatch.setattr(base, "KILL_AFTER_S", 1)  # `timeout -k`: SIGKILL 1 s after SIGTERM
     monkeypatch.setattr(runner, "KILL_AFTER_S", 1)
-    job = tmp_path / "job.fio"
-    job.write_text("[j]\nrw=read\nsize=1m\n")
-    spec = RunSpec.from_dict({
-        "experiment": "e", "run_id": "r", "tool": "fio",
-        "target": {"name": "t", "type": "directory", "path": str(tmp_path / "target")},
-        "params": {}, "timeout_s": 1,
-        "hosts": [{"name": "localhost", "transport": "local", "workdir": str(tmp_path / "w")}],
-    })  # fmt: skip
+    job, spec = local_run(tmp_path, timeout_s=1)
     with pytest.raises(RunError) as failed:
         runner.run_iteration(spec, 1, str(job), str(tmp_path / "raw/it1/run.json"))
     lines = str(failed.value).splitlines()

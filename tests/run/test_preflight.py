@@ -13,6 +13,7 @@ from storbench.hosts.transport import HostError, disconnect, open_transport
 from storbench.run import preflight, room, start
 from storbench.run.preflight import PreflightError, run_preflight
 from tests.minio import free_port
+from tests.mounts import tmpfs
 from tests.run.test_one_trip import CountingTransport
 from tests.sshd import start_sshd
 from tests.workflow.test_workflow import snakemake, tiny_config
@@ -227,19 +228,9 @@ def test_a_target_under_a_file_fails_preflight_naming_the_file(tmp_path):
 
 @pytest.fixture
 def read_only_filesystem(tmp_path):
-    """A read-only tmpfs (needs root, as tests/run/test_run_faults.py's tiny file system)."""
-    mount_point = tmp_path / "ro"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount_point)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    """A read-only tmpfs (needs root)."""
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def test_a_target_on_a_read_only_file_system_fails_preflight(tmp_path, read_only_filesystem):

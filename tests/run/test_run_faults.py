@@ -28,6 +28,7 @@ from storbench.core.specs import RunSpec
 from storbench.hosts.transport import open_transport
 from storbench.run import engine as runner
 from storbench.tools.base import ToolAdapter
+from tests.mounts import tmpfs
 from tests.run.test_interrupt import processes_matching, start_snakemake, stop_if_running, wait_for
 from tests.sshd import SSHD, SshLab, SshServer, _wait_for_banner
 from tests.workflow.test_workflow import planned_jobs, snakemake
@@ -259,18 +260,8 @@ def test_tool_killed_mid_run_fails_kills_its_workers_and_keeps_the_attempt(tmp_p
 @pytest.fixture
 def tiny_filesystem(tmp_path):
     """A 2 MiB tmpfs (needs root), unmounted afterwards."""
-    mount_point = tmp_path / "full"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "full", "size=2m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=True)
 
 
 def fill(path: Path) -> None:
