@@ -49,6 +49,7 @@ spacing of the run's interval rows).
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import re
@@ -714,9 +715,8 @@ def hosts_result_rows(
     """``result_rows`` of several (host, its runs) of one output folder, its files read once."""
     inherited = {key: value for key, value in base.items() if key in _schema_columns()}
     base_params = _base_params(base)
-    written_fileio = parmfile_fileio(folder)
-    version = tool_version(folder)
-    errors = error_count(folder) if with_errors else None
+    written_fileio, version, error_total = _folder_facts(folder, _stamps(folder))
+    errors = error_total if with_errors else None
     rows = []
     for host, runs in hosts:
         for run in runs:
@@ -737,6 +737,28 @@ def hosts_result_rows(
                 metrics = _op_metrics(rates, duration, _op_histogram(run, op, ops))
                 rows.append({**shared, "op": op, **metrics})
     return rows
+
+
+_FACT_FILES = ("parmfile.html", "logfile.html", "errorlog.html")
+
+
+def _stamps(folder: Path) -> tuple:
+    """What the folder facts depend on: each file's size and time (an import calls
+    hosts_result_rows once per run of one folder; the files are read once)."""
+    stamps: list[tuple[int, int] | None] = []
+    for name in _FACT_FILES:
+        try:
+            stat = (folder / name).stat()
+            stamps.append((stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            stamps.append(None)
+    return tuple(stamps)
+
+
+@functools.lru_cache(maxsize=8)
+def _folder_facts(folder: Path, stamps: tuple) -> tuple[str | None, str | None, int | None]:
+    """(the parameter file's fileio, the tool's version, the error count) of an output folder."""
+    return parmfile_fileio(folder), tool_version(folder), error_count(folder)
 
 
 def _base_params(base: dict) -> dict:
