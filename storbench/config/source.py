@@ -29,7 +29,17 @@ class ConfigError(ValueError):
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load, but a key given twice in one mapping is an error (PyYAML keeps the last)."""
+    """safe_load, but a key given twice in one mapping is an error (PyYAML keeps the last),
+    and each plain number written with a leading zero is noted (leading_zero_problem)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.leading_zeros: list[str] = []
+
+    def construct_scalar(self, node):
+        if node.style is None and (problem := leading_zero_problem(node)):
+            self.leading_zeros.append(problem)
+        return super().construct_scalar(node)
 
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
@@ -61,8 +71,9 @@ def load_yaml(path: str | os.PathLike) -> dict:
         raise ConfigError(
             [f"line {line}: not UTF-8 text (byte {raw_bytes[error.start]:#04x})"], source=str(path)
         ) from None
+    loader = _UniqueKeyLoader(text)
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        data = loader.get_single_data()
     except yaml.YAMLError as error:
         raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
     except RecursionError:  # PyYAML composes nested nodes recursively
@@ -70,6 +81,8 @@ def load_yaml(path: str | os.PathLike) -> dict:
             ["nested too deeply to be a campaign config (YAML parser recursion limit)"],
             source=str(path),
         ) from None
+    finally:
+        loader.dispose()
     if data is None:
         raise ConfigError(["the file is empty (expected hosts, targets, experiments)"], str(path))
     if not isinstance(data, dict):
@@ -77,34 +90,28 @@ def load_yaml(path: str | os.PathLike) -> dict:
         raise ConfigError([f"the top level must be a mapping, not a {kind}"], source=str(path))
     if YTE_KEY in data:
         raise ConfigError([yte_problem(text)], source=str(path))
-    if problems := leading_zero_problems(text):
-        raise ConfigError(problems, source=str(path))
+    if loader.leading_zeros:
+        raise ConfigError(loader.leading_zeros, source=str(path))
     return data
 
 
 _LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
 
 
-def leading_zero_problems(text: str) -> list[str]:
-    """Numbers written with a leading zero ('016'): YAML 1.1 reads them as octal (14) or, with
-    an 8 or 9 in them, as text ('008'), so a zero-padded sweep silently runs other values."""
-    problems = []
-    for token in yaml.scan(text, Loader=yaml.SafeLoader):
-        if not (isinstance(token, yaml.ScalarToken) and token.plain):
-            continue
-        if not _LEADING_ZERO.fullmatch(token.value):
-            continue
-        written = token.value.replace("_", "")
-        meant = int(written, 10)
-        try:
-            read = f"octal, {int(written, 8)}"
-        except ValueError:
-            read = f"the text {token.value!r}"
-        problems.append(
-            f"line {token.start_mark.line + 1}: {token.value} has a leading zero, which YAML"
-            f" reads as {read}; write {meant} (or quote it, as text)"
-        )
-    return problems
+def leading_zero_problem(node) -> str | None:
+    """A plain scalar written with a leading zero ('016'): YAML 1.1 reads it as octal (14) or,
+    with an 8 or 9 in it, as text ('008'), so a zero-padded sweep silently runs other values."""
+    if not _LEADING_ZERO.fullmatch(node.value):
+        return None
+    written = node.value.replace("_", "")
+    try:
+        read = f"octal, {int(written, 8)}"
+    except ValueError:
+        read = f"the text {node.value!r}"
+    return (
+        f"line {node.start_mark.line + 1}: {node.value} has a leading zero, which YAML"
+        f" reads as {read}; write {int(written, 10)} (or quote it, as text)"
+    )
 
 
 YTE_KEY = "__use_yte__"

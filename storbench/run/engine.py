@@ -27,7 +27,7 @@ from pathlib import Path
 from storbench.core import atomic, start_hook
 from storbench.core import paths as paths_of
 from storbench.core.model import Host
-from storbench.core.secrets import Credentials, SecretError, scrub, scrub_files
+from storbench.core.secrets import Credentials, scrub, scrub_files
 from storbench.core.specs import Manifest, RunSpec, start_skew_s
 from storbench.hosts import open_files
 from storbench.hosts.transport import (
@@ -425,16 +425,6 @@ def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) 
     return "\n".join(lines)
 
 
-def _scrub_secrets(spec: RunSpec, local_dir: Path) -> None:
-    """The target's keys out of the attempt's kept files, where the tool printed them."""
-    try:
-        credentials = run_credentials(spec)
-    except SecretError:  # the run failed on them already
-        return
-    if credentials is not None and local_dir.is_dir():
-        scrub_files(local_dir, credentials.values())
-
-
 def run_iteration(
     spec: RunSpec,
     iteration: int,
@@ -458,19 +448,24 @@ def run_iteration(
     attempt, local_dir = next_attempt_dir(iteration_dir)
     watch = ControllerWatch()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
+    credentials: Credentials | None = None
     try:
         watch.start()
+        credentials = run_credentials(spec)  # once: the tool's and the kept files' scrub
         if spec.execution == "service":
-            placement = run_service_iteration(spec, local_dir, host_jobs or {}, job_texts)
+            placement = run_service_iteration(
+                spec, local_dir, host_jobs or {}, job_texts, credentials
+            )
         else:
-            placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts)
+            placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts, credentials)
     except BaseException as error:
         _note_failure(local_dir, error)
         raise
     finally:
         watch.stop()
         signal.signal(signal.SIGTERM, previous_term)
-        _scrub_secrets(spec, local_dir)
+        if credentials is not None:  # the keys where the tool printed them: *** instead
+            scrub_files(local_dir, credentials.values())
     if host_jobs:
         for host in placement["hosts"]:
             host["job_file"] = os.path.relpath(host_jobs[host["name"]], iteration_dir)
@@ -519,11 +514,15 @@ def _sha256(text: str) -> str:
 
 
 def _run_standalone(
-    spec: RunSpec, iteration: int, attempt: int, local_dir: Path, job_texts: dict[str, str]
+    spec: RunSpec,
+    iteration: int,
+    attempt: int,
+    local_dir: Path,
+    job_texts: dict[str, str],
+    credentials: Credentials | None,
 ) -> dict:
     """{'hosts': what ran on each host, 'faults': the fault commands as they ran (if any)}."""
     tool = get_tool(spec.tool)
-    credentials = run_credentials(spec)
 
     def remote_dir(host: Host) -> str:
         return paths_of.remote_attempt_dir(

@@ -61,10 +61,10 @@ def _facts(
     if directory:
         steps.add("room", room.free_bytes_script(directory))
     steps.add("clock_end", CLOCK)
-    if writable:  # its verdict is read below; the step itself never fails
-        steps.add("writable", f"({room.writable_script(writable)}); rc=$?; echo; echo $rc")
     for index, requirement in enumerate(requirements):
         steps.add(f"requirement{index}", shlex.join(requirement["argv"]))
+    if writable:  # last: a failing step ends the script
+        steps.add("writable", room.writable_script(writable))
     before = time.time()
     try:
         outcomes = one_trip.run(transport, steps, timeout_s=CHECK_TIMEOUT_S)
@@ -86,12 +86,10 @@ def _facts(
             facts["clock_offset_s"] = offset
     if "room" in outcomes:
         facts["free_bytes"] = room.free_bytes_from(outcomes["room"].rc, outcomes["room"].out)
-    if "writable" in outcomes:
-        *said, code = outcomes["writable"].out.rstrip("\n").split("\n")
-        rc = int(code) if code.isdigit() else 0  # nothing to say: the run will
-        problem = room.writable_problem(rc, "\n".join(said), writable or "")
-        if problem:
-            raise HostError(transport.spec.name, problem)
+    if (found := outcomes.get("writable")) and (
+        problem := room.writable_problem(found.rc, found.out, writable or "")
+    ):
+        raise HostError(transport.spec.name, problem)
     for index, requirement in enumerate(requirements):
         outcome = outcomes.get(f"requirement{index}")
         if outcome is not None and outcome.rc != 0:

@@ -22,6 +22,7 @@ from storbench.core import atomic, start_hook
 from storbench.core.addresses import with_port
 from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
+from storbench.core.secrets import Credentials
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, Transport, hold_signals, open_transport
@@ -31,7 +32,6 @@ from storbench.run.attempt import (
     exit_reason,
     now,
     output_tail,
-    run_credentials,
 )
 from storbench.run.start import (
     LISTENING_DEADLINE_S,
@@ -50,7 +50,11 @@ LOCAL_CONTROLLER = "127.0.0.1"  # hosts on the controller's own machine reach it
 
 
 def run_service_iteration(
-    spec: RunSpec, local_dir: Path, job_files: dict[str, str], job_texts: dict[str, str]
+    spec: RunSpec,
+    local_dir: Path,
+    job_files: dict[str, str],
+    job_texts: dict[str, str],
+    credentials: Credentials | None,
 ) -> dict:
     """Run the controller; return the manifest part {controller, hosts} (raises on failure).
 
@@ -111,7 +115,7 @@ def run_service_iteration(
             watchers.start(sessions, hosts, fifos)
         try:
             exit_code = _run_controller(
-                spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s
+                spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s, credentials
             )
         except KeyboardInterrupt:
             hold_signals()
@@ -276,12 +280,11 @@ def _check_one_job(spec: RunSpec, hosts: list[dict], texts: dict[str, str]) -> N
 
 def _run_controller(
     spec: RunSpec, tool, jobs: list[str], endpoints: list[str], local_dir: Path, output: str,
-    wait_s: float,
+    wait_s: float, credentials: Credentials | None,
 ) -> int:  # fmt: skip
     """The tool's client here, its time limit extended by the held start's wait. S3 keys
     reach it through private files (a job file with the keys filled in, an environment
     file) in a folder of its own, never through its argv."""
-    credentials = run_credentials(spec)
     controller = Host(name=CONTROLLER, transport="local")
     with contextlib.ExitStack() as stack:
         argv = tool.controller_command(jobs, output, endpoints)

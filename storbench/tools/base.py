@@ -81,6 +81,15 @@ def timeseries_columns() -> frozenset[str]:
     return frozenset(TIMESERIES_COLUMNS)
 
 
+DATA_DIR = Path(__file__).parent / "data"  # tools' option lists, pinned to a version
+
+
+def pinned_lines(name: str) -> list[str]:
+    """The lines of a file in DATA_DIR, without its '#' comments and blank lines."""
+    lines = (DATA_DIR / name).read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a tool can do in a campaign; config, plan and run ask these, never a tool's name."""

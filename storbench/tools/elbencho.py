@@ -53,7 +53,7 @@ from pathlib import Path
 from storbench.core import units
 from storbench.core.options import normalized_options
 from storbench.core.specs import Manifest
-from storbench.tools.base import Capabilities, RenderError, ToolAdapter
+from storbench.tools.base import Capabilities, RenderError, ToolAdapter, pinned_lines
 
 RESULT_FOLDER_SUFFIX = "-elbencho"
 PATH_LINE = "#storbench-path="
@@ -383,14 +383,10 @@ def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
     return DEFAULT_PHASES[(target_type, kind)].split(",")
 
 
-OPTIONS_FILE = Path(__file__).parent / "data" / "elbencho-3.1-10-options.txt"
-
-
 @functools.cache
 def config_file_options() -> frozenset[str]:
     """The long options elbencho 3.1-10's config file takes (tools/data, from its source)."""
-    lines = OPTIONS_FILE.read_text().splitlines()
-    return frozenset(line for line in lines if line and not line.startswith("#"))
+    return frozenset(pinned_lines("elbencho-3.1-10-options.txt"))
 
 
 def _config_value_problem(text: str) -> str | None:

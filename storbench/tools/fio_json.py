@@ -33,8 +33,9 @@ from storbench.tools.base import result_columns as _schema_columns
 OPS = ("read", "write", "trim")
 ALL_CLIENTS = "All clients"
 
-_DOCUMENT_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
-_DOCUMENT_START_BYTES = re.compile(_DOCUMENT_START.pattern.encode(), re.MULTILINE)
+# where a JSON report begins in fio's output (notes and status lines around it)
+DOCUMENT_START = re.compile(r"(?:^|(?<=\r))\{", re.MULTILINE)
+_DOCUMENT_START_BYTES = re.compile(DOCUMENT_START.pattern.encode(), re.MULTILINE)
 
 _PARAMETER_PARSERS = {
     "rw": str,
@@ -86,7 +87,7 @@ def load_documents(text: str | bytes, *, source: str = "fio output") -> list[dic
     documents = []
     position = 0
     cut_at = None  # where the last document that failed to decode began
-    while match := _DOCUMENT_START.search(text, position):
+    while match := DOCUMENT_START.search(text, position):
         try:
             document, end = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError as decode_error:
@@ -227,7 +228,7 @@ def _document_start(text: str | bytes) -> int | None:
     if isinstance(text, bytes):
         first_bytes = _DOCUMENT_START_BYTES.search(text)
         return None if first_bytes is None else first_bytes.start()
-    first = _DOCUMENT_START.search(text)
+    first = DOCUMENT_START.search(text)
     return None if first is None else first.start()
 
 

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from storbench.core import hostfacts
 from storbench.core.atomic import write_text
+from storbench.tools.base import pinned_lines
 
-OPTION_LIST = Path(__file__).parent / "data" / "fio-3.33-options.txt"
+OPTION_LIST = "fio-3.33-options.txt"  # in tools/data
 RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite",
              "randrw", "trimwrite", "randtrimwrite")  # fmt: skip
 PARSE_TIMEOUT_S = 20
@@ -153,8 +154,7 @@ def _value_problem(option: str, value: str) -> str:
 
 @functools.cache
 def known_options() -> frozenset[str]:
-    lines = OPTION_LIST.read_text().splitlines()
-    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+    return frozenset(pinned_lines(OPTION_LIST))
 
 
 def _by_list(sections: list[dict], skip: frozenset[str]) -> dict[str, str]:

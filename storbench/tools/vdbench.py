@@ -361,6 +361,7 @@ class VdbenchAdapter(ToolAdapter):
             flatfile = vdbench_output.flatfile_path(Path(path))
             runs = vdbench_output.read_runs(flatfile)
             hosts = vdbench_output.reported_hosts(flatfile.parent)
+            facts = vdbench_output.folder_facts(flatfile.parent)  # once, for all its runs
             # a multi-host output's hosts by their addresses (its parameter file's system=)
             driven = (
                 vdbench_output.driven_host_runs(flatfile.parent, runs) if len(hosts) > 1 else []
@@ -371,13 +372,13 @@ class VdbenchAdapter(ToolAdapter):
                 if len(hosts) > 1:
                     path_rows += vdbench_output.hosts_result_rows(
                         [(system, [host_runs[index]]) for system, host_runs in driven],
-                        base=run_base, folder=flatfile.parent, with_errors=False,
+                        base=run_base, folder=flatfile.parent, with_errors=False, facts=facts,
                     )  # fmt: skip
-                    path_rows += _all_rows([run], run_base, flatfile.parent)
+                    path_rows += _all_rows([run], run_base, flatfile.parent, facts)
                     continue
                 host = hosts[0] if hosts else "localhost"
                 host_rows = vdbench_output.result_rows(
-                    [run], host=host, base=run_base, folder=flatfile.parent
+                    [run], host=host, base=run_base, folder=flatfile.parent, facts=facts
                 )
                 path_rows += host_rows + aggregate_hosts(host_rows)
             rows += path_rows
@@ -409,11 +410,11 @@ def _driven_host_rows(names: list[str], runs: list, base: dict, folder: Path) ->
     return vdbench_output.hosts_result_rows(named, base=base, folder=folder, with_errors=False)
 
 
-def _all_rows(runs: list, base: dict, folder: Path) -> list[dict]:
+def _all_rows(runs: list, base: dict, folder: Path, facts: tuple | None = None) -> list[dict]:
     # parsing only: render and run stay light
     from storbench.tools.vdbench_output import result_rows
 
-    return result_rows(runs, host=ALL_HOSTS, base=base, folder=folder)
+    return result_rows(runs, host=ALL_HOSTS, base=base, folder=folder, facts=facts)
 
 
 # --- parameter file ----------------------------------------------------------------------

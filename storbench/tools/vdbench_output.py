@@ -49,7 +49,6 @@ spacing of the run's interval rows).
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import math
 import re
@@ -702,20 +701,34 @@ def _counts_agree(histogram_total: int, ios_from_rates: float) -> bool:
 
 
 def result_rows(
-    runs: list[Run], *, host: str, base: dict, folder: Path, with_errors: bool = True
+    runs: list[Run],
+    *,
+    host: str,
+    base: dict,
+    folder: Path,
+    with_errors: bool = True,
+    facts: FolderFacts | None = None,
 ) -> list[dict]:
     """Rows of every measured run and op for one host (no 'all' rows); ``with_errors``: the
     folder's error count in the rows (a multi-host run's: in its 'all' rows only)."""
-    return hosts_result_rows([(host, runs)], base=base, folder=folder, with_errors=with_errors)
+    return hosts_result_rows(
+        [(host, runs)], base=base, folder=folder, with_errors=with_errors, facts=facts
+    )
 
 
 def hosts_result_rows(
-    hosts: list[tuple[str, list[Run]]], *, base: dict, folder: Path, with_errors: bool = True
+    hosts: list[tuple[str, list[Run]]],
+    *,
+    base: dict,
+    folder: Path,
+    with_errors: bool = True,
+    facts: FolderFacts | None = None,
 ) -> list[dict]:
-    """``result_rows`` of several (host, its runs) of one output folder, its files read once."""
+    """``result_rows`` of several (host, its runs) of one output folder, its files read once
+    (``facts``: read already, for the folder's other runs)."""
     inherited = {key: value for key, value in base.items() if key in _schema_columns()}
     base_params = _base_params(base)
-    written_fileio, version, error_total = _folder_facts(folder, _stamps(folder))
+    written_fileio, version, error_total = facts or folder_facts(folder)
     errors = error_total if with_errors else None
     rows = []
     for host, runs in hosts:
@@ -739,25 +752,12 @@ def hosts_result_rows(
     return rows
 
 
-_FACT_FILES = ("parmfile.html", "logfile.html", "errorlog.html")
+FolderFacts = tuple  # (the parameter file's fileio, the tool's version, the error count)
 
 
-def _stamps(folder: Path) -> tuple:
-    """What the folder facts depend on: each file's size and time (an import calls
-    hosts_result_rows once per run of one folder; the files are read once)."""
-    stamps: list[tuple[int, int] | None] = []
-    for name in _FACT_FILES:
-        try:
-            stat = (folder / name).stat()
-            stamps.append((stat.st_size, stat.st_mtime_ns))
-        except OSError:
-            stamps.append(None)
-    return tuple(stamps)
-
-
-@functools.lru_cache(maxsize=8)
-def _folder_facts(folder: Path, stamps: tuple) -> tuple[str | None, str | None, int | None]:
-    """(the parameter file's fileio, the tool's version, the error count) of an output folder."""
+def folder_facts(folder: Path) -> FolderFacts:
+    """What every row of an output folder shares, read from its parmfile, logfile and
+    errorlog: an import reads them once per folder, not once per run."""
     return parmfile_fileio(folder), tool_version(folder), error_count(folder)
 
 

@@ -63,6 +63,7 @@ from storbench.tools.base import (
     RenderError,
     ToolAdapter,
     ToolOutputError,
+    pinned_lines,
 )
 
 BENCHMARKS = ("get", "put", "mixed", "delete", "list", "stat")
@@ -339,17 +340,13 @@ def _passed_through(params: dict) -> list[str]:
     return arguments
 
 
-FLAGS_FILE = Path(__file__).parent / "data" / "warp-1.1.3-flags.txt"
-
-
 @functools.cache
 def benchmark_flags() -> dict[str, frozenset[str]]:
     """{benchmark: its flags} as warp 1.1.3 declares them (tools/data)."""
     flags = {}
-    for line in FLAGS_FILE.read_text().splitlines():
-        if line and not line.startswith("#"):
-            benchmark, _, names = line.partition(":")
-            flags[benchmark] = frozenset(names.split())
+    for line in pinned_lines("warp-1.1.3-flags.txt"):
+        benchmark, _, names = line.partition(":")
+        flags[benchmark] = frozenset(names.split())
     return flags
 
 

@@ -189,7 +189,7 @@ def run_standalone_bounded(spec: RunSpec, raw_dir: Path) -> BaseException:
 
     def run() -> None:
         try:
-            engine._run_standalone(spec, 1, 1, raw_dir, texts)
+            engine._run_standalone(spec, 1, 1, raw_dir, texts, None)
         except BaseException as error:
             outcome.append(error)
 

@@ -852,13 +852,12 @@ def test_a_run_without_for_loops_has_no_loop_named_none():
 
 def test_an_imported_folder_reads_its_parameter_log_and_error_files_once(monkeypatch):
     """Six runs in one output folder read parmfile.html, logfile.html and errorlog.html
-    once, not once per run (their size and time say when to read them again)."""
+    once, not once per run."""
     from storbench.tools import vdbench_output
 
     reads = []
     original = vdbench_output.parmfile_fileio
     monkeypatch.setattr(vdbench_output, "parmfile_fileio", lambda f: reads.append(f) or original(f))
-    vdbench_output._folder_facts.cache_clear()
     folder = FIXTURES / "output-fileloop"
     rows = get_tool("vdbench").import_outputs([folder], {"experiment": "imported"})
     assert len({row["run_id"] for row in rows}) == 6
