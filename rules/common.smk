@@ -183,7 +183,21 @@ def run_host_facts_files(wildcards):
 
 @per_run
 def run_spec_json(wildcards):
-    return PLAN.run_spec(wildcards.experiment, wildcards.run_id)
+    return Tracked(PLAN.run_spec(wildcards.experiment, wildcards.run_id))
+
+
+class Tracked(str):
+    """A step's spec (JSON) whose record for Snakemake's params trigger is only its measured
+    part (specs.measured): a host's way in or a dataset's new tokens run no finished step
+    again. Snakemake records a param as its repr."""
+
+    def __new__(cls, spec):
+        value = super().__new__(cls, spec.full)
+        value.measured = spec.measured
+        return value
+
+    def __repr__(self):
+        return repr(self.measured)
 
 
 class Untracked:
@@ -312,7 +326,7 @@ def final_reports():
 
 
 def dataset_spec_json(wildcards):
-    return PLAN.dataset_spec(wildcards.dataset, wildcards.target)
+    return Tracked(PLAN.dataset_spec(wildcards.dataset, wildcards.target))
 
 
 def dataset_limits(wildcards):
@@ -345,11 +359,11 @@ def previous_stage_marker(wildcards):
 
 
 def stage_spec_json(wildcards):
-    return PLAN.stage_spec(wildcards.recipe, wildcards.target, wildcards.stage)
+    return Tracked(PLAN.stage_spec(wildcards.recipe, wildcards.target, wildcards.stage))
 
 
 def recipe_spec_json(wildcards):
-    return PLAN.recipe_spec(wildcards.recipe, wildcards.target)
+    return Tracked(PLAN.recipe_spec(wildcards.recipe, wildcards.target))
 
 
 def recipe_limits(wildcards):
@@ -383,7 +397,7 @@ def experiment_preparation(wildcards):
 
 
 def search_spec_json(wildcards):
-    return PLAN.search_spec(wildcards.experiment)
+    return Tracked(PLAN.search_spec(wildcards.experiment))
 
 
 def search_time_limit(wildcards):
@@ -414,7 +428,8 @@ def run_inputs(wildcards):
     }
 
 
-# ancient: order only; a rerun of an earlier experiment does not make these runs outdated
+# ancient: order only; an earlier run run again keeps these runs (an added one does not: a new
+# input, and these runs no longer come after every run before them)
 def runs_before(wildcards):
     before = PLAN.runs_before(
         wildcards.experiment, wildcards.run_id, wildcards.iteration

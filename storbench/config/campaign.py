@@ -1071,6 +1071,15 @@ def _shared_place_problems(raw: dict) -> list[str]:
                     f"targets.{name}.path: the same {place[0]} as targets.{first}"
                     f" ({place[1]}); one target per place, or their runs could overlap"
                 )
+            elif other := _directory_around(place, places):
+                where = (
+                    "inside" if other[1] == os.path.commonpath([place[1], other[1]]) else "around"
+                )
+                problems.append(
+                    f"targets.{name}.path: {place[1]} is {where} targets.{places[other]}"
+                    f" ({other[1]}); each target holds its own lock, so their runs could"
+                    " overlap: one target, or two folders side by side"
+                )
     buckets: dict[tuple, str] = {}
     for name, spec in raw["experiments"].items():
         target = (
@@ -1085,6 +1094,18 @@ def _shared_place_problems(raw: dict) -> list[str]:
                 " fold to lowercase letters, digits, '.' and '-', 63 at most); rename one"
             )
     return problems
+
+
+def _directory_around(place: tuple, places: dict) -> tuple | None:
+    """A directory target holding this one, or held by it."""
+    kind, path = place
+    if kind != "directory":
+        return None
+    for other in places:
+        if other != place and other[0] == kind:
+            if os.path.commonpath([path, other[1]]) in (path, other[1]):
+                return other
+    return None
 
 
 def _job_file_problems(raw: dict) -> list[str]:

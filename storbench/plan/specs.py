@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import NamedTuple
 
 from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
@@ -387,3 +388,55 @@ def to_json(spec: dict | StepSpec) -> str:
     if isinstance(spec, StepSpec):
         return spec.to_json()
     return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
+class SpecJson(NamedTuple):
+    """A step's spec as JSON, and the part of it Snakemake's params trigger tracks."""
+
+    full: str
+    measured: str
+
+
+def spec_json(spec: StepSpec) -> SpecJson:
+    data = spec.to_dict()
+    return SpecJson(to_json(data), to_json(measured(data)))
+
+
+# how a host is reached, its limits, its group and what is kept on it: none changes what a
+# step measures, so a change to them alone runs no finished step again
+UNMEASURED_HOST_KEYS = frozenset(
+    {
+        "group", "user", "port", "identity", "jump", "gateway", "gateway_python",
+        "connect_timeout", "host_key_check", "connection", "known_hosts", "workdir",
+        "keep_attempts", "unresponsive_s", "service_ports", "controller_address",
+    }
+)  # fmt: skip
+# of a run's preparation, what it ran on (the state's label and which dataset or recipe), not
+# the tokens it checks: a changed dataset or recipe is prepared again, its finished runs stay
+_MEASURED_PREPARATION = ("kind", "name", "target")
+
+
+def measured(spec: dict) -> dict:
+    """The part of a step's spec that Snakemake's params trigger tracks: every host without
+    UNMEASURED_HOST_KEYS, a run's preparation without its tokens and digests."""
+    return {key: _measured_value(key, value) for key, value in spec.items()}
+
+
+def _measured_value(key: str, value):
+    if key == "hosts" and isinstance(value, list):
+        return [
+            {k: v for k, v in host.items() if k not in UNMEASURED_HOST_KEYS}
+            if isinstance(host, dict)
+            else host
+            for host in value
+        ]
+    if key == "preparation" and isinstance(value, dict):
+        return {
+            "state": value.get("state"),
+            "specs": [
+                {k: part.get(k) for k in _MEASURED_PREPARATION} for part in value["specs"]
+            ],
+        }
+    if isinstance(value, dict):
+        return measured(value)
+    return value

@@ -222,9 +222,9 @@ class WorkflowPlan:
         run = self.run(experiment, run_id)
         return specs.to_json(specs.render_spec(self.campaign, experiment, run, host=host))
 
-    def run_spec(self, experiment: str, run_id: str) -> str:
+    def run_spec(self, experiment: str, run_id: str) -> specs.SpecJson:
         run = self.run(experiment, run_id)
-        return specs.to_json(specs.run_spec(self.campaign, experiment, run))
+        return specs.spec_json(specs.run_spec(self.campaign, experiment, run))
 
     def run_time_limit(self, experiment: str, run_id: str) -> float:
         return specs.run_time_limit(self.campaign, experiment, self.run(experiment, run_id))
@@ -474,13 +474,13 @@ class WorkflowPlan:
             )
         return found
 
-    def dataset_spec(self, dataset: str, target: str) -> str:
+    def dataset_spec(self, dataset: str, target: str) -> specs.SpecJson:
         found = self.campaign.datasets[dataset]
         if found.target_name != target:
             raise WorkflowPlanError(
                 f"dataset {found.name!r} is on target {found.target_name!r}, not {target!r}"
             )
-        return specs.to_json(prepare_plan.dataset_spec(found))
+        return specs.spec_json(prepare_plan.dataset_spec(found))
 
     def preparation_targets(self, target: str, recipe: str | None) -> tuple[str, ...]:
         """The targets a preparation job writes: a dataset's, or every target of a recipe."""
@@ -519,12 +519,12 @@ class WorkflowPlan:
         previous = self.recipe(recipe, target).stages()[found.index - 2]
         return prepare_plan.stage_marker(self.recipe(recipe, target), previous.stage_id)
 
-    def stage_spec(self, recipe: str, target: str, stage: str) -> str:
+    def stage_spec(self, recipe: str, target: str, stage: str) -> specs.SpecJson:
         found = self.recipe(recipe, target)
-        return specs.to_json(prepare_plan.stage_spec(found, self.stage(recipe, target, stage)))
+        return specs.spec_json(prepare_plan.stage_spec(found, self.stage(recipe, target, stage)))
 
-    def recipe_spec(self, recipe: str, target: str) -> str:
-        return specs.to_json(prepare_plan.recipe_spec(self.recipe(recipe, target)))
+    def recipe_spec(self, recipe: str, target: str) -> specs.SpecJson:
+        return specs.spec_json(prepare_plan.recipe_spec(self.recipe(recipe, target)))
 
     def recipe_limits(self, recipe: str, target: str) -> str:
         return specs.to_json(prepare_plan.limits(self.recipe(recipe, target)))
@@ -571,8 +571,8 @@ class WorkflowPlan:
             raise WorkflowPlanError(f"experiment {experiment!r} is not a search")
         return settings
 
-    def search_spec(self, experiment: str) -> str:
-        return specs.to_json(specs.search_spec(self.campaign, experiment))
+    def search_spec(self, experiment: str) -> specs.SpecJson:
+        return specs.spec_json(specs.search_spec(self.campaign, experiment))
 
     def probe_markers(self, experiment: str) -> list[str]:
         return [

@@ -746,6 +746,29 @@ def test_two_targets_on_one_directory_or_experiments_on_one_bucket_are_refused()
         " one target per place, or their runs could overlap"
     ]
 
+    def nested_directories(raw):
+        raw["targets"]["inner"] = {"type": "directory", "path": "/var/tmp/storbench/scratch/a"}
+        raw["targets"]["beside"] = {"type": "directory", "path": "/var/tmp/storbench/scratch2"}
+
+    assert problems_of(nested_directories) == [
+        "targets.inner.path: /var/tmp/storbench/scratch/a is inside targets.scratch"
+        " (/var/tmp/storbench/scratch); each target holds its own lock, so their runs could"
+        " overlap: one target, or two folders side by side"
+    ]
+
+    def outer_directory(raw):
+        raw["targets"] = {
+            "inner": {"type": "directory", "path": "/var/tmp/x/y"},
+            **raw["targets"],
+            "outer": {"type": "directory", "path": "/var/tmp/x"},
+        }
+
+    assert problems_of(outer_directory) == [
+        "targets.outer.path: /var/tmp/x is around targets.inner (/var/tmp/x/y); each target"
+        " holds its own lock, so their runs could overlap: one target, or two folders side by"
+        " side"
+    ]
+
     def same_bucket(raw):
         raw["targets"]["s3"] = {
             "type": "s3", "endpoint": "http://127.0.0.1:9000", "bucket_prefix": "sb",

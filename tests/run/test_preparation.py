@@ -18,7 +18,7 @@ from storbench.plan import preparation as prepare_plan
 from storbench.plan import specs as plan_specs
 from tests.report.exported import pipe_table_rows
 from tests.run.test_interrupt import processes_matching, stop_if_running, wait_for
-from tests.workflow.test_workflow import REPO, SNAKEMAKE, planned_jobs, snakemake
+from tests.workflow.test_workflow import REPO, SNAKEMAKE, converge, planned_jobs, snakemake
 
 MIB = 1 << 20
 
@@ -132,6 +132,22 @@ def test_a_deleted_state_token_prepares_the_dataset_again(dataset_campaign):
     assert (workdir / "target/localhost/files.1.1").stat().st_size == 4 * MIB
     log = (workdir / "results/reader/logs/run/randread_bs4k_nj2.it1.log").read_text()
     assert "dataset files token missing or different on localhost" in log
+
+
+def test_a_changed_dataset_is_laid_out_again_and_its_finished_runs_stay(dataset_campaign):
+    """The dataset's own write block size changes how it is written, not the runs that read
+    it: one call lays it out again, and no later call runs a finished run again."""
+    workdir, config, _ = dataset_campaign
+    rewritten = copy.deepcopy(config)
+    rewritten["datasets"]["files"]["job"]["bs"] = "128k"
+    assert planned_jobs(snakemake(workdir, rewritten, "-n")) == {"prepare_dataset": 1}
+    manifest = workdir / "results/reader/raw/randread_bs4k_nj2/it1/run.json"
+    finished = manifest.stat().st_mtime_ns
+    ran = converge(workdir, rewritten)
+    assert ran["prepare_dataset"] == 1 and "run_iteration" not in ran
+    assert manifest.stat().st_mtime_ns == finished
+    token = read_json(workdir / "target/localhost/.storbench/dataset-files.json")
+    assert token["sha256"] == load_campaign(rewritten).datasets["files"].sha256
 
 
 def chunked_config(target_dir: Path) -> dict:

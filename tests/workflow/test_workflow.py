@@ -49,9 +49,12 @@ def snakemake(
 
 
 def planned_jobs(result: subprocess.CompletedProcess) -> dict:
-    """The 'Job stats' table of a dry run as {rule: count}."""
+    """The 'Job stats' table of a dry run as {rule: count} ({} for nothing to be done)."""
     lines = (result.stdout + result.stderr).splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:"))
+    start = next((i for i, line in enumerate(lines) if line.startswith("Job stats:")), None)
+    if start is None:
+        assert "Nothing to be done" in result.stdout + result.stderr
+        return {}
     counts = {}
     for line in lines[start + 3 :]:
         parts = line.split()
@@ -59,6 +62,20 @@ def planned_jobs(result: subprocess.CompletedProcess) -> dict:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+def converge(workdir: Path, config: dict, calls: int = 4) -> dict:
+    """Every job the calls of Snakemake ran until it had nothing to do, {rule: count}: a
+    job that waits for one Snakemake runs again is looked at only in the next call."""
+    ran: dict = {}
+    for _ in range(calls):
+        planned = planned_jobs(snakemake(workdir, config, "-n"))
+        if not planned:
+            return ran
+        for rule, count in planned.items():
+            ran[rule] = ran.get(rule, 0) + count
+        snakemake(workdir, config)
+    raise AssertionError(f"still jobs to run after {calls} calls: {ran}")
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +194,29 @@ def test_a_new_time_limit_runs_nothing_again(finished_campaign):
     commands = [line for line in forced.stdout.splitlines() if "storbench run " in line]
     assert len(commands) == 4 and all("--timeout-s 300.0 " in line for line in commands)
     snakemake(workdir, config, "-n")  # leave the original config in place for other tests
+
+
+def test_a_hosts_way_in_its_group_and_limits_run_no_finished_run_again(finished_campaign):
+    """A host group renamed, its workdir moved, attempts kept, a connect timeout: how the host
+    is reached and named, not what is measured. Preflight, telemetry and the reports run
+    again, and no call after them runs a finished run again."""
+    workdir, config, _ = finished_campaign
+    moved = copy.deepcopy(config)
+    moved["hosts"] = {
+        "lab": {
+            "nodes": "localhost",
+            "transport": "local",
+            "workdir": str(workdir / "elsewhere"),
+            "keep_attempts": 2,
+            "connect_timeout": "5s",
+        }
+    }
+    moved["experiments"]["tiny"]["hosts"] = "lab"
+    manifest = workdir / "results/tiny/raw/randread_bs4k_nj1/it1/run.json"
+    finished = manifest.stat().st_mtime_ns
+    assert "run_iteration" not in converge(workdir, moved)
+    assert manifest.stat().st_mtime_ns == finished
+    converge(workdir, config)  # the original hosts again for other tests
 
 
 def test_one_report_target_builds_one_experiment(finished_campaign):
