@@ -386,6 +386,7 @@ def _import(args) -> int:
         experiment=args.experiment,
         output=Path(args.output),
         series_output=Path(args.series) if args.series else None,
+        replace=args.replace,
     )
     print("\n".join(lines))
     return 0
@@ -867,6 +868,11 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument(
         "--series",
         help="Parquet file for the per-interval series (default <output>.timeseries.parquet)",
+    )
+    imports.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite an existing output (and its series, removed when the new rows have none)",
     )
     imports.add_argument("paths", nargs="+", help="raw output files or folders")
     imports.set_defaults(handler=_import)

@@ -11,7 +11,10 @@ A file named on the command line that is not the tool's output is an error, as i
 recognised output that cannot be read whole (an empty or truncated file names itself).
 
 ``import_outputs(...)`` then writes the rows (``-o``) and, where the outputs have them, the
-per-interval series (``--series``, default ``<output stem>.timeseries.parquet``).
+per-interval series (``--series``, default ``<output stem>.timeseries.parquet``): never over
+an existing file without ``replace`` (which also removes the old series when the new rows
+have none), never rows and series in one file, and never two rows of one identity from two
+sources (a file reached twice is read once).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ class ImportPlan:
     units: dict[str, list[Path]] = field(default_factory=dict)  # tool -> files and folders
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     named: set[Path] = field(default_factory=set)  # given on the command line: errors stop
+    resolved: set[Path] = field(default_factory=set)  # the units' resolved paths: read once
+    resolved_skipped: set[Path] = field(default_factory=set)
 
     def used(self) -> list[tuple[str, Path]]:
         return [(tool, path) for tool, paths in self.units.items() for path in paths]
@@ -60,10 +65,13 @@ def head_of(path: Path) -> bytes:
 
 
 def plan(paths: list[Path], tools: list[str]) -> ImportPlan:
-    """Which tool imports which file or folder, and what is skipped (with the reason)."""
+    """Which tool imports which file or folder, and what is skipped (with the reason). A file
+    or folder reached twice (named twice, or named and inside a named folder) is read once."""
     result = ImportPlan()
     adapters = [(name, get_tool(name)) for name in tools]
     for path in paths:
+        if _seen(path, result):
+            continue
         if path.is_dir():
             if any(adapter.claims_folder(path) for _, adapter in adapters):
                 result.named.add(path)  # a named result folder: its errors stop the import
@@ -72,9 +80,22 @@ def plan(paths: list[Path], tools: list[str]) -> ImportPlan:
         tool = _recognized_by(path, adapters)
         if tool is None:
             raise ImportInputError(_not_recognized(path, [name for name, _ in adapters]))
-        result.units.setdefault(tool, []).append(path)
+        _add(result, tool, path)
         result.named.add(path)
     return result
+
+
+def _seen(path: Path, result: ImportPlan) -> bool:
+    """Whether path, or a folder it is in, is a unit already (by resolved path)."""
+    resolved = path.resolve()
+    return resolved in result.resolved or any(
+        folder in result.resolved for folder in resolved.parents
+    )
+
+
+def _add(result: ImportPlan, tool: str, path: Path) -> None:
+    result.units.setdefault(tool, []).append(path)
+    result.resolved.add(path.resolve())
 
 
 def storbench_manifest(folder: Path) -> Path | None:
@@ -91,22 +112,26 @@ def storbench_manifest(folder: Path) -> Path | None:
 
 
 def _walk(folder: Path, adapters: list, result: ImportPlan) -> None:
+    if _seen(folder, result):
+        return
     if storbench_manifest(folder) is not None:  # parsed as the workflow parses it
-        result.units.setdefault(STORBENCH_RUN, []).append(folder)
+        _add(result, STORBENCH_RUN, folder)
         return
     for name, adapter in adapters:
         if adapter.claims_folder(folder):
-            result.units.setdefault(name, []).append(folder)
+            _add(result, name, folder)
             return
     for child in sorted(folder.iterdir()):
         if child.is_dir():
             _walk(child, adapters, result)
-        elif child.is_file():
+        elif child.is_file() and not _seen(child, result):
             tool = _recognized_by(child, adapters)
             if tool is None:
-                result.skipped.append((child, _why_skipped(child, adapters)))
+                if child.resolve() not in result.resolved_skipped:
+                    result.skipped.append((child, _why_skipped(child, adapters)))
+                    result.resolved_skipped.add(child.resolve())
             else:
-                result.units.setdefault(tool, []).append(child)
+                _add(result, tool, child)
 
 
 def _recognized_by(path: Path, adapters: list) -> str | None:
@@ -147,6 +172,39 @@ def _why_skipped(path: Path, adapters: list) -> str:
     return "no tool's output" if len(adapters) > 1 else f"not {adapters[0][0]} output"
 
 
+SERIES_SUFFIX = ".timeseries.parquet"
+
+
+def series_path(output: Path, series_output: Path | None) -> Path:
+    """Where the series go: --series, else the output's whole stem + .timeseries.parquet
+    (run.v1.parquet: run.v1.timeseries.parquet)."""
+    return series_output or output.with_name(f"{output.stem}{SERIES_SUFFIX}")
+
+
+def check_outputs(output: Path, series: Path, *, replace: bool) -> None:
+    """Refuse outputs that would lose results: the rows and the series in one file, or a
+    file that exists already (an earlier import, a campaign's summary.parquet) without
+    --replace."""
+    if output.name.endswith(SERIES_SUFFIX):
+        raise ImportInputError(
+            f"-o {output} ends in {SERIES_SUFFIX}, the name of a series file (the series would "
+            f"go to {series}); name the results file otherwise"
+        )
+    if output.resolve() == series.resolve():
+        raise ImportInputError(
+            f"-o {output} and --series {series} are the same file: the series would replace "
+            "the rows; give them different names"
+        )
+    if replace:
+        return
+    for path in (output, series):
+        if path.exists():
+            raise ImportInputError(
+                f"{path} exists (results of an earlier import or of a campaign); give --replace "
+                "to overwrite it, or another -o"
+            )
+
+
 def import_outputs(
     paths: list[Path],
     tools: list[str],
@@ -154,12 +212,15 @@ def import_outputs(
     experiment: str,
     output: Path,
     series_output: Path | None,
+    replace: bool = False,
 ) -> list[str]:
     """Import every recognised output; write rows and series; return the report's lines."""
     # parsing only: the result schema and pyarrow load here
     from storbench.core import results
     from storbench.core.aggregate import with_hosts_in_run
 
+    target = series_path(output, series_output)
+    check_outputs(output, target, replace=replace)
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise ImportInputError(f"no such file or folder: {', '.join(missing)}")
@@ -187,18 +248,42 @@ def import_outputs(
             f"no readable results in {', '.join(map(str, paths))}: "
             + "; ".join(f"{path}: {why}" for path, why in found.skipped)
         )
+    check_identities(rows)
     outputs = [(results.table_from_rows(rows), output)]
     lines = [f"used ({tool}): {path}" for tool, path in found.used()]
     lines += [f"skipped: {path} ({why})" for path, why in found.skipped]
     runs = sorted({(row["tool"], row["run_id"]) for row in rows})
     lines.append(f"{output}: {len(rows)} rows from {len(runs)} run(s)")
+    removing = []
     if series:
-        stem = output.name.split(".")[0]
-        target = series_output or output.with_name(f"{stem}.timeseries.parquet")
         outputs.append((results.table_from_rows(series, results.TIMESERIES_SCHEMA), target))
         lines.append(f"{target}: {len(series)} interval rows")
-    results.write_parquets(outputs)  # the rows and their series together, or neither
+    elif target.exists():  # --replace: the old rows' series goes with them
+        removing.append(target)
+        lines.append(f"{target}: removed (the series of the rows replaced; these have none)")
+    results.write_parquets(outputs, removing)  # the rows and their series together, or neither
     return lines
+
+
+IDENTITY = ("experiment", "run_id", "iteration", "host", "job", "op")
+
+
+def check_identities(rows: list[dict]) -> None:
+    """Two sources giving a row of the same identity (two copies of a run, two vdbench output
+    folders of the same RD): refused naming both, as a report would keep one of them."""
+    first: dict[tuple, str | None] = {}
+    for row in rows:
+        key = tuple(row.get(column) for column in IDENTITY)
+        source = row.get("raw_path")
+        if key not in first:
+            first[key] = source
+        elif first[key] != source:
+            experiment, run_id, _, host, job, op = key
+            raise ImportInputError(
+                f"run {run_id} (host {host}, job {job}, op {op}) comes from both {first[key]} and "
+                f"{source}: import them as separate experiments (--experiment), one import "
+                f"each, or leave one out (here both are experiment {experiment})"
+            )
 
 
 def _storbench_run(folder: Path, experiment: str, tools: list[str]) -> tuple[list, list]:

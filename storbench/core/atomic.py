@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -20,21 +21,33 @@ def atomic_output(path: str | os.PathLike):
 
 
 @contextlib.contextmanager
-def atomic_outputs(*paths: str | os.PathLike):
+def atomic_outputs(*paths: str | os.PathLike, removing: Sequence[str | os.PathLike] = ()):
     """Temp paths for several files that appear together: none is published unless every
-    one is written (a step's outputs, such as a table and its per-interval series)."""
+    one is written (a step's outputs, such as a table and its per-interval series). The files
+    in ``removing`` (a series the new table has none of) go when they appear: set aside
+    first, put back if publishing fails."""
     targets = [Path(path) for path in paths]
     temps: list[Path] = []
+    aside: list[tuple[Path, Path]] = []
     try:
         for target in targets:
             temps.append(_temp_beside(target))
         yield temps
+        for path in map(Path, removing):
+            if path.exists():
+                hidden = _temp_beside(path)
+                os.replace(path, hidden)
+                aside.append((hidden, path))
         for tmp, target in zip(temps, targets, strict=True):
             os.replace(tmp, target)
     except BaseException:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
+        for hidden, path in aside:
+            os.replace(hidden, path)
         raise
+    for hidden, _ in aside:
+        hidden.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

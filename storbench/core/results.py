@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.abc
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from storbench.core.schema_names import (  # noqa: F401  re-exported
     PERCENTILES,
     percentile_column,
 )
+from storbench.core.secrets import scrub_command
 
 SCHEMA_VERSION = 5
 
@@ -122,12 +124,20 @@ _UNFIT = (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError)
 
 
 def table_from_rows(rows: list[dict], schema: pa.Schema = SCHEMA) -> pa.Table:
-    """Build a table in the schema; missing keys become nulls, unknown keys are an error."""
+    """Build a table in the schema; missing keys become nulls, unknown keys are an error, and
+    a measure no run can have (negative, NaN, infinite) is a ResultValueError naming it. The
+    command column has the values of its secret options replaced by ***."""
     unknown = {key for row in rows for key in row} - set(schema.names)
     if unknown:
         raise ValueError(f"rows have columns outside the result schema: {sorted(unknown)}")
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     columns["schema_version"] = [SCHEMA_VERSION] * len(rows)
+    if "command" in columns:
+        columns["command"] = [
+            None if command is None else scrub_command(command) for command in columns["command"]
+        ]
+    if schema in (SCHEMA, TIMESERIES_SCHEMA):
+        _check_measures(rows, columns)
     with _pandas_kept_out():
         try:
             return pa.table(columns, schema=schema)
@@ -135,19 +145,81 @@ def table_from_rows(rows: list[dict], schema: pa.Schema = SCHEMA) -> pa.Table:
             raise _unfit_value(rows, columns, schema, error) from None
 
 
+# What a run measured: None (not measured) or a finite number >= 0, whatever the tool.
+MEASURES = (
+    "bytes",
+    "ios",
+    "duration_s",
+    "bw_bytes_s",
+    "iops",
+    "lat_mean_ns",
+    "lat_stdev_ns",
+    "lat_min_ns",
+    "lat_max_ns",
+    *PERCENTILE_COLUMNS,
+    "errors",
+    "clat_mean_ns",
+    "tool_bw_bytes_s",
+    "tool_iops",
+)
+
+
+def _check_measures(rows: list[dict], columns: dict) -> None:
+    """Every measure None or a finite number >= 0, every histogram count too: one check for
+    every tool's parser, on import and in the parse step alike."""
+    for name in MEASURES:
+        if name in columns:
+            index = _first_impossible(columns[name])
+            if index is not None:
+                raise _impossible(rows[index], name, columns[name][index])
+    for index, counts in enumerate(columns.get("hist_count") or ()):
+        bad = _first_impossible(counts or ())
+        if bad is not None:
+            raise _impossible(rows[index], "hist_count", counts[bad])
+
+
+def _first_impossible(values) -> int | None:
+    for index, value in enumerate(values):
+        if value is None or isinstance(value, str):  # a string: pyarrow names it, below
+            continue
+        try:
+            if not 0 <= value < math.inf:  # False for NaN
+                return index
+        except TypeError:  # not a number: pyarrow names it, below
+            continue
+    return None
+
+
+def _impossible(row: dict, column: str, value) -> ResultValueError:
+    return ResultValueError(
+        f"{_row_where(row)}: {column} = {_shown(value)} is not a number >= 0; is the tool's "
+        "output corrupt?"
+    )
+
+
+def _row_where(row: dict) -> str:
+    """'<raw file>: run R (host H)': where a row came from, as far as it says."""
+    source = row.get("source") or row.get("raw_path")
+    run = f"run {row.get('run_id')} (host {row.get('host')})"
+    return f"{source}: {run}" if source else run
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:24]}... ({len(text)} characters)"
+
+
 def _unfit_value(rows: list[dict], columns: dict, schema: pa.Schema, error) -> ResultValueError:
-    """The first value that does not fit its column, named with its row's source file, else
-    its run and host."""
+    """The first value that does not fit its column, named with its row's source file, its
+    run and host."""
     for field in schema:
         for index, value in enumerate(columns[field.name]):
             try:
                 pa.array([value], type=field.type)
             except _UNFIT:
-                row = rows[index]
-                where = row.get("source") or f"run {row.get('run_id')} (host {row.get('host')})"
                 return ResultValueError(
-                    f"{where}: {field.name} = {value!r} does not fit the result schema "
-                    f"({field.type}); is the tool's output corrupt?"
+                    f"{_row_where(rows[index])}: {field.name} = {_shown(value)} does not fit "
+                    f"the result schema ({field.type}); is the tool's output corrupt?"
                 )
     return ResultValueError(f"rows do not fit the result schema: {error}")
 
@@ -179,9 +251,13 @@ def write_parquet(table: pa.Table, path: str | os.PathLike) -> None:
     write_parquets([(table, path)])
 
 
-def write_parquets(tables: Sequence[tuple[pa.Table, str | os.PathLike]]) -> None:
-    """Each (table, path); the files appear together or not at all."""
-    with atomic_outputs(*(path for _, path in tables)) as temps:
+def write_parquets(
+    tables: Sequence[tuple[pa.Table, str | os.PathLike]],
+    removing: Sequence[str | os.PathLike] = (),
+) -> None:
+    """Each (table, path); the files appear together or not at all, and the files in
+    ``removing`` (a series that belonged to the rows replaced) go as they appear."""
+    with atomic_outputs(*(path for _, path in tables), removing=removing) as temps:
         for (table, path), tmp in zip(tables, temps, strict=True):
             with naming_write_errors(path):
                 pq.write_table(table, tmp)

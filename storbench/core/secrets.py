@@ -94,6 +94,31 @@ def scrub(text: str, secrets) -> str:
     return text
 
 
+# An option whose name says it holds a secret (elbencho's --s3key/--s3secret, warp's
+# --access-key/--secret-key, any --*secret*, --*key*, --*password*, --*token*), or an
+# environment assignment named so (WARP_SECRET_KEY=...), and its value: one argument, quoted
+# or not, after a space or '='. An option's name in quotes is elbencho's recorded argv.
+_SECRET_OPTION = re.compile(
+    r"""(?P<name>(?P<quote>["']?)-{1,2}[\w.-]*(?:secret|key|passw|token|credential)[\w.-]*"""
+    r"""(?P=quote)(?:=|\s+)"""
+    r"""|\b[A-Za-z_]*(?:SECRET|KEY|PASSW|TOKEN|CREDENTIAL)[A-Za-z_]*=)"""
+    r"""(?P<value>"[^"]*"|'[^']*'|(?!--)[^\s"']+)""",
+    re.IGNORECASE,
+)
+
+
+def scrub_command(command: str) -> str:
+    """A recorded command line with the value of every secret-named option replaced by ***
+    (quotes kept): what a tool recorded of its own argv reaches no result file."""
+
+    def hidden(match: re.Match) -> str:
+        value = match["value"]
+        quote = value[0] if value[0] in "\"'" else ""
+        return f"{match['name']}{quote}***{quote}"
+
+    return _SECRET_OPTION.sub(hidden, command)
+
+
 def scrub_files(folder: Path, secrets) -> list[Path]:
     """Every file under folder with each secret value replaced by ***, in place (a tool that
     prints its keys, in a debug line or its environment, leaves them in its kept output);

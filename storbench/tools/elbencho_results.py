@@ -262,8 +262,30 @@ def _json_histogram(subtree: dict):
 # --- CSV (--csvfile) -------------------------------------------------------------------------
 
 
+# The measures of a phase: a CSV without one of these columns is refused, not read as empty.
+CSV_REQUIRED_COLUMNS = (
+    "operation",
+    "time ms [last]",
+    "entries [last]",
+    "IOPS [last]",
+    "MiB [last]",
+    "MiB/s [last]",
+)
+
+
 def read_csv(path: Path) -> list[Phase]:
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ToolOutputError(
+            f"{path}: not UTF-8 text (byte {error.start}), not an elbencho result CSV "
+            "(binary data, or text in another encoding such as UTF-16)"
+        ) from None
+    if "\0" in text:
+        raise ToolOutputError(
+            f"{path}: holds NUL characters (binary data or UTF-16 text), not an elbencho result CSV"
+        )
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise ToolOutputError(f"{path}: file is empty")
@@ -276,6 +298,12 @@ def read_csv(path: Path) -> list[Phase]:
     if not lines[0].startswith(CSV_HEADER_START):
         raise ToolOutputError(f"{path}: not an elbencho result CSV (no '{CSV_HEADER_START}...')")
     header = lines[0].split(",")
+    missing = [column for column in CSV_REQUIRED_COLUMNS if column not in header]
+    if missing:
+        raise ToolOutputError(
+            f"{path}:1: the header lacks column(s) {', '.join(map(repr, missing))} "
+            "(not elbencho's result CSV as storbench reads it)"
+        )
     phases = []
     for number, line in enumerate(lines[1:], start=2):
         if line.startswith(CSV_HEADER_START):

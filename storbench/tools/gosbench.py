@@ -391,6 +391,13 @@ def load_tests(path: Path) -> dict:
 
     try:
         config = yaml.safe_load(Path(path).read_text())
+    except yaml.MarkedYAMLError as error:  # its text quotes the line: a key, perhaps
+        mark = error.problem_mark
+        at = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ToolOutputError(
+            f"{at}: not a readable gosbench config (YAML: {error.problem or error.context}; "
+            "the line is not shown, it may hold a key)"
+        ) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise ToolOutputError(f"{path}: not a readable gosbench config ({error})") from None
     tests = config.get("tests") if isinstance(config, dict) else None
@@ -411,6 +418,8 @@ def _tests_for(results: list[dict], output: Path, configs: list[Path]) -> dict:
         try:
             tests = load_tests(candidate)
         except ToolOutputError:
+            if configs:  # a config given on the command line that cannot be read: say why
+                raise
             continue
         if names <= set(tests):
             return tests

@@ -232,7 +232,8 @@ class Iperf3Adapter(ToolAdapter):
         return rows
 
     def recognizes(self, path: Path, head: bytes) -> bool:
-        return re.search(rb'"version":\s*"iperf 3', head) is not None
+        # any iperf version: one other than 3 is then refused naming its version
+        return re.search(rb'"version":\s*"iperf \d', head) is not None
 
     def import_series(self, paths: list[Path], base: dict) -> list[dict]:
         rows = []
@@ -279,6 +280,11 @@ def load_result(path: Path) -> dict:
 def check_document(document, path) -> dict:
     if not isinstance(document, dict) or not {"start", "intervals", "end"} <= set(document):
         raise ToolOutputError(f"{path}: not iperf3 JSON output (no start/intervals/end)")
+    version = document["start"].get("version") if isinstance(document["start"], dict) else None
+    if isinstance(version, str) and not version.startswith("iperf 3"):
+        raise ToolOutputError(
+            f"{path}: iperf JSON output of version {version!r}; storbench reads iperf 3.x"
+        )
     if "error" in document:
         raise ToolOutputError(f"{path}: iperf3 failed: {document['error']}")
     end = document["end"]

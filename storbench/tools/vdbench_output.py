@@ -134,6 +134,7 @@ _HOST_COLUMNS = {
                    for stat in ("rate", "resp")]),
 }  # fmt: skip
 _RUN_COLUMNS = ("Run", *_RAW_LOOP_COLUMNS, "lunsize")  # the same for every host of a run
+WHERE = "@where"  # a row's file and line (a host report's run and interval), for messages
 _FLATFILE_TIMESTAMP = re.compile(r"^(\d\d)/(\d\d)/(\d{4})-(\d\d):(\d\d):(\d\d)-(\w+)$")
 
 
@@ -199,10 +200,17 @@ def read_flatfile(path: Path) -> tuple[str, list[FlatRun]]:
     """(RAW or FILESYSTEM, the runs in file order); ToolOutputError if not a full flatfile."""
     if not path.is_file():
         raise ToolOutputError(f"{path}: no such file (a vdbench output folder has flatfile.html)")
-    text = html_text(path)
+    raw = path.read_bytes().decode("utf-8", errors="replace")
+    text = _TITLE.sub("", raw, count=1)
     if not text.strip():
         raise ToolOutputError(f"{path}: empty file, not a vdbench flatfile")
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("*")]
+    title_lines = raw[: len(raw) - len(text)].count("\n")  # the file's lines, for messages
+    numbered = [
+        (number + title_lines, line)
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not line.startswith("*")
+    ]
+    lines = [line for _, line in numbered]
     if not lines or lines[0].split()[:4] != HEADER_START:
         first = next(line.strip() for line in text.splitlines() if line.strip())
         raise ToolOutputError(
@@ -216,14 +224,14 @@ def read_flatfile(path: Path) -> tuple[str, list[FlatRun]]:
         raise ToolOutputError(f"{path}: flatfile header lacks column(s) {', '.join(missing)}")
     runs: list[FlatRun] = []
     current: FlatRun | None = None
-    for row_number, line in enumerate(lines[1:], start=1):
+    for row_number, (line_number, line) in enumerate(numbered[1:], start=1):
         cells = line.split()
         if len(cells) != len(header):
             raise ToolOutputError(
                 f"{path}: truncated or malformed data row {row_number}: {len(cells)} values "
                 f"for {len(header)} columns"
             )
-        row = dict(zip(header, cells, strict=True))
+        row = {**dict(zip(header, cells, strict=True)), WHERE: f"{path}:{line_number}"}
         interval = row["Interval"]
         if interval.startswith(("std_", "max_")):
             continue
@@ -344,7 +352,7 @@ def host_runs(folder: Path, hd: str, runs: list[Run]) -> list[Run] | None:
         return None
     columns = _HOST_COLUMNS[kinds.pop()]
     tables = [
-        (name, _host_table(body, columns))
+        (name, _host_table(body, columns, f"{path}, run {name}"))
         for name, body in _run_sections(path)
         if not is_format_run(name)
     ]
@@ -390,9 +398,9 @@ def driven_host_runs(folder: Path, runs: list[Run]) -> list[tuple[str, list[Run]
     return driven
 
 
-def _host_table(body: str, columns: tuple[str, ...]) -> tuple[list[dict], dict]:
+def _host_table(body: str, columns: tuple[str, ...], where: str) -> tuple[list[dict], dict]:
     """(interval rows, avg_ row) of one run's table in a host report, keyed as the flatfile's
-    columns."""
+    columns (and WHERE: the report, run and interval, for messages)."""
     intervals, average = [], {}
     for line in body.splitlines():
         cells = line.split()
@@ -400,6 +408,7 @@ def _host_table(body: str, columns: tuple[str, ...]) -> tuple[list[dict], dict]:
             continue
         values = zip(columns, cells[2 : 2 + len(columns)], strict=True)
         row = {"tod": cells[0], "Interval": cells[1], **dict(values)}
+        row[WHERE] = f"{where}, interval {cells[1]}"
         if _AVERAGE.match(cells[1]):
             average = row
         elif cells[1].isdigit():
@@ -614,8 +623,8 @@ def op_rates(kind: str, row: dict) -> dict[str, OpRates]:
 
 
 def _raw_op_rates(row: dict) -> dict[str, OpRates]:
-    rate = cell_value(row["rate"]) or 0.0
-    read_fraction = (cell_value(row["read%"]) or 0.0) / 100.0
+    rate = _rate(row, "rate")
+    read_fraction = _read_percent(row) / 100.0 if rate > 0 else 0.0
     bytes_per_io = cell_value(row["bytes/io"])
     rates = {}
     for op, fraction in (("read", read_fraction), ("write", 1.0 - read_fraction)):
@@ -633,6 +642,33 @@ def _raw_op_rates(row: dict) -> dict[str, OpRates]:
     return rates
 
 
+def _rate(row: dict, column: str) -> float:
+    """A rate cell: a number >= 0 (0 where the row has no such column); a NaN, n/a or negative
+    rate would drop its operation, so it is an error naming the file and line."""
+    text = row.get(column)
+    if text is None:
+        return 0.0
+    value = cell_value(text)
+    if value is None or not 0 <= value < math.inf:
+        raise ToolOutputError(
+            f"{row.get(WHERE, 'vdbench output')}: {column} is {text!r}, not a number >= 0 "
+            f"(run {row.get('Run')})"
+        )
+    return value
+
+
+def _read_percent(row: dict) -> float:
+    """read% of a row that did I/O: 0 to 100 (NaN would label every I/O a write)."""
+    text = row["read%"]
+    value = cell_value(text)
+    if value is None or not 0 <= value <= 100:
+        raise ToolOutputError(
+            f"{row.get(WHERE, 'vdbench output')}: read% is {text!r}, not a number from 0 to "
+            f"100 (run {row.get('Run')}, rate {row.get('rate')})"
+        )
+    return value
+
+
 def _op_stat(row: dict, op: str, stat: str, fraction: float) -> float | None:
     """An op's max or std response time: its own column (vdbench 5.04.07), else, before
     5.04.07's read_max ... write_std, the all-ops resp_max/resp_std where every I/O was op."""
@@ -644,7 +680,7 @@ def _op_stat(row: dict, op: str, stat: str, fraction: float) -> float | None:
 def _filesystem_op_rates(row: dict) -> dict[str, OpRates]:
     rates = {}
     for prefix, op, megabytes in (("Read", "read", "MB_read"), ("Write", "write", "MB_write")):
-        iops = cell_value(row[f"{prefix}_rate"]) or 0.0
+        iops = _rate(row, f"{prefix}_rate")
         if iops > 0:
             bandwidth = cell_value(row[megabytes])
             rates[op] = OpRates(
@@ -654,7 +690,7 @@ def _filesystem_op_rates(row: dict) -> dict[str, OpRates]:
                 **_filesystem_latency(row, prefix),
             )
     for prefix, op in _FILESYSTEM_METADATA_OPS.items():
-        iops = cell_value(row.get(f"{prefix}_rate")) or 0.0
+        iops = _rate(row, f"{prefix}_rate")
         if iops > 0:
             rates[op] = OpRates(
                 iops=iops, bw_bytes_s=None, bytes_per_io=None, **_filesystem_latency(row, prefix)

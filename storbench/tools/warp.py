@@ -660,14 +660,22 @@ def _op_metrics(entry: dict, op_type: str, source) -> dict:
     throughput = entry.get("throughput") or {}
     seconds = (throughput.get("measure_duration_millis") or 0) / 1000
     return {
-        "bytes": int(entry["total_bytes"]),
-        "ios": int(entry["total_requests"]),
-        "errors": int(entry["total_errors"]),
+        "bytes": _count(entry, "total_bytes", op_type, source),
+        "ios": _count(entry, "total_requests", op_type, source),
+        "errors": _count(entry, "total_errors", op_type, source),
         "duration_s": span_s(entry),  # what bytes and ios cover
         "bw_bytes_s": throughput["bytes"] / seconds if seconds else None,
         "iops": throughput["objects"] / seconds if seconds else None,
         **request_latency(entry),
     }
+
+
+def _count(entry: dict, key: str, op_type: str, source) -> int:
+    """A count of an operation type's entry: a whole number >= 0, else an error naming it."""
+    value = entry[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ToolOutputError(f"{source}: {op_type}.{key} is {value!r}, not a number >= 0")
+    return int(value)
 
 
 def request_latency(entry: dict) -> dict:

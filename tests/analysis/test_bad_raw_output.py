@@ -370,8 +370,8 @@ def test_a_count_too_large_for_its_column_is_named_with_its_run_and_host(tmp_pat
     manifest = write_iteration(tmp_path / "it1", {"h1": json.dumps(doc).encode()})
     err = refused(manifest, capsys)
     assert err == (
-        f"storbench: error: {manifest}: run randread_bs4k (host h1): ios = "
-        "100000000000000000000 does not fit the result schema (int64); is the tool's output "
+        f"storbench: error: {manifest}: {manifest.parent / 'a1'}: run randread_bs4k (host h1): "
+        "ios = 100000000000000000000 does not fit the result schema (int64); is the tool's output "
         "corrupt?\n"
     )
 
@@ -441,3 +441,15 @@ def test_an_output_of_a_shape_the_parser_does_not_expect_is_named_on_import(
     assert code == 1 and "Traceback" not in err
     assert err.startswith(f"storbench: error: {damaged}: {problem}"), err
     assert not output.parent.exists()
+
+
+def test_an_impossible_measure_is_refused_by_the_parse_step_too(tmp_path, capsys):
+    """The one check on rows before they are written: a NaN mean latency or an infinite IOPS
+    (both pass fio's own 'value >= 0' test or were never looked at) names the raw folder."""
+    doc = fixture_doc()
+    doc["jobs"][0]["read"]["lat_ns"]["mean"] = float("nan")
+    manifest = write_iteration(tmp_path / "it1", {"h1": json.dumps(doc).encode()})
+    assert refused(manifest, capsys) == (
+        f"storbench: error: {manifest}: {manifest.parent / 'a1'}: run randread_bs4k (host h1): "
+        "lat_mean_ns = nan is not a number >= 0; is the tool's output corrupt?\n"
+    )
