@@ -19,12 +19,15 @@ same workload (another swept option, several targets or equal-sized client steps
 of that workload are matched by run id as well. Cells without exactly one partner are listed
 as unmatched with the reason, never dropped silently.
 
-Statistics, per matched cell and metric (METRICS): the per-iteration values of each side
-(p99 from each iteration's all-hosts row, itself from merged histograms); plain means over
-iterations; change = (mean B - mean A) / mean A in percent; a 95 % confidence interval from
-Welch's t interval of mean B - mean A (Welch-Satterthwaite degrees of freedom) divided by
-mean A, which is treated as exact. With one iteration on a side there is no interval
-('n/a'); significant = the interval excludes 0.
+Statistics, per matched cell and metric (METRICS), each side's value is the experiment
+report's (``statistic`` names it): bandwidth and IOPS the mean over iterations, mean latency
+weighted by I/O count, p99 from the histograms of all iterations merged (``stats``; the
+same number as the experiment report's). Only where an iteration has no bins is p99 the mean
+of the iterations' p99s, named so ('mean of per-iteration p99'): percentiles are not
+averaged where bins exist. Change = (B - A) / A in percent; a 95 % confidence interval from
+Welch's t interval on the per-iteration values (Welch-Satterthwaite degrees of freedom) put
+around B - A and divided by A, which is treated as exact. With one iteration on a side
+there is no interval ('n/a'); significant = the interval excludes 0.
 
 Thresholds: {metric: '-5%'} for bandwidth and IOPS (a drop beyond it is a regression),
 {metric: '+10%'} for latency (a rise beyond it). Only significant changes count, so a cell
@@ -54,6 +57,11 @@ from storbench.core.units import size_label
 from storbench.tools import UnknownToolError, get_tool
 
 SUMMARY_FILE = "summary.parquet"
+# What a side's value of a metric is (CHANGE_COLUMNS 'statistic').
+MEAN_OF_ITERATIONS = "mean of iterations"
+WEIGHTED_MEAN = "mean weighted by I/O count"
+MERGED_HISTOGRAMS = "merged histograms"
+MEAN_OF_ITERATION_P99 = "mean of per-iteration p99"
 CONFIDENCE = 0.95
 
 METRICS = ("bw_bytes_s", "iops", "lat_mean_ns", "p99_ns")
@@ -98,6 +106,7 @@ CHANGE_COLUMNS = (
     "run_id_b",
     "target_b",
     "metric",
+    "statistic",
     "n_a",
     "n_b",
     "mean_a",
@@ -299,27 +308,72 @@ def _cell_changes(key: tuple, cell_a: dict, cell_b: dict) -> list[dict]:
                 f"target_{suffix}": cell["target"],
             }
         )
-    return [
-        {
-            **identity,
-            "metric": metric,
-            **welch_change(cell_a["rows"][metric], cell_b["rows"][metric]),
-        }
-        for metric in METRICS
-    ]
+    changes = []
+    for metric in METRICS:
+        statistic, estimates = side_estimates(metric, cell_a["rows"], cell_b["rows"])
+        values = (cell_a["rows"][metric], cell_b["rows"][metric])
+        changes.append(
+            {
+                **identity,
+                "metric": metric,
+                "statistic": statistic,
+                **welch_change(*values, estimates=estimates),
+            }
+        )
+    return changes
 
 
-def welch_change(a_values, b_values, confidence: float = CONFIDENCE) -> dict:
+_P99 = results.PERCENTILE_COLUMNS.index("p99_ns")
+
+
+def _basis(rows: pd.DataFrame) -> str | None:
+    """The cell's latency basis when its rows share one (the mean is then on it, as in the
+    experiment report: fio's clat mean where the percentiles are clat)."""
+    bases = set(rows["lat_basis"].dropna()) if "lat_basis" in rows else set()
+    return str(bases.pop()) if len(bases) == 1 else None
+
+
+def side_estimates(
+    metric: str, a_rows: pd.DataFrame, b_rows: pd.DataFrame
+) -> tuple[str, tuple[float, float] | None]:
+    """(statistic, (A, B)) of a metric: the values the experiment reports show. None for
+    the plain mean of the iterations (bandwidth, IOPS, p99 where an iteration lacks bins)."""
+    if metric == "lat_mean_ns":
+        means = tuple(stats.weighted_latency_mean(rows, _basis(rows)) for rows in (a_rows, b_rows))
+        if not any(math.isnan(value) for value in means):
+            return WEIGHTED_MEAN, (means[0], means[1])
+    if metric == "p99_ns":
+        merged = tuple(
+            stats.merged_percentiles(rows)[_P99] if "hist_ns" in rows else math.nan
+            for rows in (a_rows, b_rows)
+        )
+        if not any(math.isnan(value) for value in merged):
+            return MERGED_HISTOGRAMS, (merged[0], merged[1])
+        return MEAN_OF_ITERATION_P99, None
+    return MEAN_OF_ITERATIONS, None
+
+
+def welch_change(
+    a_values,
+    b_values,
+    confidence: float = CONFIDENCE,
+    estimates: tuple[float, float] | None = None,
+) -> dict:
     """Change of mean B over mean A in percent, with Welch's t interval divided by mean A.
 
     Returns n_a, n_b, mean_a, mean_b, change_pct, ci_low_pct, ci_high_pct, df and significant
     (interval excludes 0). Missing values are skipped; without two values on each side the
     interval, df and significant are NaN/None; without a positive mean A the change is NaN.
+    ``estimates``: each side's value where it is not the plain mean of its values (the
+    I/O-weighted mean latency, the p99 of merged histograms); the interval's half width
+    still comes from the per-iteration values, around estimate B - estimate A.
     """
     a = [float(v) for v in a_values if not is_missing(v)]
     b = [float(v) for v in b_values if not is_missing(v)]
     mean_a = statistics.fmean(a) if a else math.nan
     mean_b = statistics.fmean(b) if b else math.nan
+    if estimates is not None:
+        mean_a, mean_b = estimates
     result: dict = {
         "n_a": len(a),
         "n_b": len(b),

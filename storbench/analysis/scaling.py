@@ -6,9 +6,11 @@ and the run id's step suffix (``_h4``, ``_host-client07``). Step labels are opaq
 count comes from ``hosts_in_run``, else from the step's host list, else from the host rows.
 
 Bandwidth and IOPS of a step are means over iterations of the aggregate rows (host 'all'),
-one row per op; a point with several ops (mixed workloads, host-level read/write split) also
-gets a combined row (op 'read+write') summed per iteration. The theoretical maximum of a row
-comes from ``storbench.config.datapath`` for the hosts that carried its op.
+one row per op; a point whose ops ran at the same time (``ran_together``: a mixed pattern
+such as fio's randrw, or a host-level read/write split) also gets a combined row (op
+'read+write') summed per iteration. Ops that ran one after another (elbencho's phases, fio
+sections with stonewall) are never summed: no phase reached their sum. The theoretical
+maximum of a row comes from ``storbench.config.datapath`` for the hosts that carried its op.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ POINT_PARAMETERS = ("rw", "bs", "iodepth", "numjobs", "rwmixread")
 # Keys that name where a run ran, not what it ran: they may differ between runs of one point.
 _PLACEMENT_PARAMS = frozenset(("target", "targets", "step", "steps", "hosts", "hosts_in_run"))
 _POINT_GROUP = ["experiment", "target", "_point_key", "op"]
+# Patterns whose operations run at the same time within one job: fio's (and elbencho's,
+# vdbench's) read/write and trim/write mixes, warp's mixed benchmark.
+MIXED_PATTERNS = frozenset(("rw", "readwrite", "randrw", "trimwrite", "randtrimwrite", "mixed"))
 _DIGITS = re.compile(r"(\d+)")
 
 SCALING_COLUMNS = (
@@ -129,6 +134,9 @@ def _point_key(row) -> str:
         params = {k: v for k, v in point.items() if k not in _PLACEMENT_PARAMS}
     else:
         params = {name: _plain(getattr(row, name, None)) for name in POINT_PARAMETERS}
+        # Without the sweep point (an imported result) equal parameters do not make two runs
+        # one point: elbencho's dirmode and a 2-host service run were averaged into one row.
+        params["run_id"] = str(row.run_id)
     # fio names a run's job after the run, so the job differs between steps of one point.
     job_base = _job_label(row.job, row.run_id, "{run}") if _present(row.job) else ""
     return json.dumps([str(row.experiment), params, job_base], sort_keys=True, default=str)
@@ -216,7 +224,7 @@ def point_means(rows: pd.DataFrame, hosts_by_step: dict) -> pd.DataFrame:
     """Means per (point, target, op, step) of prepared rows, with host lists (internal)."""
     aggregate = rows[rows["host"] == ALL_HOSTS]
     per_host = rows[rows["host"] != ALL_HOSTS]
-    aggregate = pd.concat([aggregate, _combined_ops(aggregate)], ignore_index=True)
+    aggregate = pd.concat([aggregate, _combined_ops(aggregate, per_host)], ignore_index=True)
     records = []
     for _, group in aggregate.groupby([*_POINT_GROUP, "step"], sort=False, dropna=False):
         records.append(_means_record(group, per_host, hosts_by_step))
@@ -232,14 +240,21 @@ def point_means(rows: pd.DataFrame, hosts_by_step: dict) -> pd.DataFrame:
     return _sorted(table, ["target", "rw", "bs", "iodepth", "numjobs", "point", "job", "op"])
 
 
-def _combined_ops(aggregate: pd.DataFrame) -> pd.DataFrame:
-    """Per iteration, one row summing the ops of points that have several (op 'read+write')."""
+def _combined_ops(aggregate: pd.DataFrame, per_host: pd.DataFrame) -> pd.DataFrame:
+    """Per iteration, one row summing the ops of a point that ran at the same time
+    (``ran_together``; op 'read+write')."""
     keys = ["experiment", "target", "_point_key", "step", "run_id", "iteration"]
+    hosts = per_host.groupby(["run_id", "iteration"], sort=False, dropna=False)
+    host_rows = {key: rows for key, rows in hosts}
     combined = []
     for _, group in aggregate.groupby(keys, sort=False, dropna=False):
         if group["op"].nunique() < 2:
             continue
-        row = group.iloc[0].copy()
+        first = group.iloc[0]
+        hosts_of_run = host_rows.get((first["run_id"], first["iteration"]), per_host.iloc[0:0])
+        if not ran_together(group, hosts_of_run):
+            continue
+        row = first.copy()
         row["op"] = "+".join(sorted(group["op"].unique(), key=_op_order))
         row["bw_bytes_s"] = group["bw_bytes_s"].sum(min_count=1)
         row["iops"] = group["iops"].sum(min_count=1)
@@ -247,6 +262,95 @@ def _combined_ops(aggregate: pd.DataFrame) -> pd.DataFrame:
     if not combined:
         return aggregate.iloc[0:0]
     return pd.DataFrame(combined, columns=aggregate.columns)
+
+
+def together_rows(frame) -> pd.DataFrame:
+    """Aggregate rows (host 'all') summing, per run iteration and job, the ops that ran at
+    the same time (``ran_together``), op 'read+write'; bandwidth, IOPS, bytes, I/Os and
+    errors summed, latency left empty (percentiles of different ops are not combined).
+    ``stats.summarize`` of them gives a mixed run's combined mean and interval."""
+    frame = stats.latest_attempts(stats.as_frame(frame))
+    aggregate = frame[frame["host"] == ALL_HOSTS]
+    per_host = frame[frame["host"] != ALL_HOSTS]
+    run_keys = ["experiment", "run_id", "iteration"]
+    hosts = {key: rows for key, rows in per_host.groupby(run_keys, sort=False, dropna=False)}
+    keys = [*run_keys, "job", *(["target"] if "target" in frame else [])]
+    combined = []
+    for _, group in aggregate.groupby(keys, sort=False, dropna=False):
+        if group["op"].nunique() < 2:
+            continue
+        first = group.iloc[0]
+        key = tuple(first[column] for column in run_keys)
+        if not ran_together(group, hosts.get(key, per_host.iloc[0:0])):
+            continue
+        row = first.copy()
+        row["op"] = "+".join(sorted(group["op"].unique(), key=_op_order))
+        for column in ("bw_bytes_s", "iops", "bytes", "ios", "errors"):
+            if column in group:
+                row[column] = group[column].sum(min_count=1)
+        for column in (
+            "lat_mean_ns",
+            "clat_mean_ns",
+            "hist_ns",
+            "hist_count",
+            "lat_basis",
+            "pct_source",
+            "p50_ns",
+            "p90_ns",
+            "p99_ns",
+            "p99_9_ns",
+            "p99_99_ns",
+        ):
+            if column in group:
+                row[column] = None
+        combined.append(row)
+    if not combined:
+        return aggregate.iloc[0:0]
+    return pd.DataFrame(combined, columns=aggregate.columns).reset_index(drop=True)
+
+
+def mixed_pattern(rows: pd.DataFrame) -> bool:
+    """Every row's pattern (``rw``) is a mix whose operations run at the same time."""
+    if "rw" not in rows or rows.empty:
+        return False
+    return all(_present(rw) and str(rw).lower() in MIXED_PATTERNS for rw in rows["rw"])
+
+
+def ran_together(aggregate: pd.DataFrame, per_host: pd.DataFrame) -> bool:
+    """Did the ops of one run iteration's aggregate rows run at the same time?
+
+    Yes for a mixed pattern (``mixed_pattern``: fio randrw, vdbench rdpct, warp mixed) and
+    for a host-level split (``per_host``: each host carried one op, the hosts run together).
+    No otherwise: elbencho runs its phases (write, then read) one after another on every
+    host, and fio's sections of a job file differ in job name and op. The rows' start and
+    end times cannot tell: both tools record the run's, not each phase's.
+    """
+    if mixed_pattern(aggregate):
+        return True
+    rows = per_host[per_host["op"].isin(set(aggregate["op"]))]
+    if rows.empty:
+        return False
+    ops_per_host = rows.groupby("host", sort=False)["op"].nunique()
+    return bool((ops_per_host == 1).all() and rows["op"].nunique() > 1)
+
+
+def concurrent_parts(rows: pd.DataFrame) -> pd.Series:
+    """A label per row naming the part of its run it ran in, within its host and iteration.
+
+    Rows of one job (clones '[3]' together) with a mixed pattern (``MIXED_PATTERNS``) ran
+    together and get the job's name; any other op of a job is its own part ('job op'), since
+    it may have run before or after the others (elbencho's phases, fio's stonewalled
+    sections). Summing a host's rows of one part sums what it carried at one time.
+    """
+    if rows.empty:
+        return pd.Series([], index=rows.index, dtype=object)
+    jobs = [str(base_job(str(job))) if _present(job) else "" for job in rows["job"]]
+    patterns = rows["rw"] if "rw" in rows else [None] * len(rows)
+    labels = [
+        job if _present(rw) and str(rw).lower() in MIXED_PATTERNS else f"{job} {op}".strip()
+        for job, op, rw in zip(jobs, rows["op"], patterns, strict=True)
+    ]
+    return pd.Series(labels, index=rows.index, dtype=object)
 
 
 def _op_order(op: str) -> tuple:
@@ -271,7 +375,7 @@ def _means_record(group: pd.DataFrame, per_host: pd.DataFrame, hosts_by_step: di
         "step": step,
         "hosts": hosts,
         "op_hosts": len(names_of_op) or hosts,
-        "n": int(group["iteration"].nunique()),
+        "n": len(group),  # the values of the mean and sd: one per iteration of the run
         "bw_bytes_s_mean": bandwidth["mean"],
         "bw_bytes_s_sd": bandwidth["sd"],
         "iops_mean": iops["mean"],

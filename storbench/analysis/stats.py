@@ -6,7 +6,11 @@ scale (``positive_interval``), so it stays above 0 and is an interval for the ge
 iterations more than 3 raw MADs from the median are counted as outliers (and listed by
 ``iteration_outliers``), never dropped. Latency is never averaged
 as percentiles: the mean is weighted by I/O count and percentiles come from the histograms
-of all iterations merged into one (see ``storbench.core.histogram``).
+of all iterations merged into one (see ``storbench.core.histogram``). A cell of one row (one
+iteration) without bins keeps the percentiles the tool printed for it (``pct_source``
+'tool': warp, elbencho, fio's plain json), which are exact for that row; several such rows
+get none, since percentiles cannot be averaged. The mean is on the percentiles' basis: fio's
+completion latency (``clat_mean_ns``) where the basis is ``clat``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ SUMMARY_COLUMNS = (
     "lat_mean_ns",
     *PERCENTILE_COLUMNS,
     "lat_basis",
+    "pct_source",
     "errors",
     "cov_flag",
 )
@@ -130,8 +135,10 @@ def _cell_frame(table, host: str | list[str]) -> pd.DataFrame:
     each cell's rows by iteration: one sort instead of one per cell (1,000 cells: seconds).
     Several hosts: a cell per host and cell."""
     frame = as_frame(table)
-    # Rows from before schema v2/v3 (or built by hand) may lack the placement columns.
-    frame = frame.assign(**{c: None for c in PLACEMENT_COLUMNS if c not in frame})
+    # Rows from before schema v2/v3 (or built by hand) may lack the placement columns,
+    # rows before v5 the completion latency mean.
+    optional = (*PLACEMENT_COLUMNS, *PERCENTILE_COLUMNS, "pct_source", "clat_mean_ns")
+    frame = frame.assign(**{c: None for c in optional if c not in frame})
     if isinstance(host, str):
         frame, keys = frame[frame["host"] == host], list(CELL_KEYS)
     else:
@@ -196,6 +203,9 @@ _RECORD_INPUTS = (
     "hist_ns",
     "hist_count",
     "lat_basis",
+    *PERCENTILE_COLUMNS,
+    "pct_source",
+    "clat_mean_ns",
     "errors",
 )
 
@@ -214,9 +224,11 @@ def _cell_record(columns: dict[str, np.ndarray], start: int, stop: int) -> dict:
         for stat, value in spread(rows[metric]).items():
             record[f"{metric}_{stat}"] = value
         record[f"{metric}_outliers"] = sum(outlier_mask(rows[metric]))
-    record["lat_mean_ns"] = weighted_latency_mean(rows)
-    record.update(zip(PERCENTILE_COLUMNS, merged_percentiles(rows), strict=True))
     record["lat_basis"] = _joined_unique(rows["lat_basis"])
+    record["lat_mean_ns"] = weighted_latency_mean(rows, basis=record["lat_basis"])
+    percentiles, source = cell_percentiles(rows)
+    record.update(zip(PERCENTILE_COLUMNS, percentiles, strict=True))
+    record["pct_source"] = source
     record["errors"] = int(np.nansum(_floats(rows["errors"])))
     record["cov_flag"] = any(
         _exceeds(record[f"{metric}_cov"], COV_LIMIT) for metric in THROUGHPUT_METRICS
@@ -435,17 +447,39 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
     raise ArithmeticError(f"incomplete beta fraction did not converge (x={x}, a={a}, b={b})")
 
 
-def weighted_latency_mean(rows) -> float:
+def weighted_latency_mean(rows, basis: str | None = None) -> float:
     """Mean latency over iterations weighted by I/O count; NaN if any iteration lacks it.
 
-    ``rows``: a frame, or a mapping of column name to values."""
-    means, ios = _floats(rows["lat_mean_ns"]), _floats(rows["ios"])
+    ``rows``: a frame, or a mapping of column name to values. With ``basis`` 'clat' (fio
+    outputs without lat_percentiles: their percentiles are completion latency) the mean of
+    ``clat_mean_ns`` where every row has it, so the mean and the percentiles of a table
+    measure the same thing; otherwise ``lat_mean_ns`` (submission to completion)."""
+    column = "lat_mean_ns"
+    clat = _floats(rows["clat_mean_ns"]) if "clat_mean_ns" in rows else None
+    if basis == "clat" and clat is not None and not np.isnan(clat).any():
+        column = "clat_mean_ns"
+    means, ios = _floats(rows[column]), _floats(rows["ios"])
     if np.isnan(means).any() or np.isnan(ios).any():
         return math.nan
     total = float(ios.sum())
     if total <= 0:
         return math.nan
     return float((means * ios).sum() / total)
+
+
+def cell_percentiles(rows) -> tuple[list[float], str | None]:
+    """(PERCENTILES, their source) of a cell's rows: 'histogram' from the merged bins; 'tool'
+    for a single row without bins that carries the tool's own (exact for that row); else
+    NaN and None: several rows' printed percentiles are never averaged."""
+    merged = merged_percentiles(rows)
+    if not all(math.isnan(value) for value in merged):
+        return merged, "histogram"
+    sources = [source for source in rows["pct_source"] if not pd.isna(source)]
+    if len(rows["pct_source"]) == 1 and sources == ["tool"]:
+        own = _floats([rows[column][0] for column in PERCENTILE_COLUMNS]).tolist()
+        if not all(math.isnan(value) for value in own):
+            return own, "tool"
+    return merged, None
 
 
 def merged_percentiles(rows) -> list[float]:

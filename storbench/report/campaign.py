@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from storbench.analysis import stats
+from storbench.analysis import scaling, stats
 from storbench.core import report_units, results
 from storbench.core.markers import SEARCH_KEYS, SEARCH_RESULT, read_marker
 from storbench.core.numbers import NS_PER_US, is_missing, scaled
@@ -58,7 +58,10 @@ def build_campaign_report(
     summary = stats.summarize(raw) if raw is not None and not raw.empty else None
     answers = [read_marker(path, SEARCH_KEYS, SEARCH_RESULT) for path in searches]
     experiments = meta.get("experiments") or {}
-    key_rows = key_results(summary, answers, experiments)
+    # A mixed run's headline is its ops' sum where they ran at the same time (read+write).
+    together = scaling.together_rows(raw) if summary is not None else None
+    combined = stats.summarize(together) if together is not None and not together.empty else None
+    key_rows = key_results(summary, answers, experiments, combined)
     written: dict[str, Path] = {}
 
     key_table = key_results_table(key_rows, units)
@@ -105,13 +108,22 @@ def build_campaign_report(
 # Key results
 
 
-def key_results(summary: pd.DataFrame | None, answers: list[dict], experiments: dict) -> list[dict]:
-    """One record per experiment, in config order: peaks of a grid, the answer of a search."""
+def key_results(
+    summary: pd.DataFrame | None,
+    answers: list[dict],
+    experiments: dict,
+    combined: pd.DataFrame | None = None,
+) -> list[dict]:
+    """One record per experiment, in config order: peaks of a grid, the answer of a search.
+
+    ``combined``: summary cells of ops that ran together (``scaling.together_rows``), which
+    compete for the peaks: a mixed run's read+write, not one of its ops."""
     by_name: dict[str, dict] = {}
     tools: dict[str, str] = {}
     if summary is not None:
         for name, cells in summary.groupby("experiment", sort=False):
-            by_name[str(name)] = grid_peaks(cells)
+            together = None if combined is None else combined[combined["experiment"] == name]
+            by_name[str(name)] = grid_peaks(cells, together)
             if "tool" in cells:
                 tools[str(name)] = ", ".join(sorted(cells["tool"].dropna().astype(str).unique()))
     for answer in answers:
@@ -129,8 +141,9 @@ def key_results(summary: pd.DataFrame | None, answers: list[dict], experiments: 
     ]
 
 
-def grid_peaks(cells: pd.DataFrame) -> dict:
-    """The cells with the highest mean bandwidth and IOPS, with their intervals and p99."""
+def grid_peaks(cells: pd.DataFrame, combined: pd.DataFrame | None = None) -> dict:
+    """The cells with the highest mean bandwidth and IOPS, with their intervals and p99;
+    ``combined`` cells (ops run together) compete for the peaks but count nowhere else."""
     record = {
         "kind": "grid",
         "runs": int(cells["run_id"].nunique()),
@@ -138,12 +151,14 @@ def grid_peaks(cells: pd.DataFrame) -> dict:
         "flagged": int(cells["cov_flag"].fillna(False).astype(bool).sum()),
         "errors": int(cells["errors"].fillna(0).sum()),
     }
+    candidates = cells if combined is None or combined.empty else pd.concat([cells, combined])
     for metric, prefix in (("bw_bytes_s", "bw"), ("iops", "iops")):
-        present = cells.dropna(subset=[f"{metric}_mean"])
+        present = candidates.dropna(subset=[f"{metric}_mean"]).reset_index(drop=True)
         if present.empty:
             continue
         best = present.loc[present[f"{metric}_mean"].idxmax()]
         record[f"{prefix}_run"] = f"{best['run_id']} {best['op']}"
+        record[f"{prefix}_op"] = str(best["op"])
         for stat in ("mean", "ci_low", "ci_high"):
             record[f"{prefix}_{stat}"] = _number(best[f"{metric}_{stat}"])
         if prefix == "iops":
@@ -207,7 +222,8 @@ def key_results_table(rows: list[dict], units: str = report_units.DEFAULT_UNITS)
         columns=headers,
         rows=body,
         caption="Key results per experiment: the cell with the highest mean bandwidth and "
-        "the cell with the highest mean IOPS (aggregate over all hosts, mean over iterations) "
+        "the cell with the highest mean IOPS (aggregate over all hosts, mean over iterations; "
+        "the operations of a mixed run, which ran at the same time, as one cell read+write) "
         f"with the {report_tables.INTERVAL_NAME}, p99 latency of the IOPS peak from the "
         "merged histograms, cells with CoV above 5 %, and I/O errors. For a latency-SLO "
         "search, Peak IOPS is the highest offered rate found to meet the objective.",
@@ -260,7 +276,8 @@ def peaks_figure(
     caption = (
         f"Peak bandwidth ({unit}, {units}) and peak IOPS of each experiment: the best cell's "
         f"mean over iterations, error bars the {report_tables.INTERVAL_NAME} (none for "
-        "one iteration or a search answer)."
+        "one iteration or a search answer); the operation in brackets, read+write for the "
+        "sum of a mixed run's operations, which ran at the same time."
     )
     return toolkit.figure_files(lambda: (_peaks(rows, units), caption))
 
@@ -287,7 +304,12 @@ def _peaks(rows: list[dict], units: str):
             edgecolor="black",
             linewidth=0.5,
         )
-        ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
+        # The op of the peak: a mixed run's read+write, or the one op it is.
+        ticks = [
+            f"{name} ({r[f'{prefix}_op']})" if r.get(f"{prefix}_op") else name
+            for name, r in zip(names, rows, strict=True)
+        ]
+        ax.set_xticks(range(len(rows)), ticks, rotation=30, ha="right")
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
         toolkit.readable_counts(ax.yaxis)

@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 from storbench.analysis.compare import (  # noqa: E402
     DISPLAY,
     HIGHER_IS_BETTER,
+    MEAN_OF_ITERATION_P99,
     METRICS,
     compare,
     display,
@@ -111,6 +112,8 @@ def _display_cells(row, units: str) -> list[str]:
     name, unit, scale, decimals = display(row["metric"], units)
     significant = row["significant"]
     has_interval = not is_missing(row["ci_low_pct"])
+    if row.get("statistic") == MEAN_OF_ITERATION_P99:
+        name = "p99 latency, mean of per-iteration p99s"  # no bins: not the report's p99
     return [
         str(row["cell"]),
         name if unit == name else f"{name} ({unit})",
@@ -245,11 +248,13 @@ MATCHING_TEXT = (
 
 
 STATISTICS_TEXT = (
-    "Per cell and metric, the per-iteration values of each side: means are plain means over "
-    "iterations (the experiment report's mean latency is weighted by I/O count and can differ "
-    "slightly); p99 is each iteration's p99 over all hosts, from merged histograms. Change = "
-    "(mean B − mean A) / mean A. 95 % confidence interval: Welch's t interval of mean B − "
-    "mean A (unequal variances, Welch–Satterthwaite degrees of freedom) divided by mean A, "
+    "Per cell and metric, each side's value is the experiment report's: bandwidth and IOPS "
+    "the mean over iterations, mean latency weighted by I/O count, p99 from the latency "
+    "histograms of all hosts and iterations merged into one (percentiles are never "
+    "averaged). Where an iteration has no histogram, p99 is the mean of the iterations' own "
+    "p99s and its row says so. Change = (B − A) / A. 95 % confidence interval: Welch's t "
+    "interval on the per-iteration values (unequal variances, Welch–Satterthwaite degrees "
+    "of freedom) around B − A, divided by A, "
     "which is taken as exact, so the interval is slightly narrow when A itself is noisy. "
     f"With one iteration on a side there is no interval ({NOT_AVAILABLE}). Significant "
     f"({SIGNIFICANT_MARK}): the interval excludes 0."

@@ -363,7 +363,10 @@ COV_FOOTNOTE = (
     f"{COV_MARK} marks CoV > {100 * stats.COV_LIMIT:g} %; {OUTLIER_MARK} marks a mean whose "
     f"iterations include an outlier (more than {stats.OUTLIER_MADS:g} MAD from the median; "
     "kept, not dropped). "
-    f"Latency percentiles from merged histograms; {NO_VALUE} = not available."
+    "Latency percentiles from merged histograms; a run of one iteration without histograms "
+    "shows the percentiles the tool printed for it (exact for that iteration); "
+    f"{NO_VALUE} = not available (several iterations without histograms: percentiles are "
+    "never averaged)."
 )
 
 
@@ -688,8 +691,9 @@ def latency_figure(summary: pd.DataFrame):
     basis = basis_text(summary)
     caption = (
         f"Latency percentiles p50, p99 and p99.9 per run ({basis}; µs, log scale), computed "
-        "from the latency histograms of all iterations merged into one; n/a marks "
-        "runs where some iteration had no histogram."
+        "from the latency histograms of all iterations merged into one (a run of one "
+        "iteration without histograms: the tool's own percentiles); n/a marks runs of "
+        "several iterations where some iteration had no histogram."
     )
     return fig, join_nonempty(caption, shown.note)
 

@@ -53,7 +53,8 @@ def make_figure(
     return toolkit.figure_files(lambda: job.build(*job.args))
 
 
-PER_HOST_COLUMNS = ["run_id", "host", "iteration", "bw_bytes_s"]  # all host_means reads
+# all host_means reads
+PER_HOST_COLUMNS = ["run_id", "host", "iteration", "job", "op", "rw", "bw_bytes_s"]
 
 
 def figure_job(
@@ -69,7 +70,8 @@ def figure_job(
     if name == TIMESERIES_FIGURE:
         return FigureJob(name, timeseries_figure, (timeseries, _series_hints(summary)))
     if name == PER_HOST_FIGURE:
-        host_rows = raw.loc[raw["host"] != ALL_HOSTS, PER_HOST_COLUMNS]
+        columns = [column for column in PER_HOST_COLUMNS if column in raw]
+        host_rows = raw.loc[raw["host"] != ALL_HOSTS, columns]
         return FigureJob(name, per_host_figure, (host_rows, units))
     raise KeyError(name)
 
@@ -276,11 +278,31 @@ def timeseries_figure(timeseries: pd.DataFrame | None, hints: list[str] | None =
 
 
 def host_means(raw: pd.DataFrame) -> pd.DataFrame:
-    """Mean and sd over iterations of each client host's bandwidth per run (summed over ops)."""
+    """Mean and sd over iterations of each client host's bandwidth per run, summed over the
+    jobs and operations that ran at the same time (``scaling.concurrent_parts``).
+
+    A run whose hosts ran parts one after another (elbencho's write then read phase, fio's
+    stonewalled sections) gets a bar group per part, ``run_id`` then '<run> · <part>': their
+    sum is a rate no host reached. A run of one part per host keeps its run id.
+    """
     rows = raw[raw["host"] != ALL_HOSTS]
+    # Rows without bandwidth (elbencho's mkdir, delete) would only add empty bar groups.
+    measured = rows[rows["bw_bytes_s"].notna()]
+    rows = measured if not measured.empty else rows
     if rows.empty:
         return pd.DataFrame(columns=["run_id", "host", "bw_mean", "bw_sd", "n"])
-    per_iteration = rows.groupby(["run_id", "host", "iteration"], sort=False)["bw_bytes_s"].sum()
+    rows = rows.assign(**{column: None for column in ("job", "op") if column not in rows})
+    rows = rows.assign(_part=scaling.concurrent_parts(rows))
+    counts = rows.groupby(["run_id", "host", "iteration"], sort=False)["_part"].nunique()
+    several = set(counts[counts > 1].index.get_level_values("run_id"))
+    labels = [
+        f"{run} · {part.removeprefix(f'{run} ')}" if run in several else run
+        for run, part in zip(rows["run_id"], rows["_part"], strict=True)
+    ]
+    rows = rows.assign(run_id=labels)
+    per_iteration = rows.groupby(["run_id", "host", "iteration"], sort=False)["bw_bytes_s"].sum(
+        min_count=1
+    )
     grouped = per_iteration.groupby(level=["run_id", "host"], sort=False)
     frame = grouped.agg(bw_mean="mean", bw_sd="std", n="count").reset_index()
     return frame
@@ -299,7 +321,9 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
         fig = _host_spread_figure(frame, hosts, runs, unit, scale)
         caption = (
             f"Bandwidth of each of the {len(hosts)} client hosts per run ({unit}, summed over "
-            "the host's jobs and operations, mean over iterations): a dot per host, in host "
+            "the host's jobs and operations that ran at the same time, mean over iterations; "
+            "a run's parts that ran one after another, such as elbencho's phases or fio's "
+            "stonewalled sections, are shown apart as 'run · part'): a dot per host, in host "
             "order from left to right, over a box of the middle half of the hosts with a line "
             "at the median and whiskers to the lowest and the highest; the slowest host of "
             "each run is named. Hosts far below their "
@@ -319,7 +343,9 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
     toolkit.figure_legend(fig, [ax])
     caption = (
         f"Bandwidth of each client host per run ({unit}, summed over the host's jobs and "
-        "operations): bars are the mean over iterations, error bars the sample sd. Hosts "
+        "operations that ran at the same time; a run's parts that ran one after another, "
+        "such as elbencho's phases or fio's stonewalled sections, are shown apart as "
+        "'run · part'): bars are the mean over iterations, error bars the sample sd. Hosts "
         "far below their peers in the same run point at a client or path problem; "
         f"{report_units.units_note(units)}."
     )

@@ -246,9 +246,11 @@ def latency_table(summary: pd.DataFrame) -> tables.Table:
         caption=f"Latency per run and operation (µs; latency basis: {basis}).",
         label="tab:latency",
         notes=(
-            "Mean weighted by the I/O count of each iteration. Percentiles are never averaged: "
+            "Mean weighted by the I/O count of each iteration, on the latency basis (with "
+            "basis clat, fio's completion latency mean). Percentiles are never averaged: "
             "the histograms of all hosts and iterations are merged by summing bin counts and a "
-            "percentile is the first bin whose cumulative count reaches it.",
+            "percentile is the first bin whose cumulative count reaches it; a run of one "
+            "iteration without histograms shows the tool's own percentiles.",
             MISSING_NOTE,
         ),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
+from collections import Counter
 
 import pandas as pd
 import pytest
@@ -12,6 +14,8 @@ import pytest
 from storbench.analysis import compare, stats
 from storbench.core import results
 from storbench.report import compare as compare_page
+from storbench.tools import fio_json
+from tests.paths import FIXTURES
 from tests.report.exported import pipe_table_rows
 
 MIB = 1024**2
@@ -409,3 +413,57 @@ def test_a_runs_several_jobs_still_pair_by_name():
     assert sorted(both.changes["cell"].unique()) == [
         f"fio randread bs=4k qd=1 nj=1 hosts=1 job={job} read" for job in ("reader", "writer")
     ]
+
+
+def fio_iterations(experiment: str) -> pd.DataFrame:
+    """fio's randread-4k of standalone-group.jsonplus (iteration 1) and standalone-nogroup
+    (iteration 2, two jobs) as the all-hosts rows of one run."""
+    rows = []
+    for iteration, name in enumerate(FIO_DOCUMENTS, start=1):
+        base = {"experiment": experiment, "run_id": "randread", "iteration": iteration,
+                "attempt": 0, "tool": "fio", "hosts_in_run": 1}  # fmt: skip
+        text = (FIXTURES / "fio" / name).read_text()
+        rows += fio_json.parse_outputs([("localhost", text)], base=base)
+    frame = pd.DataFrame(rows)
+    return frame[(frame["host"] == "all") & (frame["job"] == "randread-4k")]
+
+
+FIO_DOCUMENTS = ("standalone-group.jsonplus.json", "standalone-nogroup.jsonplus.json")
+
+
+def test_p99_and_mean_latency_are_the_experiment_reports_merged_and_weighted_values():
+    jobs = [job["read"] for name in FIO_DOCUMENTS
+            for job in json.loads((FIXTURES / "fio" / name).read_text())["jobs"]
+            if job["jobname"] == "randread-4k"]  # fmt: skip
+    bins: Counter = Counter()
+    for job in jobs:
+        bins.update({int(value): count for value, count in job["clat_ns"]["bins"].items()})
+    total, running = sum(bins.values()), 0
+    for value in sorted(bins):  # the first bin whose cumulative count reaches 99 %
+        running += bins[value]
+        if running >= 0.99 * total:
+            merged_p99 = value
+            break
+    own_p99 = [3719168, 378880]  # fio's p99 of iteration 1, the all row's of iteration 2
+    ios = [job["total_ios"] for job in jobs]
+    clat_mean = sum(job["clat_ns"]["mean"] * n for job, n in zip(jobs, ios, strict=True)) / sum(ios)
+
+    a, b = fio_iterations("before"), fio_iterations("after")
+    changes = compare.compare(a, b).changes.set_index("metric")
+    p99 = changes.loc["p99_ns"]
+    assert p99["statistic"] == "merged histograms"
+    assert p99["mean_a"] == merged_p99 == stats.summarize(a).loc[0, "p99_ns"]
+    assert merged_p99 != statistics.fmean(own_p99)  # 2,049.0 µs: an average of p99s
+    latency = changes.loc["lat_mean_ns"]
+    assert latency["statistic"] == "mean weighted by I/O count"
+    assert latency["mean_a"] == pytest.approx(clat_mean, rel=1e-12)
+    assert latency["mean_a"] == pytest.approx(stats.summarize(a).loc[0, "lat_mean_ns"], rel=1e-12)
+    assert p99["n_a"] == 2 and p99["change_pct"] == 0.0  # the interval still has its values
+
+    no_bins = [side.assign(hist_ns=None, hist_count=None) for side in (a, b)]
+    p99 = compare.compare(*no_bins).changes.set_index("metric").loc["p99_ns"]
+    assert p99["statistic"] == "mean of per-iteration p99"
+    assert p99["mean_a"] == statistics.fmean(own_p99)
+    rows = compare_page.display_table(compare.compare(*no_bins).changes, set())["rows"]
+    names = {row["cells"][1] for row in rows}
+    assert "p99 latency, mean of per-iteration p99s (µs)" in names

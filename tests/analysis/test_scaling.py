@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from storbench.analysis import scaling
+from storbench.cli import main
 from storbench.core import results
+from storbench.report import figures as report_figures
+from tests.paths import FIXTURES
 
 GB = 1e9
 MB = 1e6
@@ -305,3 +310,63 @@ def test_scaling_of_real_fio_runs(tmp_path):
     assert got["bottleneck"].tolist() == ["client links (1 x 100 Mbit/s)", "nas"]
     assert got["efficiency"].tolist() == [fio_bw["h1"] / 12.5e6, fio_bw["h2"] / 15e6]
     assert got["op_hosts"].tolist() == [1, 2]  # from fio's per-host rows
+
+
+def elbencho_phases(folder: Path) -> dict[str, dict]:
+    """elbencho's own last_done of each phase ('READ', 'WRITE') in a results.json."""
+    lines = folder.read_text().splitlines()
+    return {(doc := json.loads(line))["phase_type"]: doc["last_done"] for line in lines if line}
+
+
+def imported(tmp_path: Path, tool: str, *fixtures: str) -> pd.DataFrame:
+    output = tmp_path / f"{tool}.parquet"
+    argv = ["import", "--tool", tool, "--experiment", "e", "-o", str(output)]
+    assert main([*argv, *[str(FIXTURES / name) for name in fixtures]]) == 0
+    return pq.read_table(output).to_pandas()
+
+
+def test_imported_runs_with_equal_parameters_stay_apart(tmp_path):
+    """dirmode-2t, read-run and svc-2hosts share rw/bs/iodepth/numjobs and have no sweep
+    point: each keeps its own row, elbencho's own numbers, n 1 and no sd."""
+    rows = imported(tmp_path, "elbencho", "elbencho/dirmode", "elbencho/dirmode-separate-runs",
+                    "elbencho/service-2hosts")  # fmt: skip
+    got = scaling.scaling_table(rows).set_index(["point", "op"])
+    dirmode = elbencho_phases(FIXTURES / "elbencho/dirmode/results.json")
+    read = got.loc[("dirmode-2t", "read")]
+    assert read["bw_bytes_s_mean"] == int(dirmode["READ"]["bytes/s"]) == 4493696531
+    assert read["iops_mean"] == int(dirmode["READ"]["iops"]) == 4285
+    write = got.loc[("dirmode-2t", "write")]
+    assert write["bw_bytes_s_mean"] == int(dirmode["WRITE"]["bytes/s"]) == 1170244899
+    assert got["n"].eq(1).all() and got["bw_bytes_s_sd"].isna().all()
+    assert {"dirmode-2t", "read-run", "svc-2hosts"} <= set(got.index.get_level_values("point"))
+    targets = scaling.target_table(rows).set_index(["point", "op"])
+    assert targets.loc[("dirmode-2t", "read"), "bw_bytes_s_mean"] == 4493696531
+
+
+def test_phases_that_ran_one_after_another_are_not_summed(tmp_path):
+    """elbencho's write phase, then its read phase (storbench service run on 4 hosts): no
+    'read+write' row and no per-host bar sums them; fio's randrw mix is still combined."""
+    folder = "elbencho/storbench-service-4hosts-file"
+    rows = imported(tmp_path, "elbencho", folder)
+    phases = elbencho_phases(FIXTURES / folder / "a1/controller-elbencho/results.json")
+    got = scaling.scaling_table(rows)
+    assert sorted(got["op"]) == ["read", "write"]
+    by_op = got.set_index("op")
+    assert by_op.loc["read", "iops_mean"] == int(phases["READ"]["iops"]) == 1160011
+    assert by_op.loc["write", "iops_mean"] == int(phases["WRITE"]["iops"]) == 878592
+    means = report_figures.host_means(rows).set_index(["run_id", "host"])
+    # 127.0.0.3's service log, LAST DONE: write 916 MiB/s, read 5625 MiB/s (never 6.86 GB/s).
+    assert means.loc[("randread_bs4k_qd4_nj2 · read", "127.0.0.3"), "bw_mean"] == 5898240000
+    assert means.loc[("randread_bs4k_qd4_nj2 · write", "127.0.0.3"), "bw_mean"] == 960495616
+
+    fio = imported(tmp_path, "fio", "fio/standalone-group.jsonplus.json")
+    document = json.loads((FIXTURES / "fio/standalone-group.jsonplus.json").read_text())
+    mix = [job for job in document["jobs"] if job["jobname"] == "randrw-70-30-4k"]
+    fio_sum = sum(job[op]["bw_bytes"] for job in mix for op in ("read", "write"))
+    got = scaling.scaling_table(fio).set_index(["job", "op"])
+    assert got.loc[("randrw-70-30-4k", "read+write"), "bw_bytes_s_mean"] == fio_sum
+    assert "read+write" not in set(got.loc["randread-4k"].index)
+    bars = report_figures.host_means(fio).set_index("run_id")["bw_mean"]
+    assert bars["standalone-group.jsonplus · randrw-70-30-4k"] == fio_sum
+    seq = sum(job["read"]["bw_bytes"] for job in document["jobs"] if job["jobname"] == "seqread-1m")
+    assert bars["standalone-group.jsonplus · seqread-1m read"] == seq

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from storbench.analysis import stats
+from storbench.cli import main
 from storbench.core import histogram, results
 from storbench.core.results import PERCENTILE_COLUMNS, PERCENTILES
+from storbench.report import paper_tables as report_tables
+from tests.paths import FIXTURES
 
 MIB = 1024**2
 MS = 1_000_000  # ns
@@ -451,3 +456,68 @@ def test_iteration_outliers_of_no_rows_is_empty_with_columns():
     assert got.empty
     assert list(got.columns) == list(stats.ITERATION_OUTLIER_COLUMNS)
     assert got["bw_outlier"].dtype == bool
+
+
+def imported(tmp_path, tool: str, fixture: str) -> pd.DataFrame:
+    output = tmp_path / f"{tool}.parquet"
+    argv = ["import", "--tool", tool, "-o", str(output), str(FIXTURES / fixture)]
+    assert main(argv) == 0
+    return pq.read_table(output).to_pandas()
+
+
+def summary_cell(summary: pd.DataFrame, run_id: str, job: str | None = None, op: str = "read"):
+    chosen = summary[(summary["run_id"] == run_id) & (summary["op"] == op)]
+    if job is not None:
+        chosen = chosen[chosen["job"] == job]
+    assert len(chosen) == 1
+    return chosen.iloc[0]
+
+
+def test_a_run_of_one_iteration_without_bins_keeps_the_tools_own_percentiles(tmp_path):
+    """warp and elbencho print percentiles without bins, as does fio's plain json: for one
+    iteration they are exact, and Tables 1 and 3 show them (pct_source 'tool')."""
+    warp = summary_cell(stats.summarize(imported(tmp_path, "warp", "warp/warp-put.json.zst")),
+                        "warp-put", op="write")  # fmt: skip
+    # warp-put.console.txt: "Reqs: Avg: 10.1ms, 50%: 6.7ms, 90%: 23.3ms, 99%: 45.9ms"
+    assert warp["pct_source"] == "tool"
+    assert [round(warp[c] / MS, 1) for c in ("p50_ns", "p90_ns", "p99_ns")] == [6.7, 23.3, 45.9]
+
+    elbencho = stats.summarize(
+        imported(tmp_path, "elbencho", "elbencho/service-2hosts-bigfile-rand4k")
+    )
+    # results.txt: "IO lat % us : [ 1%<=181 50%<=362 75%<=512 99%<=1218 ]"
+    cell = elbencho.iloc[0]
+    assert (cell["p50_ns"], cell["p99_ns"], cell["pct_source"]) == (362_000, 1_218_000, "tool")
+
+    fio_rows = imported(tmp_path, "fio", "fio/standalone-group.json")
+    document = json.loads((FIXTURES / "fio/standalone-group.json").read_text())
+    (job,) = [job for job in document["jobs"] if job["jobname"] == "randread-4k"]
+    cell = summary_cell(stats.summarize(fio_rows), "standalone-group", "randread-4k")
+    assert cell["p99_ns"] == job["read"]["clat_ns"]["percentile"]["99.000000"] == 374784
+    assert cell["pct_source"] == "tool"
+    table = report_tables.latency_table(stats.summarize(fio_rows))
+    cells = [dict(zip(table.columns, cells, strict=True)) for cells in table.rows]
+    shown = [cell["p99 µs"] for cell in cells if cell["rw"] == "randread"]
+    assert shown == ["375"]  # µs, with the decimals the table's values need
+
+    # Two iterations of those rows: their printed percentiles would need averaging, so none.
+    again = fio_rows.assign(iteration=2, p99_ns=fio_rows["p99_ns"] * 2)
+    cell = summary_cell(stats.summarize(pd.concat([fio_rows, again])), "standalone-group",
+                        "randread-4k")  # fmt: skip
+    assert math.isnan(cell["p99_ns"]) and cell["pct_source"] is None
+
+
+def test_the_mean_is_on_the_percentiles_basis(tmp_path):
+    """fio json+ without lat_percentiles: percentiles are clat, so the mean is clat's too
+    (the I/O-weighted clat_ns.mean of the two jobs, not lat_ns.mean)."""
+    fixture = "fio/standalone-nogroup.jsonplus.json"
+    summary = stats.summarize(imported(tmp_path, "fio", fixture))
+    cell = summary_cell(summary, "standalone-nogroup.jsonplus", "randread-4k")
+    jobs = [job["read"] for job in json.loads((FIXTURES / fixture).read_text())["jobs"]
+            if job["jobname"] == "randread-4k"]  # fmt: skip
+    ios = [job["total_ios"] for job in jobs]
+    clat = sum(job["clat_ns"]["mean"] * n for job, n in zip(jobs, ios, strict=True)) / sum(ios)
+    lat = sum(job["lat_ns"]["mean"] * n for job, n in zip(jobs, ios, strict=True)) / sum(ios)
+    assert cell["lat_basis"] == "clat"
+    assert cell["lat_mean_ns"] == pytest.approx(clat, rel=1e-9)
+    assert round(clat / 1000, 1) == 188.1 and round(lat / 1000, 1) == 196.9

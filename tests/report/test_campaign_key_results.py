@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
 
-from storbench.analysis import stats
+import pandas as pd
+import pytest
+
+from storbench.analysis import scaling, stats
+from storbench.cli import main
 from storbench.core import results
 from storbench.report import campaign
 from storbench.report import paper_tables as report_tables
+from tests.paths import FIXTURES
 from tests.report.test_report import result_row
 
 T_975_DF1 = 12.706204736174698  # Student t 0.975 quantile, 1 degree of freedom
@@ -82,3 +88,32 @@ def test_a_campaign_report_without_a_meta_names_each_experiments_tool_from_its_r
     # the config's word stands where there is one
     (row, _) = campaign.key_results(summary, [], {"disk": {"tool": "fio-3.33 by hand"}})
     assert row["tool"] == "fio-3.33 by hand"
+
+
+def test_the_iops_peak_of_a_mixed_run_is_its_read_and_write_together(tmp_path):
+    """fio's standalone-group.jsonplus: the randrw 70/30 job did 25,539 read + 10,878 write
+    IOPS at the same time; its peak is their sum (op read+write), above the best single op,
+    and the peaks figure names the op."""
+    fixture = FIXTURES / "fio/standalone-group.jsonplus.json"
+    output = tmp_path / "fio.parquet"
+    assert main(["import", "--tool", "fio", "--experiment", "mix", "-o", str(output),
+                 str(fixture)]) == 0  # fmt: skip
+    (mix,) = [job for job in json.loads(fixture.read_text())["jobs"]
+              if job["jobname"] == "randrw-70-30-4k"]  # fmt: skip
+    written = campaign.build_campaign_report([output], [], tmp_path / "report", {"title": "t"})
+    key = pd.read_csv(written["tables/key_results.csv"])
+    assert key.loc[0, "IOPS peak at"] == "standalone-group.jsonplus read+write"
+    expected = mix["read"]["iops"] + mix["write"]["iops"]
+    assert float(key.loc[0, "Peak IOPS"]) == pytest.approx(expected, abs=0.5)  # 36,416.5
+    assert round(expected) == 36417 and round(mix["read"]["iops"]) == 25539
+    # Bandwidth: the 1m sequential read (725.6 MB/s) beats the mix's 149.2 MB/s.
+    assert key.loc[0, "Bandwidth peak at"] == "standalone-group.jsonplus read"
+    assert key.loc[0, "Errors"] == 0 and key.loc[0, "CoV > 5 %"] == 0  # combined cells not counted
+    summary, combined = _summaries(output)
+    rows = campaign.key_results(summary, [], {}, combined)
+    assert (rows[0]["iops_op"], rows[0]["bw_op"]) == ("read+write", "read")
+
+
+def _summaries(path):
+    raw = results.read_parquet([path]).to_pandas()
+    return stats.summarize(raw), stats.summarize(scaling.together_rows(raw))
