@@ -1102,9 +1102,9 @@ def _directory_around(place: tuple, places: dict) -> tuple | None:
     if kind != "directory":
         return None
     for other in places:
-        if other != place and other[0] == kind:
-            if os.path.commonpath([path, other[1]]) in (path, other[1]):
-                return other
+        holding = os.path.commonpath([path, other[1]])
+        if other[0] == kind and other != place and holding in (path, other[1]):
+            return other
     return None
 
 

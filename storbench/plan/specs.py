@@ -433,9 +433,7 @@ def _measured_value(key: str, value):
     if key == "preparation" and isinstance(value, dict):
         return {
             "state": value.get("state"),
-            "specs": [
-                {k: part.get(k) for k in _MEASURED_PREPARATION} for part in value["specs"]
-            ],
+            "specs": [{k: part.get(k) for k in _MEASURED_PREPARATION} for part in value["specs"]],
         }
     if isinstance(value, dict):
         return measured(value)
