@@ -1102,6 +1102,8 @@ def _directory_around(place: tuple, places: dict) -> tuple | None:
     if kind != "directory":
         return None
     for other in places:
+        if os.path.isabs(path) != os.path.isabs(other[1]):
+            continue  # a relative path is the host's own, not comparable
         holding = os.path.commonpath([path, other[1]])
         if other[0] == kind and other != place and holding in (path, other[1]):
             return other
