@@ -186,6 +186,20 @@ def run_spec_json(wildcards):
     return Tracked(PLAN.run_spec(wildcards.experiment, wildcards.run_id))
 
 
+def recorded_with_another_spec(output, spec):
+    """Whether Snakemake's record of this output holds other params than the spec now (its
+    params trigger will run it again). Behind an ancient link to a job it runs again (a
+    preflight for a new host) Snakemake looks at a run's own record only in the next call,
+    so such a run waits by a plain link and runs in this one."""
+    try:
+        record = workflow.persistence._read_record(output)
+    except Exception:  # no records, or another Snakemake's: order only, as before
+        return False
+    if record is None or record.params is None or record.record_format_version < 6:
+        return False
+    return record.params != [repr(spec)]
+
+
 class Tracked(str):
     """A step's spec (JSON) whose record for Snakemake's params trigger is only its measured
     part (specs.measured): a host's way in or a dataset's new tokens run no finished step
@@ -222,11 +236,6 @@ def preflight_spec_json(wildcards):
 
 def run_job_file(wildcards):
     return PLAN.run_job_files(wildcards.experiment, wildcards.run_id)
-
-
-def services_marker(wildcards):
-    marker = PLAN.services_marker(wildcards.experiment)
-    return ancient(marker) if marker else []
 
 
 def services_spec_json(wildcards):
@@ -412,19 +421,28 @@ def search_probe_markers(wildcards):
 def run_inputs(wildcards):
     """Everything a run iteration waits for, from one input function: Snakemake's cost is per
     function called per job, and a campaign has one run job per run and iteration."""
+    manifest = paths.manifest(
+        wildcards.experiment, wildcards.run_id, wildcards.iteration
+    )
+    if recorded_with_another_spec(manifest, run_spec_json(wildcards)):
+        wait = lambda path: path
+    else:  # ancient: a repeated preflight must not make finished runs look outdated
+        wait = ancient
+    experiment = wildcards.experiment
     return {
         "job": run_job_file(wildcards),
         "bucket": experiment_bucket_marker(wildcards),
-        "services": services_marker(wildcards),
-        "preparation": experiment_preparation(wildcards),
+        "services": (
+            wait(services) if (services := PLAN.services_marker(experiment)) else []
+        ),
+        "preparation": [wait(path) for path in PLAN.preparation_markers(experiment)],
         "before": runs_before(wildcards),
-        "setup": run_setup_markers(wildcards),
-        # ancient: a repeated preflight must not make finished runs look outdated
-        "preflight": ancient(paths.preflight(wildcards.experiment)),
-        # the hosts' facts are taken before the runs, not while one measures the hosts
-        "telemetry": [
-            ancient(path) for path in PLAN.experiment_telemetry(wildcards.experiment)
+        "setup": [
+            wait(path) for path in PLAN.setup_markers(experiment, wildcards.run_id)
         ],
+        "preflight": wait(paths.preflight(experiment)),
+        # the hosts' facts are taken before the runs, not while one measures the hosts
+        "telemetry": [wait(path) for path in PLAN.experiment_telemetry(experiment)],
     }
 
 
@@ -435,11 +453,6 @@ def runs_before(wildcards):
         wildcards.experiment, wildcards.run_id, wildcards.iteration
     )
     return [ancient(path) for path in before]
-
-
-def run_setup_markers(wildcards):
-    markers = PLAN.setup_markers(wildcards.experiment, wildcards.run_id)
-    return [ancient(marker) for marker in markers]
 
 
 def probe_setup_markers(wildcards):

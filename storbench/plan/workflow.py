@@ -222,6 +222,7 @@ class WorkflowPlan:
         run = self.run(experiment, run_id)
         return specs.to_json(specs.render_spec(self.campaign, experiment, run, host=host))
 
+    @functools.lru_cache(maxsize=8)  # noqa: B019  (a run job's inputs and params ask in turn)
     def run_spec(self, experiment: str, run_id: str) -> specs.SpecJson:
         run = self.run(experiment, run_id)
         return specs.spec_json(specs.run_spec(self.campaign, experiment, run))

@@ -219,6 +219,21 @@ def test_a_hosts_way_in_its_group_and_limits_run_no_finished_run_again(finished_
     converge(workdir, config)  # the original hosts again for other tests
 
 
+def test_runs_whose_own_spec_changed_run_in_the_call_that_reruns_their_preflight(
+    finished_campaign,
+):
+    """A renamed group runs preflight again; a new `wait` changes the runs. Snakemake alone
+    would look at the runs only in the call after the preflight's: one dry run shows both."""
+    workdir, config, _ = finished_campaign
+    changed = copy.deepcopy(config)
+    changed["hosts"] = {"lab": {"nodes": "localhost", "transport": "local"}}
+    changed["experiments"]["tiny"]["hosts"] = "lab"
+    changed["experiments"]["tiny"]["wait"] = "1s"
+    jobs = planned_jobs(snakemake(workdir, changed, "-n"))
+    assert jobs["preflight"] == 1 and jobs["run_iteration"] == 4 and "render_job" not in jobs
+    snakemake(workdir, config, "-n")  # leave the original config in place for other tests
+
+
 def test_one_report_target_builds_one_experiment(finished_campaign):
     workdir, config, _ = finished_campaign
     result = snakemake(workdir, config, "-n", "reports/tiny/index.html")
