@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from storbench.core.numbers import NS_PER_US
-from storbench.report import selection
+from storbench.report import selection, tool_wording
 from storbench.report.drawing import FigureJob
 from storbench.report.toolkit import (
     COLORS,
@@ -33,6 +33,7 @@ from storbench.report.toolkit import (
     short_count,
     spaced_labels,
 )
+from storbench.tools.base import ToolAdapter
 
 HISTOGRAM_FIGURE = "latency_histogram"
 HEATMAP_FIGURE = "iodepth_numjobs"
@@ -47,7 +48,11 @@ def optional_figures(summary: pd.DataFrame, cells: list, labels: list[str]) -> l
         shown = [(None, values, counts) for _, values, counts in cells[:MAX_HISTOGRAMS]]
         shown_labels = labels[:MAX_HISTOGRAMS]
         figures.append(
-            FigureJob(HISTOGRAM_FIGURE, histogram_figure, (shown, shown_labels, len(cells)))
+            FigureJob(
+                HISTOGRAM_FIGURE,
+                histogram_figure,
+                (shown, shown_labels, len(cells), histogram_bins_text(summary)),
+            )
         )
     maps = heatmap_panels(summary)
     if maps:
@@ -55,9 +60,20 @@ def optional_figures(summary: pd.DataFrame, cells: list, labels: list[str]) -> l
     return figures
 
 
-def histogram_figure(cells: list, labels: list[str], total_cells: int | None = None):
+def histogram_bins_text(summary: pd.DataFrame) -> str:
+    """The bins of the runs' tools, as their adapters name them."""
+    return tool_wording.joined(summary, "histogram_bins_text", ToolAdapter.histogram_bins_text)
+
+
+def histogram_figure(
+    cells: list,
+    labels: list[str],
+    total_cells: int | None = None,
+    bins_text: str = ToolAdapter.histogram_bins_text,
+):
     """Share of I/Os per latency bin, one step line per run and operation (log x), of the
-    first MAX_HISTOGRAMS of ``cells`` (of ``total_cells``, default all)."""
+    first MAX_HISTOGRAMS of ``cells`` (of ``total_cells``, default all); ``bins_text`` names
+    the tool's bins."""
     shown = cells[:MAX_HISTOGRAMS]
     total_cells = len(cells) if total_cells is None else total_cells
     fig, (ax,) = new_figure(height_in=3.4)
@@ -73,7 +89,7 @@ def histogram_figure(cells: list, labels: list[str], total_cells: int | None = N
     left_out = total_cells - len(shown)
     caption = (
         "Latency histogram per run and operation: the share of I/Os in each histogram bin, "
-        "bins merged over all iterations and hosts by summing counts (fio's log-linear bins; "
+        f"bins merged over all iterations and hosts by summing counts ({bins_text}; "
         "the x axis in µs, log scale)."
         + (f" The first {len(shown)} of {total_cells} shown." if left_out else "")
     )

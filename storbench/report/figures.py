@@ -16,6 +16,7 @@ deterministic PNG and SVG bytes of it.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -332,13 +333,16 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
         )
         return fig, toolkit.join_nonempty(caption, shown.note)
     width_in = min(max(toolkit.FIGURE_WIDTH_IN, 0.25 * len(runs) * max(len(hosts), 2)), 16.0)
-    fig, (ax,) = toolkit.new_figure(height_in=3.2)
+    ticks = [wrapped_tick(run) for run in runs]
+    fig, (ax,) = toolkit.new_figure(height_in=PER_HOST_PLOT_IN + rotated_ticks_height_in(ticks))
     fig.set_figwidth(width_in)
     for index, host in enumerate(hosts):
         rows = frame[frame["host"] == host].set_index("run_id").reindex(runs)
         means, sds = rows["bw_mean"] / scale, rows["bw_sd"].fillna(0) / scale
         toolkit.series_bars(ax, index, len(hosts), range(len(runs)), means, sds, host)
-    toolkit.category_axis(ax, runs, rotation=45, ha="right")
+    toolkit.category_axis(
+        ax, ticks, rotation=45, ha="right", rotation_mode="anchor", multialignment="right"
+    )
     ax.set_ylabel(f"bandwidth per host ({unit})")
     toolkit.figure_legend(fig, [ax])
     caption = (
@@ -350,6 +354,34 @@ def per_host_figure(raw: pd.DataFrame, units: str = report_units.DEFAULT_UNITS):
         f"{report_units.units_note(units)}."
     )
     return fig, toolkit.join_nonempty(caption, shown.note)
+
+
+PER_HOST_PLOT_IN = 3.0  # the plot, its y label and the legend, above the run ids
+TICK_LINE_CHARS = 24  # a run id's tick label wraps after this many characters
+TICK_CHAR_IN = 0.055  # a character of a 7 pt tick label, in inches
+TICK_LINE_IN = 0.12  # a line of a 7 pt tick label, in inches
+_TICK_BREAK = re.compile(r"(?<=[ ·_.+-])")  # a run id breaks after these
+
+
+def wrapped_tick(label: str, width: int = TICK_LINE_CHARS) -> str:
+    """A long run id over lines of at most ``width`` characters, broken after ' ', '·',
+    '_', '.', '+' or '-' (a word longer than a line keeps a line of its own): rotated long
+    ids took the figure's height from the plot and cut its y label off."""
+    lines = [""]
+    for word in _TICK_BREAK.split(label):
+        if lines[-1] and len(lines[-1]) + len(word.rstrip()) > width:
+            lines.append("")
+        lines[-1] += word
+    return "\n".join(line.strip() for line in lines if line.strip())
+
+
+def rotated_ticks_height_in(ticks: list[str]) -> float:
+    """The height tick labels rotated by 45° take below the axis (their widest line and their
+    lines, each at sin 45°)."""
+    lines = [line for tick in ticks for line in tick.split("\n")]
+    widest = max((len(line) for line in lines), default=0) * TICK_CHAR_IN
+    deepest = max((tick.count("\n") + 1 for tick in ticks), default=1) * TICK_LINE_IN
+    return (widest + deepest) * math.sin(math.radians(45))
 
 
 def _host_spread_figure(frame: pd.DataFrame, hosts: list[str], runs: list[str], unit, scale):

@@ -25,10 +25,10 @@ import pandas as pd
 
 from storbench.analysis import scaling, stats
 from storbench.core import report_units
-from storbench.core.numbers import is_missing, scaled  # noqa: E402
+from storbench.core.numbers import NO_VALUE, is_missing, scaled  # noqa: E402
 from storbench.core.results import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.core.units import size_label
-from storbench.report import tables
+from storbench.report import tables, tool_wording
 
 NS_PER_US = 1000.0
 SIGNIFICANT_DIGITS = 3
@@ -144,7 +144,10 @@ MIXED_RW = {"rw", "readwrite", "randrw"}
 
 
 def rw_label(row) -> str:
-    """'randrw (70 % read)' for mixed workloads, the rw name otherwise."""
+    """'randrw (70 % read)' for mixed workloads, the rw name otherwise; NO_VALUE for a row
+    without an access pattern (elbencho's mkdir, an iperf3 stream)."""
+    if is_missing(row["rw"]):
+        return NO_VALUE
     if row["rw"] in MIXED_RW and not is_missing(row.get("rwmixread")):
         return f"{row['rw']} ({int(row['rwmixread'])} % read)"
     return str(row["rw"])
@@ -179,7 +182,7 @@ def _table(columns: dict[str, list], text_columns: int, **kwargs) -> tables.Tabl
 def _workload(frame: pd.DataFrame) -> dict[str, list]:
     return {
         "Run": [str(v) for v in frame["run_id"]],
-        "rw": [rw_label(row) for _, row in frame.iterrows()],
+        "rw": [None if is_missing(row["rw"]) else rw_label(row) for _, row in frame.iterrows()],
         "bs": [_bs_text(v) for v in frame["bs"]],
         "iodepth": [_int_text(v) for v in frame["iodepth"]],
         "numjobs": [_int_text(v) for v in frame["numjobs"]],
@@ -251,6 +254,7 @@ def latency_table(summary: pd.DataFrame) -> tables.Table:
             "the histograms of all hosts and iterations are merged by summing bin counts and a "
             "percentile is the first bin whose cumulative count reaches it; a run of one "
             "iteration without histograms shows the tool's own percentiles.",
+            *filter(None, [tool_wording.resolution_note(summary)]),
             MISSING_NOTE,
         ),
     )

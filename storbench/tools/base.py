@@ -327,6 +327,27 @@ class ToolAdapter:
         "percentiles); mean weighted by I/O count"
     )
 
+    # --- report wording: the report names no tool, each adapter says its own -------------
+
+    # what its latency histogram's bins are, for the histogram figure's caption
+    histogram_bins_text: str = "the tool's own bins"
+    # what each latency basis of its rows (lat_basis) measures, for the report's methodology
+    latency_basis_texts: dict[str, str] = {
+        "lat": "total latency: from the start of an operation until its completion, as the "
+        "tool measures it",
+        "clat": "completion latency: from submission of an I/O until its completion",
+    }
+    # set where its percentiles are the bounds of coarse buckets: said under the latency
+    # table and figure ("": as exact as the tool's output allows)
+    percentile_resolution_text: str = ""
+    # what its bandwidth figure counts, where the op alone does not say (methodology)
+    bandwidth_basis_text: str = ""
+    # why storbench's total of a run can differ from the tool's own (tool_bw_bytes_s)
+    own_total_text: str = (
+        "storbench sums the rows of the hosts (or clients); the tool computes its own total "
+        "otherwise"
+    )
+
     # --- network check (capabilities.network_check) --------------------------------------
 
     def network_server_command(self, address: str, port: int, log_path: str) -> list[str]:

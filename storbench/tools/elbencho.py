@@ -149,6 +149,17 @@ class ElbenchoAdapter(ToolAdapter):
     default_port = 1611
     service_job_shared = True  # the controller sends its one config to every service
     service_log_results = True  # each service prints its own part of a run (per-host rows)
+    # --latpercent: 'p<=upper bound' of its latency histogram, four buckets per power of two
+    histogram_bins_text = "elbencho's buckets, four per power of two"
+    latency_basis_texts = {
+        "lat": "elbencho's latency: each read or write call (each entry operation in a "
+        "metadata phase), from its start until it returns",
+    }
+    percentile_resolution_text = (
+        "elbencho's percentiles are the upper bounds of its latency buckets (four per power "
+        "of two, each about 19 % wider than the one below): a percentile can be up to 19 % "
+        "above the latency it stands for, even above the maximum"
+    )
 
     # --- render -----------------------------------------------------------------------------
 

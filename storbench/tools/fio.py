@@ -198,6 +198,11 @@ class FioAdapter(ToolAdapter):
         return argv
 
     interval_series_hint = "set status_interval in the job, e.g. 1s"
+    histogram_bins_text = "fio's log-linear bins"
+    latency_basis_texts = {
+        "clat": "completion latency (clat): from submission of an I/O until its completion",
+        "lat": "total latency (lat = slat + clat): from creation of an I/O until its completion",
+    }
 
     def with_interval_series(self, job: dict) -> dict:
         """fio jobs report every second unless they say otherwise (the series is the evidence)."""

@@ -181,6 +181,12 @@ class Iperf3Adapter(ToolAdapter):
         import_formats=("json",),
         network_check=True,
     )
+    bandwidth_basis_text = (
+        "iperf3's receiver figure (its 'receiver' line, end.sum_received), the usual headline: "
+        "op send is data from the client to the server, counted where the server received it; "
+        "op receive (--reverse) is data from the server, counted where the client received "
+        "it (a reverse run's server file alone has only the server's sent figure)"
+    )
 
     def network_server_command(self, address: str, port: int, log_path: str) -> list[str]:
         return [

@@ -173,6 +173,19 @@ class VdbenchAdapter(ToolAdapter):
     job_login_user = DEFAULT_HD_USER  # hd=default's user
     service_job_shared = True  # one parameter file with an hd= line per host
     service_per_run = True  # vdbench's master starts its slaves over ssh itself (hd shell=ssh)
+    # histogram.html: buckets ending at 20, 40, 60, 80, 100, 200, 400, 600, 800 µs, 1, 2 ms ...
+    histogram_bins_text = (
+        "vdbench's response-time buckets: 20 µs wide up to 100 µs, then 2, 4, 6, 8 and 10 "
+        "times each power of ten"
+    )
+    latency_basis_texts = {
+        "lat": "vdbench's response time: from the start of an I/O request until its completion",
+    }
+    percentile_resolution_text = (
+        "vdbench's percentiles are the upper bounds of its response-time buckets (the first "
+        "ends at 20 µs, then 40, 60, 80, 100, 200, 400 µs ...): a percentile is only as fine as "
+        "its bucket, and lies above a mean of fast I/Os (I/Os of 2 µs show p50 = 20 µs)"
+    )
     search_options = SEARCH_OPTIONS
 
     # --- render ---------------------------------------------------------------------------

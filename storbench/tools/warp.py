@@ -144,6 +144,14 @@ class WarpAdapter(ToolAdapter):
     output_is_folder = True
     default_port = 7761  # warp client's own default (cli/clientmode.go)
     service_job_shared = True  # the controller sends its one benchmark to every client
+    latency_basis_texts = {
+        "lat": "warp's request duration: from sending an S3 request until its response ended",
+    }
+    own_total_text = (
+        "warp 1.1.3 divides a distributed run's merged requests by a window longer than its "
+        "clients ran, so storbench sums each client's own steady-window rate, which warp "
+        "prints under 'Throughput by client'"
+    )
 
     def template_context(self, spec: dict) -> dict:
         benchmark, *arguments = warp_arguments(spec)
