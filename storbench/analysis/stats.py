@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from storbench.core import histogram
 from storbench.core.results import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.schema_names import CPU_COLUMNS
 
 CELL_KEYS = ("experiment", "run_id", "job", "op")
 # Targets and client steps of one sweep point sort together, steps by host count.
@@ -51,6 +52,7 @@ SUMMARY_COLUMNS = (
     "pct_source",
     "errors",
     "cov_flag",
+    *CPU_COLUMNS,
 )
 # Nullable integers so a missing parameter (e.g. rwmixread of a pure read) stays empty.
 _INTEGER_COLUMNS = (
@@ -62,6 +64,8 @@ _FLOAT_COLUMNS = (
     *[f"{metric}_{stat}" for metric in THROUGHPUT_METRICS for stat in STATISTICS],
     "lat_mean_ns",
     *PERCENTILE_COLUMNS,
+    "cpu_pct",
+    "cpu_sys_pct",
 )
 
 
@@ -137,7 +141,8 @@ def _cell_frame(table, host: str | list[str]) -> pd.DataFrame:
     frame = as_frame(table)
     # Rows from before schema v2/v3 (or built by hand) may lack the placement columns,
     # rows before v5 the completion latency mean.
-    optional = (*PLACEMENT_COLUMNS, *PERCENTILE_COLUMNS, "pct_source", "clat_mean_ns")
+    # ... and rows before v6 the CPU columns.
+    optional = (*PLACEMENT_COLUMNS, *PERCENTILE_COLUMNS, "pct_source", "clat_mean_ns", *CPU_COLUMNS)
     frame = frame.assign(**{c: None for c in optional if c not in frame})
     if isinstance(host, str):
         frame, keys = frame[frame["host"] == host], list(CELL_KEYS)
@@ -207,6 +212,7 @@ _RECORD_INPUTS = (
     "pct_source",
     "clat_mean_ns",
     "errors",
+    *CPU_COLUMNS,
 )
 
 
@@ -233,7 +239,27 @@ def _cell_record(columns: dict[str, np.ndarray], start: int, stop: int) -> dict:
     record["cov_flag"] = any(
         _exceeds(record[f"{metric}_cov"], COV_LIMIT) for metric in THROUGHPUT_METRICS
     )
+    record.update(cell_cpu(rows))
     return record
+
+
+def cell_cpu(rows: dict) -> dict:
+    """cpu_pct / cpu_sys_pct: the mean over the iterations that measured it, on their one
+    basis (iterations on different bases, which no tool gives, leave them empty)."""
+    bases = {str(v) for v in rows["cpu_basis"] if not pd.isna(v)}
+    if len(bases) != 1:
+        return {"cpu_pct": math.nan, "cpu_sys_pct": math.nan, "cpu_basis": None}
+    return {
+        "cpu_pct": _mean_present(rows["cpu_pct"]),
+        "cpu_sys_pct": _mean_present(rows["cpu_sys_pct"]),
+        "cpu_basis": bases.pop(),
+    }
+
+
+def _mean_present(values) -> float:
+    data = _floats(values)
+    data = data[~np.isnan(data)]
+    return float(np.mean(data)) if data.size else math.nan
 
 
 def spread(values: pd.Series) -> dict[str, float]:

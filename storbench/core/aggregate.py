@@ -12,14 +12,29 @@ import re
 from collections.abc import Iterator
 
 from storbench.core import histogram
-from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.schema_names import (
+    ALL_HOSTS,
+    CPU_COLUMNS,
+    CPU_HOST,
+    CPU_PROCESS,
+    PERCENTILE_COLUMNS,
+    PERCENTILES,
+)
 
 SUMMED = ("bytes", "ios", "bw_bytes_s", "iops", "errors")
 LATENCY_SUMMARY = ("lat_mean_ns", "lat_stdev_ns", "lat_min_ns", "lat_max_ns")
 PERCENTILE_FIELDS = (*PERCENTILE_COLUMNS, "lat_basis", "pct_source", "hist_ns", "hist_count")
 TOOL_TOTALS = ("tool_bw_bytes_s", "tool_iops")  # the tool's own aggregate, never summed
 _METRICS = frozenset(
-    (*SUMMED, "duration_s", *LATENCY_SUMMARY, *PERCENTILE_FIELDS, "clat_mean_ns", *TOOL_TOTALS)
+    (
+        *SUMMED,
+        "duration_s",
+        *LATENCY_SUMMARY,
+        *PERCENTILE_FIELDS,
+        "clat_mean_ns",
+        *TOOL_TOTALS,
+        *CPU_COLUMNS,
+    )
 )
 _PER_ROW_IDENTITY = frozenset(("host", "job", "op"))
 _JOINED_WHEN_DIFFERENT = frozenset(("command", "raw_path", "tool_version"))
@@ -69,7 +84,43 @@ def _aggregate(job, op, group: list[dict]) -> dict:
         "duration_s": _max(_column(group, "duration_s")),
         **_pooled_latency(group),
         **_merged_percentiles(group),
+        **(aggregate_cpu(group) if any("cpu_basis" in row for row in group) else {}),
     }
+
+
+def aggregate_cpu(group: list[dict]) -> dict:
+    """The CPU columns of an aggregate of ``group`` (rows of one basis, each measured):
+    'process' (% of one CPU, the tool's own processes) sums the rows, the CPUs all of them
+    kept busy; 'host' (% of all of a host's CPUs) is the mean over the hosts, each host's
+    figure once (elbencho's own rule for its service-mode total, vdbench's for a multi-host
+    run). Empty when a row lacks a figure or the bases differ: a part would read as the
+    whole."""
+    empty = dict.fromkeys(CPU_COLUMNS)
+    bases = {row.get("cpu_basis") for row in group}
+    if len(bases) != 1 or any(row.get("cpu_pct") is None for row in group):
+        return empty
+    basis = bases.pop()
+    if basis == CPU_PROCESS:
+        return {
+            "cpu_pct": sum(row["cpu_pct"] for row in group),
+            "cpu_sys_pct": _sum_all(row.get("cpu_sys_pct") for row in group),
+            "cpu_basis": basis,
+        }
+    if basis == CPU_HOST:
+        hosts = {row.get("host"): row for row in group}  # one figure per host
+        sys_total = _sum_all(row.get("cpu_sys_pct") for row in hosts.values())
+        return {
+            "cpu_pct": sum(row["cpu_pct"] for row in hosts.values()) / len(hosts),
+            "cpu_sys_pct": None if sys_total is None else sys_total / len(hosts),
+            "cpu_basis": basis,
+        }
+    return empty
+
+
+def _sum_all(values):
+    """The sum, None when a value is missing (a sum of some would read as the total)."""
+    values = list(values)
+    return None if None in values else sum(values)
 
 
 def _shared_columns(group: list[dict]) -> dict:

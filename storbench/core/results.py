@@ -27,7 +27,7 @@ from storbench.core.schema_names import (  # noqa: F401  re-exported
 )
 from storbench.core.secrets import scrub_command
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _IDENTITY = [
     ("experiment", pa.string()),
@@ -81,6 +81,17 @@ _METRICS = [
     ("error_code", pa.int32()),
     ("tool_bw_bytes_s", pa.float64()),
     ("tool_iops", pa.float64()),
+    # v6: CPU utilisation as the tool measured it (null where it measures none: warp,
+    # GOSBench), user + system and its system (kernel) part, in percent, on a basis:
+    # 'host': % of all the host's CPUs, every process on the host (elbencho: /proc/stat busy
+    #   time, everything but idle and iowait, no user/system split; vdbench: /proc/stat user
+    #   and system+irq+softirq); 0-100; an 'all' row is the mean over its hosts.
+    # 'process': % of ONE CPU used by the tool's own processes (getrusage: fio per job, its
+    #   usr_cpu + sys_cpu, a group_reporting entry summed over the group's jobs; iperf3 its
+    #   process, host_total / host_system); 250 = 2.5 CPUs busy; an 'all' row sums its rows.
+    ("cpu_pct", pa.float64()),
+    ("cpu_sys_pct", pa.float64()),
+    ("cpu_basis", pa.string()),
 ]
 _PROVENANCE = [
     ("tool_version", pa.string()),
@@ -161,6 +172,8 @@ MEASURES = (
     "clat_mean_ns",
     "tool_bw_bytes_s",
     "tool_iops",
+    "cpu_pct",
+    "cpu_sys_pct",
 )
 
 

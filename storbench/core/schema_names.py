@@ -16,6 +16,11 @@ def percentile_column(p: float) -> str:
 
 PERCENTILE_COLUMNS = tuple(percentile_column(p) for p in PERCENTILES)
 
+# cpu_basis: what a row's cpu_pct / cpu_sys_pct are a percentage of (core/results.py)
+CPU_HOST = "host"  # all the host's CPUs, every process on it (elbencho, vdbench); 0-100
+CPU_PROCESS = "process"  # one CPU, the tool's own processes (fio jobs, iperf3); may pass 100
+CPU_COLUMNS = ("cpu_pct", "cpu_sys_pct", "cpu_basis")
+
 # What a config's report.tables may pivot on (beside sweep parameters and experiment labels)
 # and show in a cell.
 PIVOT_DIMENSIONS = (

@@ -288,6 +288,7 @@ def summary_table(summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS
         "target": varies(summary, "target"),
         "hosts": varies(summary, "hosts_in_run"),
         "state": "prep_state" in summary and summary["prep_state"].notna().any(),
+        "cpu": report_tables.has_cpu(summary),
     }
     header = [
         *(["Experiment"] if show_experiment else []),
@@ -310,6 +311,7 @@ def summary_table(summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS
         "IOPS CoV",
         "Mean lat µs",
         "p99 µs",
+        *([report_tables.CPU_HEADER] if show["cpu"] else []),
     ]
     rows = [
         {
@@ -318,7 +320,8 @@ def summary_table(summary: pd.DataFrame, units: str = report_units.DEFAULT_UNITS
         }
         for _, row in summary.iterrows()
     ]
-    return {"header": header, "rows": rows}
+    footnote = COV_FOOTNOTE + (f" {report_tables.CPU_NOTE}" if show["cpu"] else "")
+    return {"header": header, "rows": rows, "footnote": footnote}
 
 
 def _summary_cells(
@@ -352,6 +355,11 @@ def _summary_cells(
         format_cov(row["iops_cov"]),
         format_number(ns_to_us(row["lat_mean_ns"]), 1),
         format_number(ns_to_us(row["p99_ns"]), 1),
+        *(
+            [report_tables.cpu_text(row.get("cpu_pct"), row.get("cpu_basis")) or NO_VALUE]
+            if show["cpu"]
+            else []
+        ),
     ]
 
 
@@ -363,7 +371,8 @@ def summary_csv(summary: pd.DataFrame) -> str:
 def markdown_table(table: dict) -> str:
     """A GitHub-flavoured Markdown table with the CoV footnote."""
     rows = [row["cells"] for row in table["rows"]]
-    return tables.pipe_table(table["header"], rows) + "\n\n" + COV_FOOTNOTE + "\n"
+    footnote = table.get("footnote", COV_FOOTNOTE)
+    return tables.pipe_table(table["header"], rows) + "\n\n" + footnote + "\n"
 
 
 COV_FOOTNOTE = (
@@ -905,7 +914,7 @@ def render_html(
     context = {
         "title": title,
         "table": table,
-        "footnote": COV_FOOTNOTE,
+        "footnote": table.get("footnote", COV_FOOTNOTE),
         "errors": int(summary["errors"].fillna(0).sum()) if "errors" in summary else 0,
         "figures": figures,
         "scale_out": scale_out or [],

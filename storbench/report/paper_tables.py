@@ -294,6 +294,29 @@ def prep_state_table(summary: pd.DataFrame) -> tables.Table | None:
     )
 
 
+CPU_HEADER = "CPU %"
+CPU_NOTE = (
+    "CPU %: user + system CPU as the tool measured it (mean over the iterations), and of "
+    "what: 'host' is % of all of a host's CPUs, every process on it (elbencho, vdbench; a "
+    "system row is the mean over its hosts); 'process' is % of one CPU used by the tool's "
+    "own processes (fio's jobs, iperf3; a system row is their sum: 200 = two CPUs busy). "
+    "A mixed job's CPU is the job's, on each of its operations' rows (not to be added). "
+    "Empty: the tool measures none (warp, GOSBench)."
+)
+
+
+def has_cpu(frame: pd.DataFrame) -> bool:
+    """Whether any row of a summary frame has a CPU figure (a column worth showing)."""
+    return "cpu_pct" in frame and bool(frame["cpu_pct"].notna().any())
+
+
+def cpu_text(pct, basis) -> str | None:
+    """'51.6 host', '57.0 process'; None without a figure."""
+    if is_missing(pct) or is_missing(basis) or basis is None:
+        return None
+    return f"{pct:,.1f} {basis}"
+
+
 PER_HOST_COLUMNS = ("scope", "host")
 # Above this many hosts, a report page lists a run's slowest and fastest host and their
 # aggregate; the figures show the hosts' spread, the exported files every host.
@@ -352,6 +375,12 @@ def per_host_table(
         "IOPS CI high": [fixed(v, decimals) for v in frame["iops_ci_high"]],
         **_bandwidth_columns(frame, units),
     }
+    cpu = has_cpu(frame)
+    if cpu:
+        columns[CPU_HEADER] = [
+            cpu_text(pct, basis)
+            for pct, basis in zip(frame["cpu_pct"], frame["cpu_basis"], strict=True)
+        ]
     return _table(
         columns,
         8,
@@ -359,7 +388,12 @@ def per_host_table(
         "(node) and the aggregate of all hosts of the run (system, host 'all'; "
         f"{report_units.units_note(units)}).",
         label="tab:per-host",
-        notes=(f"Mean over n iterations. {CI_NOTE}", SMALL_N_NOTE, MISSING_NOTE),
+        notes=(
+            f"Mean over n iterations. {CI_NOTE}",
+            SMALL_N_NOTE,
+            *([CPU_NOTE] if cpu else []),
+            MISSING_NOTE,
+        ),
         shown=shown,
         shown_note=LISTED_NODES_NOTE if shown is not None else "",
     )

@@ -21,6 +21,13 @@ finished); rwmix phases give a write and a read row. Data phases use the I/O (bl
 metadata phases (mkdir, rmdir, delete, stat, list) count entries as ios. Percentiles come from
 the histogram when elbencho printed one, else as printed (p90 is never printed). Time series
 (:func:`parse_run_timeseries`) come from ``live.csv``.
+
+CPU (``cpu_pct``, basis ``host``): the phase's LAST DONE ``cpu%`` (JSON), ``CPU% [last]``
+(CSV) or ``CPU util %`` (text, a service's log with ``--cpu``): elbencho's /proc/stat busy
+time (all but idle and iowait) of every CPU of the host, from the phase's start to its last
+worker's end, on each of the phase's rows; no user/system split (``cpu_sys_pct`` null). A
+service-mode total is elbencho's mean over its services. elbencho prints 0 for a phase
+shorter than one /proc/stat tick (10 ms): that 0 stays null.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from storbench.core.aggregate import (
     no_percentiles,
 )
 from storbench.core.numbers import MIB
-from storbench.core.schema_names import ALL_HOSTS, PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.schema_names import ALL_HOSTS, CPU_HOST, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.core.specs import Manifest
 from storbench.core.units import parse_duration, parse_size
 from storbench.tools.base import ToolOutputError
@@ -92,6 +99,7 @@ class Phase:
     file_size: int | None = None
     io_depth: int | None = None
     random: bool | None = None
+    cpu_pct: float | None = None  # LAST DONE CPU util % of the host (all CPUs), whole phase
     main: Measures = field(default_factory=Measures)
     rwmix_read: Measures = field(default_factory=Measures)
 
@@ -205,6 +213,7 @@ def _json_phase(record: dict, source: str) -> Phase:
         file_size=_int(config.get("file_size")),
         io_depth=_int(config.get("io_depth")),
         random=_bool(config.get("random_offsets")),
+        cpu_pct=_float(last.get("cpu%")),
         main=_json_measures(last, latency, last.get("elapsed_time_ms"), read_mix=False),
         rwmix_read=_json_measures(
             last.get("rwmix_read") or {}, latency, last.get("elapsed_time_ms"), read_mix=True
@@ -337,6 +346,7 @@ def _csv_phase(row: dict, source: str) -> Phase:
         file_size=_int(row.get("file size")),
         io_depth=_int(row.get("IO depth")),
         random=_bool(row.get("random")),
+        cpu_pct=_float(row.get("CPU% [last]") or None),
         main=_csv_measures(row, "", row.get("time ms [last]")),
         rwmix_read=_csv_measures(row, "rwmix read ", row.get("time ms [last]")),
     )
@@ -452,6 +462,8 @@ def _text_value(phase: Phase, label: str, value: str, entry_type):
     subject = name.split()[0].split("/")[0]
     if name == "Elapsed time":
         phase.main.elapsed_ms = _elapsed_ms(last)
+    elif name == "CPU util %":
+        phase.cpu_pct = float(last)
     elif name == "IOPS":
         measures.iops = float(last)
     elif name in ("Throughput MiB/s", "MiB/s"):
@@ -659,6 +671,7 @@ def phase_rows(
                     "job": job,
                     "op": op,
                     **_metrics(phase, op, measures),
+                    **_cpu(phase),
                     "errors": 0,  # elbencho stops at the first error; a recorded phase had none
                     "tool_version": phase.version or version,
                     "command": inherited.get("command") or phase.command,
@@ -733,6 +746,20 @@ def _metrics(phase: Phase, op: str, measures: Measures) -> dict:
         **_latency(latency),
         **_percentiles(histogram, printed),
     }
+
+
+TICK_MS = 10  # /proc/stat counts in USER_HZ ticks (100 per second)
+
+
+def _cpu(phase: Phase) -> dict:
+    """elbencho's 0 of a phase shorter than a tick is no measurement (its CPUUtil returns 0
+    when no tick passed), so it stays null; over a tick or more 0 is what it measured."""
+    if phase.cpu_pct is None:
+        return {}
+    elapsed = phase.main.elapsed_ms
+    if phase.cpu_pct == 0 and (elapsed is None or elapsed < TICK_MS):
+        return {}
+    return {"cpu_pct": phase.cpu_pct, "cpu_sys_pct": None, "cpu_basis": CPU_HOST}
 
 
 def _ios(phase: Phase, done_bytes):

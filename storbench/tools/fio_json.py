@@ -7,12 +7,21 @@ are always recomputed from the per-host rows by :func:`aggregate_hosts`, and fio
 ``tool_iops``), never used by the reports. ``lat_mean_ns`` is always fio's ``lat_ns``
 (submission to completion) and ``clat_mean_ns`` its ``clat_ns``; ``lat_basis`` names the
 basis of the percentiles and histogram. ``error_code`` is the job's ``error`` (an errno).
+
+CPU (``cpu_pct``, ``cpu_sys_pct``, basis ``process``): fio's ``usr_cpu`` + ``sys_cpu`` and
+``sys_cpu`` of the job, percent of one CPU (its getrusage user and system time over
+``job_runtime``), on each of the job's op rows. A ``group_reporting`` entry prints the mean
+over the group's jobs (their summed times over their summed ``job_runtime``): its rows get
+that times ``job_runtime`` / the entry's longest op ``runtime``, the sum over its jobs, as
+the ``all`` rows sum the jobs and hosts. Without ``job_runtime`` (fio before 3.17) a group
+entry's CPU stays null.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any, TypedDict
@@ -25,7 +34,7 @@ from storbench.core.aggregate import (
     histogram_percentiles,
     no_percentiles,
 )
-from storbench.core.schema_names import PERCENTILE_COLUMNS, PERCENTILES
+from storbench.core.schema_names import CPU_PROCESS, PERCENTILE_COLUMNS, PERCENTILES
 from storbench.core.units import UnitError, parse_duration, parse_size
 from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
@@ -194,6 +203,9 @@ _Job = TypedDict(
         "read": _Direction,
         "write": _Direction,
         "trim": _Direction,
+        "usr_cpu": Any,
+        "sys_cpu": Any,
+        "job_runtime": Any,
     },
     total=False,
 )
@@ -310,6 +322,7 @@ def _document_rows(
         }
         if doc.get("fio version") is not None:
             shared["tool_version"] = doc["fio version"]
+        shared.update(job_cpu(entry, _grouped(options)))
         for op in OPS:
             stats = _op_stats(entry, op, job, doc.get("fio version"), source)
             if stats["total_ios"] > 0:
@@ -317,6 +330,44 @@ def _document_rows(
                 _add_op_metrics(row, stats, bin_values)
                 rows.append(row)
     return rows
+
+
+def _grouped(options: dict) -> bool:
+    value = options.get("group_reporting")
+    return value is not None and str(value).strip().lower() not in ("0", "false", "no", "off")
+
+
+def job_cpu(entry: dict, grouped: bool) -> dict:
+    """cpu_pct / cpu_sys_pct / cpu_basis of one job entry (the module's docstring says how);
+    nothing when fio printed no figures or they are not numbers."""
+    usr, sys_cpu = _measure(entry.get("usr_cpu")), _measure(entry.get("sys_cpu"))
+    if usr is None or sys_cpu is None:
+        return {}
+    jobs = 1.0
+    if grouped:
+        job_runtime = _measure(entry.get("job_runtime"))
+        runtimes = [
+            runtime
+            for op in OPS
+            if type(stats := entry.get(op)) is dict
+            and stats.get("total_ios")
+            and (runtime := _measure(stats.get("runtime")))
+        ]
+        if job_runtime is None or not runtimes:
+            return {}
+        jobs = job_runtime / max(runtimes)  # the group's jobs, by their summed run time
+    return {
+        "cpu_pct": (usr + sys_cpu) * jobs,
+        "cpu_sys_pct": sys_cpu * jobs,
+        "cpu_basis": CPU_PROCESS,
+    }
+
+
+def _measure(value) -> float | None:
+    """A finite number >= 0 as a float (not a bool), else None."""
+    if type(value) in (int, float) and 0 <= value < math.inf:
+        return float(value)
+    return None
 
 
 # what a direction's statistics must hold when it did I/O (fio 3.x json and json+)

@@ -27,6 +27,11 @@ TCP retransmits and UDP lost packets have no column in the result schema: they a
 out of ``errors`` (which counts failed runs, always 0 here since a failure raises) and out
 of ``params_json`` (parameters, not measurements); :func:`transport_counters` gives them.
 
+CPU (``cpu_pct``, ``cpu_sys_pct``, basis ``process``): ``end.cpu_utilization_percent``
+``host_total`` and ``host_system`` of the file's own iperf3 process (the row's host): its
+getrusage time over the test's wall time, percent of one CPU. The other end's ``remote_*``
+figures are not kept (a server file has them as 0).
+
 Time series: the file's own ``intervals[]`` (the client measures the sending side, unless
 reversed), omitted (``--omit``) intervals left out; no timestamp, since iperf3 records the
 start only to the second.
@@ -40,11 +45,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from pathlib import Path
 
 from storbench.core.addresses import bare
 from storbench.core.aggregate import aggregate_hosts
+from storbench.core.schema_names import CPU_PROCESS
 from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, parse_duration, parse_size
 from storbench.tools.base import ARGS_FILE_LOOP, Capabilities, ToolAdapter, ToolOutputError
@@ -353,7 +360,29 @@ def result_row(document: dict, *, host: str | None, base: dict) -> dict:
         "bw_bytes_s": summary["bits_per_second"] / 8,
         "errors": 0,
         "tool_version": start.get("version"),
+        **process_cpu(document),
     }
+
+
+def process_cpu(document: dict) -> dict:
+    """The CPU columns of the file's own iperf3 process; nothing without numbers."""
+    cpu = document["end"].get("cpu_utilization_percent")
+    if not isinstance(cpu, dict):
+        return {}
+    total = _percent(cpu.get("host_total"))
+    if total is None:
+        return {}
+    return {
+        "cpu_pct": total,
+        "cpu_sys_pct": _percent(cpu.get("host_system")),
+        "cpu_basis": CPU_PROCESS,
+    }
+
+
+def _percent(value) -> float | None:
+    if type(value) in (int, float) and 0 <= value < math.inf:
+        return float(value)
+    return None
 
 
 def transport_counters(document: dict) -> dict:

@@ -35,6 +35,16 @@ Files read (the fixture README, tests/fixtures/vdbench/README.md, describes them
   ``errorlog.html``: ``errors`` = 0 when it holds no message, null otherwise (vdbench does
   not tie its I/O and data-validation errors to a run).
 
+CPU (``cpu_pct``, ``cpu_sys_pct``, basis ``host``): vdbench's ``cpu% sys+u`` and ``cpu% sys``
+of the run's avg row, on each of the run's rows: on Linux its /proc/stat user and
+system+irq+softirq time of all the host's CPUs over the averaged intervals. From the
+flatfile as ``cpu_user`` + ``cpu_kernel`` and ``cpu_kernel``: a multi-host master's flatfile
+repeats ``cpu_user`` as ``cpu_used`` (4 hosts: 32.7793 and 32.7793, where totals.html prints
+sys+u 80.2 = 32.78 + 47.47), a single host's has cpu_used = their sum. A host report's
+(``<hd>.html``) ``cpu% sys+u`` and ``cpu% sys`` for its host; the master's flatfile for a
+multi-host run's 'all' rows (vdbench's total: the hosts' times summed, their mean).
+``NaN`` (no CPU figures) stays null.
+
 vdbench's own preparation runs (``SD_format``, ``format_for_<rd>``) are skipped. Rows: one
 per measured run and op (``read``/``write``; ``mkdir``, ``rmdir``, ``delete`` and
 ``getattr`` -> ``stat`` when a file-system run did them). ``job`` is the RD name plus its
@@ -58,6 +68,7 @@ from pathlib import Path
 
 from storbench.core.aggregate import histogram_percentiles, no_percentiles
 from storbench.core.numbers import MIB
+from storbench.core.schema_names import CPU_HOST
 from storbench.core.units import UnitError, parse_duration, parse_size, size_label
 from storbench.tools.base import ToolOutputError
 from storbench.tools.base import result_columns as _schema_columns
@@ -127,12 +138,13 @@ _HD_LINE = re.compile(r"^hd=(?P<name>[^,\s]+)(?P<rest>\S*)", re.MULTILINE)
 # size, then rate and resp of mkdir, rmdir, create, open, close and delete.
 _HOST_COLUMNS = {
     RAW: ("rate", "MB/sec", "bytes/io", "read%", "resp", "read_resp", "write_resp", "resp_max",
-          "resp_std", "queue_depth"),
+          "resp_std", "queue_depth", "cpu_used", "cpu_kernel"),
     FILESYSTEM: ("rate", "resp", "cpu_used", "cpu_kernel", "read%", "Read_rate", "Read_resp",
                  "Write_rate", "Write_resp", "MB_read", "MB_write", "MB/sec", "Xfersize",
                  *[f"{op}_{stat}" for op in ("Mkdir", "Rmdir", "Create", "Open", "Close", "Delete")
                    for stat in ("rate", "resp")]),
 }  # fmt: skip
+_HOST_OPTIONAL_COLUMNS = {RAW: 2, FILESYSTEM: 0}  # trailing columns a host table may lack
 _RUN_COLUMNS = ("Run", *_RAW_LOOP_COLUMNS, "lunsize")  # the same for every host of a run
 WHERE = "@where"  # a row's file and line (a host report's run and interval), for messages
 _FLATFILE_TIMESTAMP = re.compile(r"^(\d\d)/(\d\d)/(\d{4})-(\d\d):(\d\d):(\d\d)-(\w+)$")
@@ -350,9 +362,10 @@ def host_runs(folder: Path, hd: str, runs: list[Run]) -> list[Run] | None:
     kinds = {run.kind for run in runs}
     if not path.is_file() or len(kinds) != 1:
         return None
-    columns = _HOST_COLUMNS[kinds.pop()]
+    kind = kinds.pop()
+    columns, optional = _HOST_COLUMNS[kind], _HOST_OPTIONAL_COLUMNS[kind]
     tables = [
-        (name, _host_table(body, columns, f"{path}, run {name}"))
+        (name, _host_table(body, columns, f"{path}, run {name}", optional))
         for name, body in _run_sections(path)
         if not is_format_run(name)
     ]
@@ -398,15 +411,18 @@ def driven_host_runs(folder: Path, runs: list[Run]) -> list[tuple[str, list[Run]
     return driven
 
 
-def _host_table(body: str, columns: tuple[str, ...], where: str) -> tuple[list[dict], dict]:
+def _host_table(
+    body: str, columns: tuple[str, ...], where: str, optional: int = 0
+) -> tuple[list[dict], dict]:
     """(interval rows, avg_ row) of one run's table in a host report, keyed as the flatfile's
-    columns (and WHERE: the report, run and interval, for messages)."""
+    columns (and WHERE: the report, run and interval, for messages); the last ``optional``
+    columns (a raw table's CPU) may be missing."""
     intervals, average = [], {}
     for line in body.splitlines():
         cells = line.split()
-        if len(cells) < 2 + len(columns) or not _TOD.match(cells[0]):
+        if len(cells) < 2 + len(columns) - optional or not _TOD.match(cells[0]):
             continue
-        values = zip(columns, cells[2 : 2 + len(columns)], strict=True)
+        values = zip(columns, cells[2 : 2 + len(columns)], strict=False)
         row = {"tod": cells[0], "Interval": cells[1], **dict(values)}
         row[WHERE] = f"{where}, interval {cells[1]}"
         if _AVERAGE.match(cells[1]):
@@ -777,6 +793,7 @@ def hosts_result_rows(
                 "host": host,
                 "job": run.label,
                 "errors": errors,
+                **run_cpu(run.average),
             }
             if version is not None:
                 shared["tool_version"] = version
@@ -786,6 +803,23 @@ def hosts_result_rows(
                 metrics = _op_metrics(rates, duration, _op_histogram(run, op, ops))
                 rows.append({**shared, "op": op, **metrics})
     return rows
+
+
+def run_cpu(average: dict) -> dict:
+    """A run's CPU columns from its avg row (the module's docstring): user + kernel where the
+    row has both (a flatfile), else cpu_used (a host report's sys+u)."""
+    user, kernel = _cpu_cell(average, "cpu_user"), _cpu_cell(average, "cpu_kernel")
+    used = user + kernel if user is not None and kernel is not None else None
+    if used is None:
+        used = _cpu_cell(average, "cpu_used")
+    if used is None:
+        return {}
+    return {"cpu_pct": used, "cpu_sys_pct": kernel, "cpu_basis": CPU_HOST}
+
+
+def _cpu_cell(row: dict, column: str) -> float | None:
+    value = cell_value(row.get(column))
+    return value if value is not None and 0 <= value < math.inf else None
 
 
 FolderFacts = tuple  # (the parameter file's fileio, the tool's version, the error count)

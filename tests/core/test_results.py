@@ -75,3 +75,20 @@ def test_rows_become_a_table_without_importing_pandas_which_still_works_after():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["False", "[2] [75000.0]"]
+
+
+def test_cpu_columns_are_measures_and_a_v5_file_reads_with_them_null(tmp_path):
+    assert {"cpu_pct", "cpu_sys_pct"} <= set(results.MEASURES)
+    row = {"experiment": "e", "run_id": "r", "iteration": 1, "cpu_pct": -1.0}
+    try:
+        results.table_from_rows([row])
+    except results.ResultValueError as error:
+        assert "cpu_pct = -1.0" in str(error)
+    else:
+        raise AssertionError("a negative CPU figure was accepted")
+    v5 = pa.table({"experiment": ["e"], "bw_bytes_s": [1.0], "schema_version": [5]})
+    pq.write_table(v5, tmp_path / "v5.parquet")
+    table = results.read_parquet(tmp_path / "v5.parquet")
+    assert table.column("cpu_pct").to_pylist() == [None]
+    assert table.column("cpu_basis").to_pylist() == [None]
+    assert table.column("schema_version").to_pylist() == [5]

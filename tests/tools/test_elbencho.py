@@ -815,3 +815,47 @@ def test_an_option_elbenchos_config_file_does_not_take_is_refused_at_check():
         "blocksize": "elbencho has no option 'blocksize' (did you mean 'bs'?)",
     }
     assert {"block", "threads", "timelimit", "s3endpoints"} <= config_file_options()
+
+
+# --- CPU (schema v6) -----------------------------------------------------------------------
+
+
+def test_cpu_is_elbenchos_last_done_host_cpu():
+    rows = parse("bigfile-rand4k")
+    # results.txt line 23 (READ, --cpu): "CPU util %       :          26          26";
+    # results.json last_done "cpu%":"26"
+    read = row(rows, "node1", "read")
+    assert (read["cpu_pct"], read["cpu_sys_pct"], read["cpu_basis"]) == (26, None, "host")
+    # the write phase ran without --cpu: results.txt prints no CPU line, results.json
+    # last_done "cpu%":"39" and results.csv "CPU% [last]" 39 have it all the same
+    assert row(rows, "node1", "write")["cpu_pct"] == 39
+    # one host: the 'all' row is that host's
+    assert row(rows, ALL_HOSTS, "read", job="bigfile-randread-4k")["cpu_pct"] == 26
+
+
+def test_cpu_of_the_three_result_files_agree():
+    path = FIXTURES / "bigfile-rand4k"
+    read_phases = [
+        phases[1]
+        for phases in (
+            read_json(path / "results.json"),
+            read_csv(path / "results.csv"),
+            read_text(path / "results.txt"),
+        )
+    ]
+    assert [phase.cpu_pct for phase in read_phases] == [26, 26, 26]
+
+
+def test_a_zero_cpu_of_a_phase_shorter_than_a_tick_is_no_measurement():
+    rows = parse("dirmode")
+    # results.txt: WRITE "Elapsed time : 15ms 28ms", "CPU util % : 75 85";
+    # READ "Elapsed time : 1ms 7ms", "CPU util % : 0 0": under one /proc/stat tick (10 ms)
+    assert row(rows, "node1", "write")["cpu_pct"] == 85
+    assert row(rows, "node1", "read").get("cpu_pct") is None
+    assert row(rows, "node1", "read").get("cpu_basis") is None
+
+
+def test_service_mode_cpu_is_elbenchos_mean_over_its_services():
+    (read,) = parse("service-2hosts-bigfile-rand4k", hosts=("nodeA", "nodeB"))
+    # results.json last_done "cpu%":"31": elbencho's master averages its services' CPU
+    assert (read["host"], read["cpu_pct"], read["cpu_basis"]) == (ALL_HOSTS, 31, "host")

@@ -432,3 +432,68 @@ def test_rows_fit_the_result_schema(name):
             value is None or not isinstance(value, float) or math.isfinite(value)
             for value in row.values()
         )
+
+
+# --- CPU (schema v6) -----------------------------------------------------------------------
+
+
+def test_cpu_of_one_job_is_fios_usr_plus_sys_and_the_all_row_sums_the_jobs():
+    rows = by_key(parse_outputs([("node1", text("standalone-nogroup.jsonplus.json"))], base=BASE))
+    # standalone-nogroup.jsonplus.json, job randread-4k (the first of its two clones):
+    #   "usr_cpu" : 3.240000,  "sys_cpu" : 25.320000   (lines 577-578)
+    first = rows[("node1", "randread-4k[0]", "read")]
+    assert first["cpu_pct"] == 3.24 + 25.32
+    assert first["cpu_sys_pct"] == 25.32
+    assert first["cpu_basis"] == "process"
+    # the second clone: "usr_cpu" : 3.300000, "sys_cpu" : 25.180000   (lines 1205-1206)
+    second = rows[("node1", "randread-4k[1]", "read")]
+    assert second["cpu_pct"] == 3.30 + 25.18
+    # the host's two jobs kept 57 % of one CPU busy: the aggregate sums them
+    total = rows[(ALL_HOSTS, "randread-4k", "read")]
+    assert total["cpu_pct"] == pytest.approx(3.24 + 25.32 + 3.30 + 25.18)
+    assert total["cpu_sys_pct"] == pytest.approx(25.32 + 25.18)
+    assert total["cpu_basis"] == "process"
+    # a randrw job's CPU is the job's, on its read and its write row alike
+    # ("usr_cpu" : 1.740000, "sys_cpu" : 10.860000, lines 4622-4623)
+    for op in ("read", "write"):
+        assert rows[("node1", "randrw-70-30-4k[0]", op)]["cpu_pct"] == 1.74 + 10.86
+
+
+def test_cpu_of_a_group_reporting_entry_is_summed_over_its_jobs():
+    rows = by_key(parse_outputs([("node1", text("standalone-group.jsonplus.json"))], base=BASE))
+    # standalone-group.jsonplus.json (group_reporting, numjobs=2), randread-4k:
+    #   "runtime" : 5001 (line 34, read), "job_runtime" : 10000, "usr_cpu" : 2.080000,
+    #   "sys_cpu" : 21.380000 (lines 740-742): fio's mean per job over the two jobs' summed
+    #   run time; times 10000 / 5001 is the two jobs together, about 2 x 23.46 %
+    row = rows[("node1", "randread-4k", "read")]
+    assert row["cpu_pct"] == pytest.approx((2.08 + 21.38) * 10000 / 5001)
+    assert row["cpu_sys_pct"] == pytest.approx(21.38 * 10000 / 5001)
+    assert row["cpu_pct"] == pytest.approx(46.91, abs=0.01)
+
+
+def test_cpu_of_client_server_hosts_and_their_sum():
+    rows = by_key(
+        parse_outputs(
+            [(None, text("client-server.jsonplus.json"))], base=BASE, client_names=CLIENT_NAMES
+        )
+    )
+    # client-server.jsonplus.json, group_reporting: hostA "job_runtime" : 10000,
+    # "usr_cpu" : 3.020000, "sys_cpu" : 11.990000 (lines 906-908), read/write "runtime" : 5001;
+    # hostB "usr_cpu" : 2.350000, "sys_cpu" : 12.560000 (lines 1850-1852)
+    host_a = (3.02 + 11.99) * 10000 / 5001
+    host_b = (2.35 + 12.56) * 10000 / 5001
+    for op in ("read", "write"):
+        assert rows[("hostA", "randrw-70-30-4k", op)]["cpu_pct"] == pytest.approx(host_a)
+        assert rows[("hostB", "randrw-70-30-4k", op)]["cpu_pct"] == pytest.approx(host_b)
+        total = rows[(ALL_HOSTS, "randrw-70-30-4k", op)]
+        assert total["cpu_pct"] == pytest.approx(host_a + host_b)
+        assert total["cpu_sys_pct"] == pytest.approx((11.99 + 12.56) * 10000 / 5001)
+
+
+def test_cpu_stays_null_without_fios_figures():
+    doc = document("standalone-nogroup.jsonplus.json")
+    for entry in doc["jobs"]:
+        del entry["usr_cpu"]
+    rows = rows_from_document(doc, host="node1", base=BASE)
+    assert all(row.get("cpu_pct") is None and row.get("cpu_basis") is None for row in rows)
+    assert all(row.get("cpu_pct") is None for row in aggregate_hosts(rows))

@@ -375,3 +375,36 @@ def test_omitted_intervals_are_left_out():
     rows = interval_rows(doc, host="hostA", base={}, source="client-udp.json")
     assert [row["t_s"] for row in rows] == [2.000122, 3.000108]
     assert [row["bytes"] for row in rows] == [25001984, 25001984]
+
+
+# --- CPU (schema v6) -----------------------------------------------------------------------
+
+
+def test_cpu_is_the_files_own_iperf3_process_and_the_all_row_sums_the_hosts():
+    rows = parsed(hostA="client-parallel-4.json", hostB="client-single-stream.json")
+    # client-parallel-4.json, end.cpu_utilization_percent (lines 403-405):
+    #   "host_total": 70.12154753508176, "host_user": 0.93335006468977033,
+    #   "host_system": 69.1881309000083
+    host_a = rows[("hostA", "send")]
+    assert host_a["cpu_pct"] == 70.12154753508176
+    assert host_a["cpu_sys_pct"] == 69.1881309000083
+    assert host_a["cpu_basis"] == "process"
+    # client-single-stream.json: "host_total": 98.4950527342255 (its other end's
+    # remote_total 44.23 is the server's process, not this host's)
+    assert rows[("hostB", "send")]["cpu_pct"] == 98.4950527342255
+    total = rows[(ALL_HOSTS, "send")]
+    assert total["cpu_pct"] == pytest.approx(70.12154753508176 + 98.4950527342255)
+    assert total["cpu_basis"] == "process"
+
+
+def test_an_imported_server_file_has_the_servers_cpu():
+    (row, total) = ADAPTER.import_outputs([FIXTURES / "server-reverse.json"], {"iteration": 1})
+    # server-reverse.json (lines 166-168): "host_total": 68.678772953320262,
+    # "host_system": 67.121826797277834; its remote_* are 0 (a server does not get them)
+    assert (row["op"], row["cpu_pct"], row["cpu_sys_pct"]) == (
+        "send",
+        68.678772953320262,
+        67.121826797277834,
+    )
+    assert total["cpu_pct"] == row["cpu_pct"]
+    results.table_from_rows([row, total])  # the measures check accepts them

@@ -264,3 +264,32 @@ def test_a_vdbench_master_of_hosts_named_by_hand_gives_their_rows_not_its_own(tm
     assert reads["127.0.0.3"]["iops"] == pytest.approx(217004.75 * 0.6994)
     assert reads["all"]["iops"] == pytest.approx(1059335 * 0.699687)
     assert series and {row["host"] for row in series} == {"all"}
+
+
+def test_vdbench_multihost_cpu_per_host_and_the_masters_mean(tmp_path):
+    rows, _ = iteration_rows(str(staged(tmp_path, "vdbench/storbench-service-4hosts")))
+    reads = by_host(rows, "read")
+    # hd1.html .. hd4.html, avg_2-4: cpu% sys+u 80.1, 80.3, 80.1, 80.5; sys 47.4, 47.7, 47.3,
+    # 47.5 (each host's /proc/stat, all its CPUs)
+    host_cpu = {"127.0.0.2": (80.1, 47.4), "127.0.0.3": (80.3, 47.7)}
+    host_cpu |= {"127.0.0.4": (80.1, 47.3), "127.0.0.5": (80.5, 47.5)}
+    for host, (used, kernel) in host_cpu.items():
+        assert (reads[host]["cpu_pct"], reads[host]["cpu_sys_pct"]) == (used, kernel)
+        assert reads[host]["cpu_basis"] == "host"
+    # 'all': the master's flatfile avg_2-4, cpu_user 32.7793 + cpu_kernel 47.4701 (its
+    # cpu_used repeats cpu_user: 32.7793) = 80.2494, totals.html line 18 "80.2  47.5": the
+    # mean over the hosts (80.25, 47.475), as storbench's own rule for host CPU has it
+    total = reads["all"]
+    assert total["cpu_pct"] == pytest.approx(32.7793 + 47.4701)
+    assert total["cpu_sys_pct"] == 47.4701
+    assert total["cpu_pct"] == pytest.approx(sum(u for u, _ in host_cpu.values()) / 4, abs=0.01)
+    assert total["cpu_sys_pct"] == pytest.approx(sum(k for _, k in host_cpu.values()) / 4, abs=0.01)
+
+
+def test_elbencho_service_cpu_only_in_the_totals_when_the_services_print_none(tmp_path):
+    rows, _ = iteration_rows(str(staged(tmp_path, "elbencho/storbench-service-4hosts-file")))
+    reads = by_host(rows, "read")
+    # controller-elbencho/results.txt line 21, READ: "CPU util % : 87 85" (LAST DONE 85,
+    # the mean over the four services); the services' logs print no CPU line (no --cpu)
+    assert (reads["all"]["cpu_pct"], reads["all"]["cpu_basis"]) == (85, "host")
+    assert {reads[h].get("cpu_pct") for h in HOSTS} == {None}

@@ -862,3 +862,33 @@ def test_an_imported_folder_reads_its_parameter_log_and_error_files_once(monkeyp
     rows = get_tool("vdbench").import_outputs([folder], {"experiment": "imported"})
     assert len({row["run_id"] for row in rows}) == 6
     assert reads == [folder]
+
+
+# --- CPU (schema v6) -----------------------------------------------------------------------
+
+
+def test_fileloop_cpu_is_vdbenchs_host_cpu_on_every_row_of_the_run():
+    rows = imported(FILELOOP)
+    # totals.html line 23 (rd1, xfersize=4k rdpct=0): avg_2-5 ... cpu% sys+u 51.6, sys 39.5;
+    # flatfile.html line 53, unrounded: cpu_used 51.5732 cpu_user 12.0383 cpu_kernel 39.5349
+    write = host_rows(rows)[(label("4k", 0), "write")]
+    assert write["cpu_pct"] == pytest.approx(51.5732)
+    assert write["cpu_sys_pct"] == 39.5349
+    assert write["cpu_basis"] == "host"
+    assert close_to_printed(write["cpu_pct"], "51.6") and close_to_printed(39.5349, "39.5")
+    # a mixed run (4k, rdpct=70: flatfile cpu_used 38.0818, cpu_kernel 29.7602; totals.html
+    # 38.1 29.8): the host's CPU on its read and its write row, and on the 'all' rows
+    mixed = [row for row in rows if row["job"] == label("4k", 70)]
+    assert len(mixed) == 4  # read and write of the host and of 'all'
+    assert {round(row["cpu_pct"], 4) for row in mixed} == {38.0818}
+    assert {row["cpu_sys_pct"] for row in mixed} == {29.7602}
+
+
+def test_filesystem_cpu_matches_totals_html():
+    rows = imported(FILESYSTEM)
+    # totals.html, the last run (64k, rdpct=70): avg_2-5 145872 0.009 89.1 63.6 (cpu% total,
+    # sys); flatfile.html: cpu_used 89.0625 = cpu_user 25.3906 + cpu_kernel 63.6719
+    read = host_rows(rows)[(label("64k", 70), "read")]
+    assert read["cpu_pct"] == pytest.approx(89.0625)
+    assert read["cpu_sys_pct"] == 63.6719
+    assert close_to_printed(read["cpu_pct"], "89.1") and close_to_printed(63.6719, "63.6")
