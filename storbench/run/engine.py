@@ -388,7 +388,10 @@ def _finish_host(transport, tidy: str | None, locks: list[str], me: str) -> None
 
 
 def _kill_everywhere(hosts: list[Host], paths: list[HostPaths], local_dir: Path, tool) -> None:
-    for host, host_paths_ in zip(hosts, paths, strict=True):
+    """Every host at once: one after another, each tool's grace to end on SIGTERM added up,
+    and a host not reached yet could still start its workload."""
+
+    def kill(host: Host, host_paths_: HostPaths) -> None:
         try:
             with open_transport(host) as transport:
                 transport.kill_matching(host_paths_.job_path)
@@ -397,6 +400,15 @@ def _kill_everywhere(hosts: list[Host], paths: list[HostPaths], local_dir: Path,
                 )
         except Exception:  # best effort while interrupted; the next run starts a new attempt
             pass
+
+    threads = [
+        threading.Thread(target=kill, args=pair, name=f"kill-{pair[0].name}", daemon=True)
+        for pair in zip(hosts, paths, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) -> str:
@@ -568,6 +580,8 @@ def _run_standalone(
                 thread.join(0.2)
     except KeyboardInterrupt:
         hold_signals()
+        if early is not None:  # no host is released from here on
+            early.stop()
         barrier.abort("the run was interrupted")  # a host still preparing never starts
         _kill_everywhere(hosts, paths, local_dir, tool)
         if schedule is not None:  # a paused or cut-off device is restored even now

@@ -179,7 +179,9 @@ class StartBarrier:
         else None."""
         with self._lock:
             at = max(time.time() + self.delivery_s, self.learned_epoch or 0.0)
-            if not self.listening or self.release_epoch is None or at >= self.release_epoch:
+            if self._why_aborted or not self.listening or self.release_epoch is None:
+                return None
+            if at >= self.release_epoch:
                 return None
             self.release_epoch = at
             return at

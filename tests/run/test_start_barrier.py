@@ -563,6 +563,17 @@ def test_a_listening_start_sets_its_time_as_a_deadline_unless_a_host_cannot_list
     assert first.release_early() is None  # not later than it already is
 
 
+def test_an_interrupted_listening_start_releases_no_host_early():
+    """Ctrl-C while the hooks wait: the early release must not send a start to the hosts
+    the interrupt's kill has not reached yet."""
+    barrier = start.StartBarrier(2, setup_s=0.5, listen=True)
+    arm_all(barrier, {"a": lambda: 0.1, "b": lambda: 0.05})
+    deadline = barrier.release_epoch
+    assert barrier.listening and deadline is not None
+    barrier.abort("the run was interrupted")
+    assert barrier.release_early() is None and barrier.release_epoch == deadline
+
+
 def test_the_probe_tells_the_precise_wait_from_the_portable_one(tmp_path, monkeypatch):
     transport = LocalTransport(Host(name="local", transport="local"))
     assert start.probe(transport)[2] is True  # this machine has bash 5
