@@ -36,4 +36,5 @@ rule all:
     default_target: True
     input:
         final_reports(),
+        finished_runs(),
         COMPARISON_TARGETS,

@@ -331,6 +331,10 @@ def final_reports():
     return PLAN.final_reports()
 
 
+def finished_runs():
+    return PLAN.finished_runs()
+
+
 # --- datasets and preconditioning -------------------------------------------------------------
 
 

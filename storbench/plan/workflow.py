@@ -450,6 +450,16 @@ class WorkflowPlan:
         }
         return json.dumps(meta, sort_keys=True)
 
+    def finished_runs(self) -> list[str]:
+        """Every run's manifest (a search's result) of the experiments run by default: a run
+        whose manifest is gone (a rerun stopped part way) runs again although the reports
+        built from it are there, as Snakemake rebuilds no other missing file."""
+        return [
+            marker
+            for name in self.campaign.default_experiments
+            for marker in self.finished_markers(name)
+        ]
+
     def final_reports(self) -> list[str]:
         folders = [*self.campaign.default_experiments, self.campaign_report]
         reports = [paths.report_index(name) for name in folders]

@@ -234,6 +234,22 @@ def test_runs_whose_own_spec_changed_run_in_the_call_that_reruns_their_preflight
     snakemake(workdir, config, "-n")  # leave the original config in place for other tests
 
 
+def test_a_run_whose_manifest_is_gone_runs_again(finished_campaign):
+    """A forced rerun stopped part way leaves its run without a manifest (Snakemake removes
+    it as the job starts) and the reports built from the old one: the run runs again."""
+    workdir, config, _ = finished_campaign
+    manifest = workdir / "results/tiny/raw/write_bs4k_nj1/it2/run.json"
+    kept, times = manifest.read_bytes(), manifest.stat()
+    manifest.unlink()
+    try:
+        jobs = planned_jobs(snakemake(workdir, config, "-n"))
+    finally:  # as it was, for the other tests
+        manifest.write_bytes(kept)
+        os.utime(manifest, ns=(times.st_atime_ns, times.st_mtime_ns))
+    assert jobs["run_iteration"] == 1 and jobs["parse_iteration"] == 1
+    assert jobs["gather_experiment"] == 1
+
+
 def test_one_report_target_builds_one_experiment(finished_campaign):
     workdir, config, _ = finished_campaign
     result = snakemake(workdir, config, "-n", "reports/tiny/index.html")
