@@ -143,19 +143,7 @@ def run_service_iteration(
         if set_up:  # failed runs too: a late host is what the next run must allow for
             start_margin.remember(history, max(set_up.values()))
         if exit_code != 0:
-            reason = exit_reason(exit_code, tool.exit_statuses)
-            # fio --client writes its clients' errors into its output file, not to stderr
-            sources = (f"{CONTROLLER}.stderr", f"{CONTROLLER}.stdout", output_path.name)
-            source, tail = next(
-                ((name, text) for name in sources if (text := output_tail(local_dir / name))),
-                ("stderr", None),
-            )
-            raise RunError(
-                f"{spec.experiment}/{spec.run_id}: {spec.tool} client {reason}; "
-                f"{source} tail:\n    "
-                + "\n    ".join((tail or "(empty)").splitlines())
-                + f"\nraw output kept in {local_dir}"
-            )
+            raise RunError(client_failure(spec, tool, exit_code, local_dir, output_path.name))
         unstamped = [name for name in finished if held and name not in stamps]
         if unstamped:  # fio skips the I/O of a job whose exec_prerun fails, and exits 0
             raise RunError(
@@ -520,3 +508,31 @@ def _stop_campaign_services(spec: RunSpec) -> None:
     # best effort while interrupted; `snakemake cleanup` stops the rest
     with contextlib.suppress(Exception):
         services.stop_services(service["hosts"], service["tool"], service["port"])
+
+
+
+def client_failure(spec: RunSpec, tool, exit_code: int, local_dir: Path, output_name: str) -> str:
+    """Why the controller failed: each host it says it lost first, then the tail of what it
+    wrote (a tool's client may write its clients' errors into its output file, not stderr)."""
+    reason = exit_reason(exit_code, tool.exit_statuses)
+    sources = (f"{CONTROLLER}.stderr", f"{CONTROLLER}.stdout", output_name)
+    source, tail = next(
+        ((name, text) for name in sources if (text := output_tail(local_dir / name))),
+        ("stderr", None),
+    )
+    lost = "".join(
+        f"host {host}: lost mid-run (its service or the host went away); "
+        for host in tool.lost_hosts(_text(local_dir / output_name))
+    )
+    return (
+        f"{spec.experiment}/{spec.run_id}: {spec.tool} client {reason}; {lost}{source} tail:\n    "
+        + "\n    ".join((tail or "(empty)").splitlines())
+        + f"\nraw output kept in {local_dir}"
+    )
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

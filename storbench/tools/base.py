@@ -383,6 +383,11 @@ class ToolAdapter:
         short by a full disk), or None; light: it runs on the run path, before publishing."""
         return None
 
+    def lost_hosts(self, text: str) -> list[str]:
+        """The hosts a failed controller (service mode) says it lost, from its output's
+        text: a host whose service or machine went away mid-run is named first."""
+        return []
+
     def target_directory(self, target: dict, host: str) -> str | None:
         """Directory the tool needs on the host before it starts (created by the runner)."""
         return None

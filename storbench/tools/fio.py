@@ -21,6 +21,8 @@ COMMAND_LINE_OPTIONS = ("status_interval",)
 COMMENT_CHARACTERS = (";", "#")
 # fio expands ${VAR} and its keywords ($ncpus, $mb_memory ...) in job files
 _EXPANSION = re.compile(r"\$(\{|[A-Za-z_])")
+# what fio --client writes when a host's service or machine goes away mid-run
+_LOST_CLIENT = re.compile(r"client: host=(\S+) disconnected")
 
 
 # A latency-SLO search sets these itself for every probe.
@@ -286,6 +288,10 @@ class FioAdapter(ToolAdapter):
         if per_job is None or numjobs is None:
             return None
         return per_job * numjobs * hosts
+
+    def lost_hosts(self, text: str) -> list[str]:
+        """fio --client writes 'client: host=<host> disconnected' at its output's head."""
+        return list(dict.fromkeys(_LOST_CLIENT.findall(text)))
 
     def output_problem(self, path: Path) -> str | None:
         """fio exits 0 when its output was cut short (a full disk): its last report (the final
