@@ -510,7 +510,6 @@ def _stop_campaign_services(spec: RunSpec) -> None:
         services.stop_services(service["hosts"], service["tool"], service["port"])
 
 
-
 def client_failure(spec: RunSpec, tool, exit_code: int, local_dir: Path, output_name: str) -> str:
     """Why the controller failed: each host it says it lost first, then the tail of what it
     wrote (a tool's client may write its clients' errors into its output file, not stderr)."""
