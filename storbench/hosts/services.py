@@ -167,7 +167,32 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
             if code != 0:
                 raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
         _wait_ready(spec, port, folder)
+    else:  # one left by an earlier start is used again, if it is this work folder's
+        with open_transport(spec) as transport:
+            code, _, _ = transport.shell(own_service_script(folder, argv), timeout_s=30)
+        if code != 0:
+            raise HostError(
+                spec.name,
+                f"port {port} answers, but not with the {tool_name} service started from"
+                f" {folder}: another campaign's (another workdir) or another program's; its"
+                " runs would write where this campaign does not look. Stop it, or give this"
+                " campaign other ports (service_ports)",
+            )
     return {"host": spec.name, "endpoint": with_port(spec.tool_address, port), "folder": folder}
+
+
+def own_service_script(folder: str, argv: list[str]) -> str:
+    """Exit 0 when the process in folder's service.pid runs the service's command line."""
+    return "\n".join([
+        f"f={shlex.quote(folder + '/service.pid')}",
+        f"command=; for word in {_quoted_words(argv)}; do",
+        '  command="${command:+$command }$word"',
+        "done",
+        '[ -r "$f" ] || exit 1',
+        'pid=$(cat "$f")',
+        "case $pid in ''|*[!0-9]*) exit 1;; esac",
+        'tr "\\000" " " < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$command"',
+    ])  # fmt: skip
 
 
 def start_script(folder: str, argv: list[str]) -> str:

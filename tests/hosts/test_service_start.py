@@ -67,6 +67,30 @@ def test_a_pid_file_naming_another_program_leaves_that_program_alone(tmp_path, m
     assert not answers(port)
 
 
+def test_a_service_another_work_folder_started_is_not_used(tmp_path, monkeypatch):
+    """A service left by a campaign with another workdir answers on the port, but its runs
+    write their start stamps in its own folder: named, not used; this folder's is used."""
+    monkeypatch.chdir(tmp_path)
+    port = free_port("127.0.0.1")
+    first = {"name": "localhost", "address": "127.0.0.1", "workdir": str(tmp_path / "first")}
+    other = {**first, "workdir": str(tmp_path / "other")}
+    try:
+        services.start_services([first], "fio", port)
+        with pytest.raises(services.ServiceError) as refused:
+            services.start_services([other], "fio", port)
+        assert str(refused.value).endswith(
+            f"host localhost: port {port} answers, but not with the fio service started from"
+            f" {tmp_path}/other/services/fio-127.0.0.1-{port}: another campaign's (another"
+            " workdir) or another program's; its runs would write where this campaign does"
+            " not look. Stop it, or give this campaign other ports (service_ports)"
+        )
+        (again,) = services.start_services([first], "fio", port)  # its own: used again
+        assert again["folder"] == f"{tmp_path}/first/services/fio-127.0.0.1-{port}"
+    finally:
+        services.stop_services([first], "fio", port)
+    assert not answers(port)
+
+
 def test_a_pid_file_naming_the_start_scripts_own_shell_leaves_it_running(tmp_path):
     """The pid may be the shell running the next start by now (at 256 hosts it was): that
     shell's command line is the start script, which must not hold the service's command
