@@ -183,16 +183,22 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
 
 def own_service_script(folder: str, argv: list[str]) -> str:
     """Exit 0 when the process in folder's service.pid runs the service's command line."""
-    return "\n".join([
+    return "\n".join(_service_pid_lines(folder, argv, otherwise=1))
+
+
+def _service_pid_lines(folder: str, argv: list[str], otherwise: int) -> list[str]:
+    """Shell lines that exit ``otherwise`` unless the process in folder's service.pid runs
+    the service's command line (then $pid holds it; the last line's status says)."""
+    return [
         f"f={shlex.quote(folder + '/service.pid')}",
         f"command=; for word in {_quoted_words(argv)}; do",
         '  command="${command:+$command }$word"',
         "done",
-        '[ -r "$f" ] || exit 1',
+        f'[ -r "$f" ] || exit {otherwise}',
         'pid=$(cat "$f")',
-        "case $pid in ''|*[!0-9]*) exit 1;; esac",
+        f"case $pid in ''|*[!0-9]*) exit {otherwise};; esac",
         'tr "\\000" " " < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$command"',
-    ])  # fmt: skip
+    ]  # fmt: skip
 
 
 def start_script(folder: str, argv: list[str]) -> str:
@@ -211,15 +217,10 @@ def stale_service_script(folder: str, argv: list[str]) -> str:
     word by word: written out whole, it was in this script's own command line, and at 256
     hosts the old pid came back as the shell running the script, which stopped itself."""
     polls = int(TERM_GRACE_S / 0.1)
+    *check, runs = _service_pid_lines(folder, argv, otherwise=0)
     return "\n".join([
-        f"f={shlex.quote(folder + '/service.pid')}",
-        f"command=; for word in {_quoted_words(argv)}; do",
-        '  command="${command:+$command }$word"',
-        "done",
-        '[ -r "$f" ] || exit 0',
-        'pid=$(cat "$f")',
-        "case $pid in ''|*[!0-9]*) exit 0;; esac",
-        'tr "\\000" " " < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$command" || exit 0',
+        *check,
+        f"{runs} || exit 0",
         'kill -TERM "$pid" 2>/dev/null || exit 0',
         "n=0",
         f'while kill -0 "$pid" 2>/dev/null && [ "$n" -lt {polls} ]; do',
