@@ -391,7 +391,41 @@ class FioAdapter(ToolAdapter):
                 rows += fio_json.parse_outputs([(host, text)], base=run_base)
             except fio_json.FioOutputError as error:
                 raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None
+            if problem := _final_report_missing(text):
+                raise fio_json.FioOutputError(f"{path}: {problem}")
         return rows
+
+
+def _final_report_missing(text: str) -> str | None:
+    """A --status-interval output cut between two reports: its last whole report is an
+    interim one, a time-based job short of its runtime. Imported, it is a shorter run."""
+    # parsing only, as import_outputs
+    from storbench.tools.fio_json import DOCUMENT_START
+
+    starts = [match.start() for match in DOCUMENT_START.finditer(text)]
+    if len(starts) < 2:  # one report: the final one (a cut one does not decode)
+        return None
+    try:
+        last, _ = json.JSONDecoder().raw_decode(text, starts[-1])
+    except ValueError:
+        return None  # the parser names a report it cannot read
+    shared = last.get("global options") or {}
+    for job in last.get("jobs") or []:
+        options = {**shared, **(job.get("job options") or {})}
+        ran_ms = job.get("job_runtime")
+        if job.get("error") or "time_based" not in options or "runtime" not in options:
+            continue  # a job that failed stops early, and says so
+        try:
+            planned_ms = parse_duration(options["runtime"]) * 1000
+        except (UnitError, ValueError, TypeError):
+            continue
+        if isinstance(ran_ms, int | float) and ran_ms + max(100.0, planned_ms / 100) < planned_ms:
+            return (
+                f"its last whole report is a status report at {ran_ms / 1000:g} s of the"
+                f" {planned_ms / 1000:g} s time-based job {job.get('jobname')!r}: the final"
+                " report is missing (the output cut short?)"
+            )
+    return None
 
 
 def _fio_address(address: str) -> str:

@@ -354,3 +354,19 @@ def test_a_broken_gosbench_config_given_is_named_without_its_line(tmp_path, caps
     assert message.startswith(f"{config}:{line}:")
     assert "not a readable gosbench config (YAML: mapping values are not allowed here" in message
     assert "GosSecret42" not in message
+
+
+def test_a_status_interval_output_cut_between_two_reports_is_refused(tmp_path, capsys):
+    """Cut after its fifth report, fio's output still decodes: its last report is a status
+    report at 4.893 s of the 5 s time-based run, whose 153,840 I/Os (not the final 157,328)
+    would be imported as the run's."""
+    text = STATUS.read_text()
+    cut = tmp_path / "localhost" / "cut.json"
+    cut.parent.mkdir()
+    cut.write_text(text[: text.rindex('{\n  "fio version"')])
+    assert fio_final_ios(cut) == 153840
+    assert refusal(capsys, "--tool", "fio", "-o", str(tmp_path / "o.parquet"), str(cut)) == (
+        f"{cut}: its last whole report is a status report at 4.893 s of the 5 s time-based"
+        " job 'randread-4k': the final report is missing (the output cut short?)"
+    )
+    assert not (tmp_path / "o.parquet").exists()
