@@ -244,24 +244,12 @@ def _combined_ops(aggregate: pd.DataFrame, per_host: pd.DataFrame) -> pd.DataFra
     """Per iteration, one row summing the ops of a point that ran at the same time
     (``ran_together``; op 'read+write')."""
     keys = ["experiment", "target", "_point_key", "step", "run_id", "iteration"]
-    hosts = per_host.groupby(["run_id", "iteration"], sort=False, dropna=False)
-    host_rows = {key: rows for key, rows in hosts}
-    combined = []
-    for _, group in aggregate.groupby(keys, sort=False, dropna=False):
-        if group["op"].nunique() < 2:
-            continue
-        first = group.iloc[0]
-        hosts_of_run = host_rows.get((first["run_id"], first["iteration"]), per_host.iloc[0:0])
-        if not ran_together(group, hosts_of_run):
-            continue
-        row = first.copy()
-        row["op"] = "+".join(sorted(group["op"].unique(), key=_op_order))
-        row["bw_bytes_s"] = group["bw_bytes_s"].sum(min_count=1)
-        row["iops"] = group["iops"].sum(min_count=1)
-        combined.append(row)
-    if not combined:
-        return aggregate.iloc[0:0]
-    return pd.DataFrame(combined, columns=aggregate.columns)
+    return _summed_ops(aggregate, per_host, keys, ("bw_bytes_s", "iops"), ())
+
+
+# percentiles and means of different ops are not combined
+_NOT_SUMMED = ("lat_mean_ns", "clat_mean_ns", "hist_ns", "hist_count", "lat_basis",
+               "pct_source", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns", "p99_99_ns")  # fmt: skip
 
 
 def together_rows(frame) -> pd.DataFrame:
@@ -272,9 +260,19 @@ def together_rows(frame) -> pd.DataFrame:
     frame = stats.latest_attempts(stats.as_frame(frame))
     aggregate = frame[frame["host"] == ALL_HOSTS]
     per_host = frame[frame["host"] != ALL_HOSTS]
+    keys = ["experiment", "run_id", "iteration", "job", *(["target"] if "target" in frame else [])]
+    summed = ("bw_bytes_s", "iops", "bytes", "ios", "errors")
+    return _summed_ops(aggregate, per_host, keys, summed, _NOT_SUMMED).reset_index(drop=True)
+
+
+def _summed_ops(
+    aggregate: pd.DataFrame, per_host: pd.DataFrame, keys: list, summed: tuple, emptied: tuple
+) -> pd.DataFrame:
+    """One row per group of ``keys`` whose ops ran together: op 'read+write', the ``summed``
+    columns summed, the ``emptied`` ones left empty; the hosts' rows of each run iteration
+    tell a host-level split (``ran_together``)."""
     run_keys = ["experiment", "run_id", "iteration"]
     hosts = {key: rows for key, rows in per_host.groupby(run_keys, sort=False, dropna=False)}
-    keys = [*run_keys, "job", *(["target"] if "target" in frame else [])]
     combined = []
     for _, group in aggregate.groupby(keys, sort=False, dropna=False):
         if group["op"].nunique() < 2:
@@ -285,28 +283,16 @@ def together_rows(frame) -> pd.DataFrame:
             continue
         row = first.copy()
         row["op"] = "+".join(sorted(group["op"].unique(), key=_op_order))
-        for column in ("bw_bytes_s", "iops", "bytes", "ios", "errors"):
+        for column in summed:
             if column in group:
                 row[column] = group[column].sum(min_count=1)
-        for column in (
-            "lat_mean_ns",
-            "clat_mean_ns",
-            "hist_ns",
-            "hist_count",
-            "lat_basis",
-            "pct_source",
-            "p50_ns",
-            "p90_ns",
-            "p99_ns",
-            "p99_9_ns",
-            "p99_99_ns",
-        ):
+        for column in emptied:
             if column in group:
                 row[column] = None
         combined.append(row)
     if not combined:
         return aggregate.iloc[0:0]
-    return pd.DataFrame(combined, columns=aggregate.columns).reset_index(drop=True)
+    return pd.DataFrame(combined, columns=aggregate.columns)
 
 
 def mixed_pattern(rows: pd.DataFrame) -> bool:
