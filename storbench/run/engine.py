@@ -471,7 +471,10 @@ def run_iteration(
         else:
             placement = _run_standalone(spec, iteration, attempt, local_dir, job_texts, credentials)
     except BaseException as error:
-        _note_failure(local_dir, error)
+        shown = _without_keys(error, credentials)
+        _note_failure(local_dir, shown)
+        if shown is not error:
+            raise shown from None
         raise
     finally:
         watch.stop()
@@ -510,6 +513,15 @@ def run_iteration(
         _note_failure(local_dir, error)
         raise
     return manifest
+
+
+def _without_keys(error: BaseException, credentials: Credentials | None) -> BaseException:
+    """error, or a RunError of its text with *** for each key: a failure quotes the tool's
+    output tail (standalone or a service's controller), and tools may print their keys."""
+    text = str(error)
+    if credentials is None or scrub(text, credentials.values()) == text:
+        return error
+    return RunError(scrub(text, credentials.values()))
 
 
 def _note_failure(local_dir: Path, error: BaseException) -> None:
@@ -598,8 +610,7 @@ def _run_standalone(
         placement["faults"] = schedule.finish()
         atomic.write_json(local_dir / FAULTS_RECORD, placement["faults"])
     if any(r.error or r.exit_code != 0 for r in results):
-        message = _failure_message(spec, results, local_dir)
-        raise RunError(scrub(message, credentials.values()) if credentials else message)
+        raise RunError(_failure_message(spec, results, local_dir))
     placement["hosts"] = [_host_record(tool, r) for r in results]
     if barrier.release_epoch is not None:
         placement["release_time"] = start.iso(barrier.release_epoch)

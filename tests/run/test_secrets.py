@@ -16,6 +16,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from storbench.core.specs import RunSpec
+from storbench.run.attempt import RunError
+from storbench.run.engine import run_iteration
+from tests.minio import free_port
 from tests.paths import FIXTURES as SHARED_FIXTURES
 from tests.run.test_s3 import bucket_names, every_file_text, warp_campaign
 from tests.workflow.test_workflow import snakemake
@@ -88,3 +92,52 @@ def test_keys_reach_the_tool_but_no_result_log_report_or_pdf(minio, monkeypatch,
     everything = every_file_text(workdir) + done.stdout + done.stderr + pdf_text
     for key in (minio.access_key, minio.secret_key):
         assert key not in everything
+
+
+STAND_IN_GOSBENCH_SERVER = """\
+#!/bin/sh
+# logs the S3 settings of its config (as a debug log could), then fails
+while [ $# -gt 0 ]; do case $1 in -c) grep -E 'access_key|secret_key' "$2" ;; esac; shift; done
+exit 3
+"""
+
+
+def test_a_failed_service_run_quotes_its_controllers_output_without_the_keys(tmp_path, monkeypatch):
+    """gosbench-server prints its config's keys and fails: the run's error quotes its output
+    tail with *** for each key (that text goes to the step's log and Snakemake's)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, script in (("gosbench-server", STAND_IN_GOSBENCH_SERVER),
+                         ("gosbench-worker", "#!/bin/sh\nexit 0\n")):  # fmt: skip
+        (bin_dir / name).write_text(script)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("SB_ACCESS", "AKSERVICEPLANTED")
+    monkeypatch.setenv("SB_SECRET", "SKSERVICEPLANTED")
+    job = tmp_path / "jobs" / "localhost.yaml"
+    job.parent.mkdir()
+    job.write_text(
+        "s3_config:\n  - access_key: '@@STORBENCH_ACCESS_KEY@@'\n"
+        "    secret_key: '@@STORBENCH_SECRET_KEY@@'\ntests: []\n"
+    )
+    host = {"name": "localhost", "transport": "local", "workdir": str(tmp_path / "w")}
+    spec = RunSpec.from_dict({
+        "experiment": "gos", "run_id": "write_bs4k_nj2", "tool": "gosbench", "params": {},
+        "target": {"name": "store", "type": "s3", "endpoint": "http://127.0.0.1:9",
+                   "credentials": {"access_key_env": "SB_ACCESS", "secret_key_env": "SB_SECRET"}},
+        "hosts": [host], "timeout_s": 30, "execution": "service",
+        "service": {"hosts": [host], "port": free_port(), "tool": "gosbench"},
+    })  # fmt: skip
+    manifest_path = tmp_path / "raw/it1/run.json"
+    with pytest.raises(RunError) as failed:
+        run_iteration(spec, 1, {"localhost": str(job)}, str(manifest_path))
+    message = str(failed.value)
+    assert message.startswith(
+        "gos/write_bs4k_nj2: gosbench client exited 3; controller.stderr tail:\n"
+    )
+    assert [line for line in message.splitlines() if "_key" in line] == [
+        "      - access_key: '***'",
+        "        secret_key: '***'",
+    ]
+    failed_note = (manifest_path.parent / "a1" / "failed.txt").read_text()
+    assert "secret_key: '***'" in failed_note and "SKSERVICEPLANTED" not in failed_note
