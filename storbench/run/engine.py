@@ -78,29 +78,33 @@ class HostResult:
     over_time: bool = False  # it ran past its time limit (then SIGTERM, SIGKILL if still there)
 
 
-def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path]:
+def next_attempt_dir(iteration_dir: Path) -> tuple[int, Path, list[Path]]:
+    """The new attempt's number and folder, and the folders of the attempts found lost."""
     iteration_dir.mkdir(parents=True, exist_ok=True)
     used = [int(m.group(1)) for p in iteration_dir.iterdir() if (m := _ATTEMPT.match(p.name))]
     attempt = max(used, default=0) + 1
-    _note_lost_attempts(iteration_dir, used, attempt)
+    lost = _note_lost_attempts(iteration_dir, used, attempt)
     path = iteration_dir / f"a{attempt}"
     path.mkdir()
-    return attempt, path
+    return attempt, path, lost
 
 
-def _note_lost_attempts(iteration_dir: Path, used: list[int], attempt: int) -> None:
+def _note_lost_attempts(iteration_dir: Path, used: list[int], attempt: int) -> list[Path]:
     """An earlier attempt with neither a manifest nor FAILED_NOTE was killed (SIGKILL, power):
-    it gets its note now, when the next attempt starts."""
+    it gets its note now, when the next attempt starts; the folders noted."""
+    lost = []
     for number in used:
         folder = iteration_dir / f"a{number}"
         if (folder / PUBLISHED_COPY).exists() or (folder / FAILED_NOTE).exists():
             continue
+        lost.append(folder)
         with contextlib.suppress(OSError):
             atomic.write_text(
                 folder / FAILED_NOTE,
                 f"{now()} lost: this attempt never finished (storbench was killed, or the"
                 f" machine stopped); noted when attempt a{attempt} started\n",
             )
+    return lost
 
 
 @dataclass(frozen=True)
@@ -457,13 +461,16 @@ def run_iteration(
         for host in spec.hosts
     }
     iteration_dir = Path(manifest_path).parent
-    attempt, local_dir = next_attempt_dir(iteration_dir)
+    attempt, local_dir, lost_dirs = next_attempt_dir(iteration_dir)
     watch = ControllerWatch()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
     credentials: Credentials | None = None
     try:
         watch.start()
         credentials = run_credentials(spec)  # once: the tool's and the kept files' scrub
+        if credentials is not None:  # a killed attempt never reached its own scrub
+            for lost_dir in lost_dirs:
+                scrub_files(lost_dir, credentials.values())
         if spec.execution == "service":
             placement = run_service_iteration(
                 spec, local_dir, host_jobs or {}, job_texts, credentials

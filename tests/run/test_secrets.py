@@ -141,3 +141,29 @@ def test_a_failed_service_run_quotes_its_controllers_output_without_the_keys(tmp
     ]
     failed_note = (manifest_path.parent / "a1" / "failed.txt").read_text()
     assert "secret_key: '***'" in failed_note and "SKSERVICEPLANTED" not in failed_note
+
+
+def test_an_attempt_killed_before_its_scrub_is_scrubbed_when_the_next_one_starts(
+    tmp_path, monkeypatch, stand_in_warp
+):
+    """A SIGKILLed run never reaches its scrub: its raw folder kept the keys its tool printed
+    (warp's stdout here) until the next attempt of the iteration finds it lost."""
+    monkeypatch.setenv("SB_ACCESS", "AKKILLEDPLANTED")
+    monkeypatch.setenv("SB_SECRET", "SKKILLEDPLANTED")
+    killed = tmp_path / "raw/it1/a1"
+    killed.mkdir(parents=True)
+    (killed / "localhost.stdout").write_text("debug: AKKILLEDPLANTED SKKILLEDPLANTED\n")
+    job = tmp_path / "job.warp"
+    job.write_text("put\n--duration=10s\n")
+    spec = RunSpec.from_dict({
+        "experiment": "objects", "run_id": "put", "tool": "warp", "params": {},
+        "target": {"name": "store", "type": "s3", "endpoint": "http://127.0.0.1:9",
+                   "bucket": "storbench-objects",
+                   "credentials": {"access_key_env": "SB_ACCESS", "secret_key_env": "SB_SECRET"}},
+        "hosts": [{"name": "localhost", "transport": "local", "workdir": str(tmp_path / "w")}],
+        "timeout_s": 30,
+    })  # fmt: skip
+    manifest = run_iteration(spec, 1, str(job), str(tmp_path / "raw/it1/run.json"))
+    assert manifest.attempt == 2
+    assert stand_in_warp.read_text() == "AKKILLEDPLANTED SKKILLEDPLANTED\n"
+    assert (killed / "localhost.stdout").read_text() == "debug: *** ***\n"
