@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -36,9 +37,9 @@ from storbench.core.options import (
     SIZE_OPTIONS,
 )
 from storbench.core.schema_names import PIVOT_DIMENSIONS
-from storbench.core.secrets import SecretError, target_credentials
+from storbench.core.secrets import Credentials, SecretError, target_credentials
 from storbench.tools import get_tool, known_tools, preparation_tool
-from storbench.tools.base import job_file_text
+from storbench.tools.base import SECRET_PLACEHOLDERS, job_file_text
 
 MAX_RUN_ID_CHARS = 200  # a run id names folders and files; a file name holds 255 bytes
 # YAML aliases can nest a few lines into billions of values (a "billion laughs" file)
@@ -1043,18 +1044,66 @@ def _credentials_problems(raw: dict) -> list[str]:
     """An S3 target's credentials file read now, as the runs will read it here (missing, not
     INI, no such profile; warned about when others can read it); unset variables warned about."""
     problems = []
+    keys = {}
     for name, target in raw["targets"].items():
         spec = target.get("credentials") if target.get("type") == "s3" else None
         if not isinstance(spec, dict):
             continue
         try:
-            target_credentials(name, target)
+            keys[name] = target_credentials(name, target)
         except SecretError as error:
             text = str(error).removeprefix(f"target {name}: ")
             if "file" in spec:
                 problems.append(f"targets.{name}.credentials.file: {text}")
             else:
                 print(f"storbench: warning: targets.{name}.credentials: {text}", file=sys.stderr)
+    return problems + _job_file_key_problems(raw, keys)
+
+
+def _job_file_key_problems(raw: dict, keys: dict[str, Credentials]) -> list[str]:
+    """A ready job file or own template holding its target's key: results/ and the reports
+    keep every job file as it is, so the key would be kept there too (it is not shown here)."""
+    problems = []
+    for name, spec in raw["experiments"].items():
+        targets = spec.get("target")
+        names = [targets] if isinstance(targets, str) else targets or []
+        held = [(target, keys[target]) for target in names if target in keys]
+        if not held or spec.get("tool") not in _known_tools():
+            continue  # an unknown tool is told as such
+        for option in ("job_file", "template"):
+            if isinstance(spec.get(option), str):
+                problems += _key_lines_problems(f"experiments.{name}.{option}", spec, option, held)
+    return problems
+
+
+def _key_lines_problems(key: str, spec: dict, option: str, held: list) -> list[str]:
+    try:
+        lines = Path(spec[option]).read_text(errors="replace").splitlines()
+    except OSError:
+        return []  # told as a missing file
+    problems = []
+    for target, credentials in held:
+        patterns = [
+            re.compile(rf"(?<![A-Za-z0-9]){re.escape(value)}(?![A-Za-z0-9])")
+            for value in credentials.values()
+        ]
+        numbers = [
+            str(n) for n, line in enumerate(lines, 1) if any(p.search(line) for p in patterns)
+        ]
+        if not numbers:
+            continue
+        instead = (
+            f"{spec['tool']} gets them from its environment: leave them out"
+            if _tool(spec).secret_env
+            else f"write '{SECRET_PLACEHOLDERS['access_key']}' and"
+            f" '{SECRET_PLACEHOLDERS['secret_key']}' in their place"
+        )
+        problems.append(
+            f"{key}: {spec[option]} holds a key of target {target} on"
+            f" line{'s' * (len(numbers) > 1)} {', '.join(numbers)} (not shown); job files are"
+            f" kept in results/ and the reports, and storbench gives the tool the keys itself"
+            f" ({instead})"
+        )
     return problems
 
 

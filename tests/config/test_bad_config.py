@@ -929,3 +929,60 @@ def test_a_size_below_the_block_size_is_refused_before_the_run():
     assert problems == [
         "experiments.demo.job.size: 64k is smaller than bs 1m: fio refuses to run it"
     ]
+
+
+def test_a_ready_job_file_holding_its_targets_key_is_refused_without_showing_it(
+    tmp_path, capsys, monkeypatch
+):
+    """results/ and the reports keep every job file as it is: a key pasted into one (or into
+    an own template) would be kept there; with the placeholders in its place each passes."""
+    monkeypatch.setenv("S3_ACCESS", "AKJOBFILEPLANTED")
+    monkeypatch.setenv("S3_SECRET", SECRET)
+    key_lines = "s3_config:\n  - access_key: 'AKJOBFILEPLANTED'\n    secret_key: '{}'\n"
+    gosbench_job = tmp_path / "own-gosbench.yaml"
+    gosbench_job.write_text(key_lines.format(SECRET) + "tests: []\n")
+    warp_job = tmp_path / "own.warp"
+    warp_job.write_text(f"put\n--duration=1m\n--secret-key={SECRET}\n")
+    template = tmp_path / "own-gosbench.yaml.j2"
+    template.write_text("# {{ run_id }}\n" + key_lines.format("{{ secret_key }}") + "tests: []\n")
+    raw = copy.deepcopy(VALID)
+    raw["targets"]["s3"] = {
+        "type": "s3", "endpoint": "http://127.0.0.1:9000", "bucket_prefix": "sb",
+        "credentials": {"access_key_env": "S3_ACCESS", "secret_key_env": "S3_SECRET"},
+    }  # fmt: skip
+    raw["experiments"] = {
+        "own_gos": {"tool": "gosbench", "hosts": "localhost", "target": "s3",
+                    "job_file": str(gosbench_job)},
+        "own_warp": {"tool": "warp", "hosts": "localhost", "target": "s3",
+                     "job_file": str(warp_job)},
+        "own_template": {"tool": "gosbench", "hosts": "localhost", "target": "s3",
+                         "template": str(template),
+                         "job": {"rw": "write", "bs": "4k", "runtime": "15m"}},
+    }  # fmt: skip
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    code, err = check(path, capsys)
+    assert code == 1
+    assert err.splitlines()[1:] == [
+        f"  - experiments.own_gos.job_file: {gosbench_job} holds a key of target s3 on lines 2,"
+        " 3 (not shown); job files are kept in results/ and the reports, and storbench gives the"
+        " tool the keys itself (write '@@STORBENCH_ACCESS_KEY@@' and '@@STORBENCH_SECRET_KEY@@'"
+        " in their place) (line 24)",
+        f"  - experiments.own_warp.job_file: {warp_job} holds a key of target s3 on line 3 (not"
+        " shown); job files are kept in results/ and the reports, and storbench gives the tool"
+        " the keys itself (warp gets them from its environment: leave them out) (line 29)",
+        f"  - experiments.own_template.template: {template} holds a key of target s3 on line 3"
+        " (not shown); job files are kept in results/ and the reports, and storbench gives the"
+        " tool the keys itself (write '@@STORBENCH_ACCESS_KEY@@' and '@@STORBENCH_SECRET_KEY@@'"
+        " in their place) (line 34)",
+    ]
+    assert SECRET not in err and "AKJOBFILEPLANTED" not in err
+
+    placeholders = key_lines.format("@@STORBENCH_SECRET_KEY@@").replace(
+        "AKJOBFILEPLANTED", "@@STORBENCH_ACCESS_KEY@@"
+    )
+    gosbench_job.write_text(placeholders + "tests: []\n")
+    warp_job.write_text("put\n--duration=1m\n")
+    template.write_text(template.read_text().replace("AKJOBFILEPLANTED", "{{ access_key }}"))
+    code, err = check(path, capsys)
+    assert (code, err) == (0, ""), err
