@@ -7,6 +7,7 @@ and copies each one's summary into bench/out/results.json. bench/README.md lists
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -51,6 +52,7 @@ def run_benchmark(script: str, output: str, keys: list[str]) -> dict:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     results = {
         output.removesuffix(".json"): run_benchmark(script, output, keys)

@@ -10,6 +10,7 @@ stopped (and checked gone with pgrep) between runs. Writes bench/out/services.js
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import contextlib
 import os
@@ -430,6 +431,7 @@ def print_table(results: dict) -> None:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     results = measure(int(os.environ.get("BENCH_REPETITIONS", REPETITIONS)))
     write_json(OUT / "services.json", results)
     print_table(results)

@@ -14,6 +14,7 @@ with both answers, their difference and both run counts. Run with `make bench`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -130,6 +131,7 @@ def run_grid(peak: float) -> dict:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     shutil.rmtree(WORK, ignore_errors=True)
     search = run_search()
     grid = run_grid(search["closed_peak_iops"])

@@ -226,6 +226,7 @@ rule plan:
     conda:
         "../envs/storbench.yaml"
     params:
-        config=json.dumps(CAMPAIGN.raw, sort_keys=True),
+        # a function: a string param is formatted with wildcards, and "{n}" in a config is none
+        config=lambda wildcards: json.dumps(CAMPAIGN.raw, sort_keys=True),
     shell:
         "storbench plan --config-json {params.config:q} | tee {log:q}"

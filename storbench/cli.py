@@ -35,10 +35,15 @@ def _check(args) -> int:
     for name, experiment in campaign.experiments.items():
         runs = campaign.experiment_runs(name)
         hosts = [h["name"] for h in campaign.hosts_of(name)]
+        planned = (
+            f"a latency-SLO search of at most {experiment.search['probes']} probe run(s),"
+            f" each decided by the ones before it, {experiment.iterations} at the answer"
+            if experiment.search
+            else f"{len(runs)} run(s) x {experiment.iterations} iteration(s)"
+        )
         print(
             f"{name}: {experiment.tool} on {len(hosts)} host(s) [{', '.join(hosts)}] "
-            f"-> target {experiment.target_name}; {len(runs)} run(s) x "
-            f"{experiment.iterations} iteration(s)"
+            f"-> target {experiment.target_name}; {planned}"
         )
         if args.runs:
             for run in runs:

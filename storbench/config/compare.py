@@ -45,11 +45,13 @@ def compare_side(source: str) -> CompareSide:
 
 
 def side_label(side: CompareSide) -> str:
-    """The experiment's name, or the path as a folder-name-safe label."""
+    """The experiment's name, or the path as a folder-name-safe label: a results folder's, or
+    an imported file's without .parquet (two imports in one folder are two labels)."""
     if side.experiment is not None:
         return side.experiment
-    folder = Path(side.summary).parent
-    return re.sub(r"[^A-Za-z0-9.-]+", "-", str(folder)).strip("-.") or "results"
+    summary = Path(side.summary)
+    where = summary.parent if summary.name == "summary.parquet" else summary.with_suffix("")
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", str(where)).strip("-.") or "results"
 
 
 def compare_problems(raw: dict) -> list[str]:

@@ -136,7 +136,6 @@ def expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     identity = specs[0].get("identity") if group["transport"] == "ssh" else None
     if identity and (problem := private_file_problem(identity)):
         problems.append(f"{key}.identity: {problem}")
-        return []
     return specs
 
 

@@ -74,6 +74,8 @@ def load_yaml(path: str | os.PathLike) -> dict:
     loader = _UniqueKeyLoader(text)
     try:
         data = loader.get_single_data()
+    except yaml.MarkedYAMLError as error:
+        raise ConfigError([_yaml_problem(error)], source=str(path)) from error
     except yaml.YAMLError as error:
         raise ConfigError([f"not valid YAML: {error}"], source=str(path)) from error
     except RecursionError:  # PyYAML composes nested nodes recursively
@@ -96,6 +98,17 @@ def load_yaml(path: str | os.PathLike) -> dict:
 
 
 _LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
+
+
+def _yaml_problem(error: yaml.MarkedYAMLError) -> str:
+    """PyYAML's problem at the file's own line and column (its text says '<unicode string>')."""
+    mark = error.problem_mark or error.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    started = ""
+    if error.context and error.context_mark and error.problem_mark:
+        context = error.context_mark
+        started = f" ({error.context} at line {context.line + 1}, column {context.column + 1})"
+    return f"{where}not valid YAML: {error.problem or error.context}{started}"
 
 
 def leading_zero_problem(node) -> str | None:

@@ -148,6 +148,18 @@ def test_malformed_yaml_names_the_file(tmp_path):
     assert str(path) in str(caught.value) and "not valid YAML" in str(caught.value)
 
 
+def test_malformed_yaml_is_placed_by_line_and_column_of_the_file(tmp_path):
+    """PyYAML's own text says 'in "<unicode string>", line 3, column 1'."""
+    path = tmp_path / "broken.yaml"
+    path.write_text("hosts: [\n  a: b\n")
+    with pytest.raises(ConfigError) as caught:
+        load_yaml(path)
+    assert caught.value.problems == [
+        "line 3, column 1: not valid YAML: expected ',' or ']', but got '<stream end>'"
+        " (while parsing a flow sequence at line 1, column 8)"
+    ]
+
+
 def test_redaction_hides_secret_values():
     text = redacted_yaml({"targets": {"s3": {"secret_key": "hunter2", "access_key": "AKIA"}}})
     assert "hunter2" not in text and "AKIA" not in text and "secret_key" in text

@@ -176,6 +176,20 @@ def test_an_identity_file_that_does_not_exist_is_refused(tmp_path):
     ]
 
 
+def test_a_missing_identity_file_keeps_its_groups_hosts_for_the_other_checks(tmp_path):
+    """scale-test-loopback.yaml before `make lab`: the key is the one problem, not its hosts."""
+    missing = tmp_path / "client_ed25519"
+
+    def mutate(raw):
+        raw["hosts"]["lab"] = {**ssh_group(missing), "nodes": "127.0.0.[2-5]"}
+        raw["experiments"]["demo"]["hosts"] = "lab"
+        raw["experiments"]["demo"]["steps"] = {"mode": "incremental", "size": 1}
+
+    assert problems_of(mutate) == [
+        f"hosts.lab.identity: cannot read the key file {missing}: No such file or directory"
+    ]
+
+
 def test_an_identity_file_others_can_read_is_warned_about(tmp_path, capsys):
     key = tmp_path / "id_ed25519"
     key.write_text("not really a key\n")

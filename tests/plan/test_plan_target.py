@@ -58,3 +58,13 @@ def test_schedule_errors_name_the_file_and_line(tmp_path):
     result = snakemake(tmp_path, config, "plan", check=False)
     assert result.returncode != 0
     assert "experiments.scale.schedule" in result.stderr and "bw.sch:1" in result.stderr
+
+
+def test_plan_shows_a_data_address_made_from_the_hosts_numbers(tmp_path):
+    """'{n}' in a config is no wildcard of the plan rule (scale-test.yaml, virtuozzo.yaml)."""
+    config = unreachable_config(tmp_path)
+    for group in config["hosts"].values():
+        group["data_address"] = "192.168.100.{n}"
+    snakemake(tmp_path, config, "plan")
+    text = (tmp_path / "results/logs/plan.log").read_text()
+    assert "fio --server=ip:192.168.100.1,8765" in text

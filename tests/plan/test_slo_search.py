@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from storbench import cli
 from storbench.plan.slo_search import (
     Decision,
     Objective,
@@ -27,6 +28,7 @@ from storbench.plan.slo_search import (
     result,
     split_rate,
 )
+from tests.paths import REPO
 
 MS = 1_000_000.0  # ns
 US = 1_000.0  # ns
@@ -374,3 +376,13 @@ def test_search_settings_are_checked():
         next_probe([], LIMIT_2MS, max_qd=4, max_probes=0)
     with pytest.raises(ValueError, match="iterations"):
         next_probe([], LIMIT_2MS, max_qd=4, iterations=0)
+
+
+def test_check_counts_a_searchs_probes_not_its_planned_runs(capsys):
+    """A search plans no run ahead ('0 run(s)' read as nothing to do): check gives its budget,
+    the ladder 1 ... 16 (5), 12 open-loop probes and 4 rounds of the 3 confirmations."""
+    assert cli.main(["check", "--config", str(REPO / "config/examples/slo-search.yaml")]) == 0
+    assert capsys.readouterr().out == (
+        "slo_randread: fio on 1 host(s) [localhost] -> target scratch; a latency-SLO search"
+        " of at most 29 probe run(s), each decided by the ones before it, 3 at the answer\n"
+    )

@@ -182,3 +182,16 @@ def test_default_names():
         "../old/results/demo/summary.parquet", None, "../old/results/demo/summary.parquet"
     )
     assert entry.b == config_compare.CompareSide("demo", "demo", "results/demo/summary.parquet")
+
+
+def test_default_names_of_two_imports_in_one_folder_differ():
+    """storbench import -o old/run.v1.parquet, then run.v2.parquet beside it."""
+    entries = config_compare.comparisons(
+        {
+            "compare": [
+                {"a": "demo", "b": "old/run.v1.parquet"},
+                {"a": "demo", "b": "old/run.v2.parquet"},
+            ]
+        }
+    )
+    assert [entry.name for entry in entries] == ["demo_vs_old-run.v1", "demo_vs_old-run.v2"]

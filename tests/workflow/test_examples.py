@@ -1,5 +1,6 @@
 """Every shipped config validates and plans; the ready-job-file example really runs."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,47 @@ def documented_dry_run(config: Path) -> dict:
         if rule != "total":
             counts[rule] = int(count)
     return counts
+
+
+EXAMPLES = sorted((REPO / "config/examples").glob("*.yaml"))
+COMMENT_COMMAND = re.compile(r"^#.*?(?:^#|\s)snakemake (.+?)(?:\s{2,}\(.*\))?$")
+COMMENT_PATH = re.compile(r"\b(?:results|reports)/[\w.-][\w./-]*")
+
+
+def comment_lines(config: Path) -> list[str]:
+    return [line for line in config.read_text().splitlines() if line.startswith("#")]
+
+
+@pytest.mark.parametrize("config", EXAMPLES, ids=lambda p: p.name)
+def test_the_outputs_an_example_names_are_under_its_campaign(config):
+    campaign = yaml.safe_load(config.read_text())["campaign"]
+    named = [path for line in comment_lines(config) for path in COMMENT_PATH.findall(line)]
+    assert [
+        path
+        for path in named
+        if not path.startswith((f"results/{campaign}/", f"reports/{campaign}/"))
+    ] == []
+
+
+def documented_commands(config: Path) -> list[list[str]]:
+    """The snakemake command lines an example's comments give, past its plain run."""
+    commands = []
+    for line in comment_lines(config):
+        if match := COMMENT_COMMAND.match(line):
+            args = match.group(1).split()
+            if args != ["--configfile", str(config.relative_to(REPO))]:
+                commands.append(args)
+    return commands
+
+
+@pytest.mark.parametrize(
+    "config", [c for c in EXAMPLES if documented_commands(c)], ids=lambda p: p.name
+)
+def test_the_commands_an_example_gives_plan(config):
+    """A target after --configfile is read as a config file: each command as written plans."""
+    for args in documented_commands(config):
+        dry = subprocess.run([SNAKEMAKE, "-n", *args], cwd=REPO, capture_output=True, text=True)
+        assert (args, dry.returncode) == (args, 0), dry.stderr[-2000:]
 
 
 def test_demo_plans_the_issue_sweep():
