@@ -28,6 +28,9 @@ from tests.sshd import lab_host
 
 SPREAD_BOUND_S = 0.5  # a correctness bound (hosts start together), not a timing benchmark
 RUN_BOUND_S = 60.0  # a run that waits longer than this for a failed host hangs
+# leads long enough for a loaded 2-core machine to set up before the release: order, not speed
+LEAD_S = 1.0
+FIO_LEAD_S = 2.0
 GO_AFTER_S = 0.3  # an early release's instant, after the line is sent
 
 
@@ -206,7 +209,7 @@ AWKWARD_ARGV = ["it's", 'a "quoted" word', "two  spaces", "$HOME", "back\\slash"
 
 
 def test_the_start_wrapper_passes_every_argument_as_it_is_and_stamps_its_start(tmp_path):
-    release = time.time() + 0.3
+    release = time.time() + LEAD_S
     wrapped = start.at_release(["printf", "%s\\n", *AWKWARD_ARGV], release)
     transport = LocalTransport(Host(name="local", transport="local"))
     # as the SSH transport sends it: one command line for the host's shell
@@ -254,7 +257,7 @@ def test_with_bash_5_the_host_waits_and_stamps_with_builtins_only(tmp_path):
     """No date, sleep or awk on the host: bash's clock and read -t do the wait, and the
     stamp has bash's microseconds."""
     path = host_programs(tmp_path, {"sh": "/bin/sh", "bash": "/bin/bash", "echo": "/bin/echo"})
-    release = time.time() + 0.3
+    release = time.time() + LEAD_S
     out, stamp = started(path, release, ["echo", *AWKWARD_ARGV])
     assert out == " ".join(AWKWARD_ARGV) + "\n"
     assert len(stamp.partition(".")[2]) == 6
@@ -276,7 +279,7 @@ esac
 
 def test_without_bash_the_host_waits_with_date_and_sleep(tmp_path):
     path = host_programs(tmp_path, {**PORTABLE_TOOLS, "date": "/bin/date"})
-    release = time.time() + 0.3
+    release = time.time() + LEAD_S
     out, stamp = started(path, release, ["echo", *AWKWARD_ARGV])
     assert out == " ".join(AWKWARD_ARGV) + "\n"
     assert len(stamp.partition(".")[2]) == 9  # date's nanoseconds
@@ -287,7 +290,7 @@ def test_a_bash_without_its_clock_hands_over_to_the_portable_wait(tmp_path):
     """A `bash` that is not bash 5 (here dash under that name) runs the portable wait."""
     not_bash_5 = '#!/bin/sh\nexec /bin/dash "$@"\n'
     path = host_programs(tmp_path, {**PORTABLE_TOOLS, "date": "/bin/date", "bash": not_bash_5})
-    release = time.time() + 0.3
+    release = time.time() + LEAD_S
     out, stamp = started(path, release, ["echo", "ran"])
     assert out == "ran\n"
     assert len(stamp.partition(".")[2]) == 9
@@ -297,7 +300,7 @@ def test_a_bash_without_its_clock_hands_over_to_the_portable_wait(tmp_path):
 def test_without_nanoseconds_the_host_waits_in_whole_seconds(tmp_path):
     """A date without %N (it prints a literal N) still starts the tool, stamped in seconds."""
     path = host_programs(tmp_path, {**PORTABLE_TOOLS, "date": DATE_WITHOUT_NANOSECONDS})
-    release = time.time() + 0.2
+    release = time.time() + LEAD_S
     out, stamp = started(path, release, ["echo", "ran"])
     assert out == "ran\n"
     assert float(stamp) == int(stamp) and float(stamp) >= int(release)
@@ -393,7 +396,7 @@ def test_fio_launched_at_once_holds_its_jobs_until_the_release(tmp_path, shell):
     programs = {**PORTABLE_TOOLS, "fio": "/usr/bin/fio", "date": "/bin/date"}
     if shell == "bash":
         programs = {"sh": "/bin/sh", "bash": "/bin/bash", "fio": "/usr/bin/fio"}
-    release = time.time() + 0.5
+    release = time.time() + FIO_LEAD_S
     output, stderr = held_fio(host_programs(tmp_path, programs), tmp_path, release, numjobs=2)
     lines = stderr.read_text().splitlines()
     stamps = [line.removeprefix(start.STAMP_PREFIX) for line in lines if "start" in line]
@@ -606,7 +609,7 @@ def test_a_service_job_holds_its_start_in_the_script_left_in_the_services_folder
     """Service mode: fio runs `sh storbench-start.sh <release>` from its working folder (the
     service's); the stamps go to the hook's output file, which the run reads back."""
     (tmp_path / start_hook.SCRIPT_NAME).write_text(start.hook_file_text())
-    release = time.time() + 0.5
+    release = time.time() + FIO_LEAD_S
     hook = start_hook.SERVICE_COMMAND.replace(start_hook.RELEASE, f"{release:.6f}")
     job = tmp_path / "service.fio"
     job.write_text(
