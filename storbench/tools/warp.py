@@ -177,6 +177,8 @@ class WarpAdapter(ToolAdapter):
             except RenderError:  # the render check names it
                 continue
             known = benchmark_flags()[benchmark]
+            if _influxdb_token(section.get("influxdb")):
+                problems.setdefault("influxdb", _INFLUXDB_TOKEN_PROBLEM)
             for option in section:
                 if option in _MAPPED or option in _WITHOUT_COUNTERPART:
                     continue
@@ -368,6 +370,18 @@ def _flag_name(option: str) -> str:
     if head in _DOTTED_PREFIXES and rest:
         return f"{head}.{rest.replace('_', '-')}"
     return option.replace("_", "-")
+
+
+# warp reads the same URL from its environment (cli/flags.go: EnvVar WARP_INFLUXDB_CONNECT)
+_INFLUXDB_TOKEN_PROBLEM = (
+    "the URL holds a token (before its '@'), which job files, each row's params and warp's"
+    " command line would keep: leave the option out and set WARP_INFLUXDB_CONNECT to the URL"
+    " in the hosts' environment instead"
+)
+
+
+def _influxdb_token(value) -> bool:
+    return isinstance(value, str) and bool(urlsplit(value).username)
 
 
 def _true(value) -> bool:

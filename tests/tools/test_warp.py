@@ -505,3 +505,18 @@ def test_an_option_whose_flag_the_benchmark_lacks_is_refused_at_check():
     }
     assert {"get", "put", "mixed", "delete", "list", "stat"} == set(benchmark_flags())
     assert "versions" in benchmark_flags()["list"] and "post" in benchmark_flags()["put"]
+
+
+def test_an_influxdb_url_holding_a_token_is_refused_at_check_without_showing_it():
+    """warp takes InfluxDB's token inside the URL (http://<token>@host:port/bucket/org); as an
+    option it would be kept in the job file, the rows' params and warp's argv on every host."""
+    token = "INFLUXTOKENPLANTED"
+    sections = [
+        {"op": "put", "influxdb": f"http://{token}@127.0.0.1:8086/warp/org"},
+        {"op": "get", "influxdb": "http://127.0.0.1:8086/warp/org"},  # no token: fine
+    ]
+    problems = ADAPTER.option_problems(sections)
+    assert list(problems) == ["influxdb"]
+    assert problems["influxdb"].startswith("the URL holds a token (before its '@')")
+    assert "WARP_INFLUXDB_CONNECT" in problems["influxdb"] and token not in problems["influxdb"]
+    assert ADAPTER.option_problems(sections[1:]) == {}
