@@ -1183,6 +1183,9 @@ def _job_file_problems(raw: dict) -> list[str]:
                 f"{key}: runs a command on every host ({next(iter(commands.values()))!r});"
                 " not in datasets or preconditioning (use purge: or flush: commands)"
             )
+    for key, job, sweep in _prepared_jobs(raw):
+        if not any(problem.startswith(f"{key}.") for problem in problems):
+            _check_tool_options(key, preparer.name, job or {}, sweep or {}, problems)
     return problems
 
 
@@ -1200,6 +1203,16 @@ def _target_tools(raw: dict) -> dict[str, list[str]]:
         for spec in (raw.get(section) or {}).values():
             uses.setdefault(spec["target"], set()).add(preparation_tool().name)
     return {name: sorted(uses[name]) for name in sorted(uses) if name in raw["targets"]}
+
+
+def _prepared_jobs(raw: dict):
+    """(key path, job, sweep) of every job of datasets and preconditioning recipes."""
+    for name, spec in (raw.get("datasets") or {}).items():
+        yield f"datasets.{name}", spec.get("job"), None
+    for name, recipe in (raw.get("preconditioning") or {}).items():
+        yield f"preconditioning.{name}", recipe.get("job"), None
+        if rounds := recipe.get("rounds"):
+            yield f"preconditioning.{name}.rounds", rounds.get("job"), rounds.get("sweep")
 
 
 def _prepared_values(raw: dict):

@@ -36,6 +36,7 @@ SNAKEMAKE_CASES = (
     "dotdot-run-id.yaml",
     "command-options.yaml",
     "zero-counts.yaml",
+    "preparation-option-typos.yaml",
 )
 WRITTEN_BYTES = 256 * 1024  # the job below writes its size once: 64 I/Os of 4 KiB
 VALID = {
