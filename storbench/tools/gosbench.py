@@ -41,6 +41,7 @@ weights: gosbench's numbers are the mix's total, never one operation's.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 import re
@@ -73,6 +74,10 @@ CSV_HEADER = (
 MAX_BUCKET_NAME = 63  # S3's limit
 PROMETHEUS_PORT = 8888  # the worker's exporter (gosbench's default); one worker per host
 WEIGHTS = ("read_weight", "existing_read_weight", "write_weight", "delete_weight", "list_weight")
+# the job options config_test and the template read; any other is not in the config gosbench gets
+OPTIONS = ("bs", "part_size", "runtime", "stop_with_ops", "objects", "buckets", "object_prefix",
+           "workers_share_buckets", "numjobs", "clean_after", "use_path_style", "rw",
+           "rwmixread", *WEIGHTS)  # fmt: skip
 _OP_OF_WEIGHT = {
     "read_weight": "read",
     "existing_read_weight": "read",
@@ -191,6 +196,18 @@ class GosbenchAdapter(ToolAdapter):
 
     def job_file_secret(self, key: str) -> str:
         return key.replace("'", "''")  # the template single-quotes the keys (YAML)
+
+    def option_problems(self, sections: list[dict]) -> dict[str, str]:
+        """Options storbench does not write into gosbench's config ('numjob: 32' ran with one
+        parallel client, gosbench's default, and said nothing)."""
+        problems: dict[str, str] = {}
+        for option in dict.fromkeys(option for section in sections for option in section):
+            if option in OPTIONS or option == "ramp_time":
+                continue
+            near = difflib.get_close_matches(option, OPTIONS, n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"its options: {', '.join(OPTIONS)}"
+            problems[option] = f"gosbench has no option {option!r} ({hint})"
+        return problems
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
         """Server and one worker on this host (a single-host run)."""
