@@ -574,17 +574,21 @@ MAX_OPTION_SECTIONS = 500  # a sweep's distinct values checked by the tool (one 
 
 
 def _check_tool_options(key: str, tool: str, job: dict, sweep: dict, problems: list[str]):
-    """The tool's own verdict on the job options (fio --parse-only), naming the key."""
-    sections = [dict(job)]
-    swept: set[str] = set()
+    """The tool's own verdict on the job options (fio --parse-only), naming the key.
+
+    Each section is a planned point: the first point, then each swept value (or zip row) in
+    it, so an option is checked beside the others it runs with (warp's swept `op`)."""
+    zipped = sweep.get("zip") or {}
+    first = {**job, **{o: v[0] for o, v in sweep.items() if o != "zip" and v}}
+    first.update({o: v[0] for o, v in zipped.items() if v})
+    sections = [first]
+    swept: set[str] = set(zipped)
+    length = min((len(listed) for listed in zipped.values()), default=0)
+    sections += [{**first, **{o: v[i] for o, v in zipped.items()}} for i in range(length)]
     for option, values in sweep.items():
-        if option == "zip":
-            swept |= set(values)
-            length = min((len(listed) for listed in values.values()), default=0)
-            sections += [{**job, **{o: v[i] for o, v in values.items()}} for i in range(length)]
-        else:
+        if option != "zip":
             swept.add(option)
-            sections += [{**job, option: value} for value in values]
+            sections += [{**first, option: value} for value in values]
     for option, why in get_tool(tool).option_problems(sections[:MAX_OPTION_SECTIONS]).items():
         where = "sweep" if option in swept else "job"
         problems.append(f"{key}.{where}.{option}: {why}")
