@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from storbench.core import atomic, hostfacts, paths
+from storbench.core.model import Campaign
 from storbench.core.specs import HostJobsSpec, RenderSpec
 from storbench.tools import get_tool
 from storbench.tools.base import REFUSALS, RenderError, refusal_text
@@ -47,6 +48,22 @@ def render_job(spec: RenderSpec | dict) -> str:
         ) from None
     except jinja2.TemplateSyntaxError as error:
         raise RenderError(f"template {template_path}:{error.lineno}: {error.message}") from error
+
+
+def template_problems(campaign: Campaign) -> list[str]:
+    """Each experiment's own template, rendered for its first run as the render step would:
+    a syntax error, an unknown variable or what the sandbox refuses, before any job."""
+    from storbench.plan import specs  # lazy: the render step itself starts without the planner
+
+    problems = []
+    for name, experiment in campaign.experiments.items():
+        runs = campaign.experiment_runs(name) if experiment.template else []
+        if runs:
+            try:
+                render_job(specs.render_spec(campaign, name, runs[0]))
+            except RenderError as error:
+                problems.append(f"experiments.{name}.template: {error}")
+    return problems
 
 
 def job_template(path: Path):

@@ -809,6 +809,26 @@ def test_check_renders_an_experiments_own_template(template, expected, tmp_path,
     assert f"  - experiments.demo.template: {expected.format(path=own)}" in err, err
 
 
+def test_snakemake_renders_own_templates_before_any_job(tmp_path):
+    """Before: `snakemake` ran the experiments before the one with a broken template, which
+    failed at its render step; now it stops at the start, as `check` does."""
+    own = tmp_path / "own.fio.j2"
+    own.write_text("[j]\nnumjobs={{ num_jobs }}\n")
+    raw = copy.deepcopy(VALID)
+    raw["targets"]["scratch"]["path"] = str(tmp_path / "scratch")
+    raw["experiments"]["later"] = {**experiment(raw), "template": str(own)}
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    line = path.read_text().splitlines().index(f"    template: {own}") + 1
+    result = snakemake_with(path, tmp_path)
+    assert result.returncode != 0
+    assert (
+        f"  - experiments.later.template: template {own}: 'num_jobs' is undefined (line {line})"
+        in result.stdout + result.stderr
+    )
+    assert not (tmp_path / "results").exists() and not (tmp_path / "scratch").exists()
+
+
 def test_an_s3_credentials_file_is_read_when_the_config_is(tmp_path, capsys, monkeypatch):
     """As an identity file is: missing, or without the profile, before any job."""
 
