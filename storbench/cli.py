@@ -26,11 +26,11 @@ def _check(args) -> int:
     from storbench.config import campaign as config
     from storbench.config.source import ConfigError, with_lines
     from storbench.plan import checks
-    from storbench.run.render import template_problems
+    from storbench.run.render import own_job_problems
 
     campaign = config.load_campaign_file(args.config)
     paths.use_campaign(campaign.name)
-    problems = checks.adapter_problems(campaign) + template_problems(campaign)
+    problems = checks.adapter_problems(campaign) + own_job_problems(campaign)
     if problems:
         raise with_lines(ConfigError(problems, source=str(args.config)), [args.config])
     for name, experiment in campaign.experiments.items():

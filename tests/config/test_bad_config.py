@@ -809,6 +809,34 @@ def test_check_renders_an_experiments_own_template(template, expected, tmp_path,
     assert f"  - experiments.demo.template: {expected.format(path=own)}" in err, err
 
 
+@pytest.mark.parametrize(
+    ("option", "name", "what"),
+    [("template", "own.fio.j2", "template"), ("job_file", "own.fio", "job file")],
+)
+def test_an_own_job_file_that_is_not_utf8_is_named_with_its_line(
+    option, name, what, tmp_path, capsys
+):
+    """Before: `check` stopped with a UnicodeDecodeError traceback (a template), or passed
+    it and the render step did (a ready job file), after the experiments before it ran."""
+    own = tmp_path / name
+    own.write_bytes(b"[global]\n; caf\xe9\n[j]\nrw=read\n")
+    raw = copy.deepcopy(VALID)
+    experiment(raw)[option] = str(own)
+    if option == "job_file":
+        del experiment(raw)["sweep"]
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    line = path.read_text().splitlines().index(f"    {option}: {own}") + 1
+    code, err = check(path, capsys)
+    assert (code, err.splitlines()[1:]) == (
+        1,
+        [
+            f"  - experiments.demo.{option}: {what} {own}:2: not UTF-8 text (byte 0xe9)"
+            f" (line {line})"
+        ],
+    )
+
+
 def test_snakemake_renders_own_templates_before_any_job(tmp_path):
     """Before: `snakemake` ran the experiments before the one with a broken template, which
     failed at its render step; now it stops at the start, as `check` does."""
