@@ -902,8 +902,16 @@ def _check_network(network: dict, host_groups: dict, problems: list[str]) -> Non
     for group in parallel if isinstance(parallel, dict) else ():
         if group not in host_groups:
             problems.append(f"network.parallel.{group}: unknown host group")
+    if "duration" in network:
+        try:
+            seconds = units.parse_duration(network["duration"])
+        except units.UnitError as error:
+            problems.append(f"network.duration: {error}")
+        else:
+            if seconds < 1 or seconds != int(seconds):
+                problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
     if "server" not in network or "clients" not in network:
-        return
+        return  # a mesh only
     if network["server"] not in hosts:
         problems.append(f"network.server: unknown host {network['server']!r}")
     for index, group in enumerate(network["clients"]):
@@ -914,14 +922,6 @@ def _check_network(network: dict, host_groups: dict, problems: list[str]) -> Non
                 f"network.clients[{index}]: group {group!r} contains the server "
                 f"{network['server']!r}; a host cannot test against itself"
             )
-    if "duration" in network:
-        try:
-            seconds = units.parse_duration(network["duration"])
-        except units.UnitError as error:
-            problems.append(f"network.duration: {error}")
-        else:
-            if seconds < 1 or seconds != int(seconds):
-                problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
 
 
 def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
