@@ -461,8 +461,8 @@ def mix_problem(option: str, text: str) -> str | None:
     if option not in MIX_OPTIONS or has_expression(text):
         return None
     value = text.strip()
-    if value.isdigit():
-        return None if int(value) <= 100 else f"a percentage of 0 to 100, not {value}"
+    if re.fullmatch(r"-?\d+", value):  # fio --parse-only takes -1 (and ran 3 reads in 256)
+        return None if 0 <= int(value) <= 100 else f"a percentage of 0 to 100, not {value}"
     if percent := re.fullmatch(r"(\d+)\s*%", value):
         number = percent.group(1)
         return f"written without '%' (write {number}): fio takes {value!r} but runs no mix"

@@ -655,12 +655,14 @@ def test_shell_syntax_and_spaces_run_nothing_under_snakemake(tmp_path):
 def test_a_read_mix_written_as_a_percentage_is_refused_with_the_number_to_write():
     """fio 3.33 ran rwmixread=70% as 20,260 reads and no writes, and --parse-only takes it."""
     problems = problems_of(
-        lambda c: experiment(c).update(sweep={"rw": ["randrw"], "rwmixread": ["70%", 101, 70]})
+        lambda c: experiment(c).update(sweep={"rw": ["randrw"], "rwmixread": ["70%", 101, 70, -1]})
     )
     assert problems == [
         "experiments.demo.sweep.rwmixread[0]: written without '%' (write 70): fio takes '70%'"
         " but runs no mix",
         "experiments.demo.sweep.rwmixread[1]: a percentage of 0 to 100, not 101",
+        # fio 3.33 --parse-only takes -1, and ran randrw rwmixread=-1 as 3 reads, 253 writes
+        "experiments.demo.sweep.rwmixread[3]: a percentage of 0 to 100, not -1",
     ]
     problems = problems_of(lambda c: experiment(c)["job"].update(rwmixwrite="30 %"))
     assert problems == [
