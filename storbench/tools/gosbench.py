@@ -327,11 +327,11 @@ def config_test(spec: dict) -> dict:
             raise _render_error(f"part_size {part!r} is not a whole number of {unit}")
         part_size = part_bytes // _UNIT_BYTES[unit]
     runtime = units.job_duration(params["runtime"]) if "runtime" in params else "0s"
-    stop_with_ops = int(params.get("stop_with_ops", 0))
+    stop_with_ops = _count(params, "stop_with_ops", 0, least=0)
     if runtime == "0s" and not stop_with_ops:
         raise _render_error("set runtime or stop_with_ops")
-    objects = int(params.get("objects", 100))
-    buckets = int(params.get("buckets", 1))
+    objects = _count(params, "objects", 100, least=1)
+    buckets = _count(params, "buckets", 1, least=1)
     longest = f"{spec['target']['bucket']}-{buckets - 1}"
     if len(longest) > MAX_BUCKET_NAME:
         raise _render_error(f"bucket name {longest!r} is longer than {MAX_BUCKET_NAME}")
@@ -359,9 +359,17 @@ def config_test(spec: dict) -> dict:
     }
 
 
+def _count(params: dict, option: str, default: int, *, least: int) -> int:
+    """A whole-number option of the config (gosbench took objects: -1 and buckets: 0)."""
+    value = int(params.get(option, default))
+    if value < least:
+        raise _render_error(f"{option} must be a whole number >= {least}, not {value}")
+    return value
+
+
 def weights(params: dict) -> dict:
     """Operation weights: the *_weight options, else from rw (and rwmixread for rw mixes)."""
-    given = {name: int(params[name]) for name in WEIGHTS if name in params}
+    given = {name: _count(params, name, 0, least=0) for name in WEIGHTS if name in params}
     if given:
         chosen = {**dict.fromkeys(WEIGHTS, 0), **given}
     elif str(params.get("rw", "")).lower() in _WEIGHTS_OF_RW:

@@ -504,3 +504,17 @@ def test_an_option_not_in_gosbenchs_config_is_refused_at_check():
         " clean_after, use_path_style, rw, rwmixread, read_weight, existing_read_weight,"
         " write_weight, delete_weight, list_weight)",
     }
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "least"),
+    [("objects", -1, 1), ("buckets", 0, 1), ("stop_with_ops", -5, 0), ("list_weight", -10, 0)],
+)
+def test_a_count_below_its_least_is_refused(option, value, least):
+    """Written into the config before: objects number_min -1, buckets number_min 0."""
+    params = {**SPEC["params"], option: value}
+    with pytest.raises(
+        BaseRenderError,
+        match=rf"^gosbench: {option} must be a whole number >= {least}, not {value}$",
+    ):
+        config_test({**SPEC, "params": params})
