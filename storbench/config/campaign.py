@@ -896,7 +896,7 @@ def _check_network(network: dict, host_groups: dict, problems: list[str]) -> Non
         if group not in host_groups:
             problems.append(f"network.mesh[{index}]: unknown host group {group!r}")
     mesh_hosts = {h["name"] for g in network.get("mesh", []) for h in host_groups.get(g, [])}
-    if "mesh" in network and len(mesh_hosts) < 2:
+    if "mesh" in network and len(mesh_hosts) == 1:  # none: its groups were refused, named
         problems.append("network.mesh: a mesh needs at least 2 hosts")
     parallel = network.get("parallel")
     for group in parallel if isinstance(parallel, dict) else ():
@@ -929,6 +929,8 @@ def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) 
         return
     hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
     size = experiment.steps["size"]
+    if hosts == 0:
+        return  # every group was refused, each named with its own problem
     if size > hosts:
         problems.append(
             f"experiments.{name}.steps.size: {size} is more than the "

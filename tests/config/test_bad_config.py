@@ -272,6 +272,21 @@ def test_a_problem_names_its_own_line_in_a_flow_sequence_and_a_merged_key_its_ma
     ]
 
 
+def test_a_refused_host_group_is_named_once(tmp_path):
+    """Before: its experiment's steps and its network mesh were refused too, for the 0 hosts
+    left of it ('steps.size: 1 is more than the 0 host(s)', 'a mesh needs at least 2 hosts')."""
+    absent = tmp_path / "client_ed25519"
+
+    def refused_group(raw):
+        raw["hosts"]["clients"]["identity"] = str(absent)
+        raw["network"] = {"mesh": ["clients"]}
+        experiment(raw).update(hosts="clients", steps={"mode": "incremental", "size": 1})
+
+    assert problems_of(refused_group) == [
+        f"hosts.clients.identity: cannot read the key file {absent}: No such file or directory"
+    ]
+
+
 ELASTIFILE = REPO / "config/examples/elastifile.yaml"
 
 
