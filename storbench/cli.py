@@ -294,9 +294,13 @@ def _progress(args) -> int:
     from storbench.config import campaign as config
     from storbench.run import progress
 
+    workdir = Path(args.workdir)
+    if not workdir.is_dir():  # a mistyped folder showed 0 runs done
+        code = errno.ENOTDIR if workdir.exists() else errno.ENOENT
+        raise OSError(code, os.strerror(code), f"--workdir {workdir}")
     campaign = config.load_campaign_file(args.config)
     paths.use_campaign(campaign.name)
-    print(progress.campaign_progress(campaign, Path(args.workdir)).describe())
+    print(progress.campaign_progress(campaign, workdir).describe())
     return 0
 
 
