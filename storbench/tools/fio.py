@@ -132,6 +132,7 @@ class FioAdapter(ToolAdapter):
             value_problem(text)
             or placement_problem(option, text)
             or mix_problem(option, text)
+            or runtime_problem(option, text)
             or super().job_value_problem(option, text)
         )
 
@@ -467,6 +468,18 @@ def mix_problem(option: str, text: str) -> str | None:
         number = percent.group(1)
         return f"written without '%' (write {number}): fio takes {value!r} but runs no mix"
     return None  # other text: fio --parse-only refuses it itself
+
+
+def runtime_problem(option: str, text: str) -> str | None:
+    """fio 3.33 runs time_based=1 with runtime=0 as one pass over size, exit status 0 (stderr
+    'time_based requires a runtime/timeout setting'): a run of 3 ms published as 0 s."""
+    if option != "runtime" or has_expression(text):
+        return None
+    try:
+        seconds = parse_duration(text)
+    except UnitError:
+        return None  # the duration check names it
+    return "must be more than 0s (leave runtime out for a run over size)" if seconds <= 0 else None
 
 
 SECTION_HEADER = re.compile(r"^\[([^\]\n]+)\]", re.MULTILINE)
