@@ -19,6 +19,7 @@ from storbench.run import live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
 from storbench.run.job_records import keep_pandas_out_of_job_records
 from storbench.run.processes import cancel_pending_timers, forward_sigint_to_steps
+from storbench.run.render import own_job_problems
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
@@ -28,9 +29,9 @@ try:
     CAMPAIGN = storbench_config.load_campaign(config, source=CONFIG_SOURCE)
     # Before any path is built: a named campaign's outputs (and its steps') go to its own folders
     paths.use_campaign(CAMPAIGN.name)
-    # What only the tools' adapters can say (as `storbench check`): before any job starts,
-    # not at a later experiment's render (0.3 s for 10,000 fio runs)
-    if ADAPTER_PROBLEMS := adapter_problems(CAMPAIGN):
+    # What only the tools' adapters and own templates can say (as `storbench check`): before
+    # any job starts, not at a later experiment's render (0.3 s for 10,000 fio runs)
+    if ADAPTER_PROBLEMS := adapter_problems(CAMPAIGN) + own_job_problems(CAMPAIGN):
         raise config_source.ConfigError(ADAPTER_PROBLEMS, source=CONFIG_SOURCE)
 except config_source.ConfigError as error:
     located = config_source.with_lines(error, workflow.configfiles)

@@ -26,10 +26,11 @@ def _check(args) -> int:
     from storbench.config import campaign as config
     from storbench.config.source import ConfigError, with_lines
     from storbench.plan import checks
+    from storbench.run.render import own_job_problems
 
     campaign = config.load_campaign_file(args.config)
     paths.use_campaign(campaign.name)
-    problems = checks.adapter_problems(campaign) + _template_problems(campaign)
+    problems = checks.adapter_problems(campaign) + own_job_problems(campaign)
     if problems:
         raise with_lines(ConfigError(problems, source=str(args.config)), [args.config])
     for name, experiment in campaign.experiments.items():
@@ -49,25 +50,6 @@ def _check(args) -> int:
             for run in runs:
                 print(f"  {run.run_id}")
     return 0
-
-
-def _template_problems(campaign) -> list[str]:
-    """Each experiment's own template, rendered for its first run as the render step would:
-    a syntax error, an unknown variable or what the sandbox refuses, before any job."""
-    # this step's modules only: every step starts fast
-    from storbench.plan import specs
-    from storbench.run.render import render_job
-    from storbench.tools.base import RenderError
-
-    problems = []
-    for name, experiment in campaign.experiments.items():
-        runs = campaign.experiment_runs(name) if experiment.template else []
-        if runs:
-            try:
-                render_job(specs.render_spec(campaign, name, runs[0]))
-            except RenderError as error:
-                problems.append(f"experiments.{name}.template: {error}")
-    return problems
 
 
 def _render(args) -> int:
@@ -317,9 +299,13 @@ def _progress(args) -> int:
     from storbench.config import campaign as config
     from storbench.run import progress
 
+    workdir = Path(args.workdir)
+    if not workdir.is_dir():  # a mistyped folder showed 0 runs done
+        code = errno.ENOTDIR if workdir.exists() else errno.ENOENT
+        raise OSError(code, os.strerror(code), f"--workdir {workdir}")
     campaign = config.load_campaign_file(args.config)
     paths.use_campaign(campaign.name)
-    print(progress.campaign_progress(campaign, Path(args.workdir)).describe())
+    print(progress.campaign_progress(campaign, workdir).describe())
     return 0
 
 

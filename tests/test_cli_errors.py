@@ -96,6 +96,21 @@ def test_steps_name_their_missing_input(args, missing, tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
+def test_progress_names_a_workdir_that_is_no_folder(tmp_path):
+    """Before: a mistyped --workdir printed 'runs done: 0 of 8 (0%)' as if nothing ran."""
+    config_path = tmp_path / "campaign.yaml"
+    config_path.write_text(json.dumps(tiny_config(tmp_path / "target")))
+    for workdir, why in ((tmp_path / "gone", "No such file or directory"),
+                         (config_path, "Not a directory")):  # fmt: skip
+        result = storbench(tmp_path, "progress", "--config", str(config_path), "--workdir",
+                           str(workdir))  # fmt: skip
+        assert (result.returncode, result.stdout, result.stderr) == (
+            1,
+            "",
+            f"storbench: error: --workdir {workdir}: {why}\n",
+        )
+
+
 def test_pdf_swapped_arguments_overwrite_nothing(tmp_path):
     """--html and --pdf given the wrong way round: the page is kept, no browser starts."""
     page = tmp_path / "index.html"

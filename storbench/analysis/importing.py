@@ -196,6 +196,12 @@ def check_outputs(output: Path, series: Path, *, replace: bool) -> None:
             "the rows; give them different names"
         )
     if replace:
+        for path in (output, series):
+            if path.is_file() and not _is_parquet(path):
+                raise ImportInputError(
+                    f"{path} is not a Parquet file; --replace overwrites only results of an "
+                    "earlier import or of a campaign: give another -o"
+                )
         return
     for path in (output, series):
         if path.exists():
@@ -203,6 +209,11 @@ def check_outputs(output: Path, series: Path, *, replace: bool) -> None:
                 f"{path} exists (results of an earlier import or of a campaign); give --replace "
                 "to overwrite it, or another -o"
             )
+
+
+def _is_parquet(path: Path) -> bool:
+    with path.open("rb") as file:
+        return file.read(4) == b"PAR1"
 
 
 def import_outputs(

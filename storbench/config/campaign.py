@@ -574,17 +574,21 @@ MAX_OPTION_SECTIONS = 500  # a sweep's distinct values checked by the tool (one 
 
 
 def _check_tool_options(key: str, tool: str, job: dict, sweep: dict, problems: list[str]):
-    """The tool's own verdict on the job options (fio --parse-only), naming the key."""
-    sections = [dict(job)]
-    swept: set[str] = set()
+    """The tool's own verdict on the job options (fio --parse-only), naming the key.
+
+    Each section is a planned point: the first point, then each swept value (or zip row) in
+    it, so an option is checked beside the others it runs with (warp's swept `op`)."""
+    zipped = sweep.get("zip") or {}
+    first = {**job, **{o: v[0] for o, v in sweep.items() if o != "zip" and v}}
+    first.update({o: v[0] for o, v in zipped.items() if v})
+    sections = [first]
+    swept: set[str] = set(zipped)
+    length = min((len(listed) for listed in zipped.values()), default=0)
+    sections += [{**first, **{o: v[i] for o, v in zipped.items()}} for i in range(length)]
     for option, values in sweep.items():
-        if option == "zip":
-            swept |= set(values)
-            length = min((len(listed) for listed in values.values()), default=0)
-            sections += [{**job, **{o: v[i] for o, v in values.items()}} for i in range(length)]
-        else:
+        if option != "zip":
             swept.add(option)
-            sections += [{**job, option: value} for value in values]
+            sections += [{**first, option: value} for value in values]
     for option, why in get_tool(tool).option_problems(sections[:MAX_OPTION_SECTIONS]).items():
         where = "sweep" if option in swept else "job"
         problems.append(f"{key}.{where}.{option}: {why}")
@@ -892,14 +896,22 @@ def _check_network(network: dict, host_groups: dict, problems: list[str]) -> Non
         if group not in host_groups:
             problems.append(f"network.mesh[{index}]: unknown host group {group!r}")
     mesh_hosts = {h["name"] for g in network.get("mesh", []) for h in host_groups.get(g, [])}
-    if "mesh" in network and len(mesh_hosts) < 2:
+    if "mesh" in network and len(mesh_hosts) == 1:  # none: its groups were refused, named
         problems.append("network.mesh: a mesh needs at least 2 hosts")
     parallel = network.get("parallel")
     for group in parallel if isinstance(parallel, dict) else ():
         if group not in host_groups:
             problems.append(f"network.parallel.{group}: unknown host group")
+    if "duration" in network:
+        try:
+            seconds = units.parse_duration(network["duration"])
+        except units.UnitError as error:
+            problems.append(f"network.duration: {error}")
+        else:
+            if seconds < 1 or seconds != int(seconds):
+                problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
     if "server" not in network or "clients" not in network:
-        return
+        return  # a mesh only
     if network["server"] not in hosts:
         problems.append(f"network.server: unknown host {network['server']!r}")
     for index, group in enumerate(network["clients"]):
@@ -910,14 +922,6 @@ def _check_network(network: dict, host_groups: dict, problems: list[str]) -> Non
                 f"network.clients[{index}]: group {group!r} contains the server "
                 f"{network['server']!r}; a host cannot test against itself"
             )
-    if "duration" in network:
-        try:
-            seconds = units.parse_duration(network["duration"])
-        except units.UnitError as error:
-            problems.append(f"network.duration: {error}")
-        else:
-            if seconds < 1 or seconds != int(seconds):
-                problems.append("network.duration: iperf3 runs whole seconds, at least 1s")
 
 
 def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) -> None:
@@ -925,6 +929,8 @@ def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) 
         return
     hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
     size = experiment.steps["size"]
+    if hosts == 0:
+        return  # every group was refused, each named with its own problem
     if size > hosts:
         problems.append(
             f"experiments.{name}.steps.size: {size} is more than the "
@@ -1183,6 +1189,9 @@ def _job_file_problems(raw: dict) -> list[str]:
                 f"{key}: runs a command on every host ({next(iter(commands.values()))!r});"
                 " not in datasets or preconditioning (use purge: or flush: commands)"
             )
+    for key, job, sweep in _prepared_jobs(raw):
+        if not any(problem.startswith(f"{key}.") for problem in problems):
+            _check_tool_options(key, preparer.name, job or {}, sweep or {}, problems)
     return problems
 
 
@@ -1200,6 +1209,16 @@ def _target_tools(raw: dict) -> dict[str, list[str]]:
         for spec in (raw.get(section) or {}).values():
             uses.setdefault(spec["target"], set()).add(preparation_tool().name)
     return {name: sorted(uses[name]) for name in sorted(uses) if name in raw["targets"]}
+
+
+def _prepared_jobs(raw: dict):
+    """(key path, job, sweep) of every job of datasets and preconditioning recipes."""
+    for name, spec in (raw.get("datasets") or {}).items():
+        yield f"datasets.{name}", spec.get("job"), None
+    for name, recipe in (raw.get("preconditioning") or {}).items():
+        yield f"preconditioning.{name}", recipe.get("job"), None
+        if rounds := recipe.get("rounds"):
+            yield f"preconditioning.{name}.rounds", rounds.get("job"), rounds.get("sweep")
 
 
 def _prepared_values(raw: dict):

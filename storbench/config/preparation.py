@@ -326,14 +326,21 @@ def _recipe(name, spec, raw, host_groups, problems, storage) -> Recipe | None:
             "would write the same region file; keep per-host subdirectories"
         )
     capacity_value = spec.get("capacity", (target or {}).get("capacity"))
+    from_target = "capacity" not in spec and capacity_value is not None
+    capacity_key = f"targets.{spec['target']}.capacity" if from_target else f"{key}.capacity"
     writes = any(part in spec for part in ("passes", "wipc", "rounds"))
     if writes or capacity_value is not None:
         capacity = _size(
-            f"{key}.capacity",
+            capacity_key,
             capacity_value,
             problems,
             missing="needs a capacity (here or on the target)",
         )
+        if capacity == 0 and writes:
+            problems.append(
+                f"{capacity_key}: must be more than 0 for {key} to write, not {capacity_value!r}"
+            )
+            capacity = None
     else:  # a flush-only (or purge-only) recipe writes nothing
         capacity = 0
     job = dict(spec.get("job") or {})
@@ -343,7 +350,7 @@ def _recipe(name, spec, raw, host_groups, problems, storage) -> Recipe | None:
     passes = []
     if "wipc" in spec:
         wipc = spec["wipc"]
-        bs = _size(f"{key}.wipc.bs", wipc.get("bs", "128k"), problems)
+        bs = _block_size(f"{key}.wipc.bs", wipc.get("bs", "128k"), problems)
         passes.append(Pass("wipc", 1, 1.0, bs or 131072, "sequential", wipc.get("repeat", 2), None))
     for index, item in enumerate(spec.get("passes") or []):
         where = f"{key}.passes[{index}]"
@@ -383,7 +390,8 @@ def _recipe(name, spec, raw, host_groups, problems, storage) -> Recipe | None:
         cliff["plateau_s"] = _duration(f"{key}.cliff.plateau", cliff.pop("plateau"), problems)
     rounds = _rounds(f"{key}.rounds", spec["rounds"], problems) if "rounds" in spec else None
     flush = _flush(f"{key}.flush", spec["flush"], hosts, problems) if "flush" in spec else None
-    if not passes and rounds is None and "purge" not in spec and flush is None:
+    steps = ("wipc", "rounds", "purge", "flush")  # a step refused above is named there
+    if not spec.get("passes") and not any(step in spec for step in steps):
         problems.append(f"{key}: nothing to do (give passes, wipc, rounds, purge or flush)")
     if capacity and hosts and capacity // len(hosts) < ALIGN:
         problems.append(f"{key}.capacity: at least 1MiB per host ({len(hosts)} hosts)")
@@ -527,7 +535,7 @@ def _block_sizes(key: str, value, problems: list[str]) -> tuple[int | None, dict
         sizes, shares = [], []
         for part in text.split(":"):
             size_text, _, share = part.partition("/")
-            size = _size(key, size_text, problems)
+            size = _block_size(key, size_text, problems, written=text)
             if size is None or not share.isdigit():
                 problems.append(f"{key}: {text!r} is not a split such as 4k/50:16k/50")
                 return None, None
@@ -538,14 +546,23 @@ def _block_sizes(key: str, value, problems: list[str]) -> tuple[int | None, dict
             return None, None
         return max(sizes), {"bssplit": text}
     if "-" in text:
-        low, high = (_size(key, part, problems) for part in text.split("-", 1))
+        low, high = (_block_size(key, part, problems, text) for part in text.split("-", 1))
         if low is None or high is None:
             return None, None
         if low > high:
             problems.append(f"{key}: the range {text!r} ends below its start")
             return None, None
         return high, {"bsrange": text}
-    return _size(key, value, problems), None
+    return _block_size(key, value, problems), None
+
+
+def _block_size(key: str, value, problems: list[str], written=None) -> int | None:
+    """A pass's block size (of the range or split written): 0 would drop the pass."""
+    size = _size(key, value, problems)
+    if size == 0:
+        problems.append(f"{key}: a block size must be more than 0: {written or value!r}")
+        return None
+    return size
 
 
 def _size(key: str, value, problems: list[str], missing: str = "is required") -> int | None:

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from storbench.core import atomic, hostfacts, paths
+from storbench.core.model import Campaign
 from storbench.core.specs import HostJobsSpec, RenderSpec
 from storbench.tools import get_tool
 from storbench.tools.base import REFUSALS, RenderError, refusal_text
@@ -20,7 +21,10 @@ TEMPLATES_DIR = paths.TEMPLATES_DIR
 def render_job(spec: RenderSpec | dict) -> str:
     spec = RenderSpec.from_dict(spec)
     if spec.job_file:
-        return Path(spec.job_file).read_text()
+        try:
+            return Path(spec.job_file).read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise _not_utf8(f"job file {spec.job_file}", error) from None
     import jinja2  # lazy: loads jinja2
     from jinja2.exceptions import SecurityError
 
@@ -47,6 +51,31 @@ def render_job(spec: RenderSpec | dict) -> str:
         ) from None
     except jinja2.TemplateSyntaxError as error:
         raise RenderError(f"template {template_path}:{error.lineno}: {error.message}") from error
+    except UnicodeDecodeError as error:
+        raise _not_utf8(f"template {template_path}", error) from None
+
+
+def _not_utf8(what: str, error: UnicodeDecodeError) -> RenderError:
+    line = error.object[: error.start].count(b"\n") + 1
+    return RenderError(f"{what}:{line}: not UTF-8 text (byte {error.object[error.start]:#04x})")
+
+
+def own_job_problems(campaign: Campaign) -> list[str]:
+    """Each experiment's own template or job file, rendered for its first run as the render
+    step would: a syntax error, an unknown variable, what the sandbox refuses or bytes that
+    are not UTF-8, before any job."""
+    from storbench.plan import specs  # lazy: the render step itself starts without the planner
+
+    problems = []
+    for name, experiment in campaign.experiments.items():
+        own = "template" if experiment.template else "job_file" if experiment.job_file else None
+        runs = campaign.experiment_runs(name) if own else []
+        if runs:
+            try:
+                render_job(specs.render_spec(campaign, name, runs[0]))
+            except RenderError as error:
+                problems.append(f"experiments.{name}.{own}: {error}")
+    return problems
 
 
 def job_template(path: Path):

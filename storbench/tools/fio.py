@@ -132,6 +132,7 @@ class FioAdapter(ToolAdapter):
             value_problem(text)
             or placement_problem(option, text)
             or mix_problem(option, text)
+            or runtime_problem(option, text)
             or super().job_value_problem(option, text)
         )
 
@@ -461,12 +462,24 @@ def mix_problem(option: str, text: str) -> str | None:
     if option not in MIX_OPTIONS or has_expression(text):
         return None
     value = text.strip()
-    if value.isdigit():
-        return None if int(value) <= 100 else f"a percentage of 0 to 100, not {value}"
+    if re.fullmatch(r"-?\d+", value):  # fio --parse-only takes -1 (and ran 3 reads in 256)
+        return None if 0 <= int(value) <= 100 else f"a percentage of 0 to 100, not {value}"
     if percent := re.fullmatch(r"(\d+)\s*%", value):
         number = percent.group(1)
         return f"written without '%' (write {number}): fio takes {value!r} but runs no mix"
     return None  # other text: fio --parse-only refuses it itself
+
+
+def runtime_problem(option: str, text: str) -> str | None:
+    """fio 3.33 runs time_based=1 with runtime=0 as one pass over size, exit status 0 (stderr
+    'time_based requires a runtime/timeout setting'): a run of 3 ms published as 0 s."""
+    if option != "runtime" or has_expression(text):
+        return None
+    try:
+        seconds = parse_duration(text)
+    except UnitError:
+        return None  # the duration check names it
+    return "must be more than 0s (leave runtime out for a run over size)" if seconds <= 0 else None
 
 
 SECTION_HEADER = re.compile(r"^\[([^\]\n]+)\]", re.MULTILINE)

@@ -41,6 +41,7 @@ weights: gosbench's numbers are the mix's total, never one operation's.
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 import re
@@ -73,6 +74,10 @@ CSV_HEADER = (
 MAX_BUCKET_NAME = 63  # S3's limit
 PROMETHEUS_PORT = 8888  # the worker's exporter (gosbench's default); one worker per host
 WEIGHTS = ("read_weight", "existing_read_weight", "write_weight", "delete_weight", "list_weight")
+# the job options config_test and the template read; any other is not in the config gosbench gets
+OPTIONS = ("bs", "part_size", "runtime", "stop_with_ops", "objects", "buckets", "object_prefix",
+           "workers_share_buckets", "numjobs", "clean_after", "use_path_style", "rw",
+           "rwmixread", *WEIGHTS)  # fmt: skip
 _OP_OF_WEIGHT = {
     "read_weight": "read",
     "existing_read_weight": "read",
@@ -192,6 +197,18 @@ class GosbenchAdapter(ToolAdapter):
     def job_file_secret(self, key: str) -> str:
         return key.replace("'", "''")  # the template single-quotes the keys (YAML)
 
+    def option_problems(self, sections: list[dict]) -> dict[str, str]:
+        """Options storbench does not write into gosbench's config ('numjob: 32' ran with one
+        parallel client, gosbench's default, and said nothing)."""
+        problems: dict[str, str] = {}
+        for option in dict.fromkeys(option for section in sections for option in section):
+            if option in OPTIONS or option == "ramp_time":
+                continue
+            near = difflib.get_close_matches(option, OPTIONS, n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"its options: {', '.join(OPTIONS)}"
+            problems[option] = f"gosbench has no option {option!r} ({hint})"
+        return problems
+
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
         """Server and one worker on this host (a single-host run)."""
         port = str(self.default_port)
@@ -310,11 +327,11 @@ def config_test(spec: dict) -> dict:
             raise _render_error(f"part_size {part!r} is not a whole number of {unit}")
         part_size = part_bytes // _UNIT_BYTES[unit]
     runtime = units.job_duration(params["runtime"]) if "runtime" in params else "0s"
-    stop_with_ops = int(params.get("stop_with_ops", 0))
+    stop_with_ops = _count(params, "stop_with_ops", 0, least=0)
     if runtime == "0s" and not stop_with_ops:
         raise _render_error("set runtime or stop_with_ops")
-    objects = int(params.get("objects", 100))
-    buckets = int(params.get("buckets", 1))
+    objects = _count(params, "objects", 100, least=1)
+    buckets = _count(params, "buckets", 1, least=1)
     longest = f"{spec['target']['bucket']}-{buckets - 1}"
     if len(longest) > MAX_BUCKET_NAME:
         raise _render_error(f"bucket name {longest!r} is longer than {MAX_BUCKET_NAME}")
@@ -342,9 +359,17 @@ def config_test(spec: dict) -> dict:
     }
 
 
+def _count(params: dict, option: str, default: int, *, least: int) -> int:
+    """A whole-number option of the config (gosbench took objects: -1 and buckets: 0)."""
+    value = int(params.get(option, default))
+    if value < least:
+        raise _render_error(f"{option} must be a whole number >= {least}, not {value}")
+    return value
+
+
 def weights(params: dict) -> dict:
     """Operation weights: the *_weight options, else from rw (and rwmixread for rw mixes)."""
-    given = {name: int(params[name]) for name in WEIGHTS if name in params}
+    given = {name: _count(params, name, 0, least=0) for name in WEIGHTS if name in params}
     if given:
         chosen = {**dict.fromkeys(WEIGHTS, 0), **given}
     elif str(params.get("rw", "")).lower() in _WEIGHTS_OF_RW:

@@ -737,8 +737,15 @@ def _rdpct(params: dict) -> int | None:
     if rw in WRITES:
         return 0
     if "rwmixread" in params:
-        return _integer(params["rwmixread"], "rwmixread")
+        return _percent(params["rwmixread"], "rwmixread")
     return 50 if rw in MIXED else None
+
+
+def _percent(value, option: str) -> int:
+    number = _integer(value, option)
+    if not 0 <= number <= 100:
+        raise VdbenchJobError(f"vdbench: {option} is a percentage of 0 to 100, got {value!r}")
+    return number
 
 
 def _seekpct(params: dict):
@@ -758,7 +765,7 @@ def _fileio(params: dict) -> str | None:
 def _operation(params: dict) -> tuple[str, int | None]:
     """fwd operation and rdpct: a read/write mix is operation=read with rdpct."""
     if "operation" in params:
-        rdpct = _integer(params["rwmixread"], "rwmixread") if "rwmixread" in params else None
+        rdpct = _percent(params["rwmixread"], "rwmixread") if "rwmixread" in params else None
         return str(params["operation"]), rdpct
     rdpct = _rdpct(params)
     if rdpct == 0:

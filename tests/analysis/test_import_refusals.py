@@ -98,6 +98,20 @@ def test_an_existing_output_is_kept_unless_replace_which_drops_its_stale_series(
     assert not series.exists()
 
 
+@pytest.mark.parametrize("kept", ["campaign.yaml", "fio-output.json"])
+def test_replace_overwrites_only_a_parquet_file(kept, tmp_path, capsys):
+    """Before: `-o campaign.yaml --replace` wrote the rows over the config, and `-o` naming
+    the raw output being imported wrote them over that output."""
+    path = tmp_path / kept
+    shutil.copy(STATUS, path)
+    before = path.read_bytes()
+    assert refusal(capsys, "--tool", "fio", "-o", str(path), "--replace", str(path)) == (
+        f"{path} is not a Parquet file; --replace overwrites only results of an earlier import"
+        " or of a campaign: give another -o"
+    )
+    assert path.read_bytes() == before and sorted(tmp_path.iterdir()) == [path]
+
+
 def test_a_campaigns_summary_is_not_overwritten(tmp_path, capsys):
     summary = tmp_path / "results/lab/demo/summary.parquet"
     summary.parent.mkdir(parents=True)

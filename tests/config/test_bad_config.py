@@ -36,6 +36,7 @@ SNAKEMAKE_CASES = (
     "dotdot-run-id.yaml",
     "command-options.yaml",
     "zero-counts.yaml",
+    "preparation-option-typos.yaml",
 )
 WRITTEN_BYTES = 256 * 1024  # the job below writes its size once: 64 I/Os of 4 KiB
 VALID = {
@@ -268,6 +269,21 @@ def test_a_problem_names_its_own_line_in_a_flow_sequence_and_a_merged_key_its_ma
         " (line 13)",
         # merged from first's job: the line of second's job, the nearest key the file has
         "  - experiments.second.job.bs: a block size must be more than 0: '0k' (line 18)",
+    ]
+
+
+def test_a_refused_host_group_is_named_once(tmp_path):
+    """Before: its experiment's steps and its network mesh were refused too, for the 0 hosts
+    left of it ('steps.size: 1 is more than the 0 host(s)', 'a mesh needs at least 2 hosts')."""
+    absent = tmp_path / "client_ed25519"
+
+    def refused_group(raw):
+        raw["hosts"]["clients"]["identity"] = str(absent)
+        raw["network"] = {"mesh": ["clients"]}
+        experiment(raw).update(hosts="clients", steps={"mode": "incremental", "size": 1})
+
+    assert problems_of(refused_group) == [
+        f"hosts.clients.identity: cannot read the key file {absent}: No such file or directory"
     ]
 
 
@@ -654,12 +670,14 @@ def test_shell_syntax_and_spaces_run_nothing_under_snakemake(tmp_path):
 def test_a_read_mix_written_as_a_percentage_is_refused_with_the_number_to_write():
     """fio 3.33 ran rwmixread=70% as 20,260 reads and no writes, and --parse-only takes it."""
     problems = problems_of(
-        lambda c: experiment(c).update(sweep={"rw": ["randrw"], "rwmixread": ["70%", 101, 70]})
+        lambda c: experiment(c).update(sweep={"rw": ["randrw"], "rwmixread": ["70%", 101, 70, -1]})
     )
     assert problems == [
         "experiments.demo.sweep.rwmixread[0]: written without '%' (write 70): fio takes '70%'"
         " but runs no mix",
         "experiments.demo.sweep.rwmixread[1]: a percentage of 0 to 100, not 101",
+        # fio 3.33 --parse-only takes -1, and ran randrw rwmixread=-1 as 3 reads, 253 writes
+        "experiments.demo.sweep.rwmixread[3]: a percentage of 0 to 100, not -1",
     ]
     problems = problems_of(lambda c: experiment(c)["job"].update(rwmixwrite="30 %"))
     assert problems == [
@@ -806,6 +824,54 @@ def test_check_renders_an_experiments_own_template(template, expected, tmp_path,
     code, err = check(path, capsys)
     assert code == 1
     assert f"  - experiments.demo.template: {expected.format(path=own)}" in err, err
+
+
+@pytest.mark.parametrize(
+    ("option", "name", "what"),
+    [("template", "own.fio.j2", "template"), ("job_file", "own.fio", "job file")],
+)
+def test_an_own_job_file_that_is_not_utf8_is_named_with_its_line(
+    option, name, what, tmp_path, capsys
+):
+    """Before: `check` stopped with a UnicodeDecodeError traceback (a template), or passed
+    it and the render step did (a ready job file), after the experiments before it ran."""
+    own = tmp_path / name
+    own.write_bytes(b"[global]\n; caf\xe9\n[j]\nrw=read\n")
+    raw = copy.deepcopy(VALID)
+    experiment(raw)[option] = str(own)
+    if option == "job_file":
+        del experiment(raw)["sweep"]
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    line = path.read_text().splitlines().index(f"    {option}: {own}") + 1
+    code, err = check(path, capsys)
+    assert (code, err.splitlines()[1:]) == (
+        1,
+        [
+            f"  - experiments.demo.{option}: {what} {own}:2: not UTF-8 text (byte 0xe9)"
+            f" (line {line})"
+        ],
+    )
+
+
+def test_snakemake_renders_own_templates_before_any_job(tmp_path):
+    """Before: `snakemake` ran the experiments before the one with a broken template, which
+    failed at its render step; now it stops at the start, as `check` does."""
+    own = tmp_path / "own.fio.j2"
+    own.write_text("[j]\nnumjobs={{ num_jobs }}\n")
+    raw = copy.deepcopy(VALID)
+    raw["targets"]["scratch"]["path"] = str(tmp_path / "scratch")
+    raw["experiments"]["later"] = {**experiment(raw), "template": str(own)}
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    line = path.read_text().splitlines().index(f"    template: {own}") + 1
+    result = snakemake_with(path, tmp_path)
+    assert result.returncode != 0
+    assert (
+        f"  - experiments.later.template: template {own}: 'num_jobs' is undefined (line {line})"
+        in result.stdout + result.stderr
+    )
+    assert not (tmp_path / "results").exists() and not (tmp_path / "scratch").exists()
 
 
 def test_an_s3_credentials_file_is_read_when_the_config_is(tmp_path, capsys, monkeypatch):

@@ -489,3 +489,32 @@ def test_an_object_size_range_draws_sizes_at_random():
     spec["params"]["bs"] = "1m-4k"
     with pytest.raises(BaseRenderError, match="below its start"):
         config_test(spec)
+
+
+def test_an_option_not_in_gosbenchs_config_is_refused_at_check():
+    """'numjob: 32' was left out of the config gosbench got: one parallel client, its default."""
+    params = {"rw": "write", "bs": "4k", "runtime": "8s", "numjob": 32}
+    assert config_test({**SPEC, "params": params})["parallel_clients"] == 1
+    sections = [params, {**params, "ramp_time": "2s", "part_size": "5m", "iodepth": 4}]
+    problems = ADAPTER.option_problems(sections)
+    assert problems == {
+        "numjob": "gosbench has no option 'numjob' (did you mean 'numjobs'?)",
+        "iodepth": "gosbench has no option 'iodepth' (its options: bs, part_size, runtime,"
+        " stop_with_ops, objects, buckets, object_prefix, workers_share_buckets, numjobs,"
+        " clean_after, use_path_style, rw, rwmixread, read_weight, existing_read_weight,"
+        " write_weight, delete_weight, list_weight)",
+    }
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "least"),
+    [("objects", -1, 1), ("buckets", 0, 1), ("stop_with_ops", -5, 0), ("list_weight", -10, 0)],
+)
+def test_a_count_below_its_least_is_refused(option, value, least):
+    """Written into the config before: objects number_min -1, buckets number_min 0."""
+    params = {**SPEC["params"], option: value}
+    with pytest.raises(
+        BaseRenderError,
+        match=rf"^gosbench: {option} must be a whole number >= {least}, not {value}$",
+    ):
+        config_test({**SPEC, "params": params})

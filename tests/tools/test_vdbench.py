@@ -643,6 +643,9 @@ def test_vdbench_hosts_give_a_multi_host_filesystem_file():
         ({"workload": "objects"}, "workload must be raw or filesystem"),
         ({"workload": "filesystem", "size": "1m"}, "set files"),
         ({"rw": "trim"}, "unsupported rw"),
+        # rendered as rdpct=-1 before, and rdpct=150
+        ({"rw": "randrw", "rwmixread": -1}, r"rwmixread is a percentage of 0 to 100, got -1$"),
+        ({"rw": "randrw", "rwmixread": 150}, r"rwmixread is a percentage of 0 to 100, got 150$"),
     ],
 )
 def test_options_vdbench_cannot_take_are_errors(params, message):
