@@ -643,7 +643,8 @@ def _named(where: str, kind: str, table: dict, name: str, target_name: str, prob
     """The dataset or recipe an experiment names; it must be on the experiment's target."""
     item = table.get(name)
     if item is None:
-        problems.append(f"{where}: unknown {kind} {name!r}")
+        defined = f" (defined: {', '.join(table)})" if table else ""
+        problems.append(f"{where}: unknown {kind} {name!r}{defined}")
     elif item.target_name != target_name:
         problems.append(
             f"{where}: {kind} {name!r} is for target {item.target_name!r}, "

@@ -386,7 +386,7 @@ PROBLEMS = {
     ),
     "unknown recipe": (
         lambda raw: raw["experiments"]["after"].update(precondition="nope"),
-        "experiments.after.precondition: unknown recipe 'nope'",
+        "experiments.after.precondition: unknown recipe 'nope' (defined: afa)",
     ),
     "dataset on a block target": (
         lambda raw: raw["datasets"]["d"].update(target="dev"),
