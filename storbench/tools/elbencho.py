@@ -184,7 +184,7 @@ class ElbenchoAdapter(ToolAdapter):
         """Options elbencho 3.1's config file does not take ('file: 256' failed the run with
         boost's 'unrecognised option'); storbench's own names and what it refuses anyway pass."""
         known = config_file_options()
-        problems: dict[str, str] = {}
+        problems: dict[str, str] = _count_problems(sections)
         for option in dict.fromkeys(option for section in sections for option in section):
             if option in HANDLED_OPTIONS or option in known or option == "ramp_time":
                 continue
@@ -398,6 +398,26 @@ def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
 def config_file_options() -> frozenset[str]:
     """The long options elbencho 3.1-10's config file takes (tools/data, from its source)."""
     return frozenset(pinned_lines("elbencho-3.1-10-options.txt"))
+
+
+# ProgArgs: dirs and files are whole numbers, with a unit letter ("4k") if any
+_COUNT_OPTIONS = {"dirs": "directories per thread", "files": "files per directory"}
+_COUNT = re.compile(r"[0-9]+[kKmMgGtT]?")
+
+
+def _count_problems(sections: list[dict]) -> dict[str, str]:
+    """dirs and files that elbencho would refuse at the run ('abc', -1, 2.5)."""
+    problems: dict[str, str] = {}
+    for section in sections:
+        for option, counted in _COUNT_OPTIONS.items():
+            value = section.get(option)
+            if value is not None and not _COUNT.fullmatch(str(value)):
+                problems.setdefault(
+                    option,
+                    f"elbencho's {option} is a whole number of {counted} (a unit letter"
+                    f" allowed, as 4k), not {value!r}",
+                )
+    return problems
 
 
 def _config_value_problem(text: str) -> str | None:

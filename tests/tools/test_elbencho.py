@@ -817,6 +817,21 @@ def test_an_option_elbenchos_config_file_does_not_take_is_refused_at_check():
     assert {"block", "threads", "timelimit", "s3endpoints"} <= config_file_options()
 
 
+def test_dirs_and_files_elbencho_would_not_read_as_a_count_are_refused_at_check():
+    """Whole numbers, with elbencho's unit letter if any (ProgArgs' numDirsOrigStr)."""
+    sections = [{"dirs": "abc", "files": 16}, {"dirs": 4, "files": -1}, {"files": "4k"}]
+    assert ADAPTER.option_problems(sections) == {
+        "dirs": "elbencho's dirs is a whole number of directories per thread (a unit letter"
+        " allowed, as 4k), not 'abc'",
+        "files": "elbencho's files is a whole number of files per directory (a unit letter"
+        " allowed, as 4k), not -1",
+    }
+    assert ADAPTER.option_problems([{"dirs": 0, "files": "2K"}, {"dirs": 2.5}]) == {
+        "dirs": "elbencho's dirs is a whole number of directories per thread (a unit letter"
+        " allowed, as 4k), not 2.5",
+    }
+
+
 # --- CPU (schema v6) -----------------------------------------------------------------------
 
 
