@@ -72,9 +72,13 @@ def own_job_problems(campaign: Campaign) -> list[str]:
         runs = campaign.experiment_runs(name) if own else []
         if runs:
             try:
-                render_job(specs.render_spec(campaign, name, runs[0]))
+                text = render_job(specs.render_spec(campaign, name, runs[0]))
             except RenderError as error:
                 problems.append(f"experiments.{name}.{own}: {error}")
+                continue
+            if problem := get_tool(experiment.tool).own_job_problem(text):
+                source = experiment.template or experiment.job_file
+                problems.append(f"experiments.{name}.{own}: {source}: {problem}")
     return problems
 
 

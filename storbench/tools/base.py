@@ -217,6 +217,11 @@ class ToolAdapter:
         """Why a directory or block target's path would not reach the tool intact, or None."""
         return None
 
+    def own_job_problem(self, text: str) -> str | None:
+        """Why a user's own rendered job (template or ready job file) would not run as written
+        on the hosts, or None."""
+        return None
+
     # --- run ------------------------------------------------------------------------------
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:

@@ -22,6 +22,7 @@ COMMENT_CHARACTERS = (";", "#")
 # fio expands ${VAR} and its keywords ($ncpus, $mb_memory ...) in job files
 _EXPANSION = re.compile(r"\$(\{|[A-Za-z_])")
 # what fio --client writes when a host's service or machine goes away mid-run
+_INCLUDE = re.compile(r"^[ \t]*include[ \t]+(\S[^\n]*?)[ \t]*$", re.MULTILINE)
 _LOST_CLIENT = re.compile(r"client: host=(\S+) disconnected")
 
 
@@ -138,6 +139,15 @@ class FioAdapter(ToolAdapter):
 
     def target_path_problem(self, path: str) -> str | None:
         return path_problem(path)
+
+    def own_job_problem(self, text: str) -> str | None:
+        if found := _INCLUDE.search(text):
+            line = text.count("\n", 0, found.start()) + 1
+            return (
+                f"line {line}: 'include {found.group(1)}' is read where fio runs, and storbench"
+                " sends the hosts only the job file itself: write the included options into it"
+            )
+        return None
 
     def command(self, job_path: str, output_path: str, host: str) -> list[str]:
         return [

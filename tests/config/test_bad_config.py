@@ -854,6 +854,30 @@ def test_an_own_job_file_that_is_not_utf8_is_named_with_its_line(
     )
 
 
+@pytest.mark.parametrize("option", ["template", "job_file"])
+def test_an_own_fio_job_with_an_include_is_refused_naming_its_line(option, tmp_path, capsys):
+    """fio reads an included file where it runs; the hosts get only the job file, so the run
+    failed there (or, run locally, read whatever the folder Snakemake ran in held)."""
+    own = tmp_path / ("own.fio.j2" if option == "template" else "own.fio")
+    own.write_text("[global]\nioengine=psync\n  include common.fio \n\n[j]\nrw=read\nsize=1m\n")
+    raw = copy.deepcopy(VALID)
+    experiment(raw)[option] = str(own)
+    if option == "job_file":
+        del experiment(raw)["sweep"]
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    line = path.read_text().splitlines().index(f"    {option}: {own}") + 1
+    code, err = check(path, capsys)
+    assert (code, err.splitlines()[1:]) == (
+        1,
+        [
+            f"  - experiments.demo.{option}: {own}: line 3: 'include common.fio' is read where"
+            " fio runs, and storbench sends the hosts only the job file itself: write the"
+            f" included options into it (line {line})"
+        ],
+    )
+
+
 def test_snakemake_renders_own_templates_before_any_job(tmp_path):
     """Before: `snakemake` ran the experiments before the one with a broken template, which
     failed at its render step; now it stops at the start, as `check` does."""
