@@ -24,6 +24,7 @@ import os
 import posixpath
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import tarfile
@@ -49,6 +50,7 @@ from storbench.hosts.base import (
 
 PERSIST_S = 900  # a master without sessions this long closes (ControlPersist)
 KEEPALIVE_COUNT = 3  # unanswered keepalives before the master gives the host up
+SIZE_LINE = "storbench-size"  # a fetch's remote size, on its stderr
 SSH_FAILED = 255  # ssh's own exit status: the connection, not the command, failed
 CONTROL_TIMEOUT_S = 10.0  # `ssh -O check|exit` talks to the local master only
 SHORT_BASE = 48  # bytes of $TMPDIR that still leave a socket path under 107
@@ -141,9 +143,13 @@ class OpenSSHTransport(Transport):
         self._check_done(self._session(script, text.encode()), f"writing {path}")
 
     def fetch(self, path: str, local_path) -> None:
+        quoted = shlex.quote(path)
+        # its size too: ssh exits 0 though it could not write it all here (a full disk)
+        script = f'size=$(wc -c < {quoted}) && cat -- {quoted} && echo "{SIZE_LINE} $size" >&2'
         with atomic_output(local_path) as tmp, open(tmp, "wb") as sink:
-            self._check_done(self._session(f"cat -- {shlex.quote(path)}", stdout=sink),
-                             f"fetching {path}")  # fmt: skip
+            done = self._session(script, stdout=sink)
+            self._check_done(done, f"fetching {path}")
+            self._check_whole(done, path, os.fstat(sink.fileno()).st_size, local_path)
 
     def fetch_tree(self, path: str, local_dir) -> None:
         local_dir = Path(local_dir)
@@ -203,6 +209,19 @@ class OpenSSHTransport(Transport):
             raise self._error(
                 f"{action}: {_reason(done.returncode, done.stderr.decode(errors='replace'))}"
             )
+
+    def _check_whole(self, done, path: str, written: int, local_path) -> None:
+        """The whole file arrived: ssh exits 0 though it could not write it all (a full disk
+        here), and then often before the size line after the file came."""
+        sizes = re.findall(rf"^{SIZE_LINE} +(\d+)$", done.stderr.decode(errors="replace"), re.M)
+        if sizes and written == int(sizes[-1]):
+            return
+        of_size = f" of its {sizes[-1]}" if sizes else ""
+        folder = os.path.dirname(os.path.abspath(local_path))
+        raise self._error(
+            f"fetching {path}: only {written}{of_size} bytes could be written to {local_path}"
+            f" ({shutil.disk_usage(folder).free} bytes free there); the host keeps it"
+        )
 
     def _session_argv(self, command: str) -> list[str]:
         return ["ssh", *self._options(), "-o", "ControlMaster=no", "-T", self.spec.address,

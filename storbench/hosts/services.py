@@ -27,6 +27,8 @@ from storbench.hosts.transport import HostError, open_transport
 from storbench.tools import get_tool
 
 READY_TIMEOUT_S = 20.0
+EXITED_CHECK_S = 1.0  # a service not answering yet: how often to ask whether it has exited
+LOG_LINES = 5  # of an exited service's log, in its error
 START_TIMEOUT_S = 60.0
 FANOUT_VARIABLE = "STORBENCH_FANOUT"
 DEFAULT_FANOUT = 512  # hosts handled at once over persistent (OpenSSH) connections
@@ -166,7 +168,7 @@ def _start_one(host: dict, tool_name: str, port: int) -> dict:
             code, _, err = transport.shell(start_script(folder, argv), timeout_s=START_TIMEOUT_S)
             if code != 0:
                 raise HostError(spec.name, f"{tool_name} service did not start: {err.strip()}")
-        _wait_ready(spec, port, folder)
+            _wait_ready(spec, port, folder, lambda: _exited_service_log(transport, folder, argv))
     else:  # one left by an earlier start is used again, if it is this work folder's
         with open_transport(spec) as transport:
             code, _, _ = transport.shell(own_service_script(folder, argv), timeout_s=30)
@@ -300,12 +302,27 @@ def recorded_version_script(folder: str, tool) -> str:
     ])  # fmt: skip
 
 
-def _wait_ready(spec: Host, port: int, folder: str) -> None:
+def _wait_ready(spec: Host, port: int, folder: str, exited_log=lambda: None) -> None:
+    """Until the port answers; exited_log() (asked every EXITED_CHECK_S) returns the log of a
+    service that has already exited (fio not on the host's PATH), which fails it at once."""
     deadline = time.monotonic() + READY_TIMEOUT_S
+    next_check = time.monotonic() + EXITED_CHECK_S
+    log = None
     while time.monotonic() < deadline:
         if _accepts(spec.tool_address, port, timeout_s=1):
             return
+        if time.monotonic() >= next_check:
+            log = exited_log()
+            if log is not None:
+                break
+            next_check = time.monotonic() + EXITED_CHECK_S
         time.sleep(0.1)
+    if log is not None:
+        raise HostError(
+            spec.name,
+            f"service exited before it answered on {with_port(spec.tool_address, port)};"
+            f" its log ({folder}/{LOG_NAME}) ends: {log or '(empty)'}",
+        )
     # the tool's client connects from here, not through the jump host the sessions go through
     unrouted = (
         f"; the host is reached through jump host {spec.jump}, but the tool's client connects"
@@ -320,6 +337,19 @@ def _wait_ready(spec: Host, port: int, folder: str) -> None:
         f" after {READY_TIMEOUT_S:.0f} s "
         f"(its log: {folder}/service.log){unrouted}",
     )
+
+
+def _exited_service_log(transport, folder: str, argv: list[str]) -> str | None:
+    """The last lines of the service's log if its process has exited, else None."""
+    script = (
+        f"( {own_service_script(folder, argv)} ) && exit 3;"
+        f" tail -n {LOG_LINES} -- {shlex.quote(folder + '/' + LOG_NAME)} 2>/dev/null; exit 0"
+    )
+    with contextlib.suppress(HostError):  # unanswered: the port's deadline still stands
+        code, out, _ = transport.shell(script, timeout_s=30)
+        if code == 0:
+            return " / ".join(line.strip() for line in out.splitlines() if line.strip())
+    return None
 
 
 def _accepts(address: str, port: int, timeout_s: float) -> bool:

@@ -175,8 +175,11 @@ class TreeTransport(Transport):
 
     def fetch(self, path: str, local_path) -> None:
         data = self._download(f"base64 -w {LINE_B64} < {shlex.quote(path)}", f"fetching {path}")
-        with atomic_output(local_path) as tmp:
-            Path(tmp).write_bytes(data)
+        try:
+            with atomic_output(local_path) as tmp:
+                Path(tmp).write_bytes(data)
+        except OSError as error:  # a full disk here: the host's copy is the one left
+            raise self._error(f"fetching {path}: {error}; the host keeps it") from error
 
     def fetch_tree(self, path: str, local_dir) -> None:
         local_dir = Path(local_dir)

@@ -75,6 +75,7 @@ class HostResult:
     tool_version: str | None = None
     error: str | None = None
     cleanup_error: str | None = None  # leftovers of a failed tool that could not be killed
+    stopped_for: str | None = None  # the host whose failure had this host's tool stopped
     over_time: bool = False  # it ran past its time limit (then SIGTERM, SIGKILL if still there)
 
 
@@ -421,7 +422,10 @@ def _failure_message(spec: RunSpec, results: list[HostResult], local_dir: Path) 
     verdict = "failed" if started else "did not start"
     lines = [f"{spec.experiment}/{spec.run_id}: {spec.tool} {verdict}"]
     for result in results:
-        if result.error:
+        if result.stopped_for and not result.error and result.exit_code != 0:
+            lines.append(f"host {result.name}: {spec.tool} stopped, as host"
+                         f" {result.stopped_for} failed")  # fmt: skip
+        elif result.error:
             lines.append(result.error)
         elif result.exit_code is not None and result.exit_code != 0:
             reason = exit_reason(result.exit_code, get_tool(spec.tool).exit_statuses)
@@ -594,9 +598,14 @@ def _run_standalone(
         if early is not None:
             threading.Thread(target=early.watch, name="early-release", daemon=True).start()
         schedule = faults.schedule_for_run(spec, hosts, paths, barrier.released, threads)
+        stopping: list[threading.Thread] | None = None
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.2)
+                if stopping is None and (failed := _first_failed(results)):
+                    stopping = _stop_the_others(failed, hosts, paths, results, threads, barrier)
+        for thread in stopping or ():
+            thread.join()
     except KeyboardInterrupt:
         hold_signals()
         if early is not None:  # no host is released from here on
@@ -623,6 +632,45 @@ def _run_standalone(
         placement["release_time"] = start.iso(barrier.release_epoch)
     placement["start_skew_s"] = start_skew_s(placement["hosts"])
     return placement
+
+
+def _first_failed(results: list[HostResult]) -> str | None:
+    """The first host whose launched tool failed, or whose session was lost, while it ran: the
+    run has failed with it. (A problem found after a tool exited 0, such as its output, is
+    found as the others end too: their own causes are worth more than a stop.)"""
+    for result in results:
+        ended_badly = result.exit_code not in (None, 0)
+        lost = result.exit_code is None and result.error is not None
+        if result.launch_time is not None and (ended_badly or lost):
+            return result.name
+    return None
+
+
+def _stop_the_others(failed: str, hosts: list[Host], paths: list[HostPaths],
+                     results: list[HostResult], threads: list[threading.Thread],
+                     barrier: start.StartBarrier) -> list[threading.Thread]:  # fmt: skip
+    """The tool on every host still running, stopped now rather than at the end of its
+    runtime (an hour's run would hold the target and load the storage for nothing); each
+    host's own thread then fetches what it wrote and releases its lock."""
+    barrier.abort(f"host {failed} failed")  # a host not started yet never starts
+
+    def stop(host: Host, host_paths_: HostPaths) -> None:
+        # best effort: the tool's time limit stands behind it
+        with contextlib.suppress(Exception), open_transport(host) as transport:
+            transport.kill_matching(host_paths_.job_path)
+
+    stoppers = []
+    for host, host_paths_, result, thread in zip(hosts, paths, results, threads, strict=True):
+        if thread.is_alive() and result.name != failed and result.exit_code is None:
+            result.stopped_for = failed
+            stoppers.append(
+                threading.Thread(
+                    target=stop, args=(host, host_paths_), daemon=True, name=f"stop-{host.name}"
+                )
+            )
+    for stopper in stoppers:
+        stopper.start()
+    return stoppers
 
 
 def _host_record(tool, result: HostResult) -> dict:

@@ -37,7 +37,7 @@ def check_host(host: dict, tool, target: dict, requirements: Sequence[dict] = ()
             if target.get("type") == "s3":
                 directory = None
             writable = directory if target.get("type") == "directory" else None
-            report.update(_facts(transport, tool, directory, requirements, writable))
+            report.update(_facts(transport, tool, directory, requirements, writable, spec.workdir))
     except HostError as error:
         report["error"] = str(error)
     except Exception as error:  # reported per host, like the runner
@@ -51,6 +51,7 @@ def _facts(
     directory: str | None,
     requirements: Sequence[dict] = (),
     writable: str | None = None,
+    workdir: str | None = None,
 ) -> dict:
     """Clock, room, tool version and the experiment's requirements in one round trip; the
     clock is read at the script's start and end, so its offset does not count the time the
@@ -65,6 +66,8 @@ def _facts(
         steps.add(f"requirement{index}", shlex.join(requirement["argv"]))
     if writable:  # last: a failing step ends the script
         steps.add("writable", room.writable_script(writable))
+    if workdir:  # the runs' locks, job files and outputs
+        steps.add("workdir", room.writable_script(workdir))
     before = time.time()
     try:
         outcomes = one_trip.run(transport, steps, timeout_s=CHECK_TIMEOUT_S)
@@ -88,6 +91,10 @@ def _facts(
         facts["free_bytes"] = room.free_bytes_from(outcomes["room"].rc, outcomes["room"].out)
     if (found := outcomes.get("writable")) and (
         problem := room.writable_problem(found.rc, found.out, writable or "")
+    ):
+        raise HostError(transport.spec.name, problem)
+    if (found := outcomes.get("workdir")) and (
+        problem := room.writable_problem(found.rc, found.out, workdir or "", "workdir")
     ):
         raise HostError(transport.spec.name, problem)
     for index, requirement in enumerate(requirements):

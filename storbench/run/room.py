@@ -45,13 +45,15 @@ def writable_script(directory: str) -> str:
     )
 
 
-def writable_problem(rc: int, out: str, directory: str) -> str | None:
+def writable_problem(
+    rc: int, out: str, directory: str, what: str = "target directory"
+) -> str | None:
     """From writable_script's outcome: why the run could not write its files there, or None."""
     if rc == NOT_A_DIRECTORY:
-        return f"target directory {directory}: {out.strip()} is a file, not a folder"
+        return f"{what} {directory}: {out.strip()} is a file, not a folder"
     if rc == NOT_WRITABLE:
         return (
-            f"target directory {directory}: {out.strip()} is not writable here (a read-only"
+            f"{what} {directory}: {out.strip()} is not writable here (a read-only"
             " file system, or its permissions)"
         )
     return None

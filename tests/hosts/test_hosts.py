@@ -20,6 +20,7 @@ import pytest
 from storbench.core.model import Host, parse_jump
 from storbench.hosts.openssh import OpenSSHTransport
 from storbench.hosts.transport import HostError, open_transport
+from tests.mounts import tmpfs
 from tests.sshd import free_port, generate_key, lab_host, start_sshd
 
 
@@ -384,3 +385,17 @@ def test_fio_runs_on_both_ssh_hosts(ssh_hosts, tmp_path):
             rc, out, err = run(transport, argv, tmp_path, marker=data_file)
         assert rc == 0, err.decode()
         assert json.loads(out)["jobs"][0]["write"]["io_bytes"] == 1048576
+
+
+def test_fetch_onto_a_full_disk_fails_naming_the_host_and_keeps_nothing(transport, tmp_path, host):
+    """The controller's disk fills while a tool's output arrives: ssh writes what fits and
+    exits 0, so a fetch that only trusted its exit status published a cut-off copy."""
+    remote = f"{host.workdir}/{unique('big')}/out.json"
+    transport.put_text("x" * 65536, remote)
+    with tmpfs(tmp_path / "full", "size=16k") as full:
+        with pytest.raises(HostError) as caught:
+            transport.fetch(remote, full / "out.json")
+        assert os.listdir(full) == []  # no cut-off copy, no temp file
+    message = str(caught.value)
+    assert message.startswith(f"host {host.name}: ")
+    assert "No space left on device" in message or "bytes could be written to" in message, message

@@ -5,6 +5,7 @@ import shlex
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from storbench.hosts import services
 from storbench.hosts.transport import HostError, open_transport
 from storbench.run import ready
 from storbench.tools import get_tool
-from tests.sshd import free_port
+from tests.sshd import SshLab, free_port, lab_host
 
 
 def answers(port: int) -> bool:
@@ -156,4 +157,35 @@ def test_a_service_behind_a_jump_host_the_controller_cannot_reach_says_so(monkey
         " but the tool's client connects from this controller: service mode needs a"
         " data_address it reaches, or run the experiment standalone (its sessions go through"
         " the jump host)"
+    )
+
+
+def test_a_service_whose_tool_is_not_on_the_hosts_path_fails_naming_its_log(tmp_path, monkeypatch):
+    """fio missing on an SSH host (its shell start-up sets a PATH without it): the start
+    names what the service's log says, not only 'not answering after 20 s'."""
+    monkeypatch.chdir(tmp_path)
+    without_fio = tmp_path / "bin-without-fio"
+    without_fio.mkdir()
+    for program in Path("/usr/bin").iterdir():
+        if program.name != "fio":
+            (without_fio / program.name).symlink_to(program)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text(f"export PATH={without_fio}\n")
+    (tmp_path / "sshd").mkdir()
+    lab = SshLab(tmp_path / "sshd", session_home=home)
+    try:
+        server = lab.start("127.0.0.34")
+        host = lab_host(lab, server, tmp_path / "work").to_dict()
+        port = free_port(server.address)
+        with pytest.raises(services.ServiceError) as failed:
+            services.start_services([host], "fio", port)
+    finally:
+        lab.stop_all()
+    folder = tmp_path / f"work/services/fio-127.0.0.34-{port}"
+    assert str(failed.value) == (
+        "start of services failed on 1 host(s):\n"
+        f"  - host 127.0.0.34: service exited before it answered on 127.0.0.34:{port};"
+        f" its log ({folder}/service.log) ends: nohup: failed to run command 'fio':"
+        " No such file or directory"
     )

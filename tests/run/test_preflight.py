@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -242,3 +243,18 @@ def test_a_target_on_a_read_only_file_system_fails_preflight(tmp_path, read_only
         f"  host localhost: target directory {target}/localhost: {read_only_filesystem} is not"
         " writable here (a read-only file system, or its permissions)"
     ]
+
+
+def test_a_workdir_on_a_read_only_file_system_fails_preflight(
+    ssh_hosts, tmp_path, read_only_filesystem
+):
+    """It passed before, and every run then failed on that host ('cannot take the lock …:
+    Read-only file system'), after the runs before it in the campaign."""
+    host = dataclasses.replace(ssh_hosts[0], workdir=str(read_only_filesystem / "storbench"))
+    with pytest.raises(PreflightError) as failed:
+        run_preflight(spec("fio", [host.to_dict()], tmp_path / "target"), str(tmp_path / "p"))
+    assert str(failed.value).splitlines()[1:] == [
+        f"  host {host.name}: workdir {host.workdir}: {read_only_filesystem} is not writable"
+        " here (a read-only file system, or its permissions)"
+    ]
+    assert not (tmp_path / "p").exists()

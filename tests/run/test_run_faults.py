@@ -550,3 +550,52 @@ def test_sigkilled_caller_leaves_no_tool_running(any_host, tmp_path):
         wait_for(lambda: not processes_matching(f"sleep {seconds}"), "the tool to stop")
     finally:
         open_transport(Host("localhost")).kill_matching(f"sleep {seconds}")  # if it failed
+
+
+# -- one host's tool killed: the others stopped with it --------------------------------------
+
+
+def test_tool_killed_on_one_host_stops_the_other_hosts_tool(ssh_hosts, tmp_path):
+    """fio SIGKILLed on one of two SSH hosts: the run has failed, so the other host's fio is
+    stopped then, not after the rest of its 120 s (the target held, the storage loaded)."""
+    hosts = [
+        dataclasses.replace(host, workdir=str(tmp_path / f"w-{host.name}")).to_dict()
+        for host in ssh_hosts
+    ]
+    job = tmp_path / "job.fio"
+    job.write_text(
+        f"[r]\ndirectory={tmp_path / 'target'}\nrw=read\nbs=4k\nsize=1m\nioengine=psync\n"
+        "time_based=1\nruntime=120\n"
+    )
+    spec = RunSpec(experiment="e", run_id="r", tool="fio", params={}, hosts=tuple(hosts),
+                   target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
+                   timeout_s=300)  # fmt: skip
+    victim, other = (host["name"] for host in hosts)
+    victim_job = f"{tmp_path}/w-{victim}/e/r/it1/{victim}/a1/job.fio"
+    other_job = f"{tmp_path}/w-{other}/e/r/it1/{other}/a1/job.fio"
+
+    def kill_the_victims_fio():  # its main and its job process, as an OOM kill of both
+        processes = wait_for(lambda: main_and_job(fio_processes(victim_job)), "fio's job process")
+        for pid in processes:
+            os.kill(pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_victims_fio, daemon=True)
+    killer.start()
+    manifest_path = tmp_path / "raw/r/it1/run.json"
+    with pytest.raises(runner.RunError) as failed:
+        runner.run_iteration(spec, 1, str(job), str(manifest_path))
+    killer.join()
+
+    lines = str(failed.value).splitlines()
+    assert lines[0] == "e/r: fio failed"
+    assert (
+        f"host {victim}: fio exited 137 (as a tool killed by SIGKILL does); stderr tail:" in lines
+    )
+    assert f"host {other}: fio stopped, as host {victim} failed" in lines
+    assert not fio_processes(other_job) and not fio_processes(victim_job)
+    assert not manifest_path.exists()
+    # what the stopped fio wrote is kept: it ran a part of its 120 s
+    text = (manifest_path.parent / f"a1/{other}.json").read_text()
+    assert text.startswith("\nfio: terminating on signal 15\n")
+    report = json.loads(text[text.index("{") :])
+    assert report["jobs"][0]["job_runtime"] < 120_000
