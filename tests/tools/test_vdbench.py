@@ -510,6 +510,28 @@ def test_afa_example_renders_the_precondition_and_four_baseline_files():
     ]
 
 
+def test_idc_multihost_example_runs_each_cfg_file_once_on_all_luns_with_its_threads():
+    """The tutorial's .cfg files list every SD and set forthreads 32, 16, 8, 4 and interval=1."""
+    loaded = config.load_campaign_file(REPO / "config/examples/idc-vdbench-multihost.yaml")
+    name = "afa_baseline_multihost"
+    files = {
+        run.run_id: [
+            line
+            for line in render_job(plan.render_spec(loaded, name, run)).splitlines()
+            if line.startswith(("sd=default", "wd=", "rd="))
+        ]
+        for run in loaded.experiment_runs(name)
+    }
+    assert files == {
+        f"{run_id}_t-all": [
+            f"sd=default,threads={threads},openflags=o_direct",
+            f"wd=wd1,sd=sd*,xfersize={xfersize},rdpct={rdpct},seekpct={seekpct}",
+            "rd=rd1,wd=wd1,iorate=max,elapsed=7200,interval=1",
+        ]
+        for run_id, (threads, xfersize, rdpct, seekpct) in AFA_BASELINE.items()
+    }
+
+
 SPEC = {
     "experiment": "multi",
     "run_id": "randrw_bs8k_qd16_mix70",
