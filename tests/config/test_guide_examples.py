@@ -1,0 +1,33 @@
+"""The examples that claim a reference plan's workloads run exactly those workloads."""
+
+from pathlib import Path
+
+import pytest
+
+from storbench.config import campaign as config
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The IDC AFA tutorial's four baseline .cfg files (4kb_20_80_seq, 8kb_65_35_ran,
+# 64kb_65_35_ran, 128kb_80_20_seq): pattern, xfersize, rdpct, forthreads.
+IDC_BASELINE = [("rw", "4k", 20, 32), ("randrw", "8k", 65, 16), ("randrw", "64k", 65, 8),
+                ("rw", "128k", 80, 4)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("example", "experiment"),
+    [
+        ("soak.yaml", "soak"),
+        ("afa-precondition.yaml", "baseline"),
+        ("vdbench-afa-baseline.yaml", "afa_baseline"),
+        ("idc-vdbench-multihost.yaml", "afa_baseline_multihost"),
+    ],
+)
+def test_examples_run_the_idc_plans_four_baseline_workloads(example, experiment):
+    loaded = config.load_campaign_file(REPO / "config/examples" / example)
+    runs = loaded.experiment_runs(experiment)
+    workloads = [
+        (run.params["rw"], run.params["bs"], run.params.get("rwmixread"), run.params["iodepth"])
+        for run in runs
+    ]
+    assert workloads == IDC_BASELINE
