@@ -31,3 +31,17 @@ def test_examples_run_the_idc_plans_four_baseline_workloads(example, experiment)
         for run in runs
     ]
     assert workloads == IDC_BASELINE
+
+
+def test_elastifile_searches_answer_each_column_of_the_notes_iops_table():
+    """'Maximum sustained IOPS (under 2ms)': Read, Write and Mixed 70/30, 4k or 8k blocks."""
+    loaded = config.load_campaign_file(REPO / "config/examples/elastifile.yaml")
+    under_2ms = sorted(
+        (experiment.job["rw"], experiment.job.get("rwmixread"), experiment.job["bs"])
+        for experiment in loaded.experiments.values()
+        if experiment.search
+        and experiment.search["objective"]["metric"] == "iops"
+        and experiment.search["objective"]["limit_ns"] == 2_000_000
+    )
+    assert under_2ms == [("randread", None, "4k"), ("randrw", 70, "4k"), ("randwrite", None, "4k")]
+
