@@ -45,3 +45,29 @@ def test_elastifile_searches_answer_each_column_of_the_notes_iops_table():
     )
     assert under_2ms == [("randread", None, "4k"), ("randrw", 70, "4k"), ("randwrite", None, "4k")]
 
+
+def test_virtuozzo_runs_the_replication_scripts_in_the_folder_its_step_sets_up():
+    """'Testing the desired replication settings': set-attr on /mnt/vstorage/test, then on
+    any node storage_test.sh with fio.read.random, .write.random, .read.seq, .write.seq."""
+    loaded = config.load_campaign_file(REPO / "config/examples/virtuozzo.yaml")
+    folder = "/mnt/vstorage/test"
+    assert f"set-attr -R {folder} replicas=3:2" in loaded.raw["setup"]["replication"]["command"]
+    in_folder = [
+        name
+        for name, experiment in loaded.experiments.items()
+        if experiment.target == {"type": "directory", "path": folder}
+    ]
+    assert in_folder == ["replicated_fio"]
+    experiment = loaded.experiments["replicated_fio"]
+    assert (experiment.setup, experiment.ordered) == (("replication",), True)
+    runs = loaded.experiment_runs("replicated_fio")
+    assert {run.hosts for run in runs} == {("vhi1",)}
+    scripts = [
+        {k: run.params[k] for k in ("rw", "bs", "iodepth", "numjobs", "size", "fdatasync")}
+        for run in runs
+    ]
+    assert scripts == [
+        {"rw": rw, "bs": bs, "iodepth": depth, "numjobs": 16, "size": "8g", "fdatasync": 32}
+        for rw, bs, depth in (("randread", "4k", 32), ("randwrite", "4k", 32), ("read", "1m", 16),
+                              ("write", "1m", 16))
+    ]  # fmt: skip
