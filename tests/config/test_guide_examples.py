@@ -71,3 +71,15 @@ def test_virtuozzo_runs_the_replication_scripts_in_the_folder_its_step_sets_up()
         for rw, bs, depth in (("randread", "4k", 32), ("randwrite", "4k", 32), ("read", "1m", 16),
                               ("write", "1m", 16))
     ]  # fmt: skip
+
+
+def test_scale_test_saturation_runs_are_averaged_over_three_and_wait_as_the_harness():
+    """3.2: results "averaged across 3 separate runs"; 2.2.2 Table 8: 120 s between steps;
+    2.3.2: several iperf3 streams on 100GbE."""
+    loaded = config.load_campaign_file(REPO / "config/examples/scale-test.yaml")
+    saturation = {
+        name: (loaded.experiments[name].iterations, loaded.experiments[name].wait_s)
+        for name in ("bw_100g", "bw_10g")
+    }
+    assert saturation == {"bw_100g": (3, 120), "bw_10g": (3, 120)}
+    assert loaded.raw["network"]["parallel"]["clients100g"] > 1
