@@ -83,3 +83,19 @@ def test_scale_test_saturation_runs_are_averaged_over_three_and_wait_as_the_harn
     }
     assert saturation == {"bw_100g": (3, 120), "bw_10g": (3, 120)}
     assert loaded.raw["network"]["parallel"]["clients100g"] > 1
+
+
+def test_vast_elbencho_file_tests_use_the_guides_threads_and_iodepths():
+    """Section 4: BW tests at "16 workers / 8 iodepth", sequential and random (Tables 11-13,
+    5.4.2's rd-1024kbs-16t-8iodepth_rnd); Table 16: 4K random, 4 workers, iodepth 64 and 16."""
+    loaded = config.load_campaign_file(REPO / "config/examples/vast-elbencho.yaml")
+
+    def workloads(name: str) -> set:
+        runs = loaded.experiment_runs(name)
+        return {
+            (r.params["rw"], r.params["bs"], r.params["numjobs"], r.params.get("iodepth"))
+            for r in runs
+        }
+
+    assert workloads("elbencho_file_bw") == {("read", "1m", 16, 8), ("randread", "1m", 16, 8)}
+    assert workloads("elbencho_file_iops") == {("randread", "4k", 4, 64), ("randread", "4k", 4, 16)}
