@@ -509,7 +509,10 @@ def _check_prepared_tool(
     """Datasets and recipes are laid out on one target; the runs must find them there.
 
     A recipe preconditions a block device as a whole, so any tool's runs use it; datasets and
-    recipes on directories are files named for the tools with prepared_runs."""
+    recipes on directories are files named for the tools with prepared_runs. A flush-only
+    recipe writes no file, so any tool measures before and after its flush."""
+    recipe = recipes.get(spec.get("precondition"))
+    flush_only = recipe is not None and not (recipe.passes or recipe.rounds)
     if spec["tool"] in _known_tools() and not _tool(spec).capabilities.prepared_runs:
         target = raw["targets"].get(target_names[0]) or {}
         if "dataset" in spec:
@@ -519,7 +522,7 @@ def _check_prepared_tool(
                 f"{spec['tool']} in an experiment of its own and start this one after it "
                 "(after:), which keeps its runs as the cached preparation"
             )
-        elif target.get("type") != "block":
+        elif target.get("type") != "block" and not flush_only:
             problems.append(
                 f"{key}.precondition: {spec['tool']} runs use a preconditioned block target; "
                 f"a directory's region files are read by {_tools_with('prepared_runs')} only"

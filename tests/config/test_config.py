@@ -313,6 +313,35 @@ def test_any_tool_runs_on_a_preconditioned_block_device():
     ]
 
 
+def test_any_tool_measures_before_and_after_a_flush_only_recipe_on_a_directory():
+    """The VAST guide's Table 16: elbencho file reads before and after the write buffer
+    flushes, on the NFS mount; a recipe without passes writes no region file to read."""
+    flush_only = {"target": "nfs", "flush": {"wait": "10m"}}
+    runs = {
+        "tool": "elbencho",
+        "hosts": "clients",
+        "target": "nfs",
+        "precondition": "optane",
+        "job": {"rw": "randread", "bs": "4k", "files": 8, "size": "5g", "runtime": "60s"},
+    }
+    raw = {
+        "hosts": {"clients": {"transport": "local"}},
+        "targets": {"nfs": {"type": "directory", "path": "/mnt/vast", "capacity": "1TiB"}},
+        "preconditioning": {"optane": flush_only},
+        "experiments": {"before": {**runs, "flush": "before"}, "after": {**runs, "flush": "after"}},
+    }  # fmt: skip
+    loaded = load_campaign(copy.deepcopy(raw))
+    phases = {name: e.flush_phase for name, e in loaded.experiments.items()}
+    assert phases == {"before": "before", "after": "after"}
+    assert "filename" not in loaded.experiments["before"].job
+    raw["preconditioning"]["optane"]["passes"] = [{"name": "fill", "fraction": "5%", "bs": "1m"}]
+    assert problems_of_raw(raw) == [
+        f"experiments.{name}.precondition: elbencho runs use a preconditioned block target; "
+        "a directory's region files are read by fio only"
+        for name in ("before", "after")
+    ]
+
+
 def test_runs_shorter_than_the_guides_minimums_are_warned_about(capsys):
     load_campaign(copy.deepcopy(VALID))  # 5 s runs on a directory
     assert capsys.readouterr().err == (

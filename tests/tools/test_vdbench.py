@@ -510,6 +510,52 @@ def test_afa_example_renders_the_precondition_and_four_baseline_files():
     ]
 
 
+def test_afa_example_runs_the_phases_in_order_with_the_thread_optimization_scripts():
+    """Phase 2's scripts: elapsed=300, pause=5, forrdpct (20,80) sequential and (35,65)
+    random, forxfersize=(8k,16k,32k,128k), forthreads=(1,16,d); after the precondition."""
+    loaded = config.load_campaign_file(REPO / "config/examples/vdbench-afa-baseline.yaml")
+    order = {name: list(experiment.after) for name, experiment in loaded.experiments.items()}
+    assert order == {
+        "afa_precondition": [],
+        "afa_threads": ["afa_precondition"],
+        "afa_baseline": ["afa_threads"],
+    }
+    assert loaded.experiments["afa_threads"].wait_s == 5
+    files = [definitions(text) for text in rendered(loaded, "afa_threads")]
+    assert files == [
+        [
+            f"sd=sd1,lun=/dev/mapper/afa_lun0,threads={threads},openflags=o_direct",
+            f"wd=wd1,sd=sd1,xfersize={xfersize},rdpct={rdpct},seekpct={seekpct}",
+            "rd=rd1,wd=wd1,iorate=max,elapsed=300,interval=1",
+        ]
+        for rdpct, seekpct in (("20", "0"), ("80", "0"), ("35", "100"), ("65", "100"))
+        for xfersize in ("8k", "16k", "32k", "128k")
+        for threads in (1, 2, 4, 8, 16)
+    ]
+
+
+def test_idc_multihost_example_runs_each_cfg_file_once_on_all_luns_with_its_threads():
+    """The tutorial's .cfg files list every SD and set forthreads 32, 16, 8, 4 and interval=1."""
+    loaded = config.load_campaign_file(REPO / "config/examples/idc-vdbench-multihost.yaml")
+    name = "afa_baseline_multihost"
+    files = {
+        run.run_id: [
+            line
+            for line in render_job(plan.render_spec(loaded, name, run)).splitlines()
+            if line.startswith(("sd=default", "wd=", "rd="))
+        ]
+        for run in loaded.experiment_runs(name)
+    }
+    assert files == {
+        f"{run_id}_t-all": [
+            f"sd=default,threads={threads},openflags=o_direct",
+            f"wd=wd1,sd=sd*,xfersize={xfersize},rdpct={rdpct},seekpct={seekpct}",
+            "rd=rd1,wd=wd1,iorate=max,elapsed=7200,interval=1",
+        ]
+        for run_id, (threads, xfersize, rdpct, seekpct) in AFA_BASELINE.items()
+    }
+
+
 SPEC = {
     "experiment": "multi",
     "run_id": "randrw_bs8k_qd16_mix70",

@@ -129,7 +129,13 @@ def test_elastifile_sizing_rules_searches_and_per_node_table(guide_lab, tmp_path
         assert len(files) == cores // 2 // len(GROUP_ADDRESSES)  # one file per job
         # 3 x the cluster's memory (4 MiB per node here) over its half cores (the jobs)
         assert {f.stat().st_size for f in files} == {3 * 3 * 4 * 2**20 // (cores // 2)}
-    for experiment, metric in (("oltp_iops", "iops"), ("bw_64k", "bandwidth")):
+    searches = {
+        "oltp_iops": "iops",
+        "read_iops": "iops",
+        "write_iops": "iops",
+        "bw_64k": "bandwidth",
+    }
+    for experiment, metric in searches.items():
         answer = read_json(tmp_path / f"results/{experiment}/search.json")
         assert answer["objective"]["metric"] == metric
         assert answer["probes"], experiment
