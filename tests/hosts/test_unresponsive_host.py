@@ -47,7 +47,8 @@ def sshd_processes(server, sig) -> list[int]:
     """Signal the listener and every sshd below it (not the tools they started)."""
     pids = [server.process.pid]
     for pid in descendants(server.process.pid):
-        with contextlib.suppress(FileNotFoundError):  # a session that just ended
+        # a session that just ended: gone before the open, or between the open and the read
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
             if Path(f"/proc/{pid}/comm").read_text().startswith("sshd"):
                 pids.append(pid)
     for pid in pids:
