@@ -826,6 +826,20 @@ def test_check_renders_an_experiments_own_template(template, expected, tmp_path,
     assert f"  - experiments.demo.template: {expected.format(path=own)}" in err, err
 
 
+def check_own_job(option: str, own: Path, tmp_path: Path, capsys) -> tuple[int, str, int]:
+    """`check` of the valid config with own as its template or ready job file: exit code,
+    stderr, and the config line naming own."""
+    raw = copy.deepcopy(VALID)
+    experiment(raw)[option] = str(own)
+    if option == "job_file":
+        del experiment(raw)["sweep"]
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    line = path.read_text().splitlines().index(f"    {option}: {own}") + 1
+    code, err = check(path, capsys)
+    return code, err, line
+
+
 @pytest.mark.parametrize(
     ("option", "name", "what"),
     [("template", "own.fio.j2", "template"), ("job_file", "own.fio", "job file")],
@@ -837,14 +851,7 @@ def test_an_own_job_file_that_is_not_utf8_is_named_with_its_line(
     it and the render step did (a ready job file), after the experiments before it ran."""
     own = tmp_path / name
     own.write_bytes(b"[global]\n; caf\xe9\n[j]\nrw=read\n")
-    raw = copy.deepcopy(VALID)
-    experiment(raw)[option] = str(own)
-    if option == "job_file":
-        del experiment(raw)["sweep"]
-    path = tmp_path / "campaign.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    line = path.read_text().splitlines().index(f"    {option}: {own}") + 1
-    code, err = check(path, capsys)
+    code, err, line = check_own_job(option, own, tmp_path, capsys)
     assert (code, err.splitlines()[1:]) == (
         1,
         [
@@ -860,14 +867,7 @@ def test_an_own_fio_job_with_an_include_is_refused_naming_its_line(option, tmp_p
     failed there (or, run locally, read whatever the folder Snakemake ran in held)."""
     own = tmp_path / ("own.fio.j2" if option == "template" else "own.fio")
     own.write_text("[global]\nioengine=psync\n  include common.fio \n\n[j]\nrw=read\nsize=1m\n")
-    raw = copy.deepcopy(VALID)
-    experiment(raw)[option] = str(own)
-    if option == "job_file":
-        del experiment(raw)["sweep"]
-    path = tmp_path / "campaign.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    line = path.read_text().splitlines().index(f"    {option}: {own}") + 1
-    code, err = check(path, capsys)
+    code, err, line = check_own_job(option, own, tmp_path, capsys)
     assert (code, err.splitlines()[1:]) == (
         1,
         [
