@@ -23,7 +23,7 @@ from storbench.config.host_groups import (
     check_hosts_in_several_groups,
     expand_group,
 )
-from storbench.config.schema_check import schema_problems
+from storbench.config.schema_check import schema_findings
 from storbench.config.source import ConfigError, key_path, load_yaml, with_lines
 from storbench.config.sweep import MAX_RUNS, PlanError
 from storbench.config.values import positive_duration
@@ -63,9 +63,9 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
             ],
             source,
         )
-    problems = schema_problems(raw)
+    problems, broken_experiments = schema_findings(raw)
     if problems:
-        raise ConfigError(problems, source)
+        raise ConfigError(problems + _other_experiments_problems(raw, broken_experiments), source)
     problems = _control_character_problems(raw) + _name_problems(raw) + _job_file_problems(raw)
     problems += _shared_place_problems(raw) + _credentials_problems(raw)
     host_groups = {
@@ -158,6 +158,23 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for name in planned:
         _warn_cached_data(campaign, name)
     return campaign
+
+
+def _other_experiments_problems(raw: dict, broken: frozenset[str] | None) -> list[str]:
+    """What the experiments the schema passed have wrong beside the broken ones' schema
+    problems, so that one `check` names them all; nothing where the schema broke elsewhere."""
+    if broken is None or not isinstance(raw.get("experiments"), dict):
+        return []
+    others = {name: spec for name, spec in raw["experiments"].items() if name not in broken}
+    if not others:
+        return []
+    try:
+        load_campaign({**raw, "experiments": others})
+    except ConfigError as error:
+        # a reference to a broken experiment is not a problem of its own
+        mentions = tuple(repr(name) for name in broken)
+        return [text for text in error.problems if not any(m in text for m in mentions)]
+    return []
 
 
 def _warn_cached_data(campaign: Campaign, name: str) -> None:

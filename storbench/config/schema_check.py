@@ -24,10 +24,23 @@ def _validator():
 
 
 def schema_problems(raw: dict) -> list[str]:
-    problems = []
+    return schema_findings(raw)[0]
+
+
+def schema_findings(raw: dict) -> tuple[list[str], frozenset[str] | None]:
+    """The schema's problems, and the experiments they all lie in (None when one lies outside
+    every experiment): the other experiments can still be checked for their meaning."""
+    problems: set[str] = set()
+    experiments: set[str] = set()
+    outside = False
     for error in _validator().iter_errors(raw):
-        problems.append(_describe_schema_error(error))
-    return sorted(set(problems))
+        problems.add(_describe_schema_error(error))
+        path = list(error.absolute_path)
+        if len(path) >= 2 and path[0] == "experiments":
+            experiments.add(str(path[1]))
+        else:
+            outside = True
+    return sorted(problems), None if outside else frozenset(experiments)
 
 
 _NAME_RULES = {  # the name patterns of config/schema.yaml, in words

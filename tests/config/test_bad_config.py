@@ -1076,3 +1076,30 @@ def test_a_ready_job_file_holding_its_targets_key_is_refused_without_showing_it(
     template.write_text(template.read_text().replace("AKJOBFILEPLANTED", "{{ access_key }}"))
     code, err = check(path, capsys)
     assert (code, err) == (0, ""), err
+
+
+def test_one_check_names_the_schema_problem_and_the_other_experiments_problems():
+    """Before: only the schema's problem; the typo in the other experiment showed only after
+    the first was fixed."""
+
+    def two_mistakes(raw):
+        second = copy.deepcopy(experiment(raw))
+        second["job"]["iodepthh"] = 4
+        raw["experiments"]["second"] = second
+        experiment(raw)["iterations"] = "many"
+        raw["run"] = ["demo", "second"]
+
+    assert problems_of(two_mistakes) == [
+        "experiments.demo.iterations: 'many' is not of type 'integer'",
+        "experiments.second.job.iodepthh: fio has no option 'iodepthh' (did you mean"
+        " 'iodepth'?)",
+    ]  # and not 'run[0]: unknown experiment', the broken experiment left out of the others
+
+
+def test_a_schema_problem_outside_the_experiments_is_named_alone():
+    def two_mistakes(raw):
+        raw["targets"]["scratch"]["type"] = "tape"
+        experiment(raw)["job"]["iodepthh"] = 4
+
+    problems = problems_of(two_mistakes)
+    assert len(problems) == 1 and problems[0].startswith("targets.scratch.type:"), problems
