@@ -1091,8 +1091,7 @@ def test_one_check_names_the_schema_problem_and_the_other_experiments_problems()
 
     assert problems_of(two_mistakes) == [
         "experiments.demo.iterations: 'many' is not of type 'integer'",
-        "experiments.second.job.iodepthh: fio has no option 'iodepthh' (did you mean"
-        " 'iodepth'?)",
+        "experiments.second.job.iodepthh: fio has no option 'iodepthh' (did you mean 'iodepth'?)",
     ]  # and not 'run[0]: unknown experiment', the broken experiment left out of the others
 
 
