@@ -143,7 +143,7 @@ def test_the_experiment_report_flags_the_versions_its_rows_record(older_fio_host
     lab, server = older_fio_host
     config = mixed_config(lab, server, tmp_path)
     log = tmp_path / "results/mixed/logs/preflight.log"
-    snakemake(tmp_path, config, "reports/mixed/index.html")
+    console = snakemake(tmp_path, config, "reports/mixed/index.html").stderr
     warned = log.read_text()
     config["experiments"]["mixed"]["require_same_version"] = True
     strict = snakemake(tmp_path, config, "results/mixed/preflight.json", check=False)
@@ -152,6 +152,7 @@ def test_the_experiment_report_flags_the_versions_its_rows_record(older_fio_host
         f"fio versions differ across hosts: {OTHER_VERSION} on {ADDRESS}; {installed} on localhost"
     )
     assert warned.splitlines()[-1] == f"warning: {warning}"
+    assert f"\nstorbench: warning: mixed: {warning}\n" in console  # the logger plugin's line
     rows = pq.read_table(tmp_path / "results/mixed/summary.parquet").to_pylist()
     assert {(row["host"], row["tool_version"]) for row in rows if row["host"] != "all"} == {
         ("localhost", installed),
