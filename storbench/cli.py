@@ -220,14 +220,18 @@ def _preflight(args) -> int:
         "preflight",
         args.spec,
         {"experiment": "str", "hosts": "tuple[host, ...]", "target": "target", "tool": "str"},
+        {"require_same_version": "bool"},
     )
     report = preflight.run_preflight(spec, args.output)
     for host in report["hosts"]:
         free = host.get("free_bytes")
         print(
-            f"{host['name']}: {host['tool_version']}; clock offset {host.get('clock_offset_s')} s"
+            f"{host['name']}: {host.get('version') or host['tool_version']}; "
+            f"clock offset {host.get('clock_offset_s')} s"
             + (f"; {free / 2**30:.1f} GiB free on the target" if free is not None else "")
         )
+    for warning in report["warnings"]:
+        print(f"warning: {warning}")
     return 0
 
 
@@ -483,6 +487,8 @@ def _compare(args) -> int:
         f"significant change(s), {summary['unmatched']} unmatched, "
         f"{len(summary['regressions'])} regression(s)"
     )
+    for warning in summary["warnings"]:
+        print(f"warning: {warning}")
     return 0
 
 
@@ -514,6 +520,8 @@ def _compare_check(regressions_path: str, output: str | None) -> int:
     if output:
         atomic.write_json(output, {**verdict, "passed": True})
     print(f"{verdict['a']} vs {verdict['b']}: no regression beyond the thresholds")
+    for warning in verdict.get("warnings", []):  # not in a regressions.json written before them
+        print(f"warning: {warning}")
     return 0
 
 

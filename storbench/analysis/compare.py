@@ -132,8 +132,8 @@ class Comparison:
 # Entry point
 
 
-def load_side(source) -> pd.DataFrame:
-    """The all-hosts rows (last attempt per iteration) of summary.parquet or its folder."""
+def side_path(source) -> Path:
+    """summary.parquet of a side given as the file or its folder."""
     path = Path(source)
     if path.is_dir():
         path = path / SUMMARY_FILE
@@ -142,7 +142,19 @@ def load_side(source) -> pd.DataFrame:
             f"comparison source {str(source)!r}: no such file; expected "
             f"results/<experiment>/{SUMMARY_FILE} or the folder holding it"
         )
-    frame = results.read_parquet(path).to_pandas()
+    return path
+
+
+def read_side(source) -> pd.DataFrame:
+    """Every row of a side, the hosts' own among them (their tool versions)."""
+    return results.read_parquet(side_path(source)).to_pandas()
+
+
+def load_side(source, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The all-hosts rows (last attempt per iteration) of summary.parquet or its folder
+    (``frame``: its rows, already read)."""
+    path = side_path(source)
+    frame = read_side(source) if frame is None else frame
     rows = stats.latest_attempts(frame[frame["host"] == results.ALL_HOSTS])
     if rows.empty:
         raise ValueError(

@@ -24,6 +24,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storbench.core import versions
+from storbench.core.schema_names import ALL_HOSTS
 from storbench.tools import get_tool, known_tools
 from storbench.tools.base import UNEXPECTED_SHAPE, ZSTD_MAGIC, ToolOutputError, reading_output
 
@@ -265,6 +267,7 @@ def import_outputs(
     lines += [f"skipped: {path} ({why})" for path, why in found.skipped]
     runs = sorted({(row["tool"], row["run_id"]) for row in rows})
     lines.append(f"{output}: {len(rows)} rows from {len(runs)} run(s)")
+    lines += [f"warning: {warning}" for warning in version_warnings(rows)]
     removing = []
     if series:
         outputs.append((results.table_from_rows(series, results.TIMESERIES_SCHEMA), target))
@@ -277,6 +280,20 @@ def import_outputs(
 
 
 IDENTITY = ("experiment", "run_id", "iteration", "host", "job", "op")
+
+
+def version_warnings(rows: list[dict]) -> list[str]:
+    """Per tool whose imported hosts' rows record more than one version of it."""
+    by_tool: dict[str, list[tuple[str, str | None]]] = {}
+    for row in rows:
+        if row.get("host") != ALL_HOSTS:
+            by_tool.setdefault(row["tool"], []).append((row["host"], row.get("tool_version")))
+    found = []
+    for tool, pairs in sorted(by_tool.items()):
+        if get_tool(tool).capabilities.version:
+            warning = versions.differ_across_hosts(tool, versions.hosts_by_version(pairs))
+            found += [warning] if warning else []
+    return found
 
 
 def check_identities(rows: list[dict]) -> None:

@@ -446,6 +446,7 @@ def _experiment(
         rwmixreadhost=spec.get("rwmixreadhost"),
         slow_host_percent=float(spec.get("slow_host_percent", 10.0)),
         max_start_skew_s=max_start_skew_s,
+        require_same_version=spec.get("require_same_version") is True,
         dataset=spec.get("dataset"),
         precondition=spec.get("precondition"),
         flush_phase=prepare_plan.flush_phase(spec, recipes.get(spec.get("precondition"))),

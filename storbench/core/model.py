@@ -34,6 +34,7 @@ class Experiment:
     rwmixreadhost: int | None = None  # percent of a run's hosts that read
     slow_host_percent: float = 10.0
     max_start_skew_s: float = 1.0
+    require_same_version: bool = False  # hosts' tool versions differing fail preflight
     dataset: str | None = None  # a prepared dataset the runs use
     precondition: str | None = None  # a preconditioning recipe run on the target first
     flush_phase: str | None = None  # 'before' or 'after' the recipe's cache flush

@@ -381,6 +381,7 @@ def preflight_spec(campaign: Campaign, name: str) -> dict:
         "hosts": campaign.hosts_of(name),
         # only when there are any: a spec without them stays the same and reruns nothing
         **({"requirements": requirements} if requirements else {}),
+        **({"require_same_version": True} if experiment.require_same_version else {}),
     }
 
 

@@ -95,6 +95,7 @@ from storbench.report.toolkit import (
     spaced_labels,
     statistics_text,
     template_environment,
+    version_warnings,
     write_file,
 )
 
@@ -916,6 +917,7 @@ def render_html(
         "table": table,
         "footnote": table.get("footnote", COV_FOOTNOTE),
         "errors": int(summary["errors"].fillna(0).sum()) if "errors" in summary else 0,
+        "version_warnings": version_warnings(raw),
         "figures": figures,
         "scale_out": scale_out or [],
         "methodology": methodology(meta, summary, raw),

@@ -24,7 +24,7 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from storbench.analysis import stats
-from storbench.core import atomic, paths, report_units, results
+from storbench.core import atomic, paths, report_units, results, versions
 from storbench.core.numbers import (  # noqa: E402
     NO_VALUE,
     is_missing,
@@ -32,6 +32,7 @@ from storbench.core.numbers import (  # noqa: E402
 from storbench.core.units import size_label  # noqa: E402
 from storbench.report import paper_tables as report_tables
 from storbench.report import tables
+from storbench.tools import get_tool, known_tools
 
 TEMPLATE_DIR = paths.REPORT_TEMPLATES_DIR
 
@@ -513,6 +514,23 @@ def recorded_versions(raw: pd.DataFrame) -> str | None:
     if "tool_version" not in raw:
         return None
     return ", ".join(sorted({str(v) for v in raw["tool_version"].dropna()})) or None
+
+
+def version_warnings(raw: pd.DataFrame) -> list[str]:
+    """Per tool whose hosts' rows record more than one version: 'fio versions differ across
+    hosts: fio-3.36 on 126 hosts (…); fio-3.28 on host-a, host-b'. The tools that print no
+    version (their adapter says) and the 'all' rows (one per run) are left out."""
+    if raw.empty or not {"tool", "tool_version", "host"} <= set(raw.columns):
+        return []
+    hosts = raw[raw["host"] != results.ALL_HOSTS]
+    found = []
+    for tool, rows in hosts.groupby("tool", sort=True):
+        if tool not in known_tools() or not get_tool(str(tool)).capabilities.version:
+            continue
+        by_version = versions.hosts_by_version(zip(rows["host"], rows["tool_version"], strict=True))
+        if warning := versions.differ_across_hosts(str(tool), by_version):
+            found.append(warning)
+    return found
 
 
 def join_nonempty(*parts) -> str:

@@ -10,22 +10,27 @@ the profile) hands every job event of the run rules to `LiveProgress`, which pri
 The counts and the time left start from `storbench progress` (the manifests published in the
 results folder against the plan, planned runtime + ramp + wait of what is left), read once;
 each run finished then counts as done and takes its planned time off, so a line never scans
-the results folder again. The plugin runs in the Snakemake process, so the Snakefile hands
-it the parsed campaign (`follow`).
+the results folder again. A preflight that finds its hosts' tool versions differing adds its
+warning (`storbench: warning: <experiment>: fio versions differ across hosts: …`), which
+its log alone would keep out of sight. The plugin runs in the Snakemake process, so the
+Snakefile hands it the parsed campaign (`follow`).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from storbench.core import paths
 from storbench.core.model import Campaign
 from storbench.plan.durations import hours_text, run_seconds
 from storbench.run.progress import Progress, campaign_progress
 
 RUN_RULES = ("run_iteration", "search_probe")
+PREFLIGHT_RULE = "preflight"  # its warnings (hosts' tool versions differ) are printed too
 _followed: dict[str, Campaign] = {}
 
 
@@ -45,8 +50,12 @@ class LiveProgress:
     running: dict[int, tuple[str, float]] = field(default_factory=dict)  # job id -> label, s
     progress: Progress | None = None  # read from the results folder at the first run event
     planned: dict[tuple[str, str], float] = field(default_factory=dict)  # (exp, run) -> s
+    preflights: dict[int, str] = field(default_factory=dict)  # job id -> experiment
 
     def job_started(self, job_id: int, rule: str, wildcards: dict) -> None:
+        if rule == PREFLIGHT_RULE:
+            self.preflights[job_id] = wildcards.get("experiment", "?")
+            return
         campaign = followed()
         if rule not in RUN_RULES or campaign is None:
             return
@@ -59,6 +68,10 @@ class LiveProgress:
         self._print()
 
     def job_finished(self, job_id: int) -> None:
+        if (experiment := self.preflights.pop(job_id, None)) is not None:
+            for warning in preflight_warnings(self.workdir / paths.preflight(experiment)):
+                self.write(f"storbench: warning: {experiment}: {warning}")
+            return
         finished = self.running.pop(job_id, None)
         if finished is None or self.progress is None:
             return
@@ -70,6 +83,15 @@ class LiveProgress:
         assert self.progress is not None  # set by the first run started
         running = [label for label, _ in self.running.values()]
         self.write(describe(self.progress, running))
+
+
+def preflight_warnings(path: Path) -> list[str]:
+    """The warnings of a finished preflight (its hosts' tool versions differ); none when its
+    report is not there or not readable (a failed preflight's error is Snakemake's to show)."""
+    try:
+        return list(json.loads(path.read_text()).get("warnings", []))
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def planned_seconds(campaign: Campaign) -> dict[tuple[str, str], float]:

@@ -1,5 +1,8 @@
 """Before an experiment's first run: every host reachable, the tool there, room on the target.
 
+Hosts whose tool versions differ are a warning ('warnings' in the report, printed), or an
+error with the experiment's ``require_same_version``.
+
 All hosts are checked at once; the error lists each bad host and why, so a 100-client
 campaign does not fail one host at a time. Light imports: this is on the run path.
 """
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 
 from storbench.core import atomic
 from storbench.core.model import Host
+from storbench.core.versions import differ_across_hosts, hosts_by_version
 from storbench.hosts import open_files, services
 from storbench.hosts.transport import HostError, open_transport
 from storbench.run import one_trip, room
@@ -82,6 +86,8 @@ def _facts(
         raise HostError(transport.spec.name, tool.unusable(version.rc, detail[0]))
     text = version.out.strip() or version.err.strip()
     facts: dict = {"tool_version": text.splitlines()[0] if text else ""}
+    if (found_version := tool.version_of(text)) is not None:
+        facts["version"] = found_version  # what the hosts' versions are compared by
     if "clock_end" in outcomes:  # else the room's step failed: room and clock unknown
         start, end = outcomes["clock_start"].out, outcomes["clock_end"].out
         offset = clock_offset(start, end, before, after)
@@ -124,6 +130,14 @@ def run_preflight(spec: dict, output_path: str) -> dict:
         lines = [f"{spec['experiment']}: preflight failed on {len(bad)} of {len(hosts)} host(s)"]
         lines += [f"  {r['error']}" for r in bad]
         raise PreflightError("\n".join(lines))
+    versions = hosts_by_version((r["name"], r.get("version")) for r in reports)
+    warning = differ_across_hosts(spec["tool"], versions)
+    if warning and spec.get("require_same_version"):
+        raise PreflightError(
+            f"{spec['experiment']}: preflight failed: {warning} (require_same_version: true)"
+        )
     report = {"experiment": spec["experiment"], "tool": spec["tool"], "hosts": reports}
+    report["versions"] = versions
+    report["warnings"] = [warning] if warning else []
     atomic.write_json(output_path, report)
     return report

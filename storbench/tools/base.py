@@ -106,6 +106,7 @@ class Capabilities:
     interval_series: bool = False  # per-interval rows (parse_timeseries)
     import_formats: tuple[str, ...] = ()  # outputs `storbench import` reads (import_outputs)
     network_check: bool = False  # measures the network between hosts (`snakemake network`)
+    version: bool = True  # prints its version: the hosts' and results' versions are compared
 
 
 class RenderError(ValueError):
@@ -234,6 +235,12 @@ class ToolAdapter:
 
     def version_command(self) -> list[str]:
         raise NotImplementedError
+
+    def version_of(self, printed: str) -> str | None:
+        """The version in what version_command printed (its first line here), compared across
+        a run's hosts; None where the tool prints none."""
+        lines = [line.strip() for line in printed.splitlines() if line.strip()]
+        return lines[0] if lines and self.capabilities.version else None
 
     def version_program(self) -> str | None:
         """The program whose file the version belongs to: a host keeps the version it printed

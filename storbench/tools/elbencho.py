@@ -220,6 +220,13 @@ class ElbenchoAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["elbencho", "--version"]
 
+    def version_of(self, printed: str) -> str | None:
+        """'3.1-10' of ' * Version: 3.1-10' (the first line says only 'elbencho')."""
+        # parsing only: render and run stay light
+        from storbench.tools.elbencho_results import version_from_text
+
+        return version_from_text(printed)
+
     def output_name(self, host: str) -> str:
         return f"{host}{RESULT_FOLDER_SUFFIX}"
 

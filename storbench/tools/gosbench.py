@@ -164,7 +164,10 @@ class GosbenchAdapter(ToolAdapter):
         "gosbench-server and gosbench-worker)"
     )
     capabilities = Capabilities(
-        target_types=("s3",), execution=("standalone", "service"), import_formats=("result folder",)
+        target_types=("s3",),
+        execution=("standalone", "service"),
+        import_formats=("result folder",),
+        version=False,  # no --version: its version script says where the binaries are
     )
     output_is_folder = True
     default_port = 2000  # the server's port (gosbench's default); workers connect to it

@@ -232,6 +232,13 @@ class VdbenchAdapter(ToolAdapter):
     def version_program(self) -> str | None:
         return None  # a script asks: its shell's file says nothing of the tool's version
 
+    def version_of(self, printed: str) -> str | None:
+        """'vdbench50407' of its banner, as its output's logfile.html records it."""
+        # parsing only: render and run stay light
+        from storbench.tools.vdbench_output import parse_version
+
+        return parse_version(printed)
+
     def worker_command(self, controller: str, port: int, own_port: int) -> list[str]:
         return []  # nothing to start: the master starts a slave on each hd= host itself
 

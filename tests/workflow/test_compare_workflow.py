@@ -94,6 +94,7 @@ def test_a_threshold_not_crossed_passes(compared):
         "b": "fast",
         "thresholds": {"iops": "-5%"},
         "regressions": [],
+        "warnings": [],  # both sides ran this machine's fio
         "passed": True,
     }
     assert (report_dir / "index.html").is_file() and (report_dir / "unmatched.csv").is_file()
