@@ -343,6 +343,33 @@ def test_rerun_after_a_failure_keeps_the_failed_raw_output(tmp_path):
     assert "Invalid argument" in (it_dir / "a1/localhost.stderr").read_text()
     rows = pq.read_table(tmp_path / "results/tiny/summary.parquet").to_pylist()
     assert {r["attempt"] for r in rows} == {2}
+    log = tmp_path / "results/tiny/logs/run/read_bs4k_nj1.it1.log"
+    assert "fio exited 1" in Path(f"{log}.attempt-1").read_text()
+    assert "exited 1" not in log.read_text() and "localhost: exit 0" in log.read_text()
+
+
+def test_every_attempt_of_a_retried_run_keeps_its_log(tmp_path):
+    """Snakemake deletes a job's log before each retry: every attempt's log is kept beside
+    it as <log>.attempt-<N>, naming its own raw folder a<N>."""
+    config = tiny_config(tmp_path / "target", rw=("read",))
+    config["experiments"]["tiny"]["iterations"] = 1
+    config["experiments"]["tiny"]["job"].update(direct=1, offset=100)  # EINVAL at the first read
+    assert snakemake(tmp_path, config, "--retries", "2", check=False).returncode != 0
+    logs = tmp_path / "results/tiny/logs/run"
+    kept = sorted(p.name for p in logs.iterdir())
+    assert kept == [
+        f"read_bs4k_nj1.it1.log{end}" for end in ("", *(f".attempt-{n}" for n in (1, 2, 3)))
+    ]
+    for attempt in (1, 2, 3):
+        text = (logs / f"read_bs4k_nj1.it1.log.attempt-{attempt}").read_text()
+        assert text.startswith(f"storbench: attempt a{attempt};")
+        assert "Invalid argument" in text
+        assert text.rstrip().endswith(
+            f"raw output kept in results/tiny/raw/read_bs4k_nj1/it1/a{attempt}"
+        )
+    assert (logs / "read_bs4k_nj1.it1.log").read_text() == (
+        logs / "read_bs4k_nj1.it1.log.attempt-3"
+    ).read_text()
 
 
 def test_host_fact_braces_are_safe_in_every_rule(tmp_path):
