@@ -117,6 +117,7 @@ def test_the_campaign_report_is_built_beside_the_experiment_report(finished_camp
     assert set(campaign["input"]) == {
         "results/tiny/summary.parquet",
         "results/telemetry/localhost.json",
+        "results/tiny/preflight.json",  # order only: a preflight run again reaches the report
     }
     assert campaign["starttime"] < experiment["endtime"]
     assert experiment["starttime"] < campaign["endtime"]
@@ -232,6 +233,24 @@ def test_runs_whose_own_spec_changed_run_in_the_call_that_reruns_their_preflight
     jobs = planned_jobs(snakemake(workdir, changed, "-n"))
     assert jobs["preflight"] == 1 and jobs["run_iteration"] == 4 and "render_job" not in jobs
     snakemake(workdir, config, "-n")  # leave the original config in place for other tests
+
+
+def test_a_preflight_only_change_reaches_the_reports_in_the_same_call(finished_campaign):
+    """Attempts kept on the host: preflight, telemetry and the reports (which show the
+    config) run again, no run does. Snakemake alone looked at the reports only in the call
+    after the preflight's: one dry run showed the preflight alone."""
+    workdir, config, _ = finished_campaign
+    changed = copy.deepcopy(config)
+    changed["hosts"]["localhost"]["keep_attempts"] = 2
+    jobs = planned_jobs(snakemake(workdir, changed, "-n"))
+    again = ("preflight", "telemetry_hosts", "report_experiment", "campaign_report")
+    assert {rule: jobs.get(rule) for rule in again} == dict.fromkeys(again, 1)
+    assert "run_iteration" not in jobs and "parse_iteration" not in jobs
+    snakemake(workdir, changed)
+    assert planned_jobs(snakemake(workdir, changed, "-n")) == {}
+    for report in ("campaign", "tiny"):
+        assert "keep_attempts: 2" in (workdir / f"reports/{report}/index.html").read_text()
+    converge(workdir, config)  # the original config again for other tests
 
 
 def test_a_run_whose_manifest_is_gone_runs_again(finished_campaign):
