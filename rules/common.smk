@@ -188,17 +188,25 @@ def run_spec_json(wildcards):
 
 
 def recorded_with_another_spec(output, spec):
-    """Whether Snakemake's record of this output holds other params than the spec now (its
+    """Whether Snakemake's record of this output lacks the spec now among its params (its
     params trigger will run it again). Behind an ancient link to a job it runs again (a
-    preflight for a new host) Snakemake looks at a run's own record only in the next call,
-    so such a run waits by a plain link and runs in this one."""
+    preflight for a new host) Snakemake looks at a job's own record only in the next call,
+    so such a job waits by a plain link and runs in this one."""
     try:
         record = workflow.persistence._read_record(output)
     except Exception:  # no records, or another Snakemake's: order only, as before
         return False
     if record is None or record.params is None or record.record_format_version < 6:
         return False
-    return record.params != [repr(spec)]
+    return repr(spec) not in record.params
+
+
+def waiting_link(output, spec):
+    """How the job of this output waits for a step it only comes after (a preflight):
+    ancient, or a plain link when its own spec changed (recorded_with_another_spec)."""
+    if recorded_with_another_spec(output, spec):
+        return lambda path: path
+    return ancient
 
 
 class Tracked(str):
@@ -252,11 +260,15 @@ def campaign_telemetry_spec_json(wildcards):
 
 
 def campaign_host_preflights(wildcards):
-    return [ancient(path) for path in PLAN.campaign_host_preflights()]
+    facts = PLAN.campaign_telemetry()[0]
+    wait = waiting_link(facts, campaign_telemetry_spec_json(wildcards))
+    return [wait(path) for path in PLAN.campaign_host_preflights()]
 
 
 def host_preflights(wildcards):
-    return [ancient(path) for path in PLAN.host_preflights(wildcards.host)]
+    facts = paths.telemetry(wildcards.host)
+    wait = waiting_link(facts, telemetry_spec_json(wildcards))
+    return [wait(path) for path in PLAN.host_preflights(wildcards.host)]
 
 
 def experiment_telemetry(wildcards):
@@ -326,6 +338,21 @@ def campaign_telemetry(wildcards):
 # '{...}' in it, and configs carry braces ("{cores}" host facts).
 def campaign_meta_json(wildcards):
     return PLAN.campaign_meta()
+
+
+# The reports come after their preflights anyway (through the runs); this link makes Snakemake
+# look at a report whose config changed in the call that reruns a preflight, not the next.
+def experiment_report_preflight(wildcards):
+    html = paths.report_file("index.html", wildcards.experiment)
+    return waiting_link(html, report_meta_json(wildcards))(
+        paths.preflight(wildcards.experiment)
+    )
+
+
+def campaign_report_preflights(wildcards):
+    html = paths.report_file("index.html", CAMPAIGN_REPORT)
+    wait = waiting_link(html, campaign_meta_json(wildcards))
+    return [wait(path) for path in PLAN.campaign_preflights()]
 
 
 def final_reports():
@@ -429,10 +456,8 @@ def run_inputs(wildcards):
     manifest = paths.manifest(
         wildcards.experiment, wildcards.run_id, wildcards.iteration
     )
-    if recorded_with_another_spec(manifest, run_spec_json(wildcards)):
-        wait = lambda path: path
-    else:  # ancient: a repeated preflight must not make finished runs look outdated
-        wait = ancient
+    # ancient: a repeated preflight must not make finished runs look outdated
+    wait = waiting_link(manifest, run_spec_json(wildcards))
     experiment = wildcards.experiment
     return {
         "job": run_job_file(wildcards),

@@ -8,6 +8,7 @@ rule report_experiment:
         jobs=experiment_job_files,
         telemetry=experiment_telemetry,
         manifests=experiment_fault_manifests,
+        preflight=experiment_report_preflight,
     output:
         html=report(
             paths.report_file("index.html", "{experiment}"),
@@ -127,6 +128,7 @@ rule campaign_report:
         summaries=campaign_grid_summaries,
         searches=campaign_search_results,
         telemetry=campaign_telemetry,
+        preflights=campaign_report_preflights,
     output:
         html=report(
             paths.report_file("index.html", CAMPAIGN_REPORT),

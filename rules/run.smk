@@ -82,5 +82,5 @@ rule run_iteration:
     shell:
         "storbench run --spec - --iteration {wildcards.iteration}"
         " --timeout-s {params.time_limit} --job {input.job:q} --manifest {output.manifest:q}"
-        " > {log:q} 2>&1"
+        " --log {log:q} > {log:q} 2>&1"
         " <<'SPEC'\n{params.spec}\nSPEC"

@@ -85,7 +85,7 @@ def _run(args) -> int:
         from storbench.run import prepare
 
         spec = spec.with_state(prepare.run_state(spec.preparation, list(spec.hosts)))
-    manifest = runner.run_iteration(spec, args.iteration, job, args.manifest)
+    manifest = runner.run_iteration(spec, args.iteration, job, args.manifest, args.log)
     for host in manifest.hosts:
         print(
             f"{host['name']}: exit {host['exit_code']} ({host['start_time']} .. {host['end_time']})"
@@ -637,6 +637,9 @@ def build_parser() -> argparse.ArgumentParser:
     _time_limit_argument(run)
     run.add_argument("--job", required=True, nargs="+", help="rendered job file, or one per host")
     run.add_argument("--manifest", required=True, help="run.json to publish on success")
+    run.add_argument(
+        "--log", help="the log this step's output goes to; each attempt's is kept beside it"
+    )
     run.set_defaults(handler=_run)
 
     parse = steps.add_parser("parse", help="raw output of one iteration -> Parquet")

@@ -76,6 +76,12 @@ def log(name: str, experiment: str = E) -> str:
     return f"{experiment_dir(experiment)}/logs/{name}"
 
 
+def attempt_log(log_path: str, attempt: int) -> str:
+    """A run's log as its attempt a<attempt> wrote it, beside the log (``<log>.attempt-2``):
+    Snakemake deletes the log it declares before each attempt of the job."""
+    return f"{log_path}.attempt-{attempt}"
+
+
 def figure_cache(experiment: str = E) -> str:
     """The report figures last drawn for the experiment, by a hash of what they draw."""
     return f"{experiment_dir(experiment)}/figure_cache"

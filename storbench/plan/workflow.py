@@ -410,6 +410,10 @@ class WorkflowPlan:
             }
         )
 
+    def campaign_preflights(self) -> list[str]:
+        """The preflights of the experiments in the campaign report."""
+        return [paths.preflight(name) for name in self.campaign.default_experiments]
+
     def campaign_host_preflights(self) -> list[str]:
         """The preflights the campaign's hosts' telemetry waits for (host_preflights, all)."""
         return sorted(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
 import signal
 from pathlib import Path
 
+from storbench.core import paths
 from storbench.core.secrets import Credentials, SecretError, target_credentials
 from storbench.core.specs import RunSpec
 from storbench.hosts.transport import HostError
@@ -19,6 +22,28 @@ class RunError(RuntimeError):
 
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def keep_log(log_path: str | None, attempt: int) -> None:
+    """The step's log linked as its attempt's own (paths.attempt_log), so that it outlives
+    the deletion of the log before the next attempt; a hard link, so even a killed attempt
+    keeps all it wrote."""
+    if log_path is None:
+        return
+    kept = paths.attempt_log(log_path, attempt)
+    linking = f"{kept}.linking"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(linking)
+        os.link(log_path, linking)
+        os.replace(linking, kept)  # an attempt-N left by a raw folder deleted by hand
+    except OSError as error:
+        print(f"storbench: warning: this log is not kept as {kept}: {error}", flush=True)
+        return
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(linking)  # a rename onto a link to the same file leaves it
+    print(f"storbench: attempt a{attempt}; this log is kept as {kept}", flush=True)
 
 
 def output_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:

@@ -43,6 +43,7 @@ from storbench.run import faults, one_trip, ready, room, start, start_margin, ta
 from storbench.run.attempt import (
     RunError,
     exit_reason,
+    keep_log,
     now,
     output_tail,
     run_credentials,
@@ -450,10 +451,12 @@ def run_iteration(
     iteration: int,
     job_file: str | dict[str, str],
     manifest_path: str,
+    log_path: str | None = None,
 ) -> Manifest:
     """Run, wait for every host, then publish the manifest; raise RunError on any failure.
 
     job_file: one job file for every host, or {host: job file} for per-host job files.
+    log_path: the log this step writes to, kept as the attempt's own (attempt.keep_log).
     """
     if spec.wait_s:  # the workflow holds the target meanwhile: nothing else runs on it
         print(f"storbench: waiting {spec.wait_s:g} s before the run (experiment wait)", flush=True)
@@ -466,6 +469,7 @@ def run_iteration(
     }
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir, lost_dirs = next_attempt_dir(iteration_dir)
+    keep_log(log_path, attempt)
     watch = ControllerWatch()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
     credentials: Credentials | None = None
@@ -536,7 +540,7 @@ def _without_keys(error: BaseException, credentials: Credentials | None) -> Base
 
 
 def _note_failure(local_dir: Path, error: BaseException) -> None:
-    """FAILED_NOTE in the attempt folder says why it has no manifest (a rerun rewrites the log)."""
+    """FAILED_NOTE in the attempt folder says why it has no manifest."""
     reason = str(error) or type(error).__name__
     if isinstance(error, KeyboardInterrupt):
         reason = f"interrupted ({reason})"

@@ -112,8 +112,12 @@ def long_iteration(workdir: Path, run_id: str = RUN) -> Path:
     return workdir / f"results/long/raw/{run_id}/it1"
 
 
+def long_run_log_path(workdir: Path, run_id: str = RUN) -> Path:
+    return workdir / f"results/long/logs/run/{run_id}.it1.log"
+
+
 def long_run_log(workdir: Path, run_id: str = RUN) -> str:
-    return (workdir / f"results/long/logs/run/{run_id}.it1.log").read_text()
+    return long_run_log_path(workdir, run_id).read_text()
 
 
 def run_to_failure(workdir: Path, config: dict, running_marker: str, inject) -> str:
@@ -147,6 +151,10 @@ def rerun_completes_the_long_run(workdir: Path, config: dict, finished: dict, *e
     assert (manifest["attempt"], manifest["raw_dir"]) == (2, "a2")
     rows = pq.read_table(workdir / "results/long/summary.parquet").to_pylist()
     assert {row["attempt"] for row in rows} == {2}
+    log = long_run_log_path(workdir)
+    # the failed attempt's log outlives Snakemake's deletion of the log before the rerun
+    assert Path(f"{log}.attempt-1").read_text().startswith("storbench: attempt a1;")
+    assert log.read_text().startswith("storbench: attempt a2;")
 
 
 # -- a host lost mid-run -------------------------------------------------------------------
@@ -348,6 +356,8 @@ def test_sigkill_to_snakemake_stops_fio_and_a_rerun_completes(tmp_path, victim):
 
     snakemake(tmp_path, config, "--unlock")  # its SIGKILLed owner is gone: the lock is stale
     rerun_completes_the_long_run(tmp_path, config, finished, "--rerun-incomplete")
+    if victim == "snakemake":  # the killed call's log, kept beside the rerun's
+        assert stopping in Path(f"{long_run_log_path(tmp_path)}.attempt-1").read_text()
     if victim == "process group":  # storbench run was SIGKILLed too: a2 notes why a1 has nothing
         failed = (long_iteration(tmp_path) / "a1/failed.txt").read_text()
         assert "lost: this attempt never finished" in failed and "when attempt a2 started" in failed

@@ -117,6 +117,7 @@ def test_the_campaign_report_is_built_beside_the_experiment_report(finished_camp
     assert set(campaign["input"]) == {
         "results/tiny/summary.parquet",
         "results/telemetry/localhost.json",
+        "results/tiny/preflight.json",  # order only: a preflight run again reaches the report
     }
     assert campaign["starttime"] < experiment["endtime"]
     assert experiment["starttime"] < campaign["endtime"]
@@ -234,6 +235,24 @@ def test_runs_whose_own_spec_changed_run_in_the_call_that_reruns_their_preflight
     snakemake(workdir, config, "-n")  # leave the original config in place for other tests
 
 
+def test_a_preflight_only_change_reaches_the_reports_in_the_same_call(finished_campaign):
+    """Attempts kept on the host: preflight, telemetry and the reports (which show the
+    config) run again, no run does. Snakemake alone looked at the reports only in the call
+    after the preflight's: one dry run showed the preflight alone."""
+    workdir, config, _ = finished_campaign
+    changed = copy.deepcopy(config)
+    changed["hosts"]["localhost"]["keep_attempts"] = 2
+    jobs = planned_jobs(snakemake(workdir, changed, "-n"))
+    again = ("preflight", "telemetry_hosts", "report_experiment", "campaign_report")
+    assert {rule: jobs.get(rule) for rule in again} == dict.fromkeys(again, 1)
+    assert "run_iteration" not in jobs and "parse_iteration" not in jobs
+    snakemake(workdir, changed)
+    assert planned_jobs(snakemake(workdir, changed, "-n")) == {}
+    for report in ("campaign", "tiny"):
+        assert "keep_attempts: 2" in (workdir / f"reports/{report}/index.html").read_text()
+    converge(workdir, config)  # the original config again for other tests
+
+
 def test_a_run_whose_manifest_is_gone_runs_again(finished_campaign):
     """A forced rerun stopped part way leaves its run without a manifest (Snakemake removes
     it as the job starts) and the reports built from the old one: the run runs again."""
@@ -343,6 +362,33 @@ def test_rerun_after_a_failure_keeps_the_failed_raw_output(tmp_path):
     assert "Invalid argument" in (it_dir / "a1/localhost.stderr").read_text()
     rows = pq.read_table(tmp_path / "results/tiny/summary.parquet").to_pylist()
     assert {r["attempt"] for r in rows} == {2}
+    log = tmp_path / "results/tiny/logs/run/read_bs4k_nj1.it1.log"
+    assert "fio exited 1" in Path(f"{log}.attempt-1").read_text()
+    assert "exited 1" not in log.read_text() and "localhost: exit 0" in log.read_text()
+
+
+def test_every_attempt_of_a_retried_run_keeps_its_log(tmp_path):
+    """Snakemake deletes a job's log before each retry: every attempt's log is kept beside
+    it as <log>.attempt-<N>, naming its own raw folder a<N>."""
+    config = tiny_config(tmp_path / "target", rw=("read",))
+    config["experiments"]["tiny"]["iterations"] = 1
+    config["experiments"]["tiny"]["job"].update(direct=1, offset=100)  # EINVAL at the first read
+    assert snakemake(tmp_path, config, "--retries", "2", check=False).returncode != 0
+    logs = tmp_path / "results/tiny/logs/run"
+    kept = sorted(p.name for p in logs.iterdir())
+    assert kept == [
+        f"read_bs4k_nj1.it1.log{end}" for end in ("", *(f".attempt-{n}" for n in (1, 2, 3)))
+    ]
+    for attempt in (1, 2, 3):
+        text = (logs / f"read_bs4k_nj1.it1.log.attempt-{attempt}").read_text()
+        assert text.startswith(f"storbench: attempt a{attempt};")
+        assert "Invalid argument" in text
+        assert text.rstrip().endswith(
+            f"raw output kept in results/tiny/raw/read_bs4k_nj1/it1/a{attempt}"
+        )
+    assert (logs / "read_bs4k_nj1.it1.log").read_text() == (
+        logs / "read_bs4k_nj1.it1.log.attempt-3"
+    ).read_text()
 
 
 def test_host_fact_braces_are_safe_in_every_rule(tmp_path):
