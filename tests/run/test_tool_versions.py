@@ -111,20 +111,10 @@ def storbench(workdir: Path, *args: str) -> str:
     return done.stdout
 
 
-def mixed_config(lab: SshLab, server, tmp_path: Path) -> dict:
+def mixed_config(lab: SshLab, tmp_path: Path) -> dict:
+    (older,) = lab.host_groups(1, lambda _: tmp_path / "remote-workdir").values()
     return {
-        "hosts": {
-            "localhost": {"transport": "local"},
-            "older": {
-                "transport": "ssh",
-                "nodes": server.address,
-                "user": "root",
-                "port": server.port,
-                "identity": str(lab.client_key),
-                "known_hosts": str(lab.known_hosts),
-                "workdir": str(tmp_path / "remote-workdir"),
-            },
-        },
+        "hosts": {"localhost": {"transport": "local"}, "older": older},
         "targets": {"scratch": {"type": "directory", "path": str(tmp_path / "target")}},
         "experiments": {
             "mixed": {
@@ -141,7 +131,7 @@ def mixed_config(lab: SshLab, server, tmp_path: Path) -> dict:
 
 def test_the_experiment_report_flags_the_versions_its_rows_record(older_fio_host, tmp_path):
     lab, server = older_fio_host
-    config = mixed_config(lab, server, tmp_path)
+    config = mixed_config(lab, tmp_path)
     log = tmp_path / "results/mixed/logs/preflight.log"
     console = snakemake(tmp_path, config, "reports/mixed/index.html").stderr
     warned = log.read_text()
