@@ -130,7 +130,7 @@ def mixed_config(lab: SshLab, tmp_path: Path) -> dict:
 
 
 def test_the_experiment_report_flags_the_versions_its_rows_record(older_fio_host, tmp_path):
-    lab, server = older_fio_host
+    lab, _ = older_fio_host
     config = mixed_config(lab, tmp_path)
     log = tmp_path / "results/mixed/logs/preflight.log"
     console = snakemake(tmp_path, config, "reports/mixed/index.html").stderr
