@@ -40,16 +40,38 @@ RELEASE_ACTION = (
     '[ -f "$f.hooks" ] && while read -r _; do echo go >&4; done < "$f.hooks"; exec 4>&-; '
     ': > "$f.sent"; }'
 )
-# Runs "$@" with stdin from /dev/null and SIGTERMs it when the session's stdin ends (sshd
-# closes it when the channel or the connection goes away); exits with the tool's status.
+SESSION_GUARD_NAME = "storbench-session"  # $0 of the guard shell, shown in ps
+# The variable the guard tags a tool's processes with (in their environment, which fio's
+# forked job processes inherit even in sessions of their own): its value is the session's tag.
+TOOL_TAG_VARIABLE = "STORBENCH_TOOL_TAG"
+# After a tool that failed: whatever still carries its tag is stopped (SIGTERM, up to
+# TERM_GRACE_S, then SIGKILL), since a SIGKILLed fio's job processes hold the session's output
+# open until their runtime ends. By environment, not command line: the controller's own ssh
+# client (the same machine, in a lab) has the tag in its command line only. Linux's /proc.
+TOOL_LEFTOVERS = "; ".join([
+    "tagged() { for found in $(grep -l -a -F -e"
+    f' "{TOOL_TAG_VARIABLE}=$tag" /proc/[0-9]*/environ 2>/dev/null); do'
+    ' found=${found#/proc/}; printf " %s" "${found%/environ}"; done; }',
+    'left=$(tagged); [ -z "$left" ] || {'
+    f' echo "{SESSION_GUARD_NAME}: the tool ended (exit $rc) leaving processes$left;'
+    ' stopping them" >&2',
+    "kill -TERM $left 2>/dev/null; n=0",
+    f'while [ -n "$(tagged)" ] && [ "$n" -lt {int(TERM_GRACE_S / 0.1)} ]; do sleep 0.1;'
+    " n=$((n + 1)); done",
+    'left=$(tagged); [ -z "$left" ] || kill -KILL $left 2>/dev/null; }',
+])  # fmt: skip
+# Runs "$2"... (after the tag, $1) with stdin from /dev/null and SIGTERMs it when the session's
+# stdin ends (sshd closes it when the channel or the connection goes away); stops what a
+# failed tool left (TOOL_LEFTOVERS); exits with the tool's status.
 SESSION_GUARD = (
-    'exec 3<&0 </dev/null; "$@" 3<&- & tool=$!; '
+    f'exec 3<&0 </dev/null; tag=$1; shift; {TOOL_TAG_VARIABLE}=$tag "$@" 3<&- & tool=$!; '
     f'{{ while read -r line; do case $line in "{RELEASE_LINE}"?*) '
     + RELEASE_ACTION
     + ';; esac; done <&3; kill -TERM "$tool" 2>/dev/null; } & guard=$!; '
-    'exec 3<&-; wait "$tool"; rc=$?; kill "$guard" 2>/dev/null; exit "$rc"'
+    'exec 3<&-; wait "$tool"; rc=$?; '
+    + f'[ "$rc" -eq 0 ] || {{ {TOOL_LEFTOVERS}; }}; '
+    + 'kill "$guard" 2>/dev/null; exit "$rc"'
 )
-SESSION_GUARD_NAME = "storbench-session"  # $0 of the guard shell, shown in ps
 MIN_MARKER_LEN = 8  # a short marker could match unrelated processes in pkill -f
 _ERE_SPECIAL = set("\\.[]()*+?{}|^$")
 
@@ -197,7 +219,8 @@ def _timeout_argv(argv, timeout_s: float, marker: str) -> list[str]:
 def guarded_command(argv, timeout_s: float, marker: str, cwd: str | None = None) -> str:
     """The shell command line of a remote tool: under `timeout`, in cwd, stopped by the session
     guard when its SSH session ends."""
-    guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME]
+    tag = os.urandom(8).hex()  # one session's: a rerun's leftovers are kill_matching's
+    guarded = ["sh", "-c", SESSION_GUARD, SESSION_GUARD_NAME, tag]
     command = shlex.join(guarded + _timeout_argv(argv, timeout_s, marker))
     if cwd is not None:
         command = f"cd {shlex.quote(cwd)} && exec {command}"

@@ -271,6 +271,20 @@ def test_local_kill_matching_spares_the_caller():
     assert (done.returncode, done.stdout, done.stderr) == (0, f"{-signal.SIGTERM}\n", "")
 
 
+@pytest.mark.parametrize("host", ["per-step", "persistent", "tree"], indirect=True)
+def test_a_tool_killed_by_a_signal_leaves_nothing_running_and_its_session_ends(transport, tmp_path):
+    """A tool SIGKILLed whose child runs on in a session of its own, holding the SSH session's
+    output open (fio's job processes do): the host's session guard stops the child by the tag
+    in its environment; the session ended with the tool, not when the child would have."""
+    seconds = unique_sleep_seconds()
+    ran_out = tmp_path / "ran-out"  # the SSH hosts are loopback: the same file system
+    tool = f"setsid sh -c 'sleep {seconds}; touch {ran_out}' & kill -KILL $$"
+    rc, _, err = run(transport, ["sh", "-c", tool, "storbench-tool"], tmp_path, marker=seconds)
+    assert rc == 137
+    assert not is_running(f"sleep {seconds}") and not ran_out.exists()
+    assert b"storbench-session: the tool ended (exit 137) leaving processes " in err
+
+
 def test_run_rejects_marker_not_in_command(transport, tmp_path):
     with pytest.raises(ValueError, match="marker"):
         run(transport, ["true"], tmp_path, marker="not-in-the-command")

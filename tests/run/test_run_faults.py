@@ -25,6 +25,7 @@ import pytest
 
 from storbench.core.model import Host
 from storbench.core.specs import RunSpec
+from storbench.hosts.base import TOOL_TAG_VARIABLE
 from storbench.hosts.transport import open_transport
 from storbench.run import engine as runner
 from storbench.tools.base import ToolAdapter
@@ -609,3 +610,80 @@ def test_tool_killed_on_one_host_stops_the_other_hosts_tool(ssh_hosts, tmp_path)
     assert text.startswith("\nfio: terminating on signal 15\n")
     report = json.loads(text[text.index("{") :])
     assert report["jobs"][0]["job_runtime"] < 120_000
+
+
+def tagged_processes(text: str) -> list[int]:
+    """Processes whose environment carries the session guard's tag and whose command line
+    contains text (the SSH hosts are loopback addresses: their processes are visible here)."""
+    tag = f"{TOOL_TAG_VARIABLE}=".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):  # processes come and go while we look
+            tagged = any(
+                line.startswith(tag) for line in (entry / "environ").read_bytes().split(b"\0")
+            )
+            if tagged and text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+def test_fios_main_process_killed_on_an_ssh_host_stops_its_job_process_and_the_run(
+    ssh_hosts, tmp_path
+):
+    """fio's main process alone SIGKILLed on one of two SSH hosts: its job process, in a
+    session of its own, held the SSH session's output open, so the run waited out the runtime,
+    or, killed before it started the job, its time limit and 60 s (the job process waits for
+    its main process for ever). The host's session guard now stops what carries its tag: the
+    run fails then and stops the other host's fio."""
+    hosts = [
+        dataclasses.replace(host, workdir=str(tmp_path / f"w-{host.name}")).to_dict()
+        for host in ssh_hosts
+    ]
+    job = tmp_path / "job.fio"
+    job.write_text(
+        f"[r]\ndirectory={tmp_path / 'target'}\nrw=read\nbs=4k\nsize=1m\nioengine=psync\n"
+        "time_based=1\nruntime=30\n"
+    )
+    spec = RunSpec(experiment="e", run_id="r", tool="fio", params={}, hosts=tuple(hosts),
+                   target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
+                   timeout_s=60)  # fmt: skip
+    victim, other = (host["name"] for host in hosts)
+    victim_job = f"{tmp_path}/w-{victim}/e/r/it1/{victim}/a1/job.fio"
+    fio_seen: dict[int, int] = {}
+    tagged: list[int] = []
+
+    def kill_the_victims_main_process():  # as a crash of fio's main process alone
+        processes = wait_for(lambda: main_and_job(fio_processes(victim_job)), "fio's job process")
+        fio_seen.update(processes)
+        tagged.extend(tagged_processes(victim_job))
+        (main,) = [pid for pid, parent in processes.items() if parent not in processes]
+        os.kill(main, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_victims_main_process, daemon=True)
+    killer.start()
+    manifest_path = tmp_path / "raw/r/it1/run.json"
+    with pytest.raises(runner.RunError) as failed:
+        runner.run_iteration(spec, 1, str(job), str(manifest_path))
+    killer.join()
+
+    lines = str(failed.value).splitlines()
+    assert lines[0] == "e/r: fio failed"
+    assert (
+        f"host {victim}: fio exited 137 (as a tool killed by SIGKILL does); stderr tail:" in lines
+    )
+    (main,) = [pid for pid, parent in fio_seen.items() if parent not in fio_seen]
+    (job_process,) = set(fio_seen) - {main}
+    assert {main, job_process} < set(tagged)  # and `timeout`, which started fio
+    guard_said = f"storbench-session: the tool ended (exit 137) leaving processes {job_process};"
+    assert f"    {guard_said} stopping them" in lines
+    assert f"host {other}: fio stopped, as host {victim} failed" in lines
+    assert not tagged_processes(str(tmp_path)) and not fio_processes(str(tmp_path))
+    assert not manifest_path.exists()
+    kept = manifest_path.parent / "a1"
+    # the job process stopped by the guard said so: it did not run out its runtime
+    assert (kept / f"{victim}.json").read_text() == "\nfio: terminating on signal 15\n"
+    assert guard_said in (kept / f"{victim}.stderr").read_text()
+    text = (kept / f"{other}.json").read_text()
+    assert text.startswith("\nfio: terminating on signal 15\n")
+    report = json.loads(text[text.index("{") :])
+    assert report["jobs"][0]["job_runtime"] < 30_000
