@@ -48,16 +48,19 @@ def differ_across_hosts(tool: str, versions: Mapping[str, Iterable[str]]) -> str
     return text
 
 
-def differ_between(tool: str, versions_by_side: Iterable[tuple[str, Iterable[str]]]) -> str | None:
-    """The warning for a comparison whose sides ran other versions ('fio versions differ
-    between the sides: fio-3.36 in baseline; fio-3.28 in fw-old'); None when they agree."""
+def differ_between(
+    tool: str, versions_by_side: Iterable[tuple[str, Iterable[str]]], between: str = "the sides"
+) -> str | None:
+    """The warning for a comparison whose sides (or a campaign whose experiments) ran other
+    versions ('fio versions differ between the sides: fio-3.36 in baseline; fio-3.28 in
+    fw-old'); None when they agree."""
     sides = [(side, sorted(set(versions))) for side, versions in versions_by_side]
     if len({tuple(versions) for _, versions in sides}) < 2:
         return None
     parts = [
         f"{' and '.join(versions) or 'no recorded version'} in {side}" for side, versions in sides
     ]
-    return f"{tool} versions differ between the sides: {'; '.join(parts)}"
+    return f"{tool} versions differ between {between}: {'; '.join(parts)}"
 
 
 def hosts_text(hosts: Iterable[str]) -> str:

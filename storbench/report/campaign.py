@@ -92,6 +92,7 @@ def build_campaign_report(
         "per_host": toolkit.paper_table_context(
             {k: v for k, v in paper_tables.items() if k == toolkit.PER_HOST_TABLE}
         ),
+        "version_warnings": campaign_version_warnings(raw),
         "methodology": methodology(meta),
         "statistics": toolkit.statistics_text(units),
         "percentiles": toolkit.PERCENTILE_TEXT,
@@ -102,6 +103,16 @@ def build_campaign_report(
     html = toolkit.template_environment().get_template(TEMPLATE_NAME).render(context)
     written["index.html"] = toolkit.write_file(out_dir / "index.html", html.encode())
     return written
+
+
+def campaign_version_warnings(raw: pd.DataFrame | None) -> list[str]:
+    """An experiment whose hosts ran different versions of its tool, and a tool whose versions
+    differ between the experiments: their numbers side by side in the key results are then
+    partly the tool's."""
+    if raw is None or raw.empty or "experiment" not in raw.columns:
+        return []
+    sides = [(str(name), rows) for name, rows in raw.groupby("experiment", sort=True)]
+    return toolkit.sides_version_warnings(sides, between="the experiments")
 
 
 # ---------------------------------------------------------------------------------------

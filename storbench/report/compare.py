@@ -29,12 +29,9 @@ from storbench.analysis.compare import (  # noqa: E402
 from storbench.core import (
     atomic,  # noqa: E402
     report_units,
-    versions,
 )
 from storbench.core.numbers import NO_VALUE, format_number, is_missing, scaled  # noqa: E402
-from storbench.core.schema_names import ALL_HOSTS
 from storbench.report import tables, toolkit
-from storbench.tools import get_tool, known_tools
 
 TEMPLATE_NAME = "compare.html.j2"
 
@@ -62,7 +59,7 @@ def build_comparison(
     units = report_units.checked(units)
     a_rows, b_rows = read_side(a_source), read_side(b_source)
     comparison = compare(load_side(a_source, a_rows), load_side(b_source, b_rows))
-    warnings = version_warnings([(a_label, a_rows), (b_label, b_rows)])
+    warnings = toolkit.sides_version_warnings([(a_label, a_rows), (b_label, b_rows)])
     violations = threshold_violations(comparison.changes, limits, units)
     regressions = [message for _, message in violations]
     out_dir = Path(out_dir)
@@ -91,26 +88,6 @@ def build_comparison(
         "regressions": regressions,
         "warnings": warnings,
     }
-
-
-def version_warnings(sides: list[tuple[str, pd.DataFrame]]) -> list[str]:
-    """A side whose hosts ran different versions of its tool, and a tool whose versions
-    differ between the sides ('fio versions differ between the sides: fio-3.36 in a; …')."""
-    found = [f"{label}: {text}" for label, rows in sides for text in toolkit.version_warnings(rows)]
-    tools = [set(rows["tool"].dropna()) for _, rows in sides]
-    for tool in sorted(set.intersection(*tools)) if tools else []:
-        if tool not in known_tools() or not get_tool(tool).capabilities.version:
-            continue
-        by_side = [(label, _versions(rows[rows["tool"] == tool])) for label, rows in sides]
-        if all(found for _, found in by_side) and (text := versions.differ_between(tool, by_side)):
-            found.append(text)
-    return found
-
-
-def _versions(rows: pd.DataFrame) -> list[str]:
-    """The versions of the hosts' own rows; of the 'all' rows where a side has no other."""
-    hosts = rows[rows["host"] != ALL_HOSTS]
-    return sorted({str(v) for v in (hosts if not hosts.empty else rows)["tool_version"].dropna()})
 
 
 NOT_AVAILABLE = "n/a"

@@ -533,6 +533,36 @@ def version_warnings(raw: pd.DataFrame) -> list[str]:
     return found
 
 
+def sides_version_warnings(
+    sides: list[tuple[str, pd.DataFrame]], between: str = "the sides"
+) -> list[str]:
+    """A side (a comparison's, a campaign's experiment) whose hosts ran different versions of
+    its tool, and a tool whose versions differ between the sides ('fio versions differ between
+    the sides: fio-3.36 in a; …')."""
+    found = [f"{label}: {text}" for label, rows in sides for text in version_warnings(rows)]
+    for tool in sorted({str(tool) for _, rows in sides for tool in rows["tool"].dropna()}):
+        if tool not in known_tools() or not get_tool(tool).capabilities.version:
+            continue
+        by_side = [
+            (label, _versions(rows[rows["tool"] == tool]))
+            for label, rows in sides
+            if (rows["tool"] == tool).any()
+        ]
+        if (
+            len(by_side) > 1
+            and all(recorded for _, recorded in by_side)
+            and (text := versions.differ_between(tool, by_side, between))
+        ):
+            found.append(text)
+    return found
+
+
+def _versions(rows: pd.DataFrame) -> list[str]:
+    """The versions of the hosts' own rows; of the 'all' rows where a side has no other."""
+    hosts = rows[rows["host"] != results.ALL_HOSTS]
+    return sorted({str(v) for v in (hosts if not hosts.empty else rows)["tool_version"].dropna()})
+
+
 def join_nonempty(*parts) -> str:
     return " ".join(str(p) for p in parts if p not in (None, ""))
 

@@ -307,3 +307,24 @@ def test_plan_tables_pivot_the_means_the_config_asks_for(campaign):
     assert "they differ in bs, iodepth" in tex
     html = (campaign / "reports" / CAMPAIGN / "index.html").read_text()
     assert "Tables of the plan" in html and 'id="table-qd-grid"' in html
+
+
+def test_the_campaign_page_flags_experiments_run_with_other_tool_versions(campaign, tmp_path):
+    """The same campaign's rows, as if seq had run on hosts with another fio build: its
+    numbers beside qd's in the key results are then partly the tool's."""
+    qd = campaign / "results/qd/summary.parquet"
+    seq = pq.read_table(campaign / "results/seq/summary.parquet").to_pandas()
+    installed = seq["tool_version"].iloc[0]
+    seq["tool_version"] = "fio-3.28"
+    older = tmp_path / "seq.parquet"
+    seq.to_parquet(older)
+    meta = {"title": "t", "experiments": {"qd": {"tool": "fio"}, "seq": {"tool": "fio"}}}
+    campaign_page.build_campaign_report([qd, older], [], tmp_path / "report", meta)
+    html = (tmp_path / "report/index.html").read_text()
+    assert (
+        f"fio versions differ between the experiments: {installed} in qd; fio-3.28 in seq" in html
+    )
+    assert (
+        "fio versions differ between"
+        not in (campaign / "reports" / CAMPAIGN / "index.html").read_text()
+    )
