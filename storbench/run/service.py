@@ -131,10 +131,11 @@ def run_service_iteration(
             watchers = None
         if workers:  # they end with the server; a worker left over has lost it
             _stop_workers(hosts, workers, sessions)
+        cut_short = None if exit_code else tool.output_problem(output_path)
         # fio's client exits 0 without a host whose server's job was killed
         without_results = (
             {}
-            if exit_code
+            if exit_code or cut_short
             else tool.hosts_without_results(
                 output_path, {h["name"]: e for h, e in zip(hosts, endpoints, strict=True)}
             )
@@ -155,6 +156,11 @@ def run_service_iteration(
             start_margin.remember(history, max(set_up.values()))
         if exit_code != 0:
             raise RunError(client_failure(spec, tool, exit_code, local_dir, output_path.name))
+        if cut_short:
+            raise RunError(
+                f"{spec.experiment}/{spec.run_id}: {spec.tool} client: {cut_short}"
+                f"\nraw output kept in {local_dir}"
+            )
         if without_results:
             raise RunError(_without_results(spec, hosts, without_results, finished, local_dir))
         unstamped = [name for name in finished if held and name not in stamps]

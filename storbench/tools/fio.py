@@ -336,7 +336,7 @@ class FioAdapter(ToolAdapter):
             starts = [match.start() for match in DOCUMENT_START.finditer(text)]
             report, _ = json.JSONDecoder().raw_decode(text, starts[-1])
         except (OSError, IndexError, ValueError):
-            return {}  # not a whole report: the parse names it
+            return {}  # not a whole report: output_problem says so
         names = {endpoint: name for name, endpoint in endpoints.items()}
         entries: dict[str, list[dict]] = {name: [] for name in endpoints}
         for entry in report.get("client_stats") or []:

@@ -6,7 +6,7 @@ entry counts no bytes and no job_runtime. The run was published, and its parse f
 JSON document lists no jobs") or, with the other host's results there, gave one host's rows
 and none for the killed one; the job process the killed backend left (in a session of its
 own) ran on after the run. Now the run fails naming the host, publishes nothing, keeps the
-client's output and stops that job process.
+client's output and stops that job process. A client output cut short fails the run too.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -139,3 +140,48 @@ def test_a_service_job_killed_on_one_host_fails_the_run_naming_the_host(
         assert entries[(victim, port)]["read"]["total_ios"] > 0
         assert entries[(victim, port)]["read"]["io_bytes"] == 0
         assert entries[(victim, port)]["job_runtime"] == 0
+
+
+FIO_CUT_SHORT = """\
+#!/bin/sh
+# the real fio; its --output then loses its last 100 bytes, as on a full disk
+for argument in "$@"; do case $argument in --output=*) output=${{argument#--output=}};; esac; done
+{fio} "$@"; status=$?
+[ -z "$output" ] || truncate -s -100 "$output"
+exit $status
+"""
+
+
+def test_a_client_output_cut_short_fails_the_service_run(ssh_hosts, tmp_path, monkeypatch):
+    """fio's client exits 0 having written a report cut short (a full disk here): the run
+    fails as a standalone run does. Before, it was published and its parse failed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "fio").write_text(FIO_CUT_SHORT.format(fio=shutil.which("fio")))
+    (bin_dir / "fio").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    port = free_port()
+    hosts = [dataclasses.replace(ssh_hosts[0], workdir=str(tmp_path / "w")).to_dict()]
+    target = tmp_path / "target"
+    job = tmp_path / "job.fio"
+    job.write_text(f"[r]\ndirectory={target}\nrw=read\nbs=4k\nsize=64k\nioengine=psync\n")
+    spec = RunSpec(experiment="e", run_id="r", tool="fio", params={}, hosts=tuple(hosts),
+                   target={"name": "t", "type": "directory", "path": str(target)},
+                   timeout_s=60, execution="service",
+                   service={"tool": "fio", "port": port, "hosts": hosts})  # fmt: skip
+    manifest_path = tmp_path / "raw/r/it1/run.json"
+    try:
+        services.start_services(hosts, "fio", port)
+        with pytest.raises(engine.RunError) as failed:
+            engine.run_iteration(spec, 1, {hosts[0]["name"]: str(job)}, str(manifest_path))
+    finally:
+        services.stop_services(hosts, "fio", port)
+    kept = manifest_path.parent / "a1"
+    text = (kept / "controller.json").read_text()
+    assert '"client_stats"' in text and not text.rstrip().endswith("}")
+    assert str(failed.value).splitlines() == [
+        f"e/r: fio client: fio exited 0, but its output controller.json ({len(text)} characters)"
+        " holds no whole JSON report: cut short (a full disk where it was written?)",
+        f"raw output kept in {kept}",
+    ]
+    assert not manifest_path.exists() and not (kept / engine.PUBLISHED_COPY).exists()
