@@ -88,9 +88,15 @@ def service_dir(spec: Host, tool: str, port: int) -> str:
     return f"{spec.workdir.rstrip('/')}/services/{tool}-{spec.address}-{port}"
 
 
+def service_argv(spec: Host, tool_name: str, port: int) -> list[str]:
+    """The command line the host's service runs (and is found by)."""
+    return get_tool(tool_name).service_start_command(
+        spec.tool_address, port_of(spec, tool_name, port)
+    )
+
+
 def service_marker(spec: Host, tool_name: str, port: int) -> str:
-    port = port_of(spec, tool_name, port)
-    return " ".join(get_tool(tool_name).service_start_command(spec.tool_address, port))
+    return " ".join(service_argv(spec, tool_name, port))
 
 
 def endpoint(host: dict, port: int, tool: str = "") -> str:
@@ -229,6 +235,47 @@ def stale_service_script(folder: str, argv: list[str]) -> str:
         "  sleep 0.1; n=$((n + 1))",
         "done",
         'kill -KILL "$pid" 2>/dev/null; exit 0',
+    ])  # fmt: skip
+
+
+def orphans_script(folder: str, argv: list[str]) -> str:
+    """Stop the service's processes that lost their parent (SIGTERM, a grace period, SIGKILL)
+    and print their pids: fio's job process, in a session of its own, runs on when the
+    backend that forked it is killed. Every other process of a service (its main one, in
+    folder's service.pid, aside) has a parent running the service's command line, so a run
+    of another target on the same service keeps its jobs. Linux's /proc."""
+    polls = int(TERM_GRACE_S / 0.1)
+    return "\n".join([
+        f"f={shlex.quote(folder + '/service.pid')}",
+        f"command=; for word in {_quoted_words(argv)}; do",
+        '  command="${command:+$command }$word"',
+        "done",
+        '[ -r "$f" ] || exit 0',
+        'main=$(cat "$f")',
+        # its command line exactly (this script's own holds the words apart, never matches)
+        'ours() { [ "$(tr "\\000" " " 2>/dev/null < "/proc/$1/cmdline")" = "$command " ]; }',
+        # running: a zombie, gone but not yet reaped, is not
+        'running() { read -r s 2>/dev/null < "/proc/$1/stat" || return 1; s=${s##*) };'
+        ' [ "${s%% *}" != Z ]; }',
+        "orphans=",
+        f"for found in $(grep -l -a -F -e {shlex.quote(argv[-1])} /proc/[0-9]*/cmdline"
+        " 2>/dev/null); do",
+        "  pid=${found#/proc/}; pid=${pid%/cmdline}",
+        '  [ "$pid" != "$main" ] && ours "$pid" || continue',
+        '  read -r s 2>/dev/null < "/proc/$pid/stat" || continue',
+        "  s=${s##*) }; set -- $s",
+        '  ours "$2" || orphans="$orphans $pid"',
+        "done",
+        '[ -n "$orphans" ] || exit 0',
+        "echo $orphans",
+        "kill -TERM $orphans 2>/dev/null",
+        "n=0",
+        f'while [ "$n" -lt {polls} ]; do',
+        "  left=; for pid in $orphans; do running $pid && left=\"$left $pid\"; done",
+        '  [ -n "$left" ] || exit 0',
+        "  sleep 0.1; n=$((n + 1))",
+        "done",
+        "kill -KILL $left 2>/dev/null; exit 0",
     ])  # fmt: skip
 
 

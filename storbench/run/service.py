@@ -131,7 +131,19 @@ def run_service_iteration(
             watchers = None
         if workers:  # they end with the server; a worker left over has lost it
             _stop_workers(hosts, workers, sessions)
-        finished = _finish_hosts(spec, tool, hosts, port, local_dir, prepared, holder, sessions)
+        cut_short = None if exit_code else tool.output_problem(output_path)
+        # fio's client exits 0 without a host whose server's job was killed
+        without_results = (
+            {}
+            if exit_code or cut_short
+            else tool.hosts_without_results(
+                output_path, {h["name"]: e for h, e in zip(hosts, endpoints, strict=True)}
+            )
+        )
+        orphaned = set() if tool.service_per_run else set(without_results)
+        finished = _finish_hosts(
+            spec, tool, hosts, port, local_dir, prepared, holder, sessions, orphaned
+        )
         released.update(finished)
         logs = {name: done.log for name, done in finished.items() if done.log}
         stamps = {name: iso(done.stamp) for name, done in finished.items() if done.stamp}
@@ -144,6 +156,13 @@ def run_service_iteration(
             start_margin.remember(history, max(set_up.values()))
         if exit_code != 0:
             raise RunError(client_failure(spec, tool, exit_code, local_dir, output_path.name))
+        if cut_short:
+            raise RunError(
+                f"{spec.experiment}/{spec.run_id}: {spec.tool} client: {cut_short}"
+                f"\nraw output kept in {local_dir}"
+            )
+        if without_results:
+            raise RunError(_without_results(spec, hosts, without_results, finished, local_dir))
         unstamped = [name for name in finished if held and name not in stamps]
         if unstamped:  # fio skips the I/O of a job whose exec_prerun fails, and exits 0
             raise RunError(
@@ -412,18 +431,25 @@ class Finished:
     log: str | None  # the file with what the host's service logged during the run
     stamp: float | None  # the host's own start (epoch seconds), from the stamps its job left
     armed: float | None = None  # when its start hook began to wait (the host's clock)
+    stopped: tuple[str, ...] = ()  # pids its service's killed job left, stopped
 
 
 def _finish_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: Path,
-                  prepared: dict, holder: str, sessions) -> dict[str, Finished]:  # fmt: skip
-    """After the run, per host in one round trip: what its service logged during the run
-    (kept as a file), its start stamp, and its target locks released. A host that could not
-    be read is absent (its rows then come from the run's totals, its start from the
-    controller's, and its locks are released once more at the end)."""
+                  prepared: dict, holder: str, sessions,
+                  orphaned: set[str]) -> dict[str, Finished]:  # fmt: skip
+    """After the run, per host in one round trip: the processes its service's killed job
+    left (orphaned hosts), stopped first, as they still work on the target; what its service
+    logged during the run (kept as a file), its start stamp, and its target locks released.
+    A host that could not be read is absent (its rows then come from the run's totals, its
+    start from the controller's, and its locks are released once more at the end)."""
 
     def finish(host: dict) -> Finished | None:
         host_spec = services.host_spec(host)
         steps = one_trip.Steps()
+        if host_spec.name in orphaned:
+            folder = services.service_dir(host_spec, spec.tool, port)
+            argv = services.service_argv(host_spec, spec.tool, port)
+            steps.add("orphans", services.orphans_script(folder, argv))
         if tool.service_log_results:
             offset = prepared[host_spec.name].log_offset or 0
             log = shlex.quote(_log_path(host_spec, spec, port))
@@ -448,7 +474,8 @@ def _finish_hosts(spec: RunSpec, tool, hosts: list[dict], port: int, local_dir: 
         stamp, armed = (
             _host_stamps(outcomes["stamps"].out) if "stamps" in outcomes else (None, None)
         )
-        return Finished(log_name, stamp, armed)
+        stopped = tuple(outcomes["orphans"].out.split()) if "orphans" in outcomes else ()
+        return Finished(log_name, stamp, armed, stopped)
 
     results = services.on_every_host(hosts, finish, "finishing the run")
     return {name: done for name, done in results.items() if done is not None}
@@ -467,6 +494,24 @@ def _host_stamps(text: str) -> tuple[float | None, float | None]:
                 continue
         start = min(bare) if bare else None
     return start, armed
+
+
+def _without_results(spec: RunSpec, hosts: list[dict], problems: dict[str, str],
+                     finished: dict[str, Finished], local_dir: Path) -> str:  # fmt: skip
+    """Why a run whose client exited 0 fails: each host without results, in the run's order,
+    and the processes its service's killed job left, stopped."""
+    lines = [
+        f"{spec.experiment}/{spec.run_id}: {spec.tool} client exited 0 without every host's results"
+    ]
+    for host in (h["name"] for h in hosts if h["name"] in problems):
+        done = finished.get(host)
+        stopped = (
+            f"; stopped the processes it left: {' '.join(done.stopped)}"
+            if done is not None and done.stopped
+            else ""
+        )
+        lines.append(f"host {host}: {problems[host]}{stopped}")
+    return "\n".join([*lines, f"raw output kept in {local_dir}"])
 
 
 def _release_locks(spec: RunSpec, hosts: list[dict], holder: str, sessions) -> None:

@@ -395,6 +395,13 @@ class ToolAdapter:
         short by a full disk), or None; light: it runs on the run path, before publishing."""
         return None
 
+    def hosts_without_results(self, path: Path, endpoints: dict[str, str]) -> dict[str, str]:
+        """Service mode, the controller exited 0: {host: why} for each host whose results its
+        output at path lacks or holds empty (a service's job killed mid-run, which fio's client
+        does not count as a failure). endpoints: {host: its service's address}. Light: it runs
+        on the run path, before publishing; {} where the tool's output cannot tell."""
+        return {}
+
     def lost_hosts(self, text: str) -> list[str]:
         """The hosts a failed controller (service mode) says it lost, from its output's
         text: a host whose service or machine went away mid-run is named first."""

@@ -436,7 +436,7 @@ def _host_entries(doc: dict, host, client_names: dict, source: str) -> list[tupl
     """(host, entry) for every job entry of the document."""
     if "client_stats" in doc:
         return [
-            (_client_host(entry, client_names), entry)
+            (client_host(entry, client_names), entry)
             for entry in doc["client_stats"]
             if entry.get("jobname") != ALL_CLIENTS
         ]
@@ -445,7 +445,8 @@ def _host_entries(doc: dict, host, client_names: dict, source: str) -> list[tupl
     raise FioOutputError(f"{source}: JSON document has neither 'jobs' nor 'client_stats'")
 
 
-def _client_host(entry: dict, client_names: dict) -> str:
+def client_host(entry: dict, client_names: dict) -> str:
+    """The configured name of a client_stats entry's host (client_names: {endpoint: name})."""
     hostname, port = entry.get("hostname"), entry.get("port")
     address = hostname if port is None else with_port(str(hostname), port)
     return str(client_names.get(address) or client_names.get(hostname) or address)
