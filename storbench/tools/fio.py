@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -307,19 +308,13 @@ class FioAdapter(ToolAdapter):
     def output_problem(self, path: Path) -> str | None:
         """fio exits 0 when its output was cut short (a full disk): its last report (the final
         one; status-interval reports come before it) must decode."""
-        # where the parser finds a report (1.6 ms to import); decoded here by json, not msgspec
-        from storbench.tools.fio_json import DOCUMENT_START
-
         try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
+            characters, report = _last_report(path)
         except OSError:
             return None  # the fetch named it already
-        starts = [match.start() for match in DOCUMENT_START.finditer(text)]
-        try:
-            json.JSONDecoder().raw_decode(text, starts[-1])
-        except (IndexError, ValueError):
+        if report is None:
             return (
-                f"fio exited 0, but its output {path.name} ({len(text)} characters) holds no"
+                f"fio exited 0, but its output {path.name} ({characters} characters) holds no"
                 " whole JSON report: cut short (a full disk where it was written?)"
             )
         return None
@@ -328,14 +323,14 @@ class FioAdapter(ToolAdapter):
         """fio --client exits 0 when a server's job ends early: its backend process killed,
         the host is missing from client_stats; its job process killed, the host's entries
         count no bytes and no job_runtime (fio records both as a job ends)."""
-        # where the parser finds a report and names its clients (1.6 ms to import)
-        from storbench.tools.fio_json import ALL_CLIENTS, DOCUMENT_START, OPS, client_host
+        # where the parser names its clients (1.6 ms to import)
+        from storbench.tools.fio_json import ALL_CLIENTS, OPS, client_host
 
         try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
-            starts = [match.start() for match in DOCUMENT_START.finditer(text)]
-            report, _ = json.JSONDecoder().raw_decode(text, starts[-1])
-        except (OSError, IndexError, ValueError):
+            report = _last_report(path)[1]
+        except OSError:
+            return {}
+        if report is None:
             return {}  # not a whole report: output_problem says so
         names = {endpoint: name for name, endpoint in endpoints.items()}
         entries: dict[str, list[dict]] = {name: [] for name in endpoints}
@@ -597,6 +592,27 @@ def _json_files(paths: list[Path]) -> list[Path]:
     for path in paths:
         files += sorted(path.rglob("*.json")) if path.is_dir() else [path]
     return files
+
+
+def _last_report(path: Path) -> tuple[int, dict | None]:
+    """(characters, the output's last report, None where it does not decode); read once for
+    the checks before publishing (output_problem, hosts_without_results), which ask in turn."""
+    status = path.stat()
+    return _decoded_last_report(str(path), status.st_size, status.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1)
+def _decoded_last_report(path: str, size: int, mtime_ns: int) -> tuple[int, dict | None]:
+    # where the parser finds a report (1.6 ms to import); decoded here by json, not msgspec
+    from storbench.tools.fio_json import DOCUMENT_START
+
+    text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    starts = [match.start() for match in DOCUMENT_START.finditer(text)]
+    try:
+        report, _ = json.JSONDecoder().raw_decode(text, starts[-1])
+    except (IndexError, ValueError):
+        return len(text), None
+    return len(text), report if isinstance(report, dict) else None
 
 
 def _counted_io(entry: dict, ops: tuple[str, ...]) -> bool:
