@@ -69,7 +69,7 @@ rule run_iteration:
     output:
         manifest=paths.manifest(),
     log:
-        paths.log("run/{run_id}.it{iteration}.log"),
+        paths.run_log(),
     priority: 5
     localrule: True
     conda:

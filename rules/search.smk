@@ -27,7 +27,7 @@ rule search_probe:
     shell:
         "storbench search probe --spec - --probe {wildcards.probe}"
         " --timeout-s {params.time_limit} --output {output.marker:q}"
-        " --markers {input.earlier:q} > {log:q} 2>&1"
+        " --markers {input.earlier:q} --log {log:q} > {log:q} 2>&1"
         " <<'SPEC'\n{params.spec}\nSPEC"
 
 

@@ -454,7 +454,7 @@ def _search(args) -> int:
     if args.timeout_s is not None:
         spec = dataclasses.replace(spec, timeout_s=args.timeout_s)
     if args.action == "probe":
-        marker = search.run_probe(spec, args.probe, args.markers, args.output)
+        marker = search.run_probe(spec, args.probe, args.markers, args.output, args.log)
         print(json.dumps({k: v for k, v in marker.items() if k != "measured"}, sort_keys=True))
         return 0
     result = search.gather(spec, args.markers, args.output, args.summary, args.timeseries)
@@ -822,6 +822,9 @@ def build_parser() -> argparse.ArgumentParser:
     _time_limit_argument(search)
     search.add_argument("--output", help="probe: its marker; gather: search.json")
     search.add_argument("--markers", nargs="*", default=[], help="earlier (or all) probe markers")
+    search.add_argument(
+        "--log", help="probe: the log its output goes to; each attempt's is kept by its run's"
+    )
     search.add_argument("--summary", help="gather: result Parquet to write; report: to read")
     search.add_argument("--timeseries", help="gather: per-interval Parquet to write")
     search.add_argument("--result", help="report: search.json")

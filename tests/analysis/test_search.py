@@ -347,3 +347,24 @@ def test_the_bandwidth_answer_is_the_iops_answer_times_the_block_size(finished_s
     answer = search_probe.search_result(bandwidth, markers)["answer"]
     assert answer["rate_iops"] == iops_answer["rate_iops"]
     assert answer["bw_bytes_s"] == answer["rate_iops"] * 4096
+
+
+def test_every_attempt_of_a_retried_probe_keeps_its_log(tmp_path):
+    """Snakemake deletes a probe's log before each retry: each attempt's is kept by its run's
+    log name (a probe that runs again after a change may run another run), naming a<N>."""
+    raw = search_config(tmp_path / "target")
+    job = raw["experiments"]["slo"]["job"]
+    del job["ioengine"], job["thinktime"]
+    job.update(direct=1, offset=100)  # EINVAL at the first read
+    done = snakemake(tmp_path, raw, "results/slo/search/p01.json", "--retries", "2", check=False)
+    assert done.returncode != 0
+    logs = tmp_path / "results/slo/logs"
+    kept = sorted(p.name for p in (logs / "run").iterdir())
+    assert kept == [f"qd1.it1.log.attempt-{n}" for n in (1, 2, 3)]
+    for attempt in (1, 2, 3):
+        text = (logs / f"run/qd1.it1.log.attempt-{attempt}").read_text()
+        assert text.startswith(f"storbench: attempt a{attempt}; this log is kept as")
+        assert "Invalid argument" in text
+        assert f"raw output kept in results/slo/raw/qd1/it1/a{attempt}" in text
+    probe_log = (logs / "search/p01.log").read_text()
+    assert probe_log == (logs / "run/qd1.it1.log.attempt-3").read_text()
