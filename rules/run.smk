@@ -43,7 +43,7 @@ rule render_host_jobs:
 rule preflight:
     input:
         # the target may be a mount a set-up step makes
-        setup=probe_setup_markers,
+        setup=preflight_setup_markers,
     output:
         report=paths.preflight(),
     log:

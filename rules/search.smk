@@ -4,12 +4,8 @@
 
 rule search_probe:
     input:
-        earlier=earlier_probe_markers,
-        before=probes_before,
-        setup=probe_setup_markers,
-        # ancient: a repeated preflight must not make finished probes look outdated
-        preflight=ancient(paths.preflight()),
-        preparation=experiment_preparation,
+        # earlier, before, setup, preflight, preparation
+        unpack(probe_inputs),
     output:
         marker=paths.probe_marker(),
     log:
