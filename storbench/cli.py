@@ -318,7 +318,7 @@ def _network(args) -> int:
     from storbench.run import netcheck
 
     spec = with_keys("network", args.spec, {})  # its keys: run_network_check names them
-    rows = netcheck.run_network_check(spec, args.out_dir)
+    rows = netcheck.run_network_check(spec, args.out_dir, args.log)
     netcheck.write_results(rows, args.parquet)
     min_fraction = spec.get("min_fraction", 0.8)
     flagged = netcheck.slow_clients(rows, min_fraction)
@@ -760,6 +760,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     network.add_argument("--out-dir", required=True, help="folder for the raw iperf3 JSON")
     network.add_argument("--parquet", required=True, help="result Parquet to write")
+    network.add_argument(
+        "--log", help="the log this step's output goes to; each attempt's is kept beside it"
+    )
     network.set_defaults(handler=_network)
 
     network_report = steps.add_parser("network-report", help="the network check's report")

@@ -47,6 +47,15 @@ def keep_log(log_path: str | None, attempt: int, kept_as: str | None = None) -> 
     print(f"storbench: attempt a{attempt}; this log is kept as {kept}", flush=True)
 
 
+def next_kept_attempt(log_path: str | None) -> int:
+    """The number of a step's attempt that has no raw attempt folder of its own (the network
+    check runs many, each numbered on its own): the first no kept log has."""
+    attempt = 1
+    while log_path is not None and os.path.lexists(paths.attempt_log(log_path, attempt)):
+        attempt += 1
+    return attempt
+
+
 def output_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
     if not path.is_file():
         return ""
