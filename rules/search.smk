@@ -53,6 +53,7 @@ rule search_report:
     input:
         result=paths.search_result(),
         summary=paths.summary(),
+        preflight=experiment_report_preflight,
     output:
         html=report(
             paths.report_file("index.html", "{experiment}"),

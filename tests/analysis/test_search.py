@@ -372,9 +372,10 @@ def test_every_attempt_of_a_retried_probe_keeps_its_log(tmp_path):
 
 
 def test_probes_whose_own_spec_changed_run_in_the_call_that_reruns_their_preflight(tmp_path):
-    """Attempts kept on the host run the set-up step and preflight again, not the probes; a
-    new limit beside it runs them in that call too. Snakemake alone looked at preflight only
-    in the call after the set-up step's (it waited by an ancient link), the probes one after."""
+    """Attempts kept on the host run the set-up step, preflight and the report again, not the
+    probes; a new limit beside it runs them in that call too. Snakemake alone looked at
+    preflight only in the call after the set-up step's (it waited by an ancient link), the
+    probes and the report one after."""
     raw = search_config(tmp_path / "target", arrivals="linear", max_iodepth=2, max_probes=2)
     raw["experiments"]["slo"].update(iterations=1, setup="scratch")
     raw["setup"] = {"scratch": {"hosts": "localhost", "command": f"mkdir -p {tmp_path}/target"}}
@@ -384,12 +385,13 @@ def test_probes_whose_own_spec_changed_run_in_the_call_that_reruns_their_preflig
     kept = copy.deepcopy(raw)
     kept["hosts"]["localhost"]["keep_attempts"] = 2
     jobs = planned_jobs(snakemake(tmp_path, kept, "-n"))
-    assert {rule: jobs.get(rule) for rule in ("host_setup", "preflight")} == {
-        "host_setup": 1, "preflight": 1,
-    }  # fmt: skip
+    again = ("host_setup", "preflight", "search_report")  # the report shows the config
+    assert {rule: jobs.get(rule) for rule in again} == dict.fromkeys(again, 1)
     assert "search_probe" not in jobs
     snakemake(tmp_path, kept)
+    assert planned_jobs(snakemake(tmp_path, kept, "-n")) == {}
     assert {marker.name: marker.stat().st_mtime_ns for marker in markers} == finished
+    assert "keep_attempts: 2" in (tmp_path / "reports/slo/index.html").read_text()
     changed = copy.deepcopy(raw)
     changed["hosts"]["localhost"]["keep_attempts"] = 3
     changed["experiments"]["slo"]["search"]["objective"]["limit"] = "2ms"
