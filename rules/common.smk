@@ -427,13 +427,6 @@ def flushed_flag(wildcards, input):
     return f"--flushed {input.flushed}" if input.flushed else ""
 
 
-def experiment_preparation(wildcards):
-    # ancient: a dataset prepared again later must not make finished runs look outdated
-    return [
-        ancient(marker) for marker in PLAN.preparation_markers(wildcards.experiment)
-    ]
-
-
 # --- latency-SLO search -----------------------------------------------------------------------
 
 
@@ -485,8 +478,13 @@ def runs_before(wildcards):
     return [ancient(path) for path in before]
 
 
-def probe_setup_markers(wildcards):
-    return [ancient(marker) for marker in PLAN.setup_markers(wildcards.experiment)]
+# ancient: a step done again (a mount) runs no finished preflight again, unless its own spec
+# changed: then it runs in the call that runs the step again, not in the next one
+def preflight_setup_markers(wildcards):
+    wait = waiting_link(
+        paths.preflight(wildcards.experiment), preflight_spec_json(wildcards)
+    )
+    return [wait(marker) for marker in PLAN.setup_markers(wildcards.experiment)]
 
 
 def setup_spec_json(wildcards):
@@ -499,3 +497,19 @@ def probes_before(wildcards):
 
 def earlier_probe_markers(wildcards):
     return PLAN.earlier_probe_markers(wildcards.experiment, wildcards.probe)
+
+
+def probe_inputs(wildcards):
+    """Everything a search probe waits for, as run_inputs: the steps before it by ancient
+    links (a repeated preflight must not make finished probes look outdated), or plain ones
+    when its own spec changed, so that it runs in the call that runs them again."""
+    experiment = wildcards.experiment
+    marker = paths.probe_marker(experiment, wildcards.probe)
+    wait = waiting_link(marker, search_spec_json(wildcards))
+    return {
+        "earlier": earlier_probe_markers(wildcards),
+        "before": probes_before(wildcards),
+        "setup": [wait(path) for path in PLAN.setup_markers(experiment)],
+        "preflight": wait(paths.preflight(experiment)),
+        "preparation": [wait(path) for path in PLAN.preparation_markers(experiment)],
+    }

@@ -15,7 +15,7 @@ rule network_check:
         raw_dir=paths.network_raw_dir(),
     shell:
         "storbench network --spec - --out-dir {params.raw_dir:q}"
-        " --parquet {output.parquet:q} > {log:q} 2>&1"
+        " --parquet {output.parquet:q} --log {log:q} > {log:q} 2>&1"
         " <<'SPEC'\n{params.spec}\nSPEC"
 
 

@@ -43,7 +43,7 @@ rule render_host_jobs:
 rule preflight:
     input:
         # the target may be a mount a set-up step makes
-        setup=probe_setup_markers,
+        setup=preflight_setup_markers,
     output:
         report=paths.preflight(),
     log:
@@ -69,7 +69,7 @@ rule run_iteration:
     output:
         manifest=paths.manifest(),
     log:
-        paths.log("run/{run_id}.it{iteration}.log"),
+        paths.run_log(),
     priority: 5
     localrule: True
     conda:

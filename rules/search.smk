@@ -4,12 +4,8 @@
 
 rule search_probe:
     input:
-        earlier=earlier_probe_markers,
-        before=probes_before,
-        setup=probe_setup_markers,
-        # ancient: a repeated preflight must not make finished probes look outdated
-        preflight=ancient(paths.preflight()),
-        preparation=experiment_preparation,
+        # earlier, before, setup, preflight, preparation
+        unpack(probe_inputs),
     output:
         marker=paths.probe_marker(),
     log:
@@ -27,7 +23,7 @@ rule search_probe:
     shell:
         "storbench search probe --spec - --probe {wildcards.probe}"
         " --timeout-s {params.time_limit} --output {output.marker:q}"
-        " --markers {input.earlier:q} > {log:q} 2>&1"
+        " --markers {input.earlier:q} --log {log:q} > {log:q} 2>&1"
         " <<'SPEC'\n{params.spec}\nSPEC"
 
 
@@ -57,6 +53,7 @@ rule search_report:
     input:
         result=paths.search_result(),
         summary=paths.summary(),
+        preflight=experiment_report_preflight,
     output:
         html=report(
             paths.report_file("index.html", "{experiment}"),

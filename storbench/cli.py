@@ -318,7 +318,7 @@ def _network(args) -> int:
     from storbench.run import netcheck
 
     spec = with_keys("network", args.spec, {})  # its keys: run_network_check names them
-    rows = netcheck.run_network_check(spec, args.out_dir)
+    rows = netcheck.run_network_check(spec, args.out_dir, args.log)
     netcheck.write_results(rows, args.parquet)
     min_fraction = spec.get("min_fraction", 0.8)
     flagged = netcheck.slow_clients(rows, min_fraction)
@@ -454,7 +454,7 @@ def _search(args) -> int:
     if args.timeout_s is not None:
         spec = dataclasses.replace(spec, timeout_s=args.timeout_s)
     if args.action == "probe":
-        marker = search.run_probe(spec, args.probe, args.markers, args.output)
+        marker = search.run_probe(spec, args.probe, args.markers, args.output, args.log)
         print(json.dumps({k: v for k, v in marker.items() if k != "measured"}, sort_keys=True))
         return 0
     result = search.gather(spec, args.markers, args.output, args.summary, args.timeseries)
@@ -760,6 +760,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     network.add_argument("--out-dir", required=True, help="folder for the raw iperf3 JSON")
     network.add_argument("--parquet", required=True, help="result Parquet to write")
+    network.add_argument(
+        "--log", help="the log this step's output goes to; each attempt's is kept beside it"
+    )
     network.set_defaults(handler=_network)
 
     network_report = steps.add_parser("network-report", help="the network check's report")
@@ -822,6 +825,9 @@ def build_parser() -> argparse.ArgumentParser:
     _time_limit_argument(search)
     search.add_argument("--output", help="probe: its marker; gather: search.json")
     search.add_argument("--markers", nargs="*", default=[], help="earlier (or all) probe markers")
+    search.add_argument(
+        "--log", help="probe: the log its output goes to; each attempt's is kept by its run's"
+    )
     search.add_argument("--summary", help="gather: result Parquet to write; report: to read")
     search.add_argument("--timeseries", help="gather: per-interval Parquet to write")
     search.add_argument("--result", help="report: search.json")

@@ -22,8 +22,12 @@ from storbench.run import prepare, render
 from storbench.tools import get_tool
 
 
-def run_probe(spec: ProbeSpec, probe: str, history_paths: list[str], output: str) -> dict:
-    """One probe job: decide from the earlier markers, run (or not), publish the marker."""
+def run_probe(
+    spec: ProbeSpec, probe: str, history_paths: list[str], output: str, log_path: str | None = None
+) -> dict:
+    """One probe job: decide from the earlier markers, run (or not), publish the marker.
+
+    log_path: the probe's log, kept by its run's log name for each attempt (attempt.keep_log)."""
     number = probe_number(probe)
     markers = read_markers(history_paths)
     earlier = [marker["probe"] for marker in markers]
@@ -37,7 +41,7 @@ def run_probe(spec: ProbeSpec, probe: str, history_paths: list[str], output: str
     marker: dict = {"probe": probe, "action": decision.action, "reason": decision.reason}
     if decision.action != slo_search.DONE:
         run = probe_run(spec, decision, markers)
-        manifest_path = _run(spec, run)
+        manifest_path = _run(spec, run, log_path)
         parsed, rows = _parse(manifest_path, spec.experiment, run)
         marker.update(
             run_id=run["run_id"],
@@ -55,7 +59,7 @@ def run_probe(spec: ProbeSpec, probe: str, history_paths: list[str], output: str
     return marker
 
 
-def _run(spec: ProbeSpec, run: dict) -> str:
+def _run(spec: ProbeSpec, run: dict, log_path: str | None) -> str:
     job_path = paths.job(spec.experiment, run["run_id"], get_tool(spec.tool).job_suffix)
     point = {"iodepth": run["params"]["iodepth"]}
     render_spec = spec.render_spec(run["run_id"], run["params"], point)
@@ -64,7 +68,9 @@ def _run(spec: ProbeSpec, run: dict) -> str:
     if run_spec.preparation:  # the target must still be in the state the run is tagged with
         run_spec = run_spec.with_state(prepare.run_state(run_spec.preparation, list(spec.hosts)))
     manifest_path = paths.manifest(spec.experiment, run["run_id"], run["iteration"])
-    runner.run_iteration(run_spec, run["iteration"], job_path, manifest_path)
+    # by the run's log name: one probe may run another run when it runs again after a change
+    run_log = paths.run_log(spec.experiment, run["run_id"], run["iteration"])
+    runner.run_iteration(run_spec, run["iteration"], job_path, manifest_path, log_path, run_log)
     return manifest_path
 
 

@@ -76,6 +76,11 @@ def log(name: str, experiment: str = E) -> str:
     return f"{experiment_dir(experiment)}/logs/{name}"
 
 
+def run_log(experiment: str = E, run_id: str = R, iteration: int | str = K) -> str:
+    """A run iteration's log (a search probe's run keeps its attempts' logs by this name)."""
+    return log(f"run/{run_id}.it{iteration}.log", experiment)
+
+
 def attempt_log(log_path: str, attempt: int) -> str:
     """A run's log as its attempt a<attempt> wrote it, beside the log (``<log>.attempt-2``):
     Snakemake deletes the log it declares before each attempt of the job."""

@@ -24,15 +24,16 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
-def keep_log(log_path: str | None, attempt: int) -> None:
-    """The step's log linked as its attempt's own (paths.attempt_log), so that it outlives
-    the deletion of the log before the next attempt; a hard link, so even a killed attempt
-    keeps all it wrote."""
+def keep_log(log_path: str | None, attempt: int, kept_as: str | None = None) -> None:
+    """The step's log linked as its attempt's own (paths.attempt_log of kept_as, else of the
+    log), so that it outlives the deletion of the log before the next attempt; a hard link,
+    so even a killed attempt keeps all it wrote."""
     if log_path is None:
         return
-    kept = paths.attempt_log(log_path, attempt)
+    kept = paths.attempt_log(kept_as or log_path, attempt)
     linking = f"{kept}.linking"
     try:
+        os.makedirs(os.path.dirname(kept) or ".", exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(linking)
         os.link(log_path, linking)
@@ -44,6 +45,15 @@ def keep_log(log_path: str | None, attempt: int) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(linking)  # a rename onto a link to the same file leaves it
     print(f"storbench: attempt a{attempt}; this log is kept as {kept}", flush=True)
+
+
+def next_kept_attempt(log_path: str | None) -> int:
+    """The number of a step's attempt that has no raw attempt folder of its own (the network
+    check runs many, each numbered on its own): the first no kept log has."""
+    attempt = 1
+    while log_path is not None and os.path.lexists(paths.attempt_log(log_path, attempt)):
+        attempt += 1
+    return attempt
 
 
 def output_tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:

@@ -452,11 +452,13 @@ def run_iteration(
     job_file: str | dict[str, str],
     manifest_path: str,
     log_path: str | None = None,
+    kept_as: str | None = None,
 ) -> Manifest:
     """Run, wait for every host, then publish the manifest; raise RunError on any failure.
 
     job_file: one job file for every host, or {host: job file} for per-host job files.
-    log_path: the log this step writes to, kept as the attempt's own (attempt.keep_log).
+    log_path: the log this step writes to, kept as the attempt's own (attempt.keep_log);
+    kept_as: the run's own log name to keep it by, when the step's log is not (a search probe).
     """
     if spec.wait_s:  # the workflow holds the target meanwhile: nothing else runs on it
         print(f"storbench: waiting {spec.wait_s:g} s before the run (experiment wait)", flush=True)
@@ -469,7 +471,7 @@ def run_iteration(
     }
     iteration_dir = Path(manifest_path).parent
     attempt, local_dir, lost_dirs = next_attempt_dir(iteration_dir)
-    keep_log(log_path, attempt)
+    keep_log(log_path, attempt, kept_as)
     watch = ControllerWatch()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt)  # Snakemake stops jobs so
     credentials: Credentials | None = None

@@ -42,7 +42,7 @@ from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import RunSpec
 from storbench.hosts.base import marker_pattern
 from storbench.hosts.transport import KILL_AFTER_S, HostError, open_transport, raise_interrupt
-from storbench.run.attempt import RunError
+from storbench.run.attempt import RunError, keep_log, next_kept_attempt
 from storbench.run.engine import run_iteration
 from storbench.tools import network_tool
 from storbench.tools.base import ToolOutputError
@@ -74,8 +74,11 @@ class NetcheckError(RuntimeError):
 # --- public API ----------------------------------------------------------------------------
 
 
-def run_network_check(spec: dict, out_dir) -> list[dict]:
+def run_network_check(spec: dict, out_dir, log_path: str | None = None) -> list[dict]:
     """Run both phases; return the result rows (per client, plus host='all' for phase all).
+
+    log_path: the check's log, kept for each attempt of the check (attempt.keep_log) as it
+    starts: before its servers, whose failure leaves no raw attempt folder.
 
     spec: {"server": host dict, "clients": [host dicts], "port": int, "duration_s": number,
     "parallel": int}; host dicts are config host dicts (Host keys plus "group").
@@ -86,6 +89,7 @@ def run_network_check(spec: dict, out_dir) -> list[dict]:
         raise NetworkSpecError(f"network check spec: unknown key(s) {', '.join(unknown)}")
     if not spec.get("server") and not spec.get("mesh"):
         raise NetworkSpecError("network check spec: no server (with its clients) and no mesh")
+    keep_log(log_path, next_kept_attempt(log_path))
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt) if in_main_thread else None
     rows: list[dict] = []

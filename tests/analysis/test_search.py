@@ -7,6 +7,7 @@ queue depth or the offered rate. That is a target whose capacity is known in adv
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import math
@@ -21,7 +22,7 @@ from storbench.core.results import ALL_HOSTS
 from storbench.core.specs import ProbeSpec
 from storbench.plan import search, slo_search
 from storbench.plan import specs as plan_specs
-from tests.workflow.test_workflow import snakemake
+from tests.workflow.test_workflow import planned_jobs, snakemake
 
 THINK_TIME_US = 1000
 
@@ -347,3 +348,59 @@ def test_the_bandwidth_answer_is_the_iops_answer_times_the_block_size(finished_s
     answer = search_probe.search_result(bandwidth, markers)["answer"]
     assert answer["rate_iops"] == iops_answer["rate_iops"]
     assert answer["bw_bytes_s"] == answer["rate_iops"] * 4096
+
+
+def test_every_attempt_of_a_retried_probe_keeps_its_log(tmp_path):
+    """Snakemake deletes a probe's log before each retry: each attempt's is kept by its run's
+    log name (a probe that runs again after a change may run another run), naming a<N>."""
+    raw = search_config(tmp_path / "target")
+    job = raw["experiments"]["slo"]["job"]
+    del job["ioengine"], job["thinktime"]
+    job.update(direct=1, offset=100)  # EINVAL at the first read
+    done = snakemake(tmp_path, raw, "results/slo/search/p01.json", "--retries", "2", check=False)
+    assert done.returncode != 0
+    logs = tmp_path / "results/slo/logs"
+    kept = sorted(p.name for p in (logs / "run").iterdir())
+    assert kept == [f"qd1.it1.log.attempt-{n}" for n in (1, 2, 3)]
+    for attempt in (1, 2, 3):
+        text = (logs / f"run/qd1.it1.log.attempt-{attempt}").read_text()
+        assert text.startswith(f"storbench: attempt a{attempt}; this log is kept as")
+        assert "Invalid argument" in text
+        assert f"raw output kept in results/slo/raw/qd1/it1/a{attempt}" in text
+    probe_log = (logs / "search/p01.log").read_text()
+    assert probe_log == (logs / "run/qd1.it1.log.attempt-3").read_text()
+
+
+def test_probes_whose_own_spec_changed_run_in_the_call_that_reruns_their_preflight(tmp_path):
+    """Attempts kept on the host run the set-up step, preflight and the report again, not the
+    probes; a new limit beside it runs them in that call too. Snakemake alone looked at
+    preflight only in the call after the set-up step's (it waited by an ancient link), the
+    probes and the report one after."""
+    raw = search_config(tmp_path / "target", arrivals="linear", max_iodepth=2, max_probes=2)
+    raw["experiments"]["slo"].update(iterations=1, setup="scratch")
+    raw["setup"] = {"scratch": {"hosts": "localhost", "command": f"mkdir -p {tmp_path}/target"}}
+    snakemake(tmp_path, raw)
+    markers = sorted((tmp_path / "results/slo/search").glob("p*.json"))
+    finished = {marker.name: marker.stat().st_mtime_ns for marker in markers}
+    kept = copy.deepcopy(raw)
+    kept["hosts"]["localhost"]["keep_attempts"] = 2
+    jobs = planned_jobs(snakemake(tmp_path, kept, "-n"))
+    again = ("host_setup", "preflight", "search_report")  # the report shows the config
+    assert {rule: jobs.get(rule) for rule in again} == dict.fromkeys(again, 1)
+    assert "search_probe" not in jobs
+    snakemake(tmp_path, kept)
+    assert planned_jobs(snakemake(tmp_path, kept, "-n")) == {}
+    assert {marker.name: marker.stat().st_mtime_ns for marker in markers} == finished
+    assert "keep_attempts: 2" in (tmp_path / "reports/slo/index.html").read_text()
+    changed = copy.deepcopy(raw)
+    changed["hosts"]["localhost"]["keep_attempts"] = 3
+    changed["experiments"]["slo"]["search"]["objective"]["limit"] = "2ms"
+    jobs = planned_jobs(snakemake(tmp_path, changed, "-n"))
+    again = ("host_setup", "preflight", "search_probe", "search_gather")
+    assert {rule: jobs.get(rule) for rule in again} == {
+        "host_setup": 1, "preflight": 1, "search_probe": len(markers), "search_gather": 1,
+    }  # fmt: skip
+    snakemake(tmp_path, changed)
+    assert planned_jobs(snakemake(tmp_path, changed, "-n")) == {}
+    result = json.loads((tmp_path / "results/slo/search.json").read_text())
+    assert result["limit"] == "2 ms"

@@ -373,3 +373,38 @@ def test_a_full_mesh_measures_every_link_alone_and_every_host_at_once(ssh_lab, t
                                    min_fraction=0.8)  # fmt: skip
     table = written["network.csv"].read_text()
     assert f"pairs,{names[0]} → {names[1]}," in table and f"mesh,{names[2]} → {names[0]}," in table
+
+
+def test_every_attempt_of_a_retried_network_check_keeps_its_log(tmp_path):
+    """Snakemake deletes the check's log before each retry: every attempt's is kept beside it
+    as network.log.attempt-<N>, also one that failed before any client ran (no raw folder)."""
+    from tests.workflow.test_workflow import snakemake  # a workflow helper, in a run test
+
+    port = free_port_pair()
+    config = {
+        "hosts": {
+            "server": {"transport": "local", "nodes": SERVER},
+            "client": {"transport": "local", "nodes": "127.0.0.2"},
+        },
+        "targets": {"scratch": {"type": "directory", "path": str(tmp_path / "target")}},
+        "experiments": {
+            "tiny": {"tool": "fio", "hosts": "client", "target": "scratch", "job": {"rw": "read"}}
+        },
+        "network": {"server": SERVER, "clients": ["client"], "port": port, "duration": "1s"},
+    }
+    logs = tmp_path / "results/network/logs"
+    with socket.socket() as squatter:
+        squatter.bind((SERVER, port))
+        squatter.listen()
+        assert snakemake(tmp_path, config, "network", "--retries", "1", check=False).returncode
+    for attempt in (1, 2):
+        text = (logs / f"network.log.attempt-{attempt}").read_text()
+        assert text.startswith(f"storbench: attempt a{attempt}; this log is kept as")
+        assert f"host {SERVER}: port(s) {port} already in use" in text
+    snakemake(tmp_path, config, "network")
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "network.log", *(f"network.log.attempt-{n}" for n in (1, 2, 3)), "report.log",
+    ]  # fmt: skip
+    log = (logs / "network.log").read_text()
+    assert log == (logs / "network.log.attempt-3").read_text()
+    assert "already in use" not in log and "results/network/network.parquet: 3 rows\n" in log
