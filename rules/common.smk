@@ -374,23 +374,30 @@ def dataset_limits(wildcards):
     return Untracked(PLAN.dataset_limits(wildcards.dataset))
 
 
-def dataset_preflights(wildcards):
-    return [
-        ancient(p) for p in PLAN.preparation_preflights("dataset", wildcards.dataset)
-    ]
+# ancient: a repeated preflight or new telemetry alone never prepares a dataset again (its
+# token says when to); a plain link where its own spec changed (waiting_link)
+def dataset_waits(wildcards):
+    marker = paths.dataset_marker(wildcards.target, wildcards.dataset)
+    wait = waiting_link(marker, dataset_spec_json(wildcards))
+    return {
+        "preflight": [
+            wait(p) for p in PLAN.preparation_preflights("dataset", wildcards.dataset)
+        ],
+        "facts": [
+            wait(p) for p in PLAN.preparation_facts("dataset", wildcards.dataset)
+        ],
+    }
 
 
-def recipe_preflights(wildcards):
-    return [ancient(p) for p in PLAN.preparation_preflights("recipe", wildcards.recipe)]
-
-
-# ancient: new telemetry alone never prepares a dataset again (its token says when to)
-def dataset_facts(wildcards):
-    return [ancient(p) for p in PLAN.preparation_facts("dataset", wildcards.dataset)]
-
-
-def recipe_facts(wildcards):
-    return [ancient(p) for p in PLAN.preparation_facts("recipe", wildcards.recipe)]
+def stage_waits(wildcards):
+    marker = paths.stage_marker(wildcards.target, wildcards.recipe, wildcards.stage)
+    wait = waiting_link(marker, stage_spec_json(wildcards))
+    return {
+        "preflight": [
+            wait(p) for p in PLAN.preparation_preflights("recipe", wildcards.recipe)
+        ],
+        "facts": [wait(p) for p in PLAN.preparation_facts("recipe", wildcards.recipe)],
+    }
 
 
 def previous_stage_marker(wildcards):

@@ -4,8 +4,8 @@
 
 rule prepare_dataset:
     input:
-        preflight=dataset_preflights,
-        facts=dataset_facts,
+        # preflight, facts
+        unpack(dataset_waits),
     output:
         marker=paths.dataset_marker(),
     log:
@@ -27,9 +27,9 @@ rule prepare_dataset:
 # One purge, overwrite-pass chunk or SNIA round; stages run in recipe order.
 rule precondition_stage:
     input:
+        unpack(stage_waits),
         previous=previous_stage_marker,
-        preflight=recipe_preflights,
-        facts=recipe_facts,
+        # preflight, facts
     output:
         marker=paths.stage_marker(),
     log:

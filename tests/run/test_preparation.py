@@ -150,6 +150,20 @@ def test_a_changed_dataset_is_laid_out_again_and_its_finished_runs_stay(dataset_
     assert token["sha256"] == load_campaign(rewritten).datasets["files"].sha256
 
 
+def test_a_changed_dataset_is_laid_out_in_the_call_that_reruns_its_preflight(dataset_campaign):
+    """Attempts kept on the host (preflight again) and the dataset's block size changed in
+    one edit: Snakemake alone looked at the dataset, behind its ancient link to the
+    preflight, only in the next call."""
+    workdir, config, _ = dataset_campaign
+    changed = copy.deepcopy(config)
+    changed["hosts"]["localhost"]["keep_attempts"] = 2
+    changed["datasets"]["files"]["job"]["bs"] = "64k"
+    jobs = planned_jobs(snakemake(workdir, changed, "-n"))
+    assert jobs["preflight"] == 2 and jobs["prepare_dataset"] == 1
+    assert "run_iteration" not in jobs
+    converge(workdir, config)  # the original config again for other tests
+
+
 def chunked_config(target_dir: Path) -> dict:
     """One pass of 24 MiB in 3 chunks of 8 MiB, each about 2 s at 4 MiB/s."""
     return {
