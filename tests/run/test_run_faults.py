@@ -566,9 +566,8 @@ def test_sigkilled_caller_leaves_no_tool_running(any_host, tmp_path):
 # -- one host's tool killed: the others stopped with it --------------------------------------
 
 
-def test_tool_killed_on_one_host_stops_the_other_hosts_tool(ssh_hosts, tmp_path):
-    """fio SIGKILLed on one of two SSH hosts: the run has failed, so the other host's fio is
-    stopped then, not after the rest of its 120 s (the target held, the storage loaded)."""
+def two_host_fio_run(ssh_hosts, tmp_path, runtime_s: int, timeout_s: int):
+    """(spec, job file, victim, other) of a time-based fio read on two SSH hosts."""
     hosts = [
         dataclasses.replace(host, workdir=str(tmp_path / f"w-{host.name}")).to_dict()
         for host in ssh_hosts
@@ -576,12 +575,19 @@ def test_tool_killed_on_one_host_stops_the_other_hosts_tool(ssh_hosts, tmp_path)
     job = tmp_path / "job.fio"
     job.write_text(
         f"[r]\ndirectory={tmp_path / 'target'}\nrw=read\nbs=4k\nsize=1m\nioengine=psync\n"
-        "time_based=1\nruntime=120\n"
+        f"time_based=1\nruntime={runtime_s}\n"
     )
     spec = RunSpec(experiment="e", run_id="r", tool="fio", params={}, hosts=tuple(hosts),
                    target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
-                   timeout_s=300)  # fmt: skip
+                   timeout_s=timeout_s)  # fmt: skip
     victim, other = (host["name"] for host in hosts)
+    return spec, job, victim, other
+
+
+def test_tool_killed_on_one_host_stops_the_other_hosts_tool(ssh_hosts, tmp_path):
+    """fio SIGKILLed on one of two SSH hosts: the run has failed, so the other host's fio is
+    stopped then, not after the rest of its 120 s (the target held, the storage loaded)."""
+    spec, job, victim, other = two_host_fio_run(ssh_hosts, tmp_path, 120, 300)
     victim_job = f"{tmp_path}/w-{victim}/e/r/it1/{victim}/a1/job.fio"
     other_job = f"{tmp_path}/w-{other}/e/r/it1/{other}/a1/job.fio"
 
@@ -635,19 +641,7 @@ def test_fios_main_process_killed_on_an_ssh_host_stops_its_job_process_and_the_r
     or, killed before it started the job, its time limit and 60 s (the job process waits for
     its main process for ever). The host's session guard now stops what carries its tag: the
     run fails then and stops the other host's fio."""
-    hosts = [
-        dataclasses.replace(host, workdir=str(tmp_path / f"w-{host.name}")).to_dict()
-        for host in ssh_hosts
-    ]
-    job = tmp_path / "job.fio"
-    job.write_text(
-        f"[r]\ndirectory={tmp_path / 'target'}\nrw=read\nbs=4k\nsize=1m\nioengine=psync\n"
-        "time_based=1\nruntime=30\n"
-    )
-    spec = RunSpec(experiment="e", run_id="r", tool="fio", params={}, hosts=tuple(hosts),
-                   target={"name": "t", "type": "directory", "path": str(tmp_path / "target")},
-                   timeout_s=60)  # fmt: skip
-    victim, other = (host["name"] for host in hosts)
+    spec, job, victim, other = two_host_fio_run(ssh_hosts, tmp_path, 30, 60)
     victim_job = f"{tmp_path}/w-{victim}/e/r/it1/{victim}/a1/job.fio"
     fio_seen: dict[int, int] = {}
     tagged: list[int] = []
