@@ -4,7 +4,6 @@
 
 rule prepare_dataset:
     input:
-        # preflight, facts
         unpack(dataset_waits),
     output:
         marker=paths.dataset_marker(),
@@ -29,7 +28,6 @@ rule precondition_stage:
     input:
         unpack(stage_waits),
         previous=previous_stage_marker,
-        # preflight, facts
     output:
         marker=paths.stage_marker(),
     log:
