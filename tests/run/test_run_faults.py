@@ -584,6 +584,18 @@ def two_host_fio_run(ssh_hosts, tmp_path, runtime_s: int, timeout_s: int):
     return spec, job, victim, other
 
 
+def failed_with_victim_killed(spec, job, manifest_path, kill) -> list[str]:
+    """The lines of the run's error, kill() run beside it; the run fails as fio's first."""
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    with pytest.raises(runner.RunError) as failed:
+        runner.run_iteration(spec, 1, str(job), str(manifest_path))
+    killer.join()
+    lines = str(failed.value).splitlines()
+    assert lines[0] == "e/r: fio failed"
+    return lines
+
+
 def test_tool_killed_on_one_host_stops_the_other_hosts_tool(ssh_hosts, tmp_path):
     """fio SIGKILLed on one of two SSH hosts: the run has failed, so the other host's fio is
     stopped then, not after the rest of its 120 s (the target held, the storage loaded)."""
@@ -596,15 +608,8 @@ def test_tool_killed_on_one_host_stops_the_other_hosts_tool(ssh_hosts, tmp_path)
         for pid in processes:
             os.kill(pid, signal.SIGKILL)
 
-    killer = threading.Thread(target=kill_the_victims_fio, daemon=True)
-    killer.start()
     manifest_path = tmp_path / "raw/r/it1/run.json"
-    with pytest.raises(runner.RunError) as failed:
-        runner.run_iteration(spec, 1, str(job), str(manifest_path))
-    killer.join()
-
-    lines = str(failed.value).splitlines()
-    assert lines[0] == "e/r: fio failed"
+    lines = failed_with_victim_killed(spec, job, manifest_path, kill_the_victims_fio)
     assert (
         f"host {victim}: fio exited 137 (as a tool killed by SIGKILL does); stderr tail:" in lines
     )
@@ -653,15 +658,8 @@ def test_fios_main_process_killed_on_an_ssh_host_stops_its_job_process_and_the_r
         (main,) = [pid for pid, parent in processes.items() if parent not in processes]
         os.kill(main, signal.SIGKILL)
 
-    killer = threading.Thread(target=kill_the_victims_main_process, daemon=True)
-    killer.start()
     manifest_path = tmp_path / "raw/r/it1/run.json"
-    with pytest.raises(runner.RunError) as failed:
-        runner.run_iteration(spec, 1, str(job), str(manifest_path))
-    killer.join()
-
-    lines = str(failed.value).splitlines()
-    assert lines[0] == "e/r: fio failed"
+    lines = failed_with_victim_killed(spec, job, manifest_path, kill_the_victims_main_process)
     assert (
         f"host {victim}: fio exited 137 (as a tool killed by SIGKILL does); stderr tail:" in lines
     )
