@@ -7,6 +7,7 @@ that has the key (or the nearest key above it).
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from pathlib import Path
@@ -16,6 +17,8 @@ import yaml
 # libyaml's loader when PyYAML has it: the schema is read by every Snakemake start (40x faster)
 FAST_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MERGE_TAG = "tag:yaml.org,2002:merge"  # '<<: *base' in a mapping
+# Snakemake reads each --configfile itself, before storbench's code runs, and says only this
+SNAKEMAKE_CONFIGFILE_ERROR = "Config file is not valid JSON or YAML"
 
 
 class ConfigError(ValueError):
@@ -212,3 +215,26 @@ def key_path(parts) -> str:
     for part in parts:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     return path or "(top level)"
+
+
+def configfile_arguments(argv: list[str]) -> list[str]:
+    """The files a snakemake command line names with --configfile (or --configfiles)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--configfile", "--configfiles", nargs="+", action="extend", default=[])
+    known, _ = parser.parse_known_args(argv)
+    return known.configfile
+
+
+def configfile_problems(argv: list[str]) -> list[str]:
+    """Each --configfile of the command line that storbench cannot read as a config, with
+    the problem's line: what Snakemake's SNAKEMAKE_CONFIGFILE_ERROR leaves out. A name that
+    is no file (a target after the files, which nargs='+' takes too) is not one of them."""
+    problems = []
+    for path in configfile_arguments(argv):
+        if not Path(path).is_file():
+            continue
+        try:
+            load_yaml(path)
+        except ConfigError as error:
+            problems.append(str(error))
+    return problems

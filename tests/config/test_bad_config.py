@@ -21,6 +21,7 @@ import yaml
 from storbench import cli
 from storbench.config import campaign as config
 from storbench.config import host_groups
+from storbench.config import source as config_source
 from storbench.config.source import load_yaml
 from storbench.plan import specs as plan
 from tests.workflow.test_workflow import REPO, SNAKEMAKE
@@ -191,12 +192,38 @@ def test_snakemake_stops_before_any_job(name, tmp_path):
     result = snakemake_with(path, tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    if name == "tab-indentation.yaml":  # Snakemake parses --configfile itself, without a line
+    assert all(expected in output for expected in expectations(path, "expect")), output
+    if name == "tab-indentation.yaml":  # Snakemake's message, then the file and line it lacks
         assert "Config file is not valid JSON or YAML" in output
-    else:
-        assert all(expected in output for expected in expectations(path, "expect")), output
+        assert f"storbench: invalid {path}:\n  - line 7, column 1: not valid YAML" in output
     assert not (tmp_path / "results").exists() and not (tmp_path / "reports").exists()
     assert all(not (tmp_path / canary).exists() for canary in expectations(path, "canary"))
+
+
+def test_snakemake_names_the_one_configfile_it_cannot_read(tmp_path):
+    """Of two --configfiles, the unreadable one is named with its line; a target named after
+    them (which the option's nargs takes too) is not taken for a file."""
+    good = tmp_path / "lab.yaml"
+    good.write_text(yaml.safe_dump(VALID))
+    bad = tmp_path / "override.yaml"
+    bad.write_text("experiments:\n  demo: {job: {bs: 4k}\n  other: 1\n")
+    command = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-n", "--configfile", str(good)]
+    result = subprocess.run(
+        [*command, str(bad), "all"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert (
+        f"storbench: invalid {bad}:\n  - line 3, column 3: not valid YAML: expected ',' or '}}',"
+        " but got '<scalar>' (while parsing a flow mapping at line 2, column 9)"
+    ) in output
+    assert f"invalid {good}" not in output and "invalid all" not in output
+
+
+def test_configfile_arguments_as_snakemake_reads_them():
+    argv = ["-n", "--configfile=a.yaml", "--cores", "2", "--configfiles", "b.yaml", "c.yaml"]
+    assert config_source.configfile_arguments(argv) == ["a.yaml", "b.yaml", "c.yaml"]
+    assert config_source.configfile_arguments(["all", "-n"]) == []
 
 
 def test_snakemake_evaluates_yte_first_then_storbench_stops(tmp_path):

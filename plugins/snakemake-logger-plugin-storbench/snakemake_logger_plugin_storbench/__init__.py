@@ -1,7 +1,11 @@
 """`snakemake --logger storbench`: a progress line per run started or finished, beside
 Snakemake's own output (which it leaves as it is). The work is done by
-storbench.run.live_progress; this module only adapts Snakemake's log records to it."""
+storbench.run.live_progress; this module only adapts Snakemake's log records to it.
+When Snakemake cannot read a --configfile, it adds the file and line Snakemake's message
+leaves out (storbench.config.source.configfile_problems)."""
 
+import logging
+import sys
 from logging import LogRecord
 
 from snakemake_interface_logger_plugins.base import LogHandlerBase
@@ -18,6 +22,8 @@ class LogHandler(LogHandlerBase):
         self.progress = None if self.common_settings.dryrun else LiveProgress(logger.info)
 
     def emit(self, record: LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            self.name_unreadable_configfiles(record)
         if self.progress is None:
             return
         try:
@@ -28,6 +34,20 @@ class LogHandler(LogHandlerBase):
             elif event == LogEvent.JOB_FINISHED:
                 self.progress.job_finished(record.job_id)
         except Exception:  # a progress line must never stop a campaign
+            self.handleError(record)
+
+    def name_unreadable_configfiles(self, record: LogRecord) -> None:
+        from snakemake.logging import logger
+
+        # only when it failed so: every other start keeps the plugin's imports light
+        from storbench.config.source import SNAKEMAKE_CONFIGFILE_ERROR, configfile_problems
+
+        try:
+            if SNAKEMAKE_CONFIGFILE_ERROR not in record.getMessage():
+                return
+            for problem in configfile_problems(sys.argv[1:]):
+                logger.error(f"storbench: {problem}")
+        except Exception:  # the error Snakemake prints must still be printed
             self.handleError(record)
 
     # Snakemake's own stream handler stays: this one only adds lines
