@@ -75,13 +75,30 @@ def point_count(sweep: dict) -> int:
     return count * math.prod(len(values) for key, values in sweep.items() if key != "zip")
 
 
-def _label(option: str, value, spell: bool = False) -> str:
+# The spelling of a host-fact value in a run id: plain 'host', its words, or its operators too
+PLAIN, WORDS, OPERATORS = 0, 1, 2
+_OPERATOR = re.compile(r"\*\*|//|[-+*/%]")
+_OPERATOR_WORDS = {
+    "**": "pow",
+    "//": "div",
+    "/": "over",
+    "*": "x",
+    "+": "plus",
+    "-": "minus",
+    "%": "mod",
+}
+
+
+def _label(option: str, value, spell: int = PLAIN) -> str:
 
     if hostfacts.has_expression(value):
-        if spell:  # two host-fact values of one option: 'njhost-cores-2' for '{cores * 2}'
-            words = re.sub(r"[^A-Za-z0-9.]+", "-", str(value)).strip("-")
-            return f"host-{words}"
-        return "host"  # computed per host from its facts: 'njhost'
+        if spell == PLAIN:
+            return "host"  # computed per host from its facts: 'njhost'
+        text = str(value)
+        if spell == OPERATORS:  # '{cores * 2}' and '{cores // 2}': 'cores-x-2', 'cores-div-2'
+            text = _OPERATOR.sub(lambda found: f" {_OPERATOR_WORDS[found.group()]} ", text)
+        words = re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
+        return f"host-{words}"  # two host-fact values of one option: 'njhost-cores-2'
     if option in SIZE_OPTIONS and "-" not in str(value) and "," not in str(value):
         try:
             return units.size_label(value)
@@ -90,9 +107,9 @@ def _label(option: str, value, spell: bool = False) -> str:
     return _UNSAFE.sub("-", str(value))
 
 
-def run_id(params: dict, point: dict, spell_expressions: bool = False) -> str:
-    """The run id; spell_expressions writes host-fact values out (for sweeps that would give
-    two points the same 'host' label)."""
+def run_id(params: dict, point: dict, spell_expressions: int = PLAIN) -> str:
+    """The run id; spell_expressions writes host-fact values out (WORDS, for sweeps that
+    would give two points the same 'host' label; OPERATORS where their words still would)."""
     parts = []
     named = {option for option, _ in RUN_ID_PARTS}
     for option, prefix in RUN_ID_PARTS:

@@ -675,6 +675,18 @@ def test_two_host_fact_values_of_one_option_get_distinct_run_ids():
     raw["experiments"]["demo"]["sweep"] = {"numjobs": ["{cores}"], "rw": ["read", "write"]}
     runs = load_campaign(raw).experiment_runs("demo")
     assert [run.run_id for run in runs] == ["read_njhost", "write_njhost"]  # ids as before
+    # words alike ('cores-2' twice): their operators too, the others' ids as before
+    raw["experiments"]["demo"]["sweep"] = {
+        "numjobs": ["{cores}", "{cores * 2}", "{cores // 2}", "{(cores - 1) ** 2}", 4]
+    }
+    runs = load_campaign(raw).experiment_runs("demo")
+    assert [run.run_id for run in runs] == [
+        "njhost-cores",
+        "njhost-cores-x-2",
+        "njhost-cores-div-2",
+        "njhost-cores-1-2",
+        "nj4",
+    ]
 
 
 def test_the_chunks_of_a_soak_run_in_order():
