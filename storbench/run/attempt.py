@@ -24,10 +24,13 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
 
-def keep_log(log_path: str | None, attempt: int, kept_as: str | None = None) -> None:
+def keep_log(
+    log_path: str | None, attempt: int, kept_as: str | None = None, named: str | None = None
+) -> None:
     """The step's log linked as its attempt's own (paths.attempt_log of kept_as, else of the
     log), so that it outlives the deletion of the log before the next attempt; a hard link,
-    so even a killed attempt keeps all it wrote."""
+    so even a killed attempt keeps all it wrote. named: how its first line names the attempt
+    (a run's 'a<attempt>', its raw folder's name, by default)."""
     if log_path is None:
         return
     kept = paths.attempt_log(kept_as or log_path, attempt)
@@ -44,7 +47,7 @@ def keep_log(log_path: str | None, attempt: int, kept_as: str | None = None) -> 
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(linking)  # a rename onto a link to the same file leaves it
-    print(f"storbench: attempt a{attempt}; this log is kept as {kept}", flush=True)
+    print(f"storbench: {named or f'attempt a{attempt}'}; this log is kept as {kept}", flush=True)
 
 
 def next_kept_attempt(log_path: str | None) -> int:

@@ -89,7 +89,8 @@ def run_network_check(spec: dict, out_dir, log_path: str | None = None) -> list[
         raise NetworkSpecError(f"network check spec: unknown key(s) {', '.join(unknown)}")
     if not spec.get("server") and not spec.get("mesh"):
         raise NetworkSpecError("network check spec: no server (with its clients) and no mesh")
-    keep_log(log_path, next_kept_attempt(log_path))
+    attempt = next_kept_attempt(log_path)
+    keep_log(log_path, attempt, named=f"network check attempt {attempt}")  # no raw a<N> folder
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_term = signal.signal(signal.SIGTERM, raise_interrupt) if in_main_thread else None
     rows: list[dict] = []

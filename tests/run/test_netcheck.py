@@ -399,7 +399,7 @@ def test_every_attempt_of_a_retried_network_check_keeps_its_log(tmp_path):
         assert snakemake(tmp_path, config, "network", "--retries", "1", check=False).returncode
     for attempt in (1, 2):
         text = (logs / f"network.log.attempt-{attempt}").read_text()
-        assert text.startswith(f"storbench: attempt a{attempt}; this log is kept as")
+        assert text.startswith(f"storbench: network check attempt {attempt}; this log is kept as")
         assert f"host {SERVER}: port(s) {port} already in use" in text
     snakemake(tmp_path, config, "network")
     assert sorted(p.name for p in logs.iterdir()) == [
