@@ -24,6 +24,10 @@ include: "rules/network.smk"
 include: "rules/compare.smk"
 
 
+onstart:
+    start_campaign()
+
+
 onsuccess:
     end_campaign()
 

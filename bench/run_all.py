@@ -38,6 +38,8 @@ BENCHMARKS = [
     ("scale.py", "scale.json",
      ["hosts", "settings", "storbench_parallel_settings", "service_start", "sweep"]),
     ("held_start.py", "held_start.json", ["runs"]),
+    ("scheduler_idle.py", "scheduler_idle.json",
+     ["runs", "storbench", "with_job_rate_limiter", "ratio_storbench_to_rate_limiter_cpu"]),
     ("slo_search.py", "slo_search.json",
      ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"]),
 ]  # fmt: skip

@@ -18,7 +18,11 @@ from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
 from storbench.run import live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
 from storbench.run.job_records import keep_pandas_out_of_job_records
-from storbench.run.processes import cancel_pending_timers, forward_sigint_to_steps
+from storbench.run.processes import (
+    cancel_pending_timers,
+    drop_job_rate_limiter,
+    forward_sigint_to_steps,
+)
 from storbench.run.render import own_job_problems
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
@@ -141,6 +145,11 @@ if missing_caps:
         f"{', '.join(missing_caps)}. Remove them from the profile's 'resources:' and from "
         "--resources, or set them to 1"
     )
+
+
+def start_campaign():
+    # its timers' rounds, which multiply with every job's end, took a core beside the runs
+    drop_job_rate_limiter(workflow)
 
 
 def end_campaign():

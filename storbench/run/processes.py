@@ -114,6 +114,32 @@ def forward_sigint_to_steps() -> None:
         signal.signal(signal.SIGINT, forward_interrupt)
 
 
+DEFAULT_JOB_RATE = (100, 1)  # Snakemake's --max-jobs-per-timespan 100/1s
+
+
+def drop_job_rate_limiter(workflow) -> bool:
+    """Take Snakemake's job rate limiter out of a local campaign's scheduler; True if it did.
+
+    Its limit (--max-jobs-per-timespan, 100 per 1 s by default) throttles submissions to a
+    cluster. To apply it, each round of the scheduler starts a Timer that runs one more round
+    a timespan later, and that round starts another: every job's end adds a chain that never
+    ends. A campaign of 400 runs spent a core on those rounds while its runs ran (each round
+    looks at every run waiting for its target), beside the benchmark. Without the limiter a
+    round follows each job's end, as in a dry run. A limit other than Snakemake's default is
+    kept: someone asked for it. The workflow's start (onstart) calls this.
+    """
+    scheduler = getattr(workflow, "scheduler", None)
+    if not getattr(workflow, "local_exec", False) or scheduler is None:
+        return False
+    if getattr(scheduler, "job_rate_limiter", None) is None:
+        return False
+    limit = getattr(workflow.scheduling_settings, "max_jobs_per_timespan", None)
+    if (getattr(limit, "max_jobs", None), getattr(limit, "timespan", None)) != DEFAULT_JOB_RATE:
+        return False
+    scheduler.job_rate_limiter = None
+    return True
+
+
 def cancel_pending_timers() -> int:
     """Cancel every threading.Timer still waiting; return how many.
 
