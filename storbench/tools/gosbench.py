@@ -35,7 +35,8 @@ mean of the workers' averages of whole milliseconds. No percentiles, no error co
 Version: gosbench has no --version flag and its outputs name no build, so a host's version
 is the content hash of its two binaries ('gosbench server sha256:<12 hex> worker sha256:<12
 hex>'): the same build gives the same text on every host, and preflight compares it as any
-tool's version. Imported outputs have no binary: their rows record no version.
+tool's version. A host keeps it per identity of both files, so a run hashes them only after
+one changed. Imported outputs have no binary: their rows record no version.
 
 op: gosbench mixes operations within one test and reports them together. A test with one
 non-zero weight gets that op (existing_read counts as read); a mixed test (read, write,
@@ -65,6 +66,7 @@ from storbench.tools.base import (
     ToolOutputError,
 )
 
+SERVER = "gosbench-server"
 WORKER = "gosbench-worker"
 SERVER_LOG = "server.console.txt"  # written by the command's script, like worker.console.txt
 RESULTS_CSV = "gosbench_results.csv"
@@ -228,8 +230,8 @@ class GosbenchAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION_SCRIPT]
 
-    def version_program(self) -> str | None:
-        return None  # a script asks: its shell's file says nothing of the tool's version
+    def version_programs(self) -> tuple[str, ...]:
+        return (SERVER, WORKER)  # the files hashed: a host hashes them again once either changes
 
     def output_name(self, host: str) -> str:
         return f"{host}.gosbench"
