@@ -304,17 +304,21 @@ _SHOW = 'show() { while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\'
 
 
 def kept_version_script(folder: str, tool) -> str:
-    """The tool's version, kept in folder per identity of its program's file (device, inode,
-    size, mtime): later runs on the host read it in shell builtins instead of starting the
-    tool (fio --version: 20 ms of CPU per host and run); a changed program asks again."""
-    program = tool.version_program()
-    if program is None:
+    """The tool's version, kept in folder per identity of its programs' files (device, inode,
+    size, mtime of each): later runs on the host read it in shell builtins instead of starting
+    the tool (fio --version: 20 ms of CPU per host and run); a changed program asks again."""
+    programs = tool.version_programs()
+    if not programs:
         return version_script(tool)
     quoted = shlex.quote(folder)
+    identity = " && ".join(
+        f"program=$(command -v {shlex.quote(program)}) &&"
+        f' id={"$id." if index else ""}$(stat -L -c %d.%i.%s.%Y -- "$program" 2>/dev/null)'
+        for index, program in enumerate(programs)
+    )
     return "\n".join([
         _SHOW,
-        f"program=$(command -v {shlex.quote(program)}) &&"
-        ' id=$(stat -L -c %d.%i.%s.%Y -- "$program" 2>/dev/null) || id=',
+        f"{identity} || id=",
         f'kept={shlex.quote(f"{folder}/{tool.name}")}."$id"',
         'if [ -n "$id" ] && [ -f "$kept" ]; then show < "$kept"; exit 0; fi',
         f"out=$({version_script(tool)}); rc=$?",

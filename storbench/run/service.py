@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storbench.core import atomic, start_hook
+from storbench.core import paths as paths_of
 from storbench.core.addresses import with_port
 from storbench.core.model import Host
 from storbench.core.schema_names import CONTROLLER
@@ -408,7 +409,10 @@ def _prepare_hosts(
         if host_spec.name in fifos:
             preparation.add("fifo", service_release.prepare_script(fifos[host_spec.name]),
                             lambda o: "")  # fmt: skip
-        preparation.version(tool, None if tool.service_per_run else folder)
+        if tool.service_per_run:  # the binary on disk starts with the run: kept per its file
+            preparation.version(tool, kept_in=paths_of.host_versions_dir(host_spec.workdir))
+        else:
+            preparation.version(tool, folder)
         if tool.service_log_results:
             log = shlex.quote(_log_path(host_spec, spec, port))
             preparation.add("log_size", f"wc -c < {log} 2>/dev/null; exit 0", lambda o: "")

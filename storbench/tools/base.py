@@ -242,11 +242,11 @@ class ToolAdapter:
         lines = [line.strip() for line in printed.splitlines() if line.strip()]
         return lines[0] if lines and self.capabilities.version else None
 
-    def version_program(self) -> str | None:
-        """The program whose file the version belongs to: a host keeps the version it printed
-        per identity of that file (hosts.services.kept_version_script); None asks every run
-        (a version command that is not the tool's own program)."""
-        return self.version_command()[0]
+    def version_programs(self) -> tuple[str, ...]:
+        """The programs whose files the version belongs to: a host keeps the version it printed
+        per identity of those files (hosts.services.kept_version_script); () asks every run
+        (a version command whose output says nothing of a file's identity)."""
+        return (self.version_command()[0],)
 
     def host_requirements(self, job: dict, sweep: dict) -> list[dict]:
         """What each host must pass before an experiment's first run, beyond the tool's

@@ -32,6 +32,12 @@ runtime on server" (it includes gosbench's 10 s wait after the work, so bytes / 
 is not the bandwidth), lat_mean_ns = gosbench's average latency, which is the unweighted
 mean of the workers' averages of whole milliseconds. No percentiles, no error count.
 
+Version: gosbench has no --version flag and its outputs name no build, so a host's version
+is the content hash of its two binaries ('gosbench server sha256:<12 hex> worker sha256:<12
+hex>'): the same build gives the same text on every host, and preflight compares it as any
+tool's version. A host keeps it per identity of both files, so a run hashes them only after
+one changed. Imported outputs have no binary: their rows record no version.
+
 op: gosbench mixes operations within one test and reports them together. A test with one
 non-zero weight gets that op (existing_read counts as read); a mixed test (read, write,
 delete, list by weight) gets op='mixed', rw='mixed' and rwmixread = the read share of the
@@ -60,6 +66,7 @@ from storbench.tools.base import (
     ToolOutputError,
 )
 
+SERVER = "gosbench-server"
 WORKER = "gosbench-worker"
 SERVER_LOG = "server.console.txt"  # written by the command's script, like worker.console.txt
 RESULTS_CSV = "gosbench_results.csv"
@@ -147,10 +154,13 @@ exit "$rc"
 
 _SERVER_SCRIPT = _SERVER_SCRIPT.replace("@HEADER@", ",".join(CSV_HEADER))
 
-# gosbench has no --version flag: report where both binaries are; 127 when one is missing.
+# gosbench has no --version flag: its builds are told apart by the content of both binaries
+# ('gosbench server sha256:<12 hex> worker sha256:<12 hex>', the same on every host running the
+# same build); 127 when one is missing, 1 when one cannot be read.
 _VERSION_SCRIPT = (
     "server=$(command -v gosbench-server) && worker=$(command -v gosbench-worker) || exit 127; "
-    'echo "gosbench (has no --version flag): $server $worker"'
+    'server=$(sha256sum < "$server") && worker=$(sha256sum < "$worker") || exit 1; '
+    'printf \'gosbench server sha256:%.12s worker sha256:%.12s\\n\' "$server" "$worker"'
 )
 
 
@@ -167,7 +177,7 @@ class GosbenchAdapter(ToolAdapter):
         target_types=("s3",),
         execution=("standalone", "service"),
         import_formats=("result folder",),
-        version=False,  # no --version: its version script says where the binaries are
+        version=True,  # no --version: its version script prints its binaries' content hashes
     )
     output_is_folder = True
     default_port = 2000  # the server's port (gosbench's default); workers connect to it
@@ -220,8 +230,8 @@ class GosbenchAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION_SCRIPT]
 
-    def version_program(self) -> str | None:
-        return None  # a script asks: its shell's file says nothing of the tool's version
+    def version_programs(self) -> tuple[str, ...]:
+        return (SERVER, WORKER)  # the files hashed: a host hashes them again once either changes
 
     def output_name(self, host: str) -> str:
         return f"{host}.gosbench"
@@ -249,16 +259,18 @@ class GosbenchAdapter(ToolAdapter):
             raise ToolOutputError(f"{raw_dir}: expected one gosbench output folder of {expected}")
         folder = raw_dir / outputs.pop()
         results = load_results(folder)
+        # the 'all' rows: every host's version, joined where they differ (as aggregate_hosts)
+        versions = dict.fromkeys(str(h["tool_version"]) for h in hosts if h.get("tool_version"))
         rows = result_rows(
             results, tests, base=base, params=manifest.params or {},
-            tool_version=hosts[0].get("tool_version"), source=folder,
+            tool_version="; ".join(versions) or None, source=folder,
         )  # fmt: skip
         if manifest.execution == "service":
             worker_rows = []
             for host in hosts:
                 if host.get("service_log"):
                     path = raw_dir / host["service_log"]
-                    worker_rows += _worker_rows(path, host["name"], rows, tests)
+                    worker_rows += _worker_rows(path, host, rows, tests)
             return worker_rows + rows
         workers = {tests[row["job"]].get("workers") for row in rows}
         if len(hosts) == 1 and workers == {1}:
@@ -610,15 +622,17 @@ def _result_numbers(values: dict, runtime: str) -> dict:
     }
 
 
-def _worker_rows(path: Path, host: str, totals: list[dict], tests: dict) -> list[dict]:
-    """The worker's rows: the run's totals with this worker's own counts and rates."""
+def _worker_rows(path: Path, host: dict, totals: list[dict], tests: dict) -> list[dict]:
+    """The worker's rows: the run's totals with this worker's own counts and rates, and the
+    version its host printed (a manifest's host entry)."""
     by_test = {row["job"]: row for row in totals}
+    own = {"host": host["name"], "tool_version": host.get("tool_version")}
     rows = []
     for result in worker_results(path):
         total = by_test.get(result["test"])
         if total is None:
             continue  # a test of another run in the same log part
-        rows.append({**total, "host": host, **_measures(result)})
+        rows.append({**total, **own, **_measures(result)})
     return rows
 
 

@@ -229,8 +229,8 @@ class VdbenchAdapter(ToolAdapter):
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION]
 
-    def version_program(self) -> str | None:
-        return None  # a script asks: its shell's file says nothing of the tool's version
+    def version_programs(self) -> tuple[str, ...]:
+        return ()  # a script asks: its shell's file says nothing of the tool's version
 
     def version_of(self, printed: str) -> str | None:
         """'vdbench50407' of its banner, as its output's logfile.html records it."""

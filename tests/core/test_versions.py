@@ -3,6 +3,7 @@ read from what its version command printed (captured real outputs)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -46,23 +47,36 @@ def test_each_tool_reads_its_version_from_what_it_printed():
     elbencho = (FIXTURES / "elbencho/elbencho-version.txt").read_text()
     vdbench = (FIXTURES / "vdbench/output-fileloop.console.txt").read_text()
     warp = (FIXTURES / "warp/warp-version.txt").read_text()
-    gosbench = next((FIXTURES / "gosbench/storbench-service-4workers/a1").glob("*.version"))
     assert get_tool("elbencho").version_of(elbencho) == "3.1-10"  # its first line: 'elbencho'
     assert get_tool("vdbench").version_of(vdbench) == "vdbench50407"
     assert get_tool("warp").version_of(warp) == "warp version 1.1.3 - 27b021d"
-    assert get_tool("gosbench").version_of(gosbench.read_text()) is None  # paths, no version
+    # gosbench has no --version: its version script prints its binaries' content hashes
+    assert get_tool("gosbench").version_of(f"{GOSBENCH_A}\n") == GOSBENCH_A
 
 
-def test_the_report_leaves_out_a_tool_that_prints_no_version():
-    """GOSBench's rows record where its binaries are: a host with them under /opt is not a
-    host of another version."""
-    printed = next((FIXTURES / "gosbench/storbench-service-4workers/a1").glob("*.version"))
-    usual = printed.read_text().strip()
+GOSBENCH_A = "gosbench server sha256:28bb79294424 worker sha256:18086daa2cb0"
+GOSBENCH_B = "gosbench server sha256:28bb79294424 worker sha256:a74a002bed96"
+
+
+def test_the_report_flags_gosbench_builds_that_differ():
     rows = pd.DataFrame(
-        {
-            "tool": ["gosbench"] * 2,
-            "host": ["a", "b"],
-            "tool_version": [usual, usual.replace("/usr/local/bin/", "/opt/gosbench/")],
-        }
+        {"tool": ["gosbench"] * 3, "host": ["a", "b", "c"],
+         "tool_version": [GOSBENCH_A, GOSBENCH_A, GOSBENCH_B]}
+    )  # fmt: skip
+    assert version_warnings(rows) == [
+        f"gosbench versions differ across hosts: {GOSBENCH_A} on a, b; {GOSBENCH_B} on c"
+    ]
+    assert version_warnings(rows.assign(tool_version=GOSBENCH_A)) == []
+
+
+def test_the_report_leaves_out_a_tool_that_prints_no_version(monkeypatch):
+    """A tool whose adapter says it prints no version (Capabilities.version): what its rows
+    record is not compared."""
+    tool = get_tool("warp")
+    monkeypatch.setattr(tool, "capabilities", replace(tool.capabilities, version=False))
+    rows = pd.DataFrame(
+        {"tool": ["warp"] * 2, "host": ["a", "b"], "tool_version": ["/usr/bin/warp", "/opt/warp"]}
     )
     assert version_warnings(rows) == []
+    monkeypatch.undo()
+    assert len(version_warnings(rows)) == 1

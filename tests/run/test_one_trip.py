@@ -118,6 +118,37 @@ def test_a_host_keeps_the_version_its_fio_printed_until_the_program_changes(tmp_
     assert len(list(kept.iterdir())) == 2
 
 
+def test_a_host_keeps_gosbenchs_hashes_until_either_binary_changes(tmp_path, monkeypatch):
+    """GOSBench's version is the sha256 of its two binaries (of the bytes written here): kept
+    per identity of both files, so a run reads it back instead of hashing them again, and a
+    new worker binary alone is hashed again."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("gosbench-server", "gosbench-worker"):
+        (bin_dir / name).write_bytes(f"{name} build A\n".encode())
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    kept = tmp_path / "work" / "versions"
+
+    def prepared_version() -> str:
+        preparation = ready.Preparation("h1")
+        preparation.version(get_tool("gosbench"), kept_in=str(kept))
+        return preparation.run(CountingTransport())[ready.STEP_VERSION].out
+
+    built_a = "gosbench server sha256:28bb79294424 worker sha256:18086daa2cb0\n"
+    assert prepared_version() == built_a  # hashed, and kept
+    (entry,) = kept.iterdir()
+    assert entry.name.startswith("gosbench.") and entry.read_text() == built_a
+    entry.write_text("gosbench kept\n")
+    assert prepared_version() == "gosbench kept\n"  # read, not hashed again
+    build_b = tmp_path / "gosbench-worker.new"  # another worker build moved in (go install)
+    build_b.write_bytes(b"gosbench-worker build B\n")
+    build_b.chmod(0o755)
+    build_b.replace(bin_dir / "gosbench-worker")
+    assert prepared_version() == "gosbench server sha256:28bb79294424 worker sha256:a74a002bed96\n"
+    assert len(list(kept.iterdir())) == 2
+
+
 def test_a_failed_step_names_the_host_and_what_failed(tmp_path):
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("")

@@ -8,6 +8,7 @@ the real fio's."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,9 +51,14 @@ def wrapper_fio(bin_dir: Path) -> None:
 def older_fio_host(tmp_path):
     """(lab, server) of an sshd whose sessions find the wrapper fio first on their PATH."""
     wrapper_fio(tmp_path / "old-fio-bin")
+    yield from host_with_path_first(tmp_path, tmp_path / "old-fio-bin")
+
+
+def host_with_path_first(tmp_path: Path, bin_dir: Path):
+    """(lab, server) of an sshd whose sessions find bin_dir's programs first on their PATH."""
     home = tmp_path / "home"
     home.mkdir()
-    (home / ".bashrc").write_text(f'export PATH={tmp_path / "old-fio-bin"}:"$PATH"\n')
+    (home / ".bashrc").write_text(f'export PATH={bin_dir}:"$PATH"\n')
     (tmp_path / "sshd").mkdir()
     lab = SshLab(tmp_path / "sshd", session_home=home)
     try:
@@ -101,6 +107,53 @@ def test_hosts_of_one_version_give_no_warning(tmp_path):
     report = run_preflight(preflight_spec([LOCAL], tmp_path / "t"), str(tmp_path / "p.json"))
     assert report["warnings"] == []
     assert report["versions"] == {installed_fio_version(): ["localhost"]}
+
+
+def gosbench_binaries(bin_dir: Path, worker: bytes) -> Path:
+    """Files standing in as gosbench's two binaries: one server build, the worker given."""
+    bin_dir.mkdir()
+    for name, content in (
+        ("gosbench-server", b"gosbench-server build A\n"),
+        ("gosbench-worker", worker),
+    ):
+        (bin_dir / name).write_bytes(content)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+@pytest.fixture
+def other_gosbench_host(tmp_path):
+    """(lab, server) of an sshd whose gosbench-worker is another build than localhost's."""
+    bin_dir = gosbench_binaries(tmp_path / "other-gosbench-bin", b"gosbench-worker build B\n")
+    yield from host_with_path_first(tmp_path, bin_dir)
+
+
+def test_preflight_tells_gosbench_builds_apart_by_their_binaries(
+    other_gosbench_host, tmp_path, monkeypatch
+):
+    # gosbench prints no version: its binaries' sha256 (of the bytes written above) is one
+    local_bin = gosbench_binaries(tmp_path / "gosbench-bin", b"gosbench-worker build A\n")
+    monkeypatch.setenv("PATH", f"{local_bin}:{os.environ['PATH']}")
+    lab, server = other_gosbench_host
+    host = lab_host(lab, server, tmp_path / "work")
+    target = {"name": "s3", "type": "s3", "endpoint": "http://127.0.0.1:9000", "bucket": "b"}
+    spec = {"experiment": "exp", "tool": "gosbench", "target": target}
+    try:
+        report = run_preflight({**spec, "hosts": [LOCAL, host.to_dict()]}, str(tmp_path / "p.json"))
+        alone = run_preflight({**spec, "hosts": [LOCAL]}, str(tmp_path / "alone.json"))
+        with pytest.raises(PreflightError) as failed:
+            strict = {**spec, "hosts": [LOCAL, host.to_dict()], "require_same_version": True}
+            run_preflight(strict, str(tmp_path / "strict.json"))
+    finally:
+        disconnect([host])
+    local = "gosbench server sha256:28bb79294424 worker sha256:18086daa2cb0"
+    other = "gosbench server sha256:28bb79294424 worker sha256:a74a002bed96"
+    warning = f"gosbench versions differ across hosts: {local} on localhost; {other} on {ADDRESS}"
+    assert report["versions"] == {local: ["localhost"], other: [ADDRESS]}
+    assert [host["tool_version"] for host in report["hosts"]] == [local, other]
+    assert report["warnings"] == [warning]
+    assert (alone["versions"], alone["warnings"]) == ({local: ["localhost"]}, [])
+    assert str(failed.value) == f"exp: preflight failed: {warning} (require_same_version: true)"
 
 
 def storbench(workdir: Path, *args: str) -> str:

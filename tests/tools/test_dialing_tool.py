@@ -175,6 +175,12 @@ def test_workers_dial_the_controller_per_run_and_log_their_own_results(
             assert row["hosts_in_run"] == 3
         (total,) = [r for r in rows if r["host"] == "all" and r["iteration"] == iteration]
         assert total["bytes"] == 3 * 8 * 65536  # the server's own total
+    # each host kept the version its program printed (per the program file's identity): the
+    # second run read it back instead of asking again
+    printed = subprocess.run(["dd", "--version"], capture_output=True, text=True).stdout
+    for address in addresses:
+        (kept,) = (tmp_path / "remote" / address / "versions").iterdir()
+        assert kept.name.startswith(f"{TOOL}.") and kept.read_text() == printed
     # no worker is left once the runs are done
     left = subprocess.run(["pgrep", "-f", "worker.dd"], capture_output=True, text=True)
     assert left.stdout == ""

@@ -454,16 +454,56 @@ def test_shipped_example_renders():
             assert test["name"] == run.run_id and test["bucket_prefix"].startswith("storbench-")
 
 
-def test_version_command_finds_both_binaries(tmp_path):
-    # gosbench has no --version flag (README): the check reports where the binaries are
+# sha256 of b"gosbench-server build A\n", b"gosbench-worker build A\n" and b"... build B\n"
+SERVER_A = "28bb79294424"
+WORKER_A = "18086daa2cb0"
+WORKER_B = "a74a002bed96"
+
+
+def gosbench_binaries(folder: Path, server: bytes, worker: bytes) -> Path:
+    """Two files standing in as gosbench's binaries (executable, as PATH needs them)."""
+    folder.mkdir(parents=True)
+    for name, content in (("gosbench-server", server), ("gosbench-worker", worker)):
+        (folder / name).write_bytes(content)
+        (folder / name).chmod(stat.S_IRWXU)
+    return folder
+
+
+def version_printed(bin_dir: Path) -> subprocess.CompletedProcess:
+    path = f"{bin_dir}:/usr/bin:/bin"
+    return subprocess.run(
+        ADAPTER.version_command(), env={"PATH": path}, capture_output=True, text=True
+    )
+
+
+def test_version_is_the_content_hash_of_both_binaries(tmp_path):
+    # gosbench has no --version flag (README): a build is told by its binaries' content
     missing = subprocess.run(ADAPTER.version_command(), env={"PATH": "/usr/bin:/bin"})
     assert missing.returncode == 127
-    done = run_script(tmp_path, ADAPTER.version_command())
-    assert done.returncode == 0
-    assert done.stdout == (
-        f"gosbench (has no --version flag): {tmp_path}/bin/gosbench-server "
-        f"{tmp_path}/bin/gosbench-worker\n"
+    a = gosbench_binaries(
+        tmp_path / "a", b"gosbench-server build A\n", b"gosbench-worker build A\n"
     )
+    again = gosbench_binaries(
+        tmp_path / "again", b"gosbench-server build A\n", b"gosbench-worker build A\n"
+    )
+    b = gosbench_binaries(
+        tmp_path / "b", b"gosbench-server build A\n", b"gosbench-worker build B\n"
+    )
+    printed = [version_printed(folder) for folder in (a, again, b)]
+    assert [done.returncode for done in printed] == [0, 0, 0]
+    assert [done.stdout for done in printed] == [
+        f"gosbench server sha256:{SERVER_A} worker sha256:{WORKER_A}\n",
+        f"gosbench server sha256:{SERVER_A} worker sha256:{WORKER_A}\n",  # the same build elsewhere
+        f"gosbench server sha256:{SERVER_A} worker sha256:{WORKER_B}\n",  # another worker build
+    ]
+    assert ADAPTER.version_of(printed[0].stdout) == printed[0].stdout.strip()
+    (b / "gosbench-server").unlink()
+    assert version_printed(b).returncode == 127
+
+
+def test_imported_rows_record_no_version():
+    # an import has no binary to hash, and gosbench's outputs name no build
+    assert {row["tool_version"] for row in ADAPTER.import_outputs([RUN], BASE)} == {None}
 
 
 def test_keys_with_quotes_survive_the_filled_config():

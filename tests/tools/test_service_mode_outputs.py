@@ -100,6 +100,25 @@ def test_gosbench_service_rows_per_worker_and_gosbenchs_sum(tmp_path):
     assert writes["all"]["bw_bytes_s"] == pytest.approx(4.160953506107256e6)
 
 
+def test_gosbench_service_rows_keep_their_own_hosts_gosbench_build(tmp_path):
+    """A worker's rows carry the version its host printed; 'all' (the server's sum over every
+    worker) joins the hosts' versions where they differ."""
+    run = staged(tmp_path, "gosbench/storbench-service-4workers")
+    same = "gosbench server sha256:28bb79294424 worker sha256:18086daa2cb0"
+    other = "gosbench server sha256:28bb79294424 worker sha256:a74a002bed96"
+    for manifest_path in (run, run.parent / "a1/manifest.json"):
+        manifest = json.loads(manifest_path.read_text())
+        for host in manifest["hosts"]:
+            host["tool_version"] = other if host["name"] == "127.0.0.5" else same
+        manifest_path.write_text(json.dumps(manifest))
+    rows, _ = iteration_rows(str(run))
+    assert {(row["host"], row["tool_version"]) for row in rows} == {
+        *((host, same) for host in HOSTS[:3]),
+        ("127.0.0.5", other),
+        ("all", f"{same}; {other}"),
+    }
+
+
 def test_vdbench_multihost_rows_per_host_from_its_host_reports_and_the_masters_totals(tmp_path):
     """vdbench 5.04.06 built from source: one master, four slaves over ssh (README there)."""
     rows, series = iteration_rows(
