@@ -26,6 +26,7 @@ from storbench.core.secrets import Credentials
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, Transport, hold_signals, open_transport
+from storbench.plan.durations import run_seconds
 from storbench.run import (
     one_trip,
     ready,
@@ -124,7 +125,9 @@ def run_service_iteration(
             watchers = service_release.Watchers(deadline, local_dir / "launch", len(hosts))
             watchers.start(sessions, hosts, fifos)
         stuck = _stuck_watch(spec, tool, hosts, port, sessions, watchers)
-        stuck.start()
+        # no look while the hosts measure: from when their I/O should have ended (a listening
+        # start's wait_s is its deadline, not its release, which comes when every host waits)
+        stuck.start(first_look_s=(0.0 if fifos else wait_s) + (run_seconds(spec.params) or 0.0))
         try:
             exit_code = _run_controller(
                 spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s, credentials

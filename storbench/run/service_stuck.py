@@ -4,8 +4,10 @@ A tool's service can be left waiting for a job process that is gone (fio: a job 
 SIGKILLed as it starts leaves its backend blocked for ever), and the tool's client then waits
 for that host until the run's time limit. The tool's adapter says how to find and stop such
 processes on a host (ToolAdapter.stuck_service_script); this asks every host, over the run's
-own sessions, from LOOK_AFTER_S after the launch and every LOOK_EVERY_S after that, until the
-client ends: a run shorter than that is never looked at. A host found stuck is named in the
+own sessions, from LOOK_AFTER_S after the hosts' I/O should have ended (the release and the
+run's runtime and ramp; the launch for a job without a runtime) and every LOOK_EVERY_S after
+that, until the client ends: the hosts are not looked at while they measure, and a run that
+ends in time never. A host found stuck is named in the
 run's failure, and its stopped pids with it. Standard library only: this is the run path.
 """
 
@@ -15,7 +17,7 @@ import threading
 
 from storbench.hosts import services
 
-LOOK_AFTER_S = 5.0  # the first look, after the launch
+LOOK_AFTER_S = 5.0  # the first look, after the hosts' I/O should have ended
 LOOK_EVERY_S = 5.0  # then, on every host, one short session this often
 LOOK_TIMEOUT_S = 20.0  # one look on a host, bounded there (its script pauses 1 s at most)
 
@@ -30,6 +32,7 @@ class StuckWatch:
         self._hosts = [h for h in hosts if scripts.get(h["name"])]
         self._on_stuck = on_stuck or (lambda name: None)
         self._stop = threading.Event()
+        self._first_look_s = LOOK_AFTER_S
         self._lock = threading.Lock()
         self._stopped: dict[str, tuple[str, ...]] = {}
         self._thread = threading.Thread(target=self._watch, name="stuck-watch", daemon=True)
@@ -39,7 +42,9 @@ class StuckWatch:
         with self._lock:
             return dict(self._stopped)
 
-    def start(self) -> None:
+    def start(self, first_look_s: float = 0.0) -> None:
+        """first_look_s: from now until the hosts' I/O should have ended (LOOK_AFTER_S on top)."""
+        self._first_look_s = first_look_s + LOOK_AFTER_S
         if self._hosts:
             self._thread.start()
 
@@ -51,7 +56,7 @@ class StuckWatch:
         return self.stopped
 
     def _watch(self) -> None:
-        if self._stop.wait(LOOK_AFTER_S):
+        if self._stop.wait(self._first_look_s):
             return
         while True:
             with self._lock:

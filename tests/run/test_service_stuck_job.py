@@ -5,8 +5,8 @@ its fork) leaves the backend, once it has sent the host's results, in
 pthread_cond_destroy for ever (the dead job still counts as a waiter): fio's client never
 hears that host's end, and the run failed only at its time limit (here 600 s, plus the
 held start's 60 s deadline and the kill's 30 s: 691 s, with no results kept). Now the run
-looks at each host's service while the client runs, stops the backend left so, lets the
-other host go and fails once its 3 s run is done, naming the host (11-13 s here).
+looks at each host's service once the hosts' I/O should have ended, stops the backend left
+so, lets the other host go and fails once its 3 s run is done, naming the host.
 """
 
 from __future__ import annotations
