@@ -27,7 +27,15 @@ from storbench.core.secrets import Credentials
 from storbench.core.specs import RunSpec
 from storbench.hosts import services
 from storbench.hosts.transport import HostError, Transport, hold_signals, open_transport
-from storbench.run import one_trip, ready, service_release, start_margin, target_lock
+from storbench.plan.durations import run_seconds
+from storbench.run import (
+    one_trip,
+    ready,
+    service_release,
+    service_stuck,
+    start_margin,
+    target_lock,
+)
 from storbench.run.attempt import (
     RunError,
     exit_reason,
@@ -48,6 +56,8 @@ from storbench.tools import get_tool
 from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
 
 LOCAL_CONTROLLER = "127.0.0.1"  # hosts on the controller's own machine reach it here
+# a host whose service was found waiting for ever for its job (service_stuck), with results
+STUCK = "its job ended early (its job process killed as it started?)"
 
 
 def run_service_iteration(
@@ -82,6 +92,7 @@ def run_service_iteration(
     # no set-up learned yet: the hooks may go when all of them wait (run/service_release)
     fifos = _release_fifos(spec, hosts, port) if held and learned is None and len(hosts) > 1 else {}
     watchers: service_release.Watchers | None = None
+    stuck: service_stuck.StuckWatch | None = None
     try:
         prepared = _prepare_hosts(spec, tool, hosts, port, local_dir, holder, sessions, held, fifos)
         if not all(prepared[name].precise for name in fifos):
@@ -114,6 +125,10 @@ def run_service_iteration(
             deadline = service_release.Deadline(release, delivery_margin(slowest))
             watchers = service_release.Watchers(deadline, local_dir / "launch", len(hosts))
             watchers.start(sessions, hosts, fifos)
+        stuck = _stuck_watch(spec, tool, hosts, port, sessions, watchers)
+        # no look while the hosts measure: from when their I/O should have ended (a listening
+        # start's wait_s is its deadline, not its release, which comes when every host waits)
+        stuck.start(first_look_s=(0.0 if fifos else wait_s) + (run_seconds(spec.params) or 0.0))
         try:
             exit_code = _run_controller(
                 spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s, credentials
@@ -126,6 +141,8 @@ def run_service_iteration(
                 _stop_campaign_services(spec)
             raise
         end = now()
+        stuck_pids = stuck.stop()
+        stuck = None
         if watchers is not None:
             watchers.close(sessions, hosts)
             release = watchers.deadline.release_epoch
@@ -141,6 +158,10 @@ def run_service_iteration(
                 output_path, {h["name"]: e for h, e in zip(hosts, endpoints, strict=True)}
             )
         )
+        if not exit_code and not cut_short:  # a stuck host's job is gone, results or not
+            without_results.update(
+                {name: STUCK for name in stuck_pids if name not in without_results}
+            )
         orphaned = set() if tool.service_per_run else set(without_results)
         finished = _finish_hosts(
             spec, tool, hosts, port, local_dir, prepared, holder, sessions, orphaned
@@ -163,7 +184,9 @@ def run_service_iteration(
                 f"\nraw output kept in {local_dir}"
             )
         if without_results:
-            raise RunError(_without_results(spec, hosts, without_results, finished, local_dir))
+            raise RunError(
+                _without_results(spec, hosts, without_results, finished, stuck_pids, local_dir)
+            )
         unstamped = [name for name in finished if held and name not in stamps]
         if unstamped:  # fio skips the I/O of a job whose exec_prerun fails, and exits 0
             raise RunError(
@@ -203,6 +226,8 @@ def run_service_iteration(
             ],
         }
     finally:
+        if stuck is not None:
+            stuck.stop()
         if watchers is not None:
             watchers.close(sessions, hosts)
         _release_locks(spec, [h for h in hosts if h["name"] not in released], holder, sessions)
@@ -501,9 +526,11 @@ def _host_stamps(text: str) -> tuple[float | None, float | None]:
 
 
 def _without_results(spec: RunSpec, hosts: list[dict], problems: dict[str, str],
-                     finished: dict[str, Finished], local_dir: Path) -> str:  # fmt: skip
+                     finished: dict[str, Finished], stuck: dict[str, tuple[str, ...]],
+                     local_dir: Path) -> str:  # fmt: skip
     """Why a run whose client exited 0 fails: each host without results, in the run's order,
-    and the processes its service's killed job left, stopped."""
+    the service's processes found waiting for ever for its job, and those its service's
+    killed job left, stopped."""
     lines = [
         f"{spec.experiment}/{spec.run_id}: {spec.tool} client exited 0 without every host's results"
     ]
@@ -514,8 +541,30 @@ def _without_results(spec: RunSpec, hosts: list[dict], problems: dict[str, str],
             if done is not None and done.stopped
             else ""
         )
-        lines.append(f"host {host}: {problems[host]}{stopped}")
+        waited = (
+            f"; stopped its service's processes left waiting for it for ever: {' '.join(pids)}"
+            if (pids := stuck.get(host))
+            else ""
+        )
+        lines.append(f"host {host}: {problems[host]}{waited}{stopped}")
     return "\n".join([*lines, f"raw output kept in {local_dir}"])
+
+
+def _stuck_watch(
+    spec: RunSpec, tool, hosts: list[dict], port: int, sessions: Sessions,
+    watchers: service_release.Watchers | None,
+) -> service_stuck.StuckWatch:  # fmt: skip
+    """The looks at each host's service while the client runs (none where the tool has no
+    script); a host found stuck no longer holds the others' listening start."""
+    scripts = {}
+    if not tool.service_per_run:  # a per-run worker ends with the client's server
+        for host in hosts:
+            host_spec = services.host_spec(host)
+            folder = services.service_dir(host_spec, spec.tool, port)
+            argv = services.service_argv(host_spec, spec.tool, port)
+            scripts[host_spec.name] = tool.stuck_service_script(folder, argv)
+    on_stuck = watchers.gone if watchers is not None else None
+    return service_stuck.StuckWatch(scripts, sessions, hosts, on_stuck)
 
 
 def _release_locks(spec: RunSpec, hosts: list[dict], holder: str, sessions) -> None:

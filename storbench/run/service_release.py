@@ -123,6 +123,10 @@ class Watchers:
         finally:
             self._early.gone(name)  # a watcher that failed holds no one back
 
+    def gone(self, name: str) -> None:
+        """A host whose job is gone (service_stuck) no longer holds the early release."""
+        self._early.gone(name)
+
     def close(self, sessions, hosts: list[dict]) -> None:
         """Stop the early release; release each watcher still waiting (its hooks are done or
         gone: the run has ended); a host whose watcher does not end loses its session."""

@@ -402,6 +402,16 @@ class ToolAdapter:
         on the run path, before publishing; {} where the tool's output cannot tell."""
         return {}
 
+    def stuck_service_script(self, folder: str, argv: list[str]) -> str:
+        """Service mode: a shell script run on each host while the tool's client runs (folder:
+        the service's, holding its service.pid; argv: its command line). It stops the
+        service's processes that wait for ever for a job process gone before its end (fio: a
+        backend whose job process was killed as it started), which would hold the client
+        until the run's time limit, and prints their pids; nothing where there are none. Light
+        and time-bounded: it runs every few seconds. '' where the tool has no such state: the
+        run then does not look."""
+        return ""
+
     def lost_hosts(self, text: str) -> list[str]:
         """The hosts a failed controller (service mode) says it lost, from its output's
         text: a host whose service or machine went away mid-run is named first."""

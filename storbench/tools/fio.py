@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shlex
 from pathlib import Path
 
 from storbench.core import start_hook
@@ -350,6 +351,16 @@ class FioAdapter(ToolAdapter):
                 )
         return problems
 
+    def stuck_service_script(self, folder: str, argv: list[str]) -> str:
+        """A fio server forks a handler per client connection, the handler a backend per job
+        file, the backend a job process per job. A job process SIGKILLed while it starts (in
+        its wait for the backend's go) leaves the backend, once its other jobs are done, in
+        pthread_cond_destroy for ever: fio's client never hears that host's end. Such a
+        backend is alone (no child process, its helper thread gone), asleep on a futex, its
+        CPU time still; one seen so twice a second apart is stopped (SIGKILL: it is blocked
+        in the kernel, and its handler then reports the host's end)."""
+        return _stuck_backends_script(f"{folder}/service.pid", argv)
+
     def output_name(self, host: str) -> str:
         return f"{host}.json"
 
@@ -564,6 +575,54 @@ def _output_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as error:
         raise FioOutputError(f"{path}: cannot read fio output: {error.strerror}") from None
+
+
+def _stuck_backends_script(pid_file: str, argv: list[str]) -> str:
+    """FioAdapter.stuck_service_script: from the service's main process (its pid file) down,
+    with Linux's /proc (each process's children file) and shell builtins, but for the pause
+    and the kill: it runs every few seconds on every host of a run."""
+    words = " ".join(shlex.quote(word) for word in argv)
+    return "\n".join([
+        f"f={shlex.quote(pid_file)}",
+        '{ read -r main || :; } 2>/dev/null < "$f" || exit 0',
+        "case $main in ''|*[!0-9]*) exit 0;; esac",
+        # the command line word by word: this script's own never holds it whole
+        f'command=; for word in {words}; do command="${{command:+$command }}$word"; done',
+        "children() {",
+        "  kids=",
+        '  for t in /proc/"$1"/task/*/children; do',
+        '    line=; { read -r line || :; } 2>/dev/null < "$t"; kids="$kids $line"',
+        "  done",
+        "}",
+        # alone: no child, one thread, asleep on a futex (or wchan hidden); cpu: its ticks
+        "alone() {",
+        "  children $1; case $kids in *[0-9]*) return 1;; esac",
+        '  read -r s 2>/dev/null < "/proc/$1/stat" || return 1',
+        "  w=0; read -r w 2>/dev/null < \"/proc/$1/wchan\"",
+        "  case $w in *futex*|0|'') ;; *) return 1;; esac",
+        "  s=${s##*) }; set -- $s",
+        '  [ "$1" = S ] && [ "${18}" = 1 ] || return 1',
+        '  cpu="${12}.${13}"',
+        "}",
+        'ours() { [ "$(tr "\\000" " " 2>/dev/null < "/proc/$1/cmdline")" = "$command " ]; }',
+        "found=",
+        "children $main",
+        "for handler in $kids; do",
+        "  children $handler",
+        "  for backend in $kids; do",
+        '    alone $backend && ours $backend && found="$found $backend:$cpu"',
+        "  done",
+        "done",
+        '[ -n "$found" ] || exit 0',
+        "sleep 1",
+        "stuck=",
+        "for seen in $found; do",
+        '  alone ${seen%%:*} && [ "$cpu" = "${seen#*:}" ] && stuck="$stuck ${seen%%:*}"',
+        "done",
+        '[ -n "$stuck" ] || exit 0',
+        "kill -KILL $stuck 2>/dev/null",
+        "echo $stuck",
+    ])  # fmt: skip
 
 
 def _start_hook(spec: dict) -> str | None:
