@@ -6,8 +6,10 @@ errors.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from storbench.config.schedule import schedule_runs
-from storbench.config.sweep import _UNSAFE, OPERATORS, PLAIN, WORDS, PlanError, run_id, sweep_points
+from storbench.config.sweep import _UNSAFE, OPERATORS, WORDS, PlanError, run_id, sweep_points
 from storbench.core import hostfacts
 from storbench.core.model import Campaign, Run
 
@@ -87,15 +89,18 @@ def _workloads(experiment):
             yield name, {**experiment.job, **line_params}, line_params
         return
     points = [({**experiment.job, **point}, point) for point in sweep_points(experiment.sweep)]
-    spellings = [PLAIN] * len(points)
+    ids = [run_id(params, point) for params, point in points]
     # host-fact values of one option ('{cores}', '{cores * 2}') are written out only where
     # the plain 'host' label would give two points one id, and their operators only where
     # their words would ('{cores * 2}', '{cores // 2}'): every other id stays as it was
     for spelling in (WORDS, OPERATORS):
-        ids = [run_id(p, point, spellings[i]) for i, (p, point) in enumerate(points)]
-        for index, (_, point) in enumerate(points):
-            shared = ids.count(ids[index]) > 1
-            if shared and any(hostfacts.has_expression(v) for v in point.values()):
-                spellings[index] = spelling
-    for (params, point), spelling in zip(points, spellings, strict=True):
-        yield run_id(params, point, spell_expressions=spelling), params, point
+        counts = Counter(ids)
+        shared = [
+            index
+            for index, (_, point) in enumerate(points)
+            if counts[ids[index]] > 1 and any(hostfacts.has_expression(v) for v in point.values())
+        ]
+        for index in shared:
+            ids[index] = run_id(*points[index], spell_expressions=spelling)
+    for (params, point), point_id in zip(points, ids, strict=True):
+        yield point_id, params, point
