@@ -123,6 +123,12 @@ def _sum_all(values):
     return None if None in values else sum(values)
 
 
+def joined(values) -> str | None:
+    """Several hosts' values of one column (a tool version, a command) in one: each distinct
+    one once, in order, joined by '; '; None when there is none."""
+    return "; ".join(str(value) for value in dict.fromkeys(values) if value is not None) or None
+
+
 def _shared_columns(group: list[dict]) -> dict:
     """Parameter/provenance columns: the common value, else None (or the values joined)."""
     columns = set().union(*group) - _METRICS - _PER_ROW_IDENTITY
@@ -132,7 +138,7 @@ def _shared_columns(group: list[dict]) -> dict:
         if len(values) == 1:
             shared[column] = values[0]
         elif column in _JOINED_WHEN_DIFFERENT:
-            shared[column] = "; ".join(str(value) for value in values if value is not None)
+            shared[column] = joined(values)
         else:
             shared[column] = None
     return shared

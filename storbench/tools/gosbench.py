@@ -55,7 +55,7 @@ from pathlib import Path
 
 from storbench.core import units
 from storbench.core.addresses import with_port
-from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
+from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, joined, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
 from storbench.tools.base import (
@@ -259,11 +259,9 @@ class GosbenchAdapter(ToolAdapter):
             raise ToolOutputError(f"{raw_dir}: expected one gosbench output folder of {expected}")
         folder = raw_dir / outputs.pop()
         results = load_results(folder)
-        # the 'all' rows: every host's version, joined where they differ (as aggregate_hosts)
-        versions = dict.fromkeys(str(h["tool_version"]) for h in hosts if h.get("tool_version"))
         rows = result_rows(
             results, tests, base=base, params=manifest.params or {},
-            tool_version="; ".join(versions) or None, source=folder,
+            tool_version=joined(h.get("tool_version") for h in hosts), source=folder,
         )  # fmt: skip
         if manifest.execution == "service":
             worker_rows = []
