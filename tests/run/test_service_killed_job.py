@@ -65,6 +65,14 @@ def running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
+def own_workdirs(ssh_hosts, tmp_path: Path) -> list[dict]:
+    """The SSH hosts as a run spec's host entries, each with a workdir of its own."""
+    return [
+        dataclasses.replace(host, workdir=str(tmp_path / f"w-{host.name}")).to_dict()
+        for host in ssh_hosts
+    ]
+
+
 def last_report(path: Path) -> dict:
     text = path.read_text()  # the servers' notes, then the JSON report
     return json.loads(text[text.index("\n{") + 1 :])
@@ -75,10 +83,7 @@ def test_a_service_job_killed_on_one_host_fails_the_run_naming_the_host(
     killed, ssh_hosts, tmp_path
 ):
     port = free_port()
-    hosts = [
-        dataclasses.replace(host, workdir=str(tmp_path / f"w-{host.name}")).to_dict()
-        for host in ssh_hosts
-    ]
+    hosts = own_workdirs(ssh_hosts, tmp_path)
     victim, other = (host["name"] for host in hosts)
     target = tmp_path / "target"
     jobs = {}

@@ -11,7 +11,6 @@ so, lets the other host go and fails once its 3 s run is done, naming the host.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -30,7 +29,7 @@ from storbench.tools import get_tool
 from tests.minio import free_port
 from tests.run.test_interrupt import wait_for
 from tests.run.test_run_faults import fio_processes
-from tests.run.test_service_killed_job import last_report, running
+from tests.run.test_service_killed_job import last_report, own_workdirs, running
 
 TIME_LIMIT_S = 600  # the run's: the code before waited for it
 # past it, the guard stops the client, which fails the test (the code before hangs): far
@@ -95,10 +94,7 @@ def test_a_job_killed_as_it_starts_fails_the_run_naming_the_host_not_at_the_time
     """clones: the victim's numjobs; with 2, the second clone's results come back, and only
     the stuck backend tells of the killed one."""
     port = free_port()
-    hosts = [
-        dataclasses.replace(host, workdir=str(tmp_path / f"w-{host.name}")).to_dict()
-        for host in ssh_hosts
-    ]
+    hosts = own_workdirs(ssh_hosts, tmp_path)
     victim, other = (host["name"] for host in hosts)
     target = tmp_path / "target"
     jobs = {}
