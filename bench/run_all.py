@@ -40,6 +40,8 @@ BENCHMARKS = [
     ("held_start.py", "held_start.json", ["runs"]),
     ("scheduler_idle.py", "scheduler_idle.json",
      ["runs", "storbench", "with_job_rate_limiter", "ratio_storbench_to_rate_limiter_cpu"]),
+    ("scheduler_rounds.py", "scheduler_rounds.json",
+     ["seconds", "ms_per_job", "ratio_to_smallest", "subsample"]),
     ("slo_search.py", "slo_search.json",
      ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"]),
 ]  # fmt: skip

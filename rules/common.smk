@@ -15,7 +15,7 @@ from storbench.config import source as config_source
 from storbench.core import paths
 from storbench.plan.checks import adapter_problems
 from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
-from storbench.run import live_progress
+from storbench.run import collector, live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
 from storbench.run.job_records import keep_pandas_out_of_job_records
 from storbench.run.processes import (
@@ -24,6 +24,10 @@ from storbench.run.processes import (
     forward_sigint_to_steps,
 )
 from storbench.run.render import own_job_problems
+from storbench.run.scheduler_rounds import weigh_a_few_of_each_kind
+
+# the DAG's millions of objects, scanned again at each of the collector's passes as they grow
+collector.collect_sparsely_while_planning()
 
 CONFIG_SOURCE = ", ".join(map(str, workflow.configfiles)) or "config"
 try:
@@ -147,9 +151,17 @@ if missing_caps:
     )
 
 
+def job_kind(job):
+    """What a job needs from the scheduler: jobs alike wait for it alike."""
+    return job.rule.name, job.priority, PLAN.job_targets(job.wildcards_dict)
+
+
 def start_campaign():
     # its timers' rounds, which multiply with every job's end, took a core beside the runs
     drop_job_rate_limiter(workflow)
+    collector.collect_as_usual_from_the_start()
+    # a round weighed every ready job: every waiting run and job file of the campaign
+    weigh_a_few_of_each_kind(workflow, job_kind)
 
 
 def end_campaign():
@@ -200,14 +212,16 @@ def recorded_with_another_spec(output, spec):
     """Whether Snakemake's record of this output lacks the spec now among its params (its
     params trigger will run it again). Behind an ancient link to a job it runs again (a
     preflight for a new host) Snakemake looks at a job's own record only in the next call,
-    so such a job waits by a plain link and runs in this one."""
+    so such a job waits by a plain link and runs in this one. ``spec`` may be a function
+    that gives it: a new output has no record, and its spec is not made twice for nothing.
+    """
     try:
         record = workflow.persistence._read_record(output)
     except Exception:  # no records, or another Snakemake's: order only, as before
         return False
     if record is None or record.params is None or record.record_format_version < 6:
         return False
-    return repr(spec) not in record.params
+    return repr(spec() if callable(spec) else spec) not in record.params
 
 
 def waiting_link(output, spec):
@@ -466,7 +480,7 @@ def run_inputs(wildcards):
         wildcards.experiment, wildcards.run_id, wildcards.iteration
     )
     # ancient: a repeated preflight must not make finished runs look outdated
-    wait = waiting_link(manifest, run_spec_json(wildcards))
+    wait = waiting_link(manifest, lambda: run_spec_json(wildcards))
     experiment = wildcards.experiment
     return {
         "job": run_job_file(wildcards),

@@ -8,7 +8,14 @@ Snakemake's own debug lines ('Ready jobs: N', one per round with a job waiting t
 
 from __future__ import annotations
 
-from tests.workflow.test_workflow import snakemake, tiny_config
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import yaml
+
+from tests.workflow.test_workflow import REPO, snakemake, tiny_config
 
 
 def test_a_round_per_job_end_while_runs_wait_for_their_target(tmp_path):
@@ -34,3 +41,48 @@ def test_a_limit_asked_for_is_kept(tmp_path):
     result = snakemake(tmp_path, config, "--verbose", "--max-jobs-per-timespan", "1000/1s")
     output = result.stdout + result.stderr
     assert output.count("Ready jobs: ") > output.count("Finished jobid: ") + 1
+
+
+# Snakemake whose rounds weigh one job of each kind (storbench's rounds, their limits at 0 and 1)
+ONE_OF_EACH_KIND_SNAKEMAKE = """
+import atexit, collections, json, sys
+from snakemake.cli import main
+from storbench.run import scheduler_rounds
+
+weigh = scheduler_rounds.weigh_a_few_of_each_kind
+kinds = collections.Counter()
+
+
+def weigh_one_of_each(workflow, kind):
+    def counted(job):
+        found = kind(job)
+        kinds[json.dumps(found)] += 1
+        return found
+
+    return weigh(workflow, counted, round_limit=0, kind_limit=1)
+
+
+scheduler_rounds.weigh_a_few_of_each_kind = weigh_one_of_each
+atexit.register(lambda: print("KINDS " + json.dumps(kinds), file=sys.stderr))
+sys.argv = ["snakemake", *sys.argv[1:]]
+main()
+"""
+
+
+def test_rounds_that_weigh_one_job_of_each_kind_run_the_whole_campaign(tmp_path):
+    config = tiny_config(tmp_path / "target", rw=("randread", "read", "write"))
+    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-c", ONE_OF_EACH_KIND_SNAKEMAKE, "-s", str(REPO / "Snakefile")]
+    command += ["--configfile", "campaign.yaml", "--cores", "2"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stderr.splitlines() if line.startswith("KINDS "))
+    kinds = {tuple(json.loads(kind)[:2]): kind for kind in json.loads(line[6:])}
+    # a run's kind: its rule, its priority and the target whose lock it holds
+    assert json.loads(kinds[("run_iteration", 5)]) == ["run_iteration", 5, ["scratch"]]
+    assert ("render_job", 0) in kinds and ("parse_iteration", 0) in kinds
+    # 3 runs x 2 iterations, each run's rows in the summary
+    summary = pq.read_table(tmp_path / "results" / "tiny" / "summary.parquet").to_pylist()
+    assert sorted({(row["rw"], row["iteration"]) for row in summary}) == [
+        (rw, k) for rw in ("randread", "read", "write") for k in (1, 2)
+    ]
