@@ -25,6 +25,8 @@ def collect_sparsely_while_planning() -> None:
 
 
 def collect_as_usual_from_the_start() -> None:
-    """The campaign's start (onstart) calls this: the DAG frozen, the default thresholds."""
+    """The campaign's start (onstart) calls this: planning's garbage collected once (frozen,
+    it would never be), what is left frozen, the default thresholds back."""
+    gc.collect()
     gc.freeze()
     gc.set_threshold(*DEFAULT_THRESHOLDS)
