@@ -41,7 +41,7 @@ BENCHMARKS = [
     ("scheduler_idle.py", "scheduler_idle.json",
      ["runs", "storbench", "with_job_rate_limiter", "ratio_storbench_to_rate_limiter_cpu"]),
     ("scheduler_rounds.py", "scheduler_rounds.json",
-     ["seconds", "ms_per_job", "ratio_to_smallest", "subsample"]),
+     ["jobs_per_run", "anchor", "storbench", "snakemake"]),
     ("slo_search.py", "slo_search.json",
      ["search", "grid", "relative_difference", "within_tolerance", "run_ratio"]),
 ]  # fmt: skip

@@ -93,7 +93,8 @@ class WorkflowPlan:
         return (self.campaign.experiments[experiment].target_name,)
 
     def job_targets(self, wildcards) -> tuple[str, ...]:
-        """The targets a job of these wildcards may lock: a run's or probe's, a preparation's."""
+        """What decides the target locks a job of these wildcards holds: a run's or probe's
+        targets; a preparation's target and recipe (its targets, preparation_targets)."""
         experiment = wildcards.get("experiment")
         if experiment in self.runs:
             return self.run_targets(experiment, wildcards.get("run_id"))

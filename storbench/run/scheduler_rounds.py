@@ -4,7 +4,7 @@ After every job's end, Snakemake's scheduler takes every job ready to run throug
 selection: each one's inputs looked up on disk, its resources evaluated again, the greedy
 knapsack over all of them. In a campaign every run waiting for its target is ready, and so is
 every job file not yet rendered, so a round grew with the campaign (`python
-bench/scheduler_rounds.py`: 10 ms per job at 250 runs, 30 ms at 2,000). Jobs of one kind (the
+bench/scheduler_rounds.py`: 10 ms per job at 250 runs, 26 ms at 2,000). Jobs of one kind (the
 same rule, priority and hold on each target's lock) ask for the same resources: a round needs
 only the first few of each, in Snakemake's order of them (the DAG's, a sweep's order). With
 more than ``round_limit`` jobs ready the selection sees the first ``kind_limit`` of each

@@ -1,12 +1,6 @@
 """What Snakemake does for each planned run, through a real dry run of the Snakefile."""
 
-import json
-import subprocess
-import sys
-
-import yaml
-
-from tests.workflow.test_workflow import REPO, planned_jobs, tiny_config
+from tests.workflow.test_workflow import harnessed_snakemake, planned_jobs, tiny_config
 
 # Snakemake with inspect.signature counted per function, the counts printed as it exits
 COUNTING_SNAKEMAKE = """
@@ -31,13 +25,10 @@ PER_RUN_FUNCTIONS = ("render_spec_json", "run_spec_json", "run_time_limit", "run
 
 
 def test_the_per_run_input_functions_signatures_are_read_once_not_per_job(tmp_path):
-    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(tiny_config(tmp_path / "target")))
-    command = [sys.executable, "-c", COUNTING_SNAKEMAKE, "-s", str(REPO / "Snakefile")]
-    command += ["--configfile", "campaign.yaml", "-n", "--quiet", "rules"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(line for line in result.stderr.splitlines() if line.startswith("SIGNATURES "))
-    asked = json.loads(line.removeprefix("SIGNATURES "))
+    config = tiny_config(tmp_path / "target")
+    result, asked = harnessed_snakemake(
+        COUNTING_SNAKEMAKE, "SIGNATURES", tmp_path, config, "-n", "--quiet", "rules"
+    )
     # 2 rw x 2 iterations: 4 run jobs, 2 job files, each function called for each of its jobs
     planned = planned_jobs(result)
     assert (planned["run_iteration"], planned["render_job"]) == (4, 2)
@@ -82,13 +73,9 @@ main()
 
 
 def watched_snakemake(workdir, config, *args) -> dict:
-    (workdir / "campaign.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-c", WATCHED_SNAKEMAKE, "-s", str(REPO / "Snakefile")]
-    command += ["--configfile", "campaign.yaml", "--cores", "2", *args]
-    result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(line for line in result.stderr.splitlines() if line.startswith("WATCHED "))
-    return json.loads(line.removeprefix("WATCHED "))
+    return harnessed_snakemake(
+        WATCHED_SNAKEMAKE, "WATCHED", workdir, config, "--cores", "2", *args
+    )[1]
 
 
 def test_planning_makes_each_new_runs_spec_once(tmp_path):

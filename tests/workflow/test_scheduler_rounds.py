@@ -9,13 +9,10 @@ Snakemake's own debug lines ('Ready jobs: N', one per round with a job waiting t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pyarrow.parquet as pq
-import yaml
 
-from tests.workflow.test_workflow import REPO, snakemake, tiny_config
+from tests.workflow.test_workflow import harnessed_snakemake, snakemake, tiny_config
 
 
 def test_a_round_per_job_end_while_runs_wait_for_their_target(tmp_path):
@@ -71,13 +68,10 @@ main()
 
 def test_rounds_that_weigh_one_job_of_each_kind_run_the_whole_campaign(tmp_path):
     config = tiny_config(tmp_path / "target", rw=("randread", "read", "write"))
-    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-c", ONE_OF_EACH_KIND_SNAKEMAKE, "-s", str(REPO / "Snakefile")]
-    command += ["--configfile", "campaign.yaml", "--cores", "2"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(line for line in result.stderr.splitlines() if line.startswith("KINDS "))
-    kinds = {tuple(json.loads(kind)[:2]): kind for kind in json.loads(line[6:])}
+    _, seen = harnessed_snakemake(
+        ONE_OF_EACH_KIND_SNAKEMAKE, "KINDS", tmp_path, config, "--cores", "2"
+    )
+    kinds = {tuple(json.loads(kind)[:2]): kind for kind in seen}
     # a run's kind: its rule, its priority and the target whose lock it holds
     assert json.loads(kinds[("run_iteration", 5)]) == ["run_iteration", 5, ["scratch"]]
     assert ("render_job", 0) in kinds and ("parse_iteration", 0) in kinds

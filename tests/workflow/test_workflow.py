@@ -48,6 +48,20 @@ def snakemake(
     return result
 
 
+def harnessed_snakemake(
+    harness: str, report: str, workdir: Path, config: dict, *args
+) -> tuple[subprocess.CompletedProcess, object]:
+    """Snakemake run by a harness (`python -c`) that prints `<report> <JSON>` to stderr as it
+    exits: (the process, that JSON)."""
+    (workdir / "campaign.yaml").write_text(yaml.safe_dump(config))
+    command = [sys.executable, "-c", harness, "-s", str(REPO / "Snakefile")]
+    command += ["--configfile", "campaign.yaml", *args]
+    result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stderr.splitlines() if line.startswith(f"{report} "))
+    return result, json.loads(line.removeprefix(f"{report} "))
+
+
 def planned_jobs(result: subprocess.CompletedProcess) -> dict:
     """The 'Job stats' table of a dry run as {rule: count} ({} for nothing to be done)."""
     lines = (result.stdout + result.stderr).splitlines()
