@@ -177,10 +177,13 @@ def run_service_iteration(
         if set_up:  # failed runs too: a late host is what the next run must allow for
             start_margin.remember(history, max(set_up.values()))
         if exit_code != 0:
-            raise RunError(client_failure(spec, tool, exit_code, local_dir, output_path.name))
+            raise RunError(
+                client_failure(spec, tool, exit_code, local_dir, output_path.name, stuck_pids)
+            )
         if cut_short:
             raise RunError(
                 f"{spec.experiment}/{spec.run_id}: {spec.tool} client: {cut_short}"
+                f"{''.join(f'; {line}' for line in stuck_lines(hosts, stuck_pids))}"
                 f"\nraw output kept in {local_dir}"
             )
         if without_results:
@@ -608,9 +611,22 @@ def _stop_campaign_services(spec: RunSpec) -> None:
         services.stop_services(service["hosts"], service["tool"], service["port"])
 
 
-def client_failure(spec: RunSpec, tool, exit_code: int, local_dir: Path, output_name: str) -> str:
-    """Why the controller failed: each host it says it lost first, then the tail of what it
-    wrote (a tool's client may write its clients' errors into its output file, not stderr)."""
+def stuck_lines(hosts: list[dict], stuck: dict[str, tuple[str, ...]]) -> list[str]:
+    """Each host, in the run's order, whose service the stuck watch found waiting for ever for
+    its job, with the processes it stopped there."""
+    return [
+        f"host {host}: its service waited for ever for its job; stopped its processes:"
+        f" {' '.join(stuck[host])}"
+        for host in (h["name"] for h in hosts)
+        if stuck.get(host)
+    ]
+
+
+def client_failure(spec: RunSpec, tool, exit_code: int, local_dir: Path, output_name: str,
+                   stuck: dict[str, tuple[str, ...]] | None = None) -> str:  # fmt: skip
+    """Why the controller failed: each host it says it lost first, then each host whose service
+    the stuck watch stopped, then the tail of what it wrote (a tool's client may write its
+    clients' errors into its output file, not stderr)."""
     reason = exit_reason(exit_code, tool.exit_statuses)
     sources = (f"{CONTROLLER}.stderr", f"{CONTROLLER}.stdout", output_name)
     source, tail = next(
@@ -621,6 +637,7 @@ def client_failure(spec: RunSpec, tool, exit_code: int, local_dir: Path, output_
         f"host {host}: lost mid-run (its service or the host went away); "
         for host in tool.lost_hosts(_text(local_dir / output_name))
     )
+    lost += "".join(f"{line}; " for line in stuck_lines(list(spec.hosts), stuck or {}))
     return (
         f"{spec.experiment}/{spec.run_id}: {spec.tool} client {reason}; {lost}{source} tail:\n    "
         + "\n    ".join((tail or "(empty)").splitlines())
