@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -87,14 +88,25 @@ def kill_a_job_waiting_for_its_go(backend: int) -> int:
     return job
 
 
-@pytest.mark.parametrize("clones", [1, 2])
+@pytest.mark.parametrize(
+    ("clones", "connection"),
+    [(1, "persistent"), (2, "persistent"), (1, "per-step"), (1, "tree")],
+)
 def test_a_job_killed_as_it_starts_fails_the_run_naming_the_host_not_at_the_time_limit(
-    clones, ssh_hosts, tmp_path
+    clones, connection, ssh_hosts, tmp_path, request
 ):
     """clones: the victim's numjobs; with 2, the second clone's results come back, and only
-    the stuck backend tells of the killed one."""
+    the stuck backend tells of the killed one. connection: the hosts' sessions, which the
+    release's watchers and the stuck watch share (OpenSSH's master, paramiko's, or the
+    victim's through a ClusterShell gateway)."""
     port = free_port()
-    hosts = own_workdirs(ssh_hosts, tmp_path)
+    hosts = [{**host, "connection": connection} for host in own_workdirs(ssh_hosts, tmp_path)]
+    if connection == "tree":  # the fixture's gateway reaches the first host only
+        gateway = request.getfixturevalue("tree_gateway")
+        hosts = [
+            {**hosts[0], "gateway": gateway, "gateway_python": sys.executable},
+            {**hosts[1], "connection": "persistent"},
+        ]
     victim, other = (host["name"] for host in hosts)
     target = tmp_path / "target"
     jobs = {}
