@@ -305,20 +305,21 @@ _SHOW = 'show() { while IFS= read -r line || [ -n "$line" ]; do printf \'%s\\n\'
 
 def kept_version_script(folder: str, tool) -> str:
     """The tool's version, kept in folder per identity of its programs' files (device, inode,
-    size, mtime of each): later runs on the host read it in shell builtins instead of starting
-    the tool (fio --version: 20 ms of CPU per host and run); a changed program asks again."""
+    size, mtime of each; '-' for one not on the host, as gosbench's server on a service run's
+    hosts): later runs on the host read it in shell builtins instead of starting the tool (fio
+    --version: 20 ms of CPU per host and run); a changed, added or removed program asks again."""
     programs = tool.version_programs()
     if not programs:
         return version_script(tool)
     quoted = shlex.quote(folder)
-    identity = " && ".join(
-        f"program=$(command -v {shlex.quote(program)}) &&"
-        f' id={"$id." if index else ""}$(stat -L -c %d.%i.%s.%Y -- "$program" 2>/dev/null)'
-        for index, program in enumerate(programs)
+    identity = (
+        f"id=; for program in {' '.join(shlex.quote(program) for program in programs)}; do"
+        ' part=$(stat -L -c %d.%i.%s.%Y -- "$(command -v "$program")" 2>/dev/null) || part=-;'
+        ' id=${id:+$id.}$part; done'
     )
     return "\n".join([
         _SHOW,
-        f"{identity} || id=",
+        identity,
         f'kept={shlex.quote(f"{folder}/{tool.name}")}."$id"',
         'if [ -n "$id" ] && [ -f "$kept" ]; then show < "$kept"; exit 0; fi',
         f"out=$({version_script(tool)}); rc=$?",

@@ -373,7 +373,9 @@ def service_tools(campaign: Campaign) -> list[str]:
 
 def preflight_spec(campaign: Campaign, name: str) -> dict:
     experiment = campaign.experiments[name]
-    requirements = get_tool(experiment.tool).host_requirements(experiment.job, experiment.sweep)
+    requirements = get_tool(experiment.tool).host_requirements(
+        experiment.job, experiment.sweep, experiment.execution
+    )
     return {
         "experiment": name,
         "tool": experiment.tool,

@@ -248,9 +248,12 @@ class ToolAdapter:
         (a version command whose output says nothing of a file's identity)."""
         return (self.version_command()[0],)
 
-    def host_requirements(self, job: dict, sweep: dict) -> list[dict]:
-        """What each host must pass before an experiment's first run, beyond the tool's
-        version: [{"problem": what a failure means, "argv": the command}], run at preflight."""
+    def host_requirements(
+        self, job: dict, sweep: dict, execution: str = "standalone"
+    ) -> list[dict]:
+        """What each host must pass before an experiment's first run (run the ``execution``
+        way), beyond the tool's version: [{"problem": what a failure means, "argv": the
+        command}], run at preflight."""
         return []
 
     # --- preparation (capabilities.preparation): (global options, sections) of each job ---

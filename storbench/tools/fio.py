@@ -187,7 +187,9 @@ class FioAdapter(ToolAdapter):
 
         return fio_preparation.dataset_sections(spec, host, self.target_directory)
 
-    def host_requirements(self, job: dict, sweep: dict) -> list[dict]:
+    def host_requirements(
+        self, job: dict, sweep: dict, execution: str = "standalone"
+    ) -> list[dict]:
         """Each ioengine loads on the host (a job file's --parse-only does not load it)."""
         engines = [job.get("ioengine"), *(sweep.get("ioengine") or [])]
         return [

@@ -154,13 +154,18 @@ exit "$rc"
 
 _SERVER_SCRIPT = _SERVER_SCRIPT.replace("@HEADER@", ",".join(CSV_HEADER))
 
-# gosbench has no --version flag: its builds are told apart by the content of both binaries
+# gosbench has no --version flag: its builds are told apart by the content of its binaries
 # ('gosbench server sha256:<12 hex> worker sha256:<12 hex>', the same on every host running the
-# same build); 127 when one is missing, 1 when one cannot be read.
+# same build; 'gosbench worker sha256:<12 hex>' on a host with the worker only, as a service
+# run's hosts need: the server runs on the controller); 127 without the worker, 1 when a
+# binary cannot be read.
 _VERSION_SCRIPT = (
-    "server=$(command -v gosbench-server) && worker=$(command -v gosbench-worker) || exit 127; "
-    'server=$(sha256sum < "$server") && worker=$(sha256sum < "$worker") || exit 1; '
-    'printf \'gosbench server sha256:%.12s worker sha256:%.12s\\n\' "$server" "$worker"'
+    "worker=$(command -v gosbench-worker) || exit 127; "
+    'worker=$(sha256sum < "$worker") || exit 1; '
+    "if server=$(command -v gosbench-server); then "
+    'server=$(sha256sum < "$server") || exit 1; '
+    'printf \'gosbench server sha256:%.12s worker sha256:%.12s\\n\' "$server" "$worker"; '
+    "else printf 'gosbench worker sha256:%.12s\\n' \"$worker\"; fi"
 )
 
 
@@ -229,6 +234,21 @@ class GosbenchAdapter(ToolAdapter):
 
     def version_command(self) -> list[str]:
         return ["sh", "-c", _VERSION_SCRIPT]
+
+    def host_requirements(
+        self, job: dict, sweep: dict, execution: str = "standalone"
+    ) -> list[dict]:
+        """A standalone run starts the server on the host beside its worker (the version
+        command needs only the worker: a service run's server runs on the controller)."""
+        if execution != "standalone":
+            return []
+        return [
+            {
+                "problem": f"{SERVER} is not on the host's PATH (a standalone run starts it"
+                " beside the worker; execution: service runs it on the controller)",
+                "argv": ["sh", "-c", f"command -v {SERVER}"],
+            }
+        ]
 
     def version_programs(self) -> tuple[str, ...]:
         return (SERVER, WORKER)  # the files hashed: a host hashes them again once either changes

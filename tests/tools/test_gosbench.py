@@ -15,6 +15,7 @@ import yaml
 from storbench.config import campaign as config
 from storbench.core import results
 from storbench.core.schema_names import ALL_HOSTS
+from storbench.hosts import services
 from storbench.plan import specs as plan
 from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
@@ -497,8 +498,62 @@ def test_version_is_the_content_hash_of_both_binaries(tmp_path):
         f"gosbench server sha256:{SERVER_A} worker sha256:{WORKER_B}\n",  # another worker build
     ]
     assert ADAPTER.version_of(printed[0].stdout) == printed[0].stdout.strip()
+    # a service run's hosts need the worker only: the server runs on the controller
     (b / "gosbench-server").unlink()
-    assert version_printed(b).returncode == 127
+    worker_only = version_printed(b)
+    assert (worker_only.returncode, worker_only.stdout) == (
+        0,
+        f"gosbench worker sha256:{WORKER_B}\n",
+    )
+    (a / "gosbench-worker").unlink()
+    assert version_printed(a).returncode == 127
+
+
+def test_a_hosts_kept_version_follows_its_binaries_coming_and_going(tmp_path):
+    """The version a host keeps (per identity of both binaries) is asked again once the server
+    is added or removed, and is kept on a worker-only host too."""
+    bin_dir = gosbench_binaries(
+        tmp_path / "bin", b"gosbench-server build A\n", b"gosbench-worker build A\n"
+    )
+    server = (bin_dir / "gosbench-server").read_bytes()
+    (bin_dir / "gosbench-server").unlink()
+    kept_in = tmp_path / "kept"
+    script = services.kept_version_script(str(kept_in), ADAPTER)
+
+    def printed() -> str:
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+        done = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert printed() == f"gosbench worker sha256:{WORKER_A}\n"
+    assert [path.read_text() for path in kept_in.iterdir()] == [printed()]  # kept, read back
+    (bin_dir / "gosbench-server").write_bytes(server)
+    (bin_dir / "gosbench-server").chmod(stat.S_IRWXU)
+    assert printed() == f"gosbench server sha256:{SERVER_A} worker sha256:{WORKER_A}\n"
+    assert len(list(kept_in.iterdir())) == 2
+
+
+def test_a_standalone_run_needs_the_server_on_its_hosts_a_service_run_does_not(tmp_path):
+    standalone = ADAPTER.host_requirements({}, {}, "standalone")
+    assert ADAPTER.host_requirements({}, {}, "service") == []
+    (requirement,) = standalone
+    assert requirement["problem"].startswith("gosbench-server is not on the host's PATH")
+    bin_dir = gosbench_binaries(tmp_path / "bin", b"server\n", b"worker\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    assert subprocess.run(requirement["argv"], env=env, capture_output=True).returncode == 0
+    (bin_dir / "gosbench-server").unlink()
+    assert subprocess.run(requirement["argv"], env=env, capture_output=True).returncode != 0
+    # the shipped example's two experiments, the second run in service mode: each checked for
+    # what its mode runs on its hosts
+    example = Path(__file__).resolve().parents[2] / "config/examples/gosbench-s3.yaml"
+    raw = yaml.safe_load(example.read_text())
+    first, second = raw["experiments"]
+    raw["experiments"][second]["execution"] = "service"
+    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(raw))
+    campaign = config.load_campaign_file(tmp_path / "campaign.yaml")
+    checked = [plan.preflight_spec(campaign, name).get("requirements") for name in (first, second)]
+    assert checked == [standalone, None]
 
 
 def test_imported_rows_record_no_version():
