@@ -315,7 +315,7 @@ def kept_version_script(folder: str, tool) -> str:
     identity = (
         f"id=; for program in {' '.join(shlex.quote(program) for program in programs)}; do"
         ' part=$(stat -L -c %d.%i.%s.%Y -- "$(command -v "$program")" 2>/dev/null) || part=-;'
-        ' id=${id:+$id.}$part; done'
+        " id=${id:+$id.}$part; done"
     )
     return "\n".join([
         _SHOW,

@@ -373,9 +373,10 @@ def service_tools(campaign: Campaign) -> list[str]:
 
 def preflight_spec(campaign: Campaign, name: str) -> dict:
     experiment = campaign.experiments[name]
-    requirements = get_tool(experiment.tool).host_requirements(
-        experiment.job, experiment.sweep, experiment.execution
-    )
+    tool = get_tool(experiment.tool)
+    requirements = tool.host_requirements(experiment.job, experiment.sweep, experiment.execution)
+    # a service run's client runs on this machine
+    here = tool.controller_requirements() if experiment.execution == "service" else []
     return {
         "experiment": name,
         "tool": experiment.tool,
@@ -383,6 +384,7 @@ def preflight_spec(campaign: Campaign, name: str) -> dict:
         "hosts": campaign.hosts_of(name),
         # only when there are any: a spec without them stays the same and reruns nothing
         **({"requirements": requirements} if requirements else {}),
+        **({"controller_requirements": here} if here else {}),
         **({"require_same_version": True} if experiment.require_same_version else {}),
     }
 

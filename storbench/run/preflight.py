@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import shlex
+import socket
+import subprocess
 import time
 from collections.abc import Sequence
 
@@ -115,6 +117,30 @@ def _facts(
     return facts
 
 
+def controller_problems(requirements: Sequence[dict]) -> list[str]:
+    """Each requirement this machine (a service run's controller) fails, as a line naming it."""
+    problems = []
+    for requirement in requirements:
+        command = shlex.join(requirement["argv"])
+        try:
+            done = subprocess.run(
+                requirement["argv"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=CHECK_TIMEOUT_S,
+            )  # fmt: skip
+            code, printed = done.returncode, done.stderr.strip() or done.stdout.strip()
+        except FileNotFoundError:
+            code, printed = 127, f"{requirement['argv'][0]}: not found"
+        except subprocess.TimeoutExpired:
+            code, printed = 124, f"no answer within {CHECK_TIMEOUT_S:g} s"
+        if code != 0:
+            detail = (printed.splitlines() or [""])[-1]
+            problems.append(
+                f"the controller ({socket.gethostname()}): {requirement['problem']}"
+                f" ('{command}' exited {code}: {detail})"
+            )
+    return problems
+
+
 def run_preflight(spec: dict, output_path: str) -> dict:
     """Check every host in parallel; publish the report, or raise naming every bad host."""
     tool = get_tool(spec["tool"])
@@ -125,10 +151,13 @@ def run_preflight(spec: dict, output_path: str) -> dict:
         reports = list(
             pool.map(lambda host: check_host(host, tool, spec["target"], requirements), hosts)
         )
+    here = controller_problems(spec.get("controller_requirements", []))
     bad = [r for r in reports if "error" in r]
-    if bad:
-        lines = [f"{spec['experiment']}: preflight failed on {len(bad)} of {len(hosts)} host(s)"]
-        lines += [f"  {r['error']}" for r in bad]
+    if bad or here:
+        where = [*(["the controller"] if here else []),
+                 *([f"{len(bad)} of {len(hosts)} host(s)"] if bad else [])]  # fmt: skip
+        lines = [f"{spec['experiment']}: preflight failed on {' and on '.join(where)}"]
+        lines += [f"  {line}" for line in here] + [f"  {r['error']}" for r in bad]
         raise PreflightError("\n".join(lines))
     versions = hosts_by_version((r["name"], r.get("version")) for r in reports)
     warning = differ_across_hosts(spec["tool"], versions)

@@ -466,6 +466,19 @@ class ToolAdapter:
         """argv run on the controller that drives every service at once."""
         raise NotImplementedError(f"{self.name} has no service mode")
 
+    def controller_requirements(self) -> list[dict]:
+        """What the controller (the machine running Snakemake) must pass before a service-mode
+        experiment's first run, as host_requirements: the tool itself by default (its version
+        command), as its client runs there."""
+        install = f"; install it: {self.install_hint}" if self.install_hint else ""
+        return [
+            {
+                "problem": f"{self.name} is not usable here (execution: service runs its client"
+                f" on this machine){install}",
+                "argv": self.version_command(),
+            }
+        ]
+
     # --- parse ----------------------------------------------------------------------------
 
     def parse(self, manifest: Manifest, raw_dir: Path, base: dict) -> list[dict]:

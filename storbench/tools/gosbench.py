@@ -253,6 +253,16 @@ class GosbenchAdapter(ToolAdapter):
     def version_programs(self) -> tuple[str, ...]:
         return (SERVER, WORKER)  # the files hashed: a host hashes them again once either changes
 
+    def controller_requirements(self) -> list[dict]:
+        """A service run's server runs here (its workers dial it): the worker is not needed."""
+        return [
+            {
+                "problem": f"{SERVER} is not on this machine's PATH (execution: service runs"
+                f" gosbench's server here, which the hosts' workers dial); {self.install_hint}",
+                "argv": ["sh", "-c", f"command -v {SERVER}"],
+            }
+        ]
+
     def output_name(self, host: str) -> str:
         return f"{host}.gosbench"
 

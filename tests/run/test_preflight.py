@@ -8,11 +8,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
+from storbench.config import campaign as config
 from storbench.core.model import Host
 from storbench.hosts.transport import HostError, disconnect, open_transport
+from storbench.plan import specs as plan
 from storbench.run import preflight, room, start
 from storbench.run.preflight import PreflightError, run_preflight
+from storbench.tools import get_tool
 from tests.minio import free_port
 from tests.mounts import tmpfs
 from tests.run.test_one_trip import CountingTransport
@@ -258,3 +262,34 @@ def test_a_workdir_on_a_read_only_file_system_fails_preflight(
         " here (a read-only file system, or its permissions)"
     ]
     assert not (tmp_path / "p").exists()
+
+
+def test_a_service_experiment_checks_the_controller_for_what_runs_there(tmp_path, monkeypatch):
+    """Service mode runs the tool's client on this machine: a missing one fails preflight,
+    named, before any run (it failed the first run, after the hosts were prepared)."""
+    raw = tiny_config(tmp_path)
+    (name,) = raw["experiments"]
+    raw["experiments"][name]["execution"] = "service"
+    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(raw))
+    checked = plan.preflight_spec(config.load_campaign_file(tmp_path / "campaign.yaml"), name)
+    (requirement,) = checked["controller_requirements"]
+    assert requirement["argv"] == ["fio", "--version"]
+    good = run_preflight(checked, str(tmp_path / "good.json"))  # fio is here
+    assert good["hosts"][0]["tool_version"].startswith("fio-")
+    no_fio = tmp_path / "no-fio"
+    no_fio.mkdir()
+    monkeypatch.setenv("PATH", str(no_fio))  # this machine's, and the local host's
+    with pytest.raises(PreflightError) as failed:
+        run_preflight(checked, str(tmp_path / "bad.json"))
+    lines = str(failed.value).splitlines()
+    assert lines[0] == f"{name}: preflight failed on the controller and on 1 of 1 host(s)"
+    assert lines[1].startswith("  the controller (") and lines[1].endswith(
+        "): fio is not usable here (execution: service runs its client on this machine);"
+        f" install it: {get_tool('fio').install_hint} ('fio --version' exited 127: fio: not found)"
+    )
+    assert not (tmp_path / "bad.json").exists()
+    standalone = {**raw["experiments"][name], "execution": "standalone"}
+    raw["experiments"][name] = standalone
+    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(raw))
+    alone = plan.preflight_spec(config.load_campaign_file(tmp_path / "campaign.yaml"), name)
+    assert "controller_requirements" not in alone

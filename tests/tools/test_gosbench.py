@@ -17,6 +17,7 @@ from storbench.core import results
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.hosts import services
 from storbench.plan import specs as plan
+from storbench.run import preflight
 from storbench.run.render import RenderError, render_job
 from storbench.tools import get_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, ToolOutputError
@@ -534,7 +535,9 @@ def test_a_hosts_kept_version_follows_its_binaries_coming_and_going(tmp_path):
     assert len(list(kept_in.iterdir())) == 2
 
 
-def test_a_standalone_run_needs_the_server_on_its_hosts_a_service_run_does_not(tmp_path):
+def test_a_standalone_run_needs_the_server_on_its_hosts_a_service_run_does_not(
+    tmp_path, monkeypatch
+):
     standalone = ADAPTER.host_requirements({}, {}, "standalone")
     assert ADAPTER.host_requirements({}, {}, "service") == []
     (requirement,) = standalone
@@ -552,8 +555,17 @@ def test_a_standalone_run_needs_the_server_on_its_hosts_a_service_run_does_not(t
     raw["experiments"][second]["execution"] = "service"
     (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(raw))
     campaign = config.load_campaign_file(tmp_path / "campaign.yaml")
-    checked = [plan.preflight_spec(campaign, name).get("requirements") for name in (first, second)]
-    assert checked == [standalone, None]
+    checked = [plan.preflight_spec(campaign, name) for name in (first, second)]
+    assert [spec.get("requirements") for spec in checked] == [standalone, None]
+    # the service run's server runs on the controller: checked there, the worker not
+    assert "controller_requirements" not in checked[0]
+    (here,) = checked[1]["controller_requirements"]
+    assert here["argv"] == ["sh", "-c", "command -v gosbench-server"]
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")  # the worker only, as above
+    (problem,) = preflight.controller_problems([here])
+    assert "): gosbench-server is not on this machine's PATH (execution: service" in problem
+    (bin_dir / "gosbench-worker").rename(bin_dir / "gosbench-server")
+    assert preflight.controller_problems([here]) == []
 
 
 def test_imported_rows_record_no_version():
