@@ -126,9 +126,12 @@ def run_service_iteration(
             watchers = service_release.Watchers(deadline, local_dir / "launch", len(hosts))
             watchers.start(sessions, hosts, fifos)
         stuck = _stuck_watch(spec, tool, hosts, port, sessions, watchers)
-        # no look while the hosts measure: from when their I/O should have ended (a listening
-        # start's wait_s is its deadline, not its release, which comes when every host waits)
-        stuck.start(first_look_s=(0.0 if fifos else wait_s) + (run_seconds(spec.params) or 0.0))
+        # no look while the hosts measure: from when their I/O should have ended; a listening
+        # start's wait_s is its deadline, not its release, which comes when every host waits
+        # (a stuck host holds it): looked at until then, and again once its I/O should be over
+        run_s = run_seconds(spec.params) or 0.0
+        measuring = _io_window(watchers.deadline, run_s) if watchers is not None else None
+        stuck.start(first_look_s=(0.0 if fifos else wait_s) + run_s, measuring=measuring)
         try:
             exit_code = _run_controller(
                 spec, tool, jobs, endpoints, local_dir, str(output_path), wait_s, credentials
@@ -551,6 +554,12 @@ def _without_results(spec: RunSpec, hosts: list[dict], problems: dict[str, str],
         )
         lines.append(f"host {host}: {problems[host]}{waited}{stopped}")
     return "\n".join([*lines, f"raw output kept in {local_dir}"])
+
+
+def _io_window(deadline: service_release.Deadline, run_s: float):
+    """When a listening start's hosts measure, as known at the moment (an early release moves
+    it): (start, end) epochs."""
+    return lambda: (deadline.release_epoch, deadline.release_epoch + run_s)
 
 
 def _stuck_watch(

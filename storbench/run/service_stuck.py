@@ -7,13 +7,18 @@ processes on a host (ToolAdapter.stuck_service_script); this asks every host, ov
 own sessions, from LOOK_AFTER_S after the hosts' I/O should have ended (the release and the
 run's runtime and ramp; the launch for a job without a runtime) and every LOOK_EVERY_S after
 that, until the client ends: the hosts are not looked at while they measure, and a run that
-ends in time never. A host found stuck is named in the
-run's failure, and its stopped pids with it. Standard library only: this is the run path.
+ends in time never. A listening start (run/service_release) is looked at from its launch
+on, as a stuck host holds the others' release, but not from its release, which comes once
+every host waits, until LOOK_AFTER_S after its I/O should have ended. A host found stuck is
+named in the run's failure, and its stopped pids with it. Standard library only: this is the
+run path.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 from storbench.hosts import services
 
@@ -33,6 +38,7 @@ class StuckWatch:
         self._on_stuck = on_stuck or (lambda name: None)
         self._stop = threading.Event()
         self._first_look_s = LOOK_AFTER_S
+        self._measuring: Callable[[], tuple[float, float]] | None = None
         self._lock = threading.Lock()
         self._stopped: dict[str, tuple[str, ...]] = {}
         self._thread = threading.Thread(target=self._watch, name="stuck-watch", daemon=True)
@@ -42,9 +48,17 @@ class StuckWatch:
         with self._lock:
             return dict(self._stopped)
 
-    def start(self, first_look_s: float = 0.0) -> None:
-        """first_look_s: from now until the hosts' I/O should have ended (LOOK_AFTER_S on top)."""
+    def start(
+        self,
+        first_look_s: float = 0.0,
+        measuring: Callable[[], tuple[float, float]] | None = None,
+    ) -> None:
+        """first_look_s: from now until the hosts' I/O should have ended (LOOK_AFTER_S on top);
+        measuring: when the hosts' I/O starts and should end, as epochs, as they are known at
+        the moment (a listening start's release comes later): no look from the one until
+        LOOK_AFTER_S after the other."""
         self._first_look_s = first_look_s + LOOK_AFTER_S
+        self._measuring = measuring
         if self._hosts:
             self._thread.start()
 
@@ -59,6 +73,8 @@ class StuckWatch:
         if self._stop.wait(self._first_look_s):
             return
         while True:
+            if self._stopped_while_measuring():
+                return
             with self._lock:
                 left = [h for h in self._hosts if h["name"] not in self._stopped]
             if not left:
@@ -71,6 +87,18 @@ class StuckWatch:
                     self._on_stuck(name)
             if self._stop.wait(LOOK_EVERY_S):
                 return
+
+    def _stopped_while_measuring(self) -> bool:
+        """Waits while the hosts measure (their I/O's start moves, an early release); whether
+        stop() came meanwhile."""
+        while self._measuring is not None:
+            io_start, io_end = self._measuring()
+            now = time.time()
+            if not io_start <= now < io_end + LOOK_AFTER_S:
+                return False
+            if self._stop.wait(min(io_end + LOOK_AFTER_S - now, 1.0)):
+                return True
+        return False
 
     def _look(self, host: dict) -> tuple[str, ...]:
         if self._stop.is_set():

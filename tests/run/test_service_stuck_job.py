@@ -202,6 +202,38 @@ def test_the_watch_names_each_host_found_stuck_once_and_ends_at_stop(tmp_path, m
     assert looks.read_text().split() == asked  # none after stop()
 
 
+def test_no_host_is_looked_at_while_the_hosts_measure(tmp_path, monkeypatch):
+    """A listening start: the hosts are looked at until the release (a stuck one holds it),
+    not from the release until LOOK_AFTER_S after their I/O should have ended, then again;
+    the release known only as it comes (here moved 0.3 s ahead once looks were made)."""
+    monkeypatch.setattr(service_stuck, "LOOK_AFTER_S", 0.2)
+    monkeypatch.setattr(service_stuck, "LOOK_EVERY_S", 0.05)
+    looks = tmp_path / "looks"
+    hosts = [{"name": "a", "transport": "local"}]
+    window = {"release": time.time() + 600.0}  # the deadline until the early release
+    run_s = 1.0
+
+    def measuring() -> tuple[float, float]:
+        return window["release"], window["release"] + run_s
+
+    sessions = Sessions()
+    watch = service_stuck.StuckWatch({"a": f"date +%s.%N >> {looks}"}, sessions, hosts)
+    watch.start(first_look_s=-0.2, measuring=measuring)  # the first look at once
+    try:
+        wait_for(lambda: looks.exists() and len(looks.read_text().split()) >= 2, "two looks")
+        window["release"] = release = time.time() + 0.3
+        quiet_until = release + run_s + service_stuck.LOOK_AFTER_S
+        wait_for(lambda: float(looks.read_text().split()[-1]) >= quiet_until, "a look after")
+    finally:
+        watch.stop()
+        sessions.close()
+    stamps = [float(stamp) for stamp in looks.read_text().split()]
+    # a look under way as the release came may end just after it (0.5 s, for a busy machine):
+    # none starts within
+    assert not [stamp for stamp in stamps if release + 0.5 <= stamp < quiet_until]
+    assert stamps[0] < release and stamps[-1] >= quiet_until
+
+
 def test_a_tool_without_a_stuck_state_is_never_looked_at():
     hosts = [{"name": "a", "transport": "local"}]
     watch = service_stuck.StuckWatch({"a": ""}, Sessions(), hosts)
