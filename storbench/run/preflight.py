@@ -108,36 +108,34 @@ def _facts(
     for index, requirement in enumerate(requirements):
         outcome = outcomes.get(f"requirement{index}")
         if outcome is not None and outcome.rc != 0:
-            detail = (outcome.err.strip() or outcome.out.strip()).splitlines()[:1] or [""]
-            command = shlex.join(requirement["argv"])
-            raise HostError(
-                transport.spec.name,
-                f"{requirement['problem']} ('{command}' exited {outcome.rc}: {detail[0]})",
-            )
+            raise HostError(transport.spec.name, requirement_failed(requirement, outcome))
     return facts
+
+
+def requirement_failed(requirement: dict, outcome: one_trip.Outcome) -> str:
+    """A requirement's problem, with its command, exit code and first line of what it said."""
+    detail = (outcome.err.strip() or outcome.out.strip()).splitlines()[:1] or [""]
+    command = shlex.join(requirement["argv"])
+    return f"{requirement['problem']} ('{command}' exited {outcome.rc}: {detail[0]})"
 
 
 def controller_problems(requirements: Sequence[dict]) -> list[str]:
     """Each requirement this machine (a service run's controller) fails, as a line naming it."""
     problems = []
     for requirement in requirements:
-        command = shlex.join(requirement["argv"])
         try:
             done = subprocess.run(
                 requirement["argv"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                 timeout=CHECK_TIMEOUT_S,
             )  # fmt: skip
-            code, printed = done.returncode, done.stderr.strip() or done.stdout.strip()
+            outcome = one_trip.Outcome(done.returncode, done.stdout, done.stderr)
         except FileNotFoundError:
-            code, printed = 127, f"{requirement['argv'][0]}: not found"
+            outcome = one_trip.Outcome(127, "", f"{requirement['argv'][0]}: not found")
         except subprocess.TimeoutExpired:
-            code, printed = 124, f"no answer within {CHECK_TIMEOUT_S:g} s"
-        if code != 0:
-            detail = (printed.splitlines() or [""])[-1]
-            problems.append(
-                f"the controller ({socket.gethostname()}): {requirement['problem']}"
-                f" ('{command}' exited {code}: {detail})"
-            )
+            outcome = one_trip.Outcome(124, "", f"no answer within {CHECK_TIMEOUT_S:g} s")
+        if outcome.rc != 0:
+            where = f"the controller ({socket.gethostname()})"
+            problems.append(f"{where}: {requirement_failed(requirement, outcome)}")
     return problems
 
 

@@ -243,11 +243,10 @@ class GosbenchAdapter(ToolAdapter):
         if execution != "standalone":
             return []
         return [
-            {
-                "problem": f"{SERVER} is not on the host's PATH (a standalone run starts it"
-                " beside the worker; execution: service runs it on the controller)",
-                "argv": ["sh", "-c", f"command -v {SERVER}"],
-            }
+            _server_on_path(
+                "the host's PATH (a standalone run starts it beside the worker; execution:"
+                " service runs it on the controller)"
+            )
         ]
 
     def version_programs(self) -> tuple[str, ...]:
@@ -256,11 +255,10 @@ class GosbenchAdapter(ToolAdapter):
     def controller_requirements(self) -> list[dict]:
         """A service run's server runs here (its workers dial it): the worker is not needed."""
         return [
-            {
-                "problem": f"{SERVER} is not on this machine's PATH (execution: service runs"
-                f" gosbench's server here, which the hosts' workers dial); {self.install_hint}",
-                "argv": ["sh", "-c", f"command -v {SERVER}"],
-            }
+            _server_on_path(
+                "this machine's PATH (execution: service runs gosbench's server here, which"
+                f" the hosts' workers dial); {self.install_hint}"
+            )
         ]
 
     def output_name(self, host: str) -> str:
@@ -334,6 +332,11 @@ class GosbenchAdapter(ToolAdapter):
 
 
 ADAPTER = GosbenchAdapter()
+
+
+def _server_on_path(where: str) -> dict:
+    """A preflight requirement: gosbench's server found on ``where`` (a PATH, and why)."""
+    return {"problem": f"{SERVER} is not on {where}", "argv": ["sh", "-c", f"command -v {SERVER}"]}
 
 
 def _server_argv(job_path: str, output_path: str, port: str, *, workers: int, worker: str):
