@@ -14,7 +14,12 @@ from storbench.config import compare as config_compare
 from storbench.config import source as config_source
 from storbench.core import paths
 from storbench.plan.checks import adapter_problems
-from storbench.plan.workflow import WorkflowPlan, lock_name, names_pattern
+from storbench.plan.workflow import (
+    WorkflowPlan,
+    lock_name,
+    names_pattern,
+    port_lock_name,
+)
 from storbench.run import collector, live_progress
 from storbench.run.cleanup import stop_campaign_services as stop_services_of
 from storbench.run.job_records import keep_pandas_out_of_job_records
@@ -122,6 +127,19 @@ def target_locks():
     return {lock_name(target): run_lock(target) for target in PLAN.used_targets}
 
 
+def controller_port_locks():
+    """One scheduler resource per port of this machine that hosts' workers dial: one run
+    listening there at a time, and no preflight listening there for its hosts meanwhile.
+    """
+    ports = PLAN.dialed_ports
+    return {
+        port_lock_name(port): per_run(
+            lambda wildcards, port=port: int(ports.get(wildcards.experiment) == port)
+        )
+        for port in sorted(set(ports.values()))
+    }
+
+
 def preparation_locks():
     """Preparation jobs hold the locks of the targets they write (a recipe's passes may name
     other targets): no benchmark runs on a target being prepared."""
@@ -142,6 +160,8 @@ def preparation_locks():
 # stays, and must be 1), so a new target name needs no profile edit.
 for target in PLAN.used_targets:
     workflow.global_resources.setdefault(lock_name(target), 1)
+for port in set(PLAN.dialed_ports.values()):
+    workflow.global_resources.setdefault(port_lock_name(port), 1)
 missing_caps = PLAN.missing_lock_caps(workflow.global_resources)
 if missing_caps:
     raise WorkflowError(
@@ -153,7 +173,9 @@ if missing_caps:
 
 def job_kind(job):
     """What a job needs from the scheduler: jobs alike wait for it alike."""
-    return job.rule.name, job.priority, PLAN.job_targets(job.wildcards_dict)
+    wildcards = job.wildcards_dict
+    port = PLAN.dialed_ports.get(wildcards.get("experiment"))
+    return job.rule.name, job.priority, PLAN.job_targets(wildcards), port
 
 
 def start_campaign():

@@ -52,6 +52,8 @@ rule preflight:
     localrule: True
     conda:
         "../envs/storbench.yaml"
+    resources:
+        **controller_port_locks(),
     params:
         spec=preflight_spec_json,
     shell:
@@ -76,6 +78,7 @@ rule run_iteration:
         "../envs/storbench.yaml"
     resources:
         **target_locks(),
+        **controller_port_locks(),
     params:
         spec=run_spec_json,
         time_limit=run_time_limit,

@@ -17,6 +17,7 @@ rule search_probe:
         "../envs/storbench.yaml"
     resources:
         **target_locks(),
+        **controller_port_locks(),
     params:
         spec=search_spec_json,
         time_limit=search_time_limit,

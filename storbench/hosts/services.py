@@ -77,6 +77,11 @@ def host_spec(host: dict) -> Host:
     return Host.from_dict(host)
 
 
+def controller_address(spec: Host) -> str:
+    """This machine's address as the host reaches it (hosts on this machine: loopback)."""
+    return spec.controller_address or "127.0.0.1"
+
+
 def port_of(spec: Host, tool: str, default: int) -> int:
     """The host's own port for the tool's service (service_ports), else the campaign's."""
     return int(spec.service_ports.get(tool, default))

@@ -376,7 +376,10 @@ def preflight_spec(campaign: Campaign, name: str) -> dict:
     tool = get_tool(experiment.tool)
     requirements = tool.host_requirements(experiment.job, experiment.sweep, experiment.execution)
     # a service run's client runs on this machine
-    here = tool.controller_requirements() if experiment.execution == "service" else []
+    service = experiment.execution == "service"
+    here = tool.controller_requirements() if service else []
+    # its workers dial this machine: each host connects to it at preflight
+    dialed = tool.default_port if service and tool.workers_dial_controller else 0
     return {
         "experiment": name,
         "tool": experiment.tool,
@@ -385,6 +388,7 @@ def preflight_spec(campaign: Campaign, name: str) -> dict:
         # only when there are any: a spec without them stays the same and reruns nothing
         **({"requirements": requirements} if requirements else {}),
         **({"controller_requirements": here} if here else {}),
+        **({"controller_port": dialed} if dialed else {}),
         **({"require_same_version": True} if experiment.require_same_version else {}),
     }
 

@@ -30,6 +30,12 @@ def lock_name(target: str) -> str:
     return "lock_" + re.sub(r"\W", "_", target)
 
 
+def port_lock_name(port: int) -> str:
+    """The scheduler resource that keeps one job at a time on a port of this machine that
+    workers dial (a run's server, or the preflight listening there for its hosts)."""
+    return f"controller_port_{port}"
+
+
 def names_pattern(names) -> str:
     """A wildcard pattern of exactly these names; one that matches nothing when empty."""
     return "|".join(re.escape(name) for name in names) or "(?!x)x"
@@ -59,6 +65,16 @@ class WorkflowPlan:
             | {d.target_name for d in campaign.datasets.values()}
             | {t for r in campaign.recipes.values() for t in r.target_names}
         )
+
+    @functools.cached_property
+    def dialed_ports(self) -> dict[str, int]:
+        """Experiment -> the port of this machine its hosts' workers dial (service mode)."""
+        ports = {}
+        for name, experiment in self.campaign.experiments.items():
+            tool = get_tool(experiment.tool)
+            if experiment.execution == "service" and tool.workers_dial_controller:
+                ports[name] = tool.default_port
+        return ports
 
     @functools.cached_property
     def any_setup(self) -> bool:

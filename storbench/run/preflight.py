@@ -1,7 +1,10 @@
 """Before an experiment's first run: every host reachable, the tool there, room on the target.
 
 Hosts whose tool versions differ are a warning ('warnings' in the report, printed), or an
-error with the experiment's ``require_same_version``.
+error with the experiment's ``require_same_version``. Where the hosts' workers dial the
+controller (``controller_port`` in the spec), each host opens a connection to its
+``controller_address`` at that port, which this machine listens on meanwhile: a wrong
+address fails here, named, where a run would wait for its workers until its time limit.
 
 All hosts are checked at once; the error lists each bad host and why, so a 100-client
 campaign does not fail one host at a time. Light imports: this is on the run path.
@@ -10,6 +13,9 @@ campaign does not fail one host at a time. Light imports: this is on the run pat
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import errno
+import re
 import shlex
 import socket
 import subprocess
@@ -26,13 +32,19 @@ from storbench.run.start import CLOCK, clock_offset
 from storbench.tools import get_tool
 
 CHECK_TIMEOUT_S = 60.0
+REACH_TIMEOUT_S = 5  # a connection to the controller not made by then: a wrong address
+REACH_NAME = "storbench-reach"  # $0 of the host's connecting shell
 
 
 class PreflightError(RuntimeError):
     pass
 
 
-def check_host(host: dict, tool, target: dict, requirements: Sequence[dict] = ()) -> dict:
+def check_host(
+    host: dict, tool, target: dict, requirements: Sequence[dict] = (), controller_port: int = 0
+) -> dict:
+    """The host's facts, or its 'error'; with controller_port, whether it reaches this
+    machine at its controller_address there."""
     spec = Host.from_dict(host)
     report: dict = {"name": spec.name}
     try:
@@ -43,7 +55,11 @@ def check_host(host: dict, tool, target: dict, requirements: Sequence[dict] = ()
             if target.get("type") == "s3":
                 directory = None
             writable = directory if target.get("type") == "directory" else None
-            report.update(_facts(transport, tool, directory, requirements, writable, spec.workdir))
+            reach = (services.controller_address(spec), controller_port)
+            report.update(
+                _facts(transport, tool, directory, requirements, writable, spec.workdir,
+                       reach if controller_port else None)
+            )  # fmt: skip
     except HostError as error:
         report["error"] = str(error)
     except Exception as error:  # reported per host, like the runner
@@ -58,6 +74,7 @@ def _facts(
     requirements: Sequence[dict] = (),
     writable: str | None = None,
     workdir: str | None = None,
+    reach: tuple[str, int] | None = None,
 ) -> dict:
     """Clock, room, tool version and the experiment's requirements in one round trip; the
     clock is read at the script's start and end, so its offset does not count the time the
@@ -74,6 +91,8 @@ def _facts(
         steps.add("writable", room.writable_script(writable))
     if workdir:  # the runs' locks, job files and outputs
         steps.add("workdir", room.writable_script(workdir))
+    if reach:
+        steps.add("reach", reach_script(*reach))
     before = time.time()
     try:
         outcomes = one_trip.run(transport, steps, timeout_s=CHECK_TIMEOUT_S)
@@ -109,7 +128,65 @@ def _facts(
         outcome = outcomes.get(f"requirement{index}")
         if outcome is not None and outcome.rc != 0:
             raise HostError(transport.spec.name, requirement_failed(requirement, outcome))
+    if reach and (found := outcomes.get("reach")):
+        if found.rc != 0:
+            raise HostError(transport.spec.name, unreached(tool, transport.spec, reach, found))
+        facts["reaches_controller"] = f"{reach[0]}:{reach[1]}"
     return facts
+
+
+def reach_script(address: str, port: int) -> str:
+    """A TCP connection to address:port from the host (bash's /dev/tcp), time-bounded; a
+    host without bash or timeout is not checked."""
+    connect = shlex.quote('exec 3<>"/dev/tcp/$1/$2"')
+    return (
+        "command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1 || exit 0; "
+        f"timeout {REACH_TIMEOUT_S} bash -c {connect} {REACH_NAME} {shlex.quote(address)} "
+        f"{int(port)}"
+    )
+
+
+def unreached(tool, host: Host, reach: tuple[str, int], outcome: one_trip.Outcome) -> str:
+    """Why a host did not reach the controller, and the key that says where it is."""
+    address, port = reach
+    if outcome.rc == 124:
+        detail = f"no connection within {REACH_TIMEOUT_S} s"
+    else:
+        said = (outcome.err.strip() or outcome.out.strip()).splitlines()[:1] or [""]
+        # bash names its script first: "storbench-reach: line 1: <address>: <why>"
+        detail = re.sub(rf"^{REACH_NAME}: (line \d+: )?", "", said[0]) or f"exit {outcome.rc}"
+    key = f"hosts.{host.group}.controller_address" if host.group else "controller_address"
+    return (
+        f"cannot reach the controller at {address}:{port} ({detail}); {tool.name} workers "
+        f"dial it there in every run: set {key} to this machine's address as the host "
+        "reaches it"
+    )
+
+
+@contextlib.contextmanager
+def controller_listening(port: int, backlog: int):
+    """This machine listening on port (every address) while the hosts connect, unaccepted:
+    the kernel completes each handshake. Yields a warning instead when the port cannot be
+    had (another run's server on it): the hosts are then not asked to connect. Port 0:
+    nothing to listen on."""
+    if not port:
+        yield None
+        return
+    family = socket.AF_INET6 if socket.has_dualstack_ipv6() else socket.AF_INET
+    try:
+        listener = socket.create_server(
+            ("", port), family=family, backlog=max(128, backlog),
+            dualstack_ipv6=family == socket.AF_INET6,
+        )  # fmt: skip
+    except OSError as error:
+        why = "in use" if error.errno == errno.EADDRINUSE else (error.strerror or str(error))
+        yield (
+            f"the controller's port {port} could not be listened on for the check ({why}): "
+            "whether the hosts reach the controller was not checked"
+        )
+        return
+    with listener:
+        yield None
 
 
 def requirement_failed(requirement: dict, outcome: one_trip.Outcome) -> str:
@@ -144,11 +221,19 @@ def run_preflight(spec: dict, output_path: str) -> dict:
     tool = get_tool(spec["tool"])
     hosts = spec["hosts"]
     open_files.allow_for(len(hosts))  # before any host: the runs will start them all at once
-    with concurrent.futures.ThreadPoolExecutor(services.workers(hosts)) as pool:
-        requirements = spec.get("requirements", [])
-        reports = list(
-            pool.map(lambda host: check_host(host, tool, spec["target"], requirements), hosts)
-        )
+    requirements = spec.get("requirements", [])
+    port = int(spec.get("controller_port", 0))
+    workers = services.workers(hosts)
+    with (
+        controller_listening(port, len(hosts)) as unchecked,
+        concurrent.futures.ThreadPoolExecutor(workers) as pool,
+    ):
+        port = 0 if unchecked else port
+
+        def check(host: dict) -> dict:
+            return check_host(host, tool, spec["target"], requirements, port)
+
+        reports = list(pool.map(check, hosts))
     here = controller_problems(spec.get("controller_requirements", []))
     bad = [r for r in reports if "error" in r]
     if bad or here:
@@ -165,6 +250,6 @@ def run_preflight(spec: dict, output_path: str) -> dict:
         )
     report = {"experiment": spec["experiment"], "tool": spec["tool"], "hosts": reports}
     report["versions"] = versions
-    report["warnings"] = [warning] if warning else []
+    report["warnings"] = [w for w in (unchecked, warning) if w]
     atomic.write_json(output_path, report)
     return report

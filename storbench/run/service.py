@@ -55,7 +55,6 @@ from storbench.run.start import (
 from storbench.tools import get_tool
 from storbench.tools.base import ENV_FILE_SCRIPT, SECRET_PLACEHOLDERS
 
-LOCAL_CONTROLLER = "127.0.0.1"  # hosts on the controller's own machine reach it here
 # a host whose service was found waiting for ever for its job (service_stuck), with results
 STUCK = "its job ended early (its job process killed as it started?)"
 
@@ -269,7 +268,7 @@ def _arrival(done: Finished | None, setup_s: float | None) -> dict:
 
 
 def _controller_endpoint(host: dict, port: int) -> str:
-    return with_port(services.host_spec(host).controller_address or LOCAL_CONTROLLER, port)
+    return with_port(services.controller_address(services.host_spec(host)), port)
 
 
 def _start_workers(
@@ -280,7 +279,7 @@ def _start_workers(
 
     def start(host: dict) -> list[str]:
         host_spec = services.host_spec(host)
-        controller = host_spec.controller_address or LOCAL_CONTROLLER
+        controller = services.controller_address(host_spec)
         own_port = services.port_of(host_spec, spec.tool, tool.worker_port)
         argv = tool.worker_command(controller, port, own_port)
         if not argv:  # the tool's client starts what runs on the hosts itself

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from storbench.tools import get_tool
 from tests.minio import free_port
 from tests.mounts import tmpfs
 from tests.run.test_one_trip import CountingTransport
-from tests.sshd import start_sshd
+from tests.sshd import lab_host, start_sshd
 from tests.workflow.test_workflow import snakemake, tiny_config
 
 
@@ -274,6 +275,7 @@ def test_a_service_experiment_checks_the_controller_for_what_runs_there(tmp_path
     checked = plan.preflight_spec(config.load_campaign_file(tmp_path / "campaign.yaml"), name)
     (requirement,) = checked["controller_requirements"]
     assert requirement["argv"] == ["fio", "--version"]
+    assert "controller_port" not in checked  # fio's client dials the hosts, not they it
     good = run_preflight(checked, str(tmp_path / "good.json"))  # fio is here
     assert good["hosts"][0]["tool_version"].startswith("fio-")
     no_fio = tmp_path / "no-fio"
@@ -293,3 +295,49 @@ def test_a_service_experiment_checks_the_controller_for_what_runs_there(tmp_path
     (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(raw))
     alone = plan.preflight_spec(config.load_campaign_file(tmp_path / "campaign.yaml"), name)
     assert "controller_requirements" not in alone
+
+
+def test_hosts_whose_workers_dial_the_controller_connect_to_it_at_preflight(ssh_lab, tmp_path):
+    """Workers that dial the controller (GOSBench's) retried a wrong controller_address until
+    the run's time limit. At preflight each host connects to its controller_address at the
+    spec's controller_port while this machine listens there; a host that cannot is named,
+    with its group's key. Real sshd hosts, real connections."""
+    port = free_port()
+
+    def host(server, controller_address: str) -> dict:
+        found = lab_host(ssh_lab, server, tmp_path / "remote" / server.address).to_dict()
+        return {**found, "group": f"g{server.address}", "controller_address": controller_address}
+
+    good, wrong = ssh_lab.servers[:2]
+    checked = {**spec("fio", [host(good, "127.0.0.1")], tmp_path / "t"), "controller_port": port}
+    report = run_preflight(checked, str(tmp_path / "good.json"))
+    assert report["hosts"][0]["reaches_controller"] == f"127.0.0.1:{port}"
+    assert report["warnings"] == []
+    hosts = [host(good, "127.0.0.1"), host(wrong, "controller.invalid")]
+    with pytest.raises(PreflightError) as failed:
+        run_preflight({**checked, "hosts": hosts}, str(tmp_path / "bad.json"))
+    lines = str(failed.value).splitlines()
+    assert lines[0] == "exp: preflight failed on 1 of 2 host(s)"
+    assert lines[1].startswith(
+        f"  host {wrong.address}: cannot reach the controller at controller.invalid:{port}"
+        " (controller.invalid: "
+    )  # then bash's own words for a name it cannot resolve
+    assert lines[1].endswith(
+        f"); fio workers dial it there in every run: set hosts.g{wrong.address}"
+        ".controller_address to this machine's address as the host reaches it"
+    )
+    assert not (tmp_path / "bad.json").exists()
+
+
+def test_a_controller_port_in_use_is_a_warning_and_no_host_dials_it(tmp_path):
+    """Another run's server on the port (an experiment on another target): the hosts are not
+    asked to connect to it, and the report says the check was not made."""
+    with socket.create_server(("", 0)) as taken:
+        port = taken.getsockname()[1]
+        checked = {**spec("fio", [LOCAL], tmp_path / "t"), "controller_port": port}
+        report = run_preflight(checked, str(tmp_path / "p.json"))
+    assert "reaches_controller" not in report["hosts"][0]
+    assert report["warnings"] == [
+        f"the controller's port {port} could not be listened on for the check (in use): "
+        "whether the hosts reach the controller was not checked"
+    ]

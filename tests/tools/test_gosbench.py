@@ -559,6 +559,9 @@ def test_a_standalone_run_needs_the_server_on_its_hosts_a_service_run_does_not(
     assert [spec.get("requirements") for spec in checked] == [standalone, None]
     # the service run's server runs on the controller: checked there, the worker not
     assert "controller_requirements" not in checked[0]
+    # and its workers dial the controller's server: each host connects to it at preflight
+    assert "controller_port" not in checked[0]  # a standalone worker dials its own host
+    assert checked[1]["controller_port"] == ADAPTER.default_port == 2000
     (here,) = checked[1]["controller_requirements"]
     assert here["argv"] == ["sh", "-c", "command -v gosbench-server"]
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")  # the worker only, as above

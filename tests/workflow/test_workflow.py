@@ -337,6 +337,31 @@ def test_every_target_is_capped_without_a_profile(tmp_path):
     assert first[1] <= second[0]
 
 
+def test_one_job_at_a_time_listens_on_a_port_workers_dial(tmp_path):
+    """GOSBench's service runs listen on this machine's port 2000 for their workers, and
+    their preflight listens there while its hosts connect: a run of one experiment and the
+    preflight or a run of another (on another target too) would take the port from each
+    other. One scheduler resource per such port, held by exactly those jobs."""
+    raw = yaml.safe_load((REPO / "config/examples/gosbench-s3.yaml").read_text())
+    standalone, service = raw["experiments"]
+    raw["experiments"][service]["execution"] = "service"
+    result = snakemake(tmp_path, raw, "-n")
+    held = {}
+    for block in result.stdout.split("\nrule ")[1:]:
+        rule, _, rest = block.partition(":")
+        fields = dict(line.strip().split(": ", 1) for line in rest.splitlines() if ": " in line)
+        experiment = dict(
+            pair.split("=", 1) for pair in fields.get("wildcards", "").split(", ") if pair
+        ).get("experiment")
+        resources = dict(pair.split("=", 1) for pair in fields["resources"].split(", "))
+        held.setdefault((rule, experiment), set()).add(resources.get("controller_port_2000"))
+    assert held[("preflight", service)] == held[("run_iteration", service)] == {"1"}
+    assert held[("preflight", standalone)] == held[("run_iteration", standalone)] == {"0"}
+    (tmp_path / "fio").mkdir()
+    tiny = snakemake(tmp_path / "fio", tiny_config(tmp_path / "target"), "-n")
+    assert "controller_port" not in tiny.stdout  # no experiment has workers that dial
+
+
 def test_a_target_cap_other_than_one_is_refused(tmp_path):
     result = snakemake(
         tmp_path, tiny_config(tmp_path / "target"), "--resources", "lock_scratch=2", check=False
