@@ -72,8 +72,9 @@ def test_rounds_that_weigh_one_job_of_each_kind_run_the_whole_campaign(tmp_path)
         ONE_OF_EACH_KIND_SNAKEMAKE, "KINDS", tmp_path, config, "--cores", "2"
     )
     kinds = {tuple(json.loads(kind)[:2]): kind for kind in seen}
-    # a run's kind: its rule, its priority and the target whose lock it holds
-    assert json.loads(kinds[("run_iteration", 5)]) == ["run_iteration", 5, ["scratch"]]
+    # a run's kind: its rule, its priority, the target whose lock it holds and the port of
+    # this machine its hosts' workers dial (controller_port_<port>: none for fio)
+    assert json.loads(kinds[("run_iteration", 5)]) == ["run_iteration", 5, ["scratch"], None]
     assert ("render_job", 0) in kinds and ("parse_iteration", 0) in kinds
     # 3 runs x 2 iterations, each run's rows in the summary
     summary = pq.read_table(tmp_path / "results" / "tiny" / "summary.parquet").to_pylist()
