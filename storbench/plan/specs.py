@@ -11,7 +11,7 @@ from storbench.config.runs import client_steps, host_roles
 from storbench.config.sweep import PlanError
 from storbench.core import hostfacts, paths, units
 from storbench.core.buckets import bucket_name
-from storbench.core.model import Campaign, Host, Run
+from storbench.core.model import Campaign, Experiment, Host, Run
 from storbench.core.specs import (
     HostJobsSpec,
     ProbeSpec,
@@ -371,15 +371,21 @@ def service_tools(campaign: Campaign) -> list[str]:
     return sorted(tool for tool in tools if not get_tool(tool).service_per_run)
 
 
+def dialed_port(experiment: Experiment) -> int:
+    """The port of this machine the experiment's hosts' workers dial (a service run's server
+    listens there), else 0."""
+    tool = get_tool(experiment.tool)
+    dials = experiment.execution == "service" and tool.workers_dial_controller
+    return tool.default_port if dials else 0
+
+
 def preflight_spec(campaign: Campaign, name: str) -> dict:
     experiment = campaign.experiments[name]
     tool = get_tool(experiment.tool)
     requirements = tool.host_requirements(experiment.job, experiment.sweep, experiment.execution)
     # a service run's client runs on this machine
-    service = experiment.execution == "service"
-    here = tool.controller_requirements() if service else []
-    # its workers dial this machine: each host connects to it at preflight
-    dialed = tool.default_port if service and tool.workers_dial_controller else 0
+    here = tool.controller_requirements() if experiment.execution == "service" else []
+    dialed = dialed_port(experiment)  # each host connects to it at preflight
     return {
         "experiment": name,
         "tool": experiment.tool,

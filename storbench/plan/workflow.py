@@ -69,12 +69,8 @@ class WorkflowPlan:
     @functools.cached_property
     def dialed_ports(self) -> dict[str, int]:
         """Experiment -> the port of this machine its hosts' workers dial (service mode)."""
-        ports = {}
-        for name, experiment in self.campaign.experiments.items():
-            tool = get_tool(experiment.tool)
-            if experiment.execution == "service" and tool.workers_dial_controller:
-                ports[name] = tool.default_port
-        return ports
+        ports = {name: specs.dialed_port(e) for name, e in self.campaign.experiments.items()}
+        return {name: port for name, port in ports.items() if port}
 
     @functools.cached_property
     def any_setup(self) -> bool:

@@ -152,9 +152,9 @@ def unreached(tool, host: Host, reach: tuple[str, int], outcome: one_trip.Outcom
     if outcome.rc == 124:
         detail = f"no connection within {REACH_TIMEOUT_S} s"
     else:
-        said = (outcome.err.strip() or outcome.out.strip()).splitlines()[:1] or [""]
         # bash names its script first: "storbench-reach: line 1: <address>: <why>"
-        detail = re.sub(rf"^{REACH_NAME}: (line \d+: )?", "", said[0]) or f"exit {outcome.rc}"
+        said = re.sub(rf"^{REACH_NAME}: (line \d+: )?", "", first_line_said(outcome))
+        detail = said or f"exit {outcome.rc}"
     key = f"hosts.{host.group}.controller_address" if host.group else "controller_address"
     return (
         f"cannot reach the controller at {address}:{port} ({detail}); {tool.name} workers "
@@ -191,9 +191,13 @@ def controller_listening(port: int, backlog: int):
 
 def requirement_failed(requirement: dict, outcome: one_trip.Outcome) -> str:
     """A requirement's problem, with its command, exit code and first line of what it said."""
-    detail = (outcome.err.strip() or outcome.out.strip()).splitlines()[:1] or [""]
     command = shlex.join(requirement["argv"])
-    return f"{requirement['problem']} ('{command}' exited {outcome.rc}: {detail[0]})"
+    return f"{requirement['problem']} ('{command}' exited {outcome.rc}: {first_line_said(outcome)})"
+
+
+def first_line_said(outcome: one_trip.Outcome) -> str:
+    """The first line of a step's stderr, else of its stdout; empty when it said nothing."""
+    return next(iter((outcome.err.strip() or outcome.out.strip()).splitlines()), "")
 
 
 def controller_problems(requirements: Sequence[dict]) -> list[str]:
