@@ -169,7 +169,7 @@ class VdbenchAdapter(ToolAdapter):
     )
     output_is_folder = True
     exit_statuses = {157: "vdbench's own failure exit, -99: see its message"}
-    default_port = 5570  # vdbench's own master port (its slaves connect back to it)
+    default_port = 5570  # its master's port; a second master at once takes 5571.. (8 tries)
     job_login_user = DEFAULT_HD_USER  # hd=default's user
     service_job_shared = True  # one parameter file with an hd= line per host
     service_per_run = True  # vdbench's master starts its slaves over ssh itself (hd shell=ssh)
