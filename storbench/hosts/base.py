@@ -154,6 +154,11 @@ class Transport:
         """Run a small POSIX shell script (quote its arguments!): (exit code, stdout, stderr)."""
         return self._shell(script, timeout_s=timeout_s)
 
+    def own_shell(self, script: str, *, timeout_s: float) -> tuple[int, str, str]:
+        """``shell`` for a script of storbench's own, which leaves no process holding its
+        output: through a shell the transport keeps open on the host, where it keeps one."""
+        return self._shell(script, timeout_s=timeout_s)
+
     def fresh_dir(self, path: str) -> None:
         """An empty folder at path: what an earlier session left there is removed first."""
         quoted = shlex.quote(path)

@@ -29,6 +29,7 @@ import socket
 import subprocess
 import tarfile
 import tempfile
+import threading
 from pathlib import Path
 
 from storbench.core.atomic import atomic_output
@@ -47,6 +48,7 @@ from storbench.hosts.base import (
     mkdir_script,
     program_name,
 )
+from storbench.hosts.kept_shell import KeptShell, ShellGone
 
 PERSIST_S = 900  # a master without sessions this long closes (ControlPersist)
 KEEPALIVE_COUNT = 3  # unanswered keepalives before the master gives the host up
@@ -82,6 +84,8 @@ class OpenSSHTransport(Transport):
         self._master_checked = False
         self._running: subprocess.Popen | None = None  # the session of the tool run() waits for
         self._jump = _jump_transport(spec) if spec.jump else None
+        self._kept: KeptShell | None = None  # for short scripts, until close()
+        self._kept_lock = threading.Lock()
 
     def check(self) -> None:
         self._ensure_master()
@@ -167,7 +171,8 @@ class OpenSSHTransport(Transport):
             raise self._error(f"cannot create directory {path}: {_reason(rc, err)}")
 
     def close(self) -> None:
-        """Nothing to close: the master outlives the step on purpose (PERSIST_S)."""
+        """The kept shell ends; the master outlives the step on purpose (PERSIST_S)."""
+        self._drop_kept()
 
     def disconnect(self) -> None:
         """Close the master connection now (`ssh -O exit`); sessions still open end too."""
@@ -176,6 +181,30 @@ class OpenSSHTransport(Transport):
         self._master_checked = False
         if self._jump is not None:  # the hosts behind it end their masters here too
             self._jump.disconnect()
+
+    def own_shell(self, script: str, *, timeout_s: float) -> tuple[int, str, str]:
+        """Through the kept shell (the next script's session costs no process here and no
+        session there); through a session of its own while another thread's script runs
+        in it, or if it has ended before the script could start."""
+        self._ensure_master()
+        kept = self._kept_shell()
+        if kept.lock.acquire(blocking=False):  # busy (another thread's script): a session
+            try:
+                rc, out, err = kept.run(script, timeout_s)
+            except ShellGone:
+                self._drop_kept()  # nothing ran: a session of its own below
+            except subprocess.TimeoutExpired as exc:
+                self._drop_kept()
+                raise self._error("command still running past its deadline; killing it") from exc
+            else:
+                if rc == SSH_FAILED and not kept.alive():
+                    self._drop_kept()
+                    if not self.master_alive():
+                        raise self._connection_lost("running a shell command")
+                return rc, out, err
+            finally:
+                kept.lock.release()
+        return self._shell(script, timeout_s=timeout_s)
 
     def _shell(self, script: str, *, timeout_s: float) -> tuple[int, str, str]:
         done = self._session(script, timeout_s=timeout_s)
@@ -186,6 +215,19 @@ class OpenSSHTransport(Transport):
         )
 
     # -- sessions ---------------------------------------------------------------------
+
+    def _kept_shell(self) -> KeptShell:
+        with self._kept_lock:
+            if self._kept is None or not self._kept.alive():
+                # the account's shell, which runs each command of a session of its own
+                self._kept = KeptShell(self._session_argv('exec "${SHELL:-sh}"'))
+            return self._kept
+
+    def _drop_kept(self) -> None:
+        with self._kept_lock:
+            kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.close()
 
     def _session(self, script: str, stdin: bytes = b"", *, stdout=None, timeout_s=SHELL_TIMEOUT_S):
         """One short session: script's exit status, output and error; HostError if the

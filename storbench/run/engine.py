@@ -390,7 +390,7 @@ def _finish_host(transport, tidy: str | None, locks: list[str], me: str) -> None
     parts = [f"(\n{tidy}\n)"] if tidy else []
     parts.append(target_lock.release_script(locks, me))
     with contextlib.suppress(Exception):
-        transport.shell("\n".join(parts), timeout_s=SHELL_TIMEOUT_S)
+        transport.own_shell("\n".join(parts), timeout_s=SHELL_TIMEOUT_S)
 
 
 def _kill_everywhere(hosts: list[Host], paths: list[HostPaths], local_dir: Path, tool) -> None:

@@ -78,7 +78,7 @@ class Steps:
 
 def run(transport, steps: Steps, *, timeout_s: float) -> dict[str, Outcome]:
     """Run the steps on the host in one round trip; ScriptFailed if the script did not end."""
-    rc, out, err = transport.shell(steps.script(), timeout_s=timeout_s)
+    rc, out, err = transport.own_shell(steps.script(), timeout_s=timeout_s)
     return steps.parse(rc, out, err)
 
 

@@ -103,7 +103,7 @@ class StuckWatch:
     def _look(self, host: dict) -> tuple[str, ...]:
         if self._stop.is_set():
             return ()
-        code, out, _ = self._sessions.of(host).shell(
+        code, out, _ = self._sessions.of(host).own_shell(
             self._scripts[host["name"]], timeout_s=LOOK_TIMEOUT_S
         )
         return tuple(out.split()) if code == 0 else ()

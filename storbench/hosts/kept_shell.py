@@ -1,0 +1,143 @@
+"""A shell kept open on a host through its SSH master, for storbench's own scripts in turn.
+
+Each script runs in a subshell of it with no input, between a start line and an end line
+(its exit code) on stdout, and an end line on stderr; the lines carry a fresh random mark, so
+no output can end a script early. A session ends when every process holding its output has
+let it go; the end lines come when the script's subshell ends, so only scripts that leave no
+process holding their output come here (``Transport.own_shell``: a run's preparation, looks
+and finish), never a command from the config. A session per script costs an ssh process here
+and a session there: 128 hosts' preparation steps took 0.75 s each time, through kept shells
+0.26 s from the second on (bench/HISTORY.md, 2026-12-07). Standard library only: this is the
+benchmark path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+CHUNK = 65536
+REAP_S = 5.0  # an ended shell's ssh process exits once its streams have
+
+
+class ShellGone(RuntimeError):
+    """The shell ended before the script started: nothing ran, it may be run afresh."""
+
+
+class KeptShell:
+    """One POSIX shell reading scripts on its standard input (``argv`` starts it)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self._proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        self.lock = threading.Lock()  # one script at a time; a busy shell is passed by
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def run(self, script: str, timeout_s: float) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) of script; ShellGone if the shell ended before it
+        started; subprocess.TimeoutExpired past timeout_s (the shell is ended: the host's
+        session, and the script with it). A shell that ends while the script runs gives
+        exit code 255 and the output so far, as ssh does when its session is lost."""
+        mark = f"@@storbench-kept-{uuid.uuid4().hex}@@"
+        started, ended = f"{mark} started\n".encode(), f"\n{mark} rc ".encode()
+        text = _wrapped(script, mark).encode()
+        out, err = self._exchange(text, mark, timeout_s)
+        begin = out.find(started)  # after what the account's start-up files may print
+        if begin < 0:
+            self._reap()
+            raise ShellGone(err.decode(errors="replace").strip())
+        body = out[begin + len(started) :]
+        end = re.search(rb"\n" + re.escape(mark.encode()) + rb" rc (\d+)\n", body)
+        err_end = err.find(f"\n{mark}\n".encode())
+        if end is None or err_end < 0:  # the shell ended with the script: the session lost
+            self._reap()
+            return 255, _text(body.split(ended)[0]), _text(err)
+        return int(end[1]), _text(body[: end.start()]), _text(err[:err_end])
+
+    def close(self) -> None:
+        """End the shell: its input closed (it exits), and its ssh process if it stays."""
+        proc = self._proc
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()  # type: ignore[union-attr]
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGTERM)
+
+    def _exchange(self, text: bytes, mark: str, timeout_s: float) -> tuple[bytes, bytes]:
+        """Write text; read both streams until each has its end line, or they close."""
+        proc = self._proc
+        assert proc.stdin and proc.stdout and proc.stderr
+        out_end = re.compile(rb"\n" + re.escape(mark.encode()) + rb" rc \d+\n")
+        err_end = f"\n{mark}\n".encode()
+        buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        deadline = time.monotonic() + timeout_s
+        pending = memoryview(text)
+        with selectors.DefaultSelector() as selector:
+            for fd in buffers:
+                os.set_blocking(fd, False)
+                selector.register(fd, selectors.EVENT_READ)
+            in_fd = proc.stdin.fileno()
+            os.set_blocking(in_fd, False)
+            selector.register(in_fd, selectors.EVENT_WRITE)
+            while not (out_end.search(buffers[out_fd]) and err_end in buffers[err_fd]):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._kill()
+                    raise subprocess.TimeoutExpired("kept shell", timeout_s)
+                events = selector.select(left)
+                for key, _ in events:
+                    if key.fd == in_fd:
+                        try:
+                            pending = pending[os.write(in_fd, pending) :]
+                        except BrokenPipeError:
+                            pending = pending[len(pending) :]
+                        if not pending:
+                            selector.unregister(in_fd)
+                        continue
+                    chunk = os.read(key.fd, CHUNK)
+                    if not chunk:  # the stream closed: the shell has ended
+                        selector.unregister(key.fd)
+                    buffers[key.fd] += chunk
+                if out_fd not in selector.get_map() and err_fd not in selector.get_map():
+                    break
+        return bytes(buffers[out_fd]), bytes(buffers[err_fd])
+
+    def _kill(self) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._reap()
+
+    def _reap(self) -> None:
+        """Closed, and waited for: its streams have ended, its process goes with them."""
+        self.close()
+        try:
+            self._proc.wait(timeout=REAP_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+
+
+def _wrapped(script: str, mark: str) -> str:
+    """script in a subshell with no input, between the start line and the end lines."""
+    return (
+        f"printf '%s started\\n' '{mark}'\n( {script}\n) </dev/null\n"
+        f"printf '\\n%s rc %s\\n' '{mark}' \"$?\"; printf '\\n%s\\n' '{mark}' >&2\n"
+    )
+
+
+def _text(data: bytes) -> str:
+    return data.decode(errors="replace")
