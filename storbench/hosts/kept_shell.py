@@ -3,12 +3,12 @@
 Each script runs in a subshell of it with no input, between a start line and an end line
 (its exit code) on stdout, and an end line on stderr; the lines carry a fresh random mark, so
 no output can end a script early. A session ends when every process holding its output has
-let it go; the end lines come when the script's subshell ends, so only scripts that leave no
+let it go, but the end lines come when the script's subshell ends: only scripts that leave no
 process holding their output come here (``Transport.own_shell``: a run's preparation, looks
 and finish), never a command from the config. A session per script costs an ssh process here
-and a session there: 128 hosts' preparation steps took 0.75 s each time, through kept shells
-0.26 s from the second on (bench/HISTORY.md, 2026-12-07). Standard library only: this is the
-benchmark path.
+and a session there: for 128 hosts, a preparation's steps (4 KB of script) took 0.75 s each
+time as sessions, and through kept shells 0.70 s the first time, 0.22 s from the second on
+(bench/HISTORY.md, 2026-12-07). Standard library only: this is the benchmark path.
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ def test_a_shell_lost_while_its_script_runs_is_exit_255_with_the_output_so_far()
     assert not shell.alive()
 
 
-def test_scripts_run_in_the_accounts_own_shell_as_a_session_runs_them(transport):
-    """The account's shell, as each session's command: the scripts were written for it."""
-    session = transport._session('echo "$SHELL"; ps -o comm= -p $$; true').stdout.decode()
-    assert transport.own_shell('echo "$SHELL"; ps -o comm= -p $$; true', timeout_s=30)[1] == session
+def test_scripts_see_the_environment_a_session_has(transport):
+    """The kept shell is sh started by the account's shell, which has read its start-up files:
+    the same variables (PATH, where an account adds its tools) as a session's command."""
+    probe = 'echo "$HOME|$PATH|$USER"'
+    assert transport.own_shell(probe, timeout_s=30) == transport.shell(probe, timeout_s=30)
