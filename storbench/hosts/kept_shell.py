@@ -92,7 +92,14 @@ class KeptShell:
             in_fd = proc.stdin.fileno()
             os.set_blocking(in_fd, False)
             selector.register(in_fd, selectors.EVENT_WRITE)
-            while not (out_end.search(buffers[out_fd]) and err_end in buffers[err_fd]):
+            # the end lines end the output: only each buffer's tail is looked at (a large
+            # output, read in pipe-sized chunks, is not searched again for every chunk)
+            tail = len(err_end) + 32
+            out, err = buffers[out_fd], buffers[err_fd]
+            while not (
+                out_end.search(out, max(0, len(out) - tail))
+                and err.find(err_end, max(0, len(err) - tail)) >= 0
+            ):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._kill()

@@ -110,3 +110,17 @@ def test_scripts_see_the_environment_a_session_has(transport):
     the same variables (PATH, where an account adds its tools) as a session's command."""
     probe = 'echo "$HOME|$PATH|$USER"'
     assert transport.own_shell(probe, timeout_s=30) == transport.shell(probe, timeout_s=30)
+
+
+def test_a_large_output_arrives_whole(transport):
+    rc, out, err = transport.own_shell(
+        "head -c 3000000 /dev/zero | tr '\\0' x; echo; head -c 200000 /dev/zero | tr '\\0' y >&2",
+        timeout_s=60,
+    )
+    assert (rc, len(out), out.count("x"), len(err), err.count("y")) == (
+        0,
+        3000001,
+        3000000,
+        200000,
+        200000,
+    )
