@@ -50,20 +50,20 @@ class KeptShell:
         session, and the script with it). A shell that ends while the script runs gives
         exit code 255 and the output so far, as ssh does when its session is lost."""
         mark = f"@@storbench-kept-{uuid.uuid4().hex}@@"
-        started, ended = f"{mark} started\n".encode(), f"\n{mark} rc ".encode()
-        text = _wrapped(script, mark).encode()
-        out, err = self._exchange(text, mark, timeout_s)
+        started = f"{mark} started\n".encode()
+        out_end = re.compile(rb"\n" + re.escape(mark.encode()) + rb" rc (\d+)\n")
+        err_end = f"\n{mark}\n".encode()
+        out, err = self._exchange(_wrapped(script, mark).encode(), out_end, err_end, timeout_s)
         begin = out.find(started)  # after what the account's start-up files may print
         if begin < 0:
             self._reap()
-            raise ShellGone(err.decode(errors="replace").strip())
+            raise ShellGone(_text(err).strip())
         body = out[begin + len(started) :]
-        end = re.search(rb"\n" + re.escape(mark.encode()) + rb" rc (\d+)\n", body)
-        err_end = err.find(f"\n{mark}\n".encode())
-        if end is None or err_end < 0:  # the shell ended with the script: the session lost
+        end, err_stop = out_end.search(body), err.find(err_end)
+        if end is None or err_stop < 0:  # the shell ended with the script: the session lost
             self._reap()
-            return 255, _text(body.split(ended)[0]), _text(err)
-        return int(end[1]), _text(body[: end.start()]), _text(err[:err_end])
+            return 255, _text(body), _text(err)
+        return int(end[1]), _text(body[: end.start()]), _text(err[:err_stop])
 
     def close(self) -> None:
         """End the shell: its input closed (it exits), and its ssh process if it stays."""
@@ -75,27 +75,25 @@ class KeptShell:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGTERM)
 
-    def _exchange(self, text: bytes, mark: str, timeout_s: float) -> tuple[bytes, bytes]:
+    def _exchange(
+        self, text: bytes, out_end: re.Pattern[bytes], err_end: bytes, timeout_s: float
+    ) -> tuple[bytes, bytes]:
         """Write text; read both streams until each has its end line, or they close."""
         proc = self._proc
         assert proc.stdin and proc.stdout and proc.stderr
-        out_end = re.compile(rb"\n" + re.escape(mark.encode()) + rb" rc \d+\n")
-        err_end = f"\n{mark}\n".encode()
-        buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        in_fd, out_fd, err_fd = proc.stdin.fileno(), proc.stdout.fileno(), proc.stderr.fileno()
+        out, err = bytearray(), bytearray()
+        received = {out_fd: out, err_fd: err}
+        # the end lines end the output: only each buffer's tail is looked at (a large
+        # output, read in pipe-sized chunks, is not searched again for every chunk)
+        tail = len(err_end) + 32
         deadline = time.monotonic() + timeout_s
         pending = memoryview(text)
         with selectors.DefaultSelector() as selector:
-            for fd in buffers:
+            for fd, event in ((in_fd, selectors.EVENT_WRITE), (out_fd, selectors.EVENT_READ),
+                              (err_fd, selectors.EVENT_READ)):  # fmt: skip
                 os.set_blocking(fd, False)
-                selector.register(fd, selectors.EVENT_READ)
-            in_fd = proc.stdin.fileno()
-            os.set_blocking(in_fd, False)
-            selector.register(in_fd, selectors.EVENT_WRITE)
-            # the end lines end the output: only each buffer's tail is looked at (a large
-            # output, read in pipe-sized chunks, is not searched again for every chunk)
-            tail = len(err_end) + 32
-            out, err = buffers[out_fd], buffers[err_fd]
+                selector.register(fd, event)
             while not (
                 out_end.search(out, max(0, len(out) - tail))
                 and err.find(err_end, max(0, len(err) - tail)) >= 0
@@ -104,8 +102,7 @@ class KeptShell:
                 if left <= 0:
                     self._kill()
                     raise subprocess.TimeoutExpired("kept shell", timeout_s)
-                events = selector.select(left)
-                for key, _ in events:
+                for key, _ in selector.select(left):
                     if key.fd == in_fd:
                         try:
                             pending = pending[os.write(in_fd, pending) :]
@@ -117,10 +114,10 @@ class KeptShell:
                     chunk = os.read(key.fd, CHUNK)
                     if not chunk:  # the stream closed: the shell has ended
                         selector.unregister(key.fd)
-                    buffers[key.fd] += chunk
+                    received[key.fd] += chunk
                 if out_fd not in selector.get_map() and err_fd not in selector.get_map():
                     break
-        return bytes(buffers[out_fd]), bytes(buffers[err_fd])
+        return bytes(out), bytes(err)
 
     def _kill(self) -> None:
         with contextlib.suppress(OSError):
