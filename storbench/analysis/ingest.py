@@ -79,7 +79,8 @@ def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = Fals
         "tool": manifest.tool,
         "params_json": json.dumps(manifest.params, sort_keys=True),
         "job_file_sha256": manifest.job_file_sha256,
-        "command": " ".join(hosts[0]["command"]),
+        # a service run's hosts share the controller's command, kept once (not once per host)
+        "command": " ".join((manifest.controller or hosts[0])["command"]),
         "raw_path": str(raw_dir),
         "start_time": min(h["start_time"] for h in hosts),
         "end_time": max(h["end_time"] for h in hosts),

@@ -24,6 +24,7 @@ threads gains nothing and mixes up interrupt handling.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import math
 import os
@@ -246,6 +247,41 @@ def _release(gateway: _Gateway) -> None:
         gateway.conn.close()
 
 
+class _JumpChannel:
+    """The direct-tcpip channel through a jump host that one host's SSH connection runs in,
+    with each send and the close made one after the other: paramiko checks that a channel is
+    open and sends its data outside one lock, so the host's last packet, sent by its
+    transport's thread as another thread closed the connection, arrived after the channel's
+    close, and the jump host's sshd dropped its connection and every host behind it."""
+
+    def __init__(self, channel):
+        self._channel = channel
+        self._turn = threading.Lock()
+
+    def send(self, data):
+        with self._turn:
+            return self._channel.send(data)
+
+    def close(self):
+        with self._turn:
+            self._channel.close()
+
+    def __getattr__(self, name):
+        return getattr(self._channel, name)
+
+
+@functools.cache
+def _behind_jump_connection():
+    """fabric's Connection for a host behind a jump host: its channel a _JumpChannel."""
+    from fabric import Connection  # lazy: loads fabric, importlib.metadata, paramiko, yaml
+
+    class BehindJump(Connection):
+        def open_gateway(self):
+            return _JumpChannel(super().open_gateway())
+
+    return BehindJump
+
+
 class SSHTransport(Transport):
     """A host reached over SSH (fabric Connection, paramiko channels underneath)."""
 
@@ -430,7 +466,7 @@ class SSHTransport(Transport):
                 "look_for_keys": False,
                 "allow_agent": False,
             }
-        conn = Connection(
+        conn = (Connection if gateway is None else _behind_jump_connection())(
             host, user=user, port=port, gateway=gateway, connect_kwargs=connect_kwargs,
             # fabric truncates to int and treats 0 as "no timeout"
             connect_timeout=max(1, math.ceil(timeout_s)),

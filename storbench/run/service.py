@@ -216,7 +216,6 @@ def run_service_iteration(
                     "name": host["name"],
                     "endpoint": endpoint,
                     "job_file": job_files[host["name"]],
-                    "command": argv,
                     "exit_code": exit_code,
                     # the host's own start (its job's exec_prerun), else when the client started
                     "start_time": stamps.get(host["name"]) or start,

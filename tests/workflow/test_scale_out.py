@@ -92,6 +92,8 @@ def test_steps_run_on_two_then_four_hosts_through_one_client(ssh_lab, scale_camp
         assert [arg for arg in command if arg.startswith("--client=")] == [
             f"--client=ip:{address},8765" for address in hosts
         ]
+        # the hosts share that one command: it is kept once, not once per host (O(hosts²))
+        assert not [h["name"] for h in manifest["hosts"] if "command" in h]
         stats = controller_output(tmp_path, "scale", run_id)["client_stats"]
         run_rows = [r for r in rows if r["run_id"] == run_id]
         for entry in stats:
@@ -105,6 +107,7 @@ def test_steps_run_on_two_then_four_hosts_through_one_client(ssh_lab, scale_camp
             assert row["iops"] == entry["read"]["iops"]
         assert {r["step"] for r in run_rows} == {run_id.rsplit("_", 1)[1]}
         assert {r["hosts_in_run"] for r in run_rows} == {len(hosts)}
+        assert {r["command"] for r in run_rows} == {" ".join(command)}
 
 
 def test_each_host_records_its_own_start_and_the_skew(scale_campaign):
