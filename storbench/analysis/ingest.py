@@ -80,7 +80,7 @@ def manifest_rows(manifest: Manifest, folder: Path, with_timeseries: bool = Fals
         "params_json": json.dumps(manifest.params, sort_keys=True),
         "job_file_sha256": manifest.job_file_sha256,
         # a service run's hosts share the controller's command, kept once (not once per host)
-        "command": " ".join((manifest.controller or hosts[0])["command"]),
+        "command": " ".join((manifest.controller or {}).get("command") or hosts[0]["command"]),
         "raw_path": str(raw_dir),
         "start_time": min(h["start_time"] for h in hosts),
         "end_time": max(h["end_time"] for h in hosts),
