@@ -60,10 +60,11 @@ class KeptShell:
             raise ShellGone(_text(err).strip())
         body = out[begin + len(started) :]
         end, err_stop = out_end.search(body), err.find(err_end)
+        stdout = _text(body if end is None else body[: end.start()])  # never the end line
         if end is None or err_stop < 0:  # the shell ended with the script: the session lost
             self._reap()
-            return 255, _text(body), _text(err)
-        return int(end[1]), _text(body[: end.start()]), _text(err[:err_stop])
+            return 255, stdout, _text(err)
+        return int(end[1]), stdout, _text(err[:err_stop])
 
     def close(self) -> None:
         """End the shell: its input closed (it exits), and its ssh process if it stays."""
