@@ -529,7 +529,11 @@ def ssh_loop(lab, records: list[dict], work: Path, excluded: set[int]) -> dict:
             processes = []
             try:
                 for server in lab.servers:
+                    # the job's exec_prerun leaves its output in fio's folder, not the home's
+                    folder = outputs / server.address
+                    folder.mkdir(exist_ok=True)
                     remote = (
+                        f"cd {shlex.quote(str(folder))} && "
                         f'echo "{STAMP_PREFIX}$(date +%s.%N)" >&2; '
                         f"exec env STORBENCH_HOST={server.address} fio --output-format=json+ "
                         f"{shlex.quote(record['job_file'])}"
