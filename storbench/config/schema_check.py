@@ -5,6 +5,7 @@ and address patterns spelled out.
 
 from __future__ import annotations
 
+import difflib
 from functools import cache
 
 import yaml
@@ -60,8 +61,9 @@ def _describe_schema_error(error) -> str:
     if _may_hold_a_key(path, error.instance):
         return _without_value(error, path)
     if error.validator == "additionalProperties" and error.validator_value is False:
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return f"{key_path(path + extra[:1])}: unknown key" + (
+        known = error.schema.get("properties", {})
+        extra = sorted(set(error.instance) - set(known))
+        return f"{key_path(path + extra[:1])}: unknown key{_meant(extra[0], known)}" + (
             f" (also {', '.join(map(repr, extra[1:]))})" if len(extra) > 1 else ""
         )
     if error.validator == "propertyNames":
@@ -86,6 +88,39 @@ def _describe_schema_error(error) -> str:
     if error.validator == "required":
         return f"{key_path(path)}: {error.message}"
     return f"{key_path(path)}: {error.message}"
+
+
+# keys other tools (clush, ssh_config, fio-plot, elbencho's host files) name otherwise
+KEY_SYNONYMS = {
+    "hosts": "nodes",
+    "nodeset": "nodes",
+    "hostnames": "nodes",
+    "username": "user",
+    "login": "user",
+    "identity_file": "identity",
+    "identityfile": "identity",
+    "key_file": "identity",
+    "proxyjump": "jump",
+    "proxy_jump": "jump",
+    "jump_host": "jump",
+    "bastion": "jump",
+    "strict_host_key_checking": "host_key_check",
+    "stricthostkeychecking": "host_key_check",
+    "options": "job",
+    "params": "job",
+    "parameters": "job",
+    "repeat": "iterations",
+    "repeats": "iterations",
+}
+
+
+def _meant(key, known) -> str:
+    """' (did you mean 'x'?)' for a key the schema knows under a close or other tools' name."""
+    if not isinstance(key, str):
+        return ""
+    synonym = KEY_SYNONYMS.get(key.lower())
+    close = [synonym] if synonym in known else difflib.get_close_matches(key, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _may_hold_a_key(path: list, instance) -> bool:

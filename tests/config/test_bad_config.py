@@ -408,6 +408,38 @@ def test_each_schema_class_names_its_key(mutate, expected):
 
 
 @pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        # other tools' names for a key (clush's node list, ssh_config's options)
+        (
+            lambda c: c["hosts"]["clients"].update(hosts=c["hosts"]["clients"].pop("nodes")),
+            "hosts.clients.hosts: unknown key (did you mean 'nodes'?)",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(username="root"),
+            "hosts.clients.username: unknown key (did you mean 'user'?)",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(ProxyJump="bastion"),
+            "hosts.clients.ProxyJump: unknown key (did you mean 'jump'?)",
+        ),
+        # a misspelt key
+        (
+            lambda c: experiment(c).update(iteration=3),
+            "experiments.demo.iteration: unknown key (did you mean 'iterations'?)",
+        ),
+        # no key close to it: nothing guessed
+        (
+            lambda c: c["hosts"]["clients"].update(password="x"),
+            "hosts.clients.password: unknown key",
+        ),
+    ],
+)
+def test_an_unknown_key_names_the_key_it_may_mean(mutate, expected):
+    assert expected in problems_of(mutate)
+
+
+@pytest.mark.parametrize(
     ("option", "value", "expected"),
     [
         ("bs", "4kk", "not a size: '4kk'"),
