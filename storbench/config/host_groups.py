@@ -70,8 +70,7 @@ def check_each_host_once(key: str, groups: tuple, host_groups: dict, problems: l
 
 def expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
     key = f"hosts.{name}"
-    nodes_text = group.get("nodes", name)
-    nodes = _expand_nodes(f"{key}.nodes", nodes_text, problems)
+    nodes = _expand_node_list(f"{key}.nodes", group.get("nodes", name), problems)
     if not nodes:
         return []
     if not _gateway_fits(key, group, problems):
@@ -177,6 +176,36 @@ HOST_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")  # <host>.json is
 _NODE_RANGE = re.compile(r"\[([^\[\]]*)\]")
 _RANGE_PART = re.compile(r"^(\d+)(?:-(\d+)(?:/(\d+))?)?$")
 _NODESET_OPERATORS = re.compile(r"[!&^]")
+
+
+def _expand_node_list(key: str, nodes: str | list[str], problems: list[str]) -> list[str]:
+    """The host names of a node set, or of a list of them in the list's order; [] with a
+    problem when one is unusable, or names a host another names too."""
+    if isinstance(nodes, str):
+        return _expand_nodes(key, nodes, problems)
+    most = sum(_most_nodes(text) for text in nodes)
+    if most > MAX_HOSTS_PER_GROUP:
+        problems.append(
+            f"{key}: the list expands to up to {most} hosts (more than MAX_HOSTS_PER_GROUP ="
+            f" {MAX_HOSTS_PER_GROUP}; split the group)"
+        )
+        return []
+    names: list[str] = []
+    where: dict[str, int] = {}
+    for index, text in enumerate(nodes):
+        expanded = _expand_nodes(f"{key}[{index}]", text, problems)
+        if not expanded:
+            return []
+        for node in expanded:
+            if node in where:
+                problems.append(
+                    f"{key}[{index}]: host {node} is already in {key}[{where[node]}]; a group"
+                    " names each host once"
+                )
+                return []
+            where[node] = index
+            names.append(node)
+    return names
 
 
 def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:

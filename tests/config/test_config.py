@@ -120,6 +120,28 @@ def test_each_problem_names_its_key(mutate, expected):
     assert any(expected in p for p in problems), problems
 
 
+def test_a_group_lists_its_hosts_in_the_order_written():
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"]["nodes"] = ["client09", "client[01-03]", "10.0.0.7"]
+    names = [h["name"] for h in load_campaign(raw).host_groups["clients"]]
+    assert names == ["client09", "client01", "client02", "client03", "10.0.0.7"]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "expected"),
+    [
+        (["client[01-03]", "client02"], "hosts.clients.nodes[1]: host client02 is already in"),
+        (["client01", 7], "hosts.clients.nodes[1]: 7 is not of type 'string'"),
+        (["client01", "client[01-"], "hosts.clients.nodes[1]: malformed host range"),
+        ([], "hosts.clients.nodes: [] should be non-empty"),
+        (["n[1-4000]", "m[1-97]"], "the list expands to up to 4097 hosts (more than"),
+    ],
+)
+def test_a_list_of_hosts_names_the_entry_at_fault(nodes, expected):
+    problems = problems_of(lambda c: c["hosts"]["clients"].update(nodes=nodes))
+    assert any(expected in p for p in problems), problems
+
+
 def test_report_units_are_decimal_unless_the_config_says_binary():
     assert load_campaign(copy.deepcopy(VALID)).report_settings["units"] == "decimal"
     raw = {**copy.deepcopy(VALID), "report": {"units": "binary"}}
