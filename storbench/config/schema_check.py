@@ -63,7 +63,10 @@ def _describe_schema_error(error) -> str:
     if error.validator == "additionalProperties" and error.validator_value is False:
         known = error.schema.get("properties", {})
         extra = sorted(set(error.instance) - set(known))
-        return f"{key_path(path + extra[:1])}: unknown key{_meant(extra[0], known)}" + (
+        meant = _meant(extra[0], known)
+        if not meant and len(path) == 2 and path[0] == "experiments":
+            meant = " (the tool's own options go under job: or sweep:)"
+        return f"{key_path(path + extra[:1])}: unknown key{meant}" + (
             f" (also {', '.join(map(repr, extra[1:]))})" if len(extra) > 1 else ""
         )
     if error.validator == "propertyNames":

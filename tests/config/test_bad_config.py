@@ -428,6 +428,11 @@ def test_each_schema_class_names_its_key(mutate, expected):
             lambda c: experiment(c).update(iteration=3),
             "experiments.demo.iteration: unknown key (did you mean 'iterations'?)",
         ),
+        # a tool option beside the experiment's keys
+        (
+            lambda c: experiment(c).update(bs="4k"),
+            "experiments.demo.bs: unknown key (the tool's own options go under job: or sweep:)",
+        ),
         # no key close to it: nothing guessed
         (
             lambda c: c["hosts"]["clients"].update(password="x"),
