@@ -69,6 +69,11 @@ def _describe_schema_error(error) -> str:
         return f"{key_path(path + extra[:1])}: unknown key{meant}" + (
             f" (also {', '.join(map(repr, extra[1:]))})" if len(extra) > 1 else ""
         )
+    if _a_sweep_of_one_value(error, path):
+        return (
+            f"{key_path(path)}: a sweep lists its values ([{error.instance}]), not"
+            f" {error.instance!r}; one value for every run goes under job:"
+        )
     if error.validator == "propertyNames":
         return f"{key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
     if error.validator == "maxLength" and "propertyNames" in error.absolute_schema_path:
@@ -124,6 +129,16 @@ def _meant(key, known) -> str:
     synonym = KEY_SYNONYMS.get(key.lower())
     close = [synonym] if synonym in known else difflib.get_close_matches(key, sorted(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _a_sweep_of_one_value(error, path: list) -> bool:
+    in_sweep = path[:1] == ["experiments"] and path[2:3] == ["sweep"] and len(path) in (4, 5)
+    return (
+        in_sweep
+        and error.validator == "type"
+        and error.validator_value == "array"
+        and isinstance(error.instance, str | int | float)
+    )
 
 
 def _may_hold_a_key(path: list, instance) -> bool:

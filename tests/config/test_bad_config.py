@@ -365,7 +365,7 @@ def experiment(raw) -> dict:
         (lambda c: c["hosts"]["clients"].update(port="22"), "hosts.clients.port: '22' is not of"),
         (
             lambda c: experiment(c)["sweep"].update(bs="4k"),
-            "experiments.demo.sweep.bs: '4k' is not of type 'array'",
+            "experiments.demo.sweep.bs: a sweep lists its values ([4k]), not '4k'; one value",
         ),
         (lambda c: experiment(c)["job"].update(bs=[4, 8]), "experiments.demo.job.bs: [4, 8] is"),
         (lambda c: experiment(c).update(iterations=True), "experiments.demo.iterations: True is"),
