@@ -34,6 +34,15 @@ from storbench.tools.base import pinned_lines
 OPTION_LIST = "fio-3.33-options.txt"  # in tools/data
 RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite",
              "randrw", "trimwrite", "randtrimwrite")  # fmt: skip
+# fio 3.33's ioengine names (its HOWTO); a host may lack some, which preflight finds there
+ENGINES = frozenset({
+    "sync", "psync", "vsync", "pvsync", "pvsync2", "io_uring", "io_uring_cmd", "libaio",
+    "posixaio", "solarisaio", "windowsaio", "mmap", "splice", "sg", "libzbc", "null", "net",
+    "netsplice", "cpuio", "rdma", "falloc", "ftruncate", "e4defrag", "rados", "rbd", "http",
+    "gfapi", "gfapi_async", "libhdfs", "mtd", "dev-dax", "external", "filecreate", "filestat",
+    "filedelete", "libpmem", "ime_psync", "ime_psyncv", "ime_aio", "libiscsi", "nbd",
+    "libcufile", "dfs", "nfs", "exec", "xnvme", "libblkio", "pmemblk",
+})  # fmt: skip
 PARSE_TIMEOUT_S = 20
 _BAD_OPTION = re.compile(r"^Bad option <([^=>]+)(?:=[^>]*)?>")
 _DID_YOU_MEAN = re.compile(r"^Did you mean (\S+)\?")
@@ -47,8 +56,8 @@ def option_problems(sections: list[dict], skip: frozenset[str]) -> dict[str, str
     """{option: why} for the options fio would refuse, over every section's options."""
     fio = shutil.which("fio")
     if fio is None:
-        return _by_list(sections, skip)
-    problems: dict[str, str] = {}
+        return _by_list(sections, skip) | _engine_problems(sections)
+    problems = _engine_problems(sections)
     for _ in range(MAX_PASSES):
         found = _parse_only(fio, sections, skip | frozenset(problems))
         if not found:
@@ -150,6 +159,22 @@ def _value_problem(option: str, value: str) -> str:
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         return f"fio does not take {option}={value!r}{hint}; valid: {', '.join(RW_VALUES)}"
     return f"fio does not take {option}={value!r} (fio --parse-only)"
+
+
+def _engine_problems(sections: list[dict]) -> dict[str, str]:
+    """A misspelt ioengine (fio --parse-only of a job file does not load it): one close to a
+    name of fio's own; another name may be a plugin of the hosts' fio, which preflight asks."""
+    for options in sections:
+        engine = options.get("ioengine")
+        if not isinstance(engine, str) or hostfacts.has_expression(engine):
+            continue
+        name = engine.split(":")[0].strip()  # external:/path/to/engine.so
+        if name in ENGINES:
+            continue
+        near = difflib.get_close_matches(name, sorted(ENGINES), n=1, cutoff=0.8)
+        if near:
+            return {"ioengine": f"fio has no ioengine {engine!r} (did you mean {near[0]!r}?)"}
+    return {}
 
 
 @functools.cache

@@ -679,6 +679,24 @@ def test_fio_refuses_misspelt_options_and_values_at_check_time():
     ]
 
 
+def test_a_misspelt_ioengine_is_named_at_check_time_and_another_name_left_to_preflight():
+    """fio --parse-only of a job file does not load the engine: a name close to one of fio's
+    is refused here; any other may be a plugin of the hosts' fio, which preflight asks."""
+    raw = copy.deepcopy(VALID)
+    raw["experiments"]["demo"]["job"]["ioengine"] = "libaoi"
+    raw["experiments"]["demo"]["sweep"]["ioengine"] = ["io_uring", "io-uring"]
+    assert problems_of_raw(raw) == [
+        "experiments.demo.sweep.ioengine: fio has no ioengine 'io-uring' (did you mean"
+        " 'io_uring'?)",
+    ]
+    raw["experiments"]["demo"]["sweep"].pop("ioengine")
+    assert problems_of_raw(raw) == [
+        "experiments.demo.job.ioengine: fio has no ioengine 'libaoi' (did you mean 'libaio'?)",
+    ]
+    raw["experiments"]["demo"]["job"]["ioengine"] = "spdk"  # SPDK's plugin, LD_PRELOADed
+    assert load_campaign(raw).experiments["demo"].job["ioengine"] == "spdk"
+
+
 def test_without_fio_the_pinned_versions_option_list_catches_misspellings():
     from storbench.tools import fio_options
 
