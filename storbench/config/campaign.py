@@ -160,6 +160,16 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     return campaign
 
 
+def _a_host_of(name: str, host_groups: dict) -> str:
+    """'; x is a host of group g, ...' when an experiment names a host where a group goes."""
+    holding = [
+        group for group, hosts in host_groups.items() if any(h["name"] == name for h in hosts)
+    ]
+    if not holding:
+        return ""
+    return f"; {name} is a host of {', '.join(holding)}: an experiment names host groups"
+
+
 def _other_experiments_problems(raw: dict, broken: frozenset[str] | None) -> list[str]:
     """What the experiments the schema passed have wrong beside the broken ones' schema
     problems, so that one `check` names them all; nothing where the schema broke elsewhere."""
@@ -339,6 +349,7 @@ def _experiment(
         if group not in raw["hosts"]:
             problems.append(
                 f"{key}.hosts: unknown host group {group!r} (defined: {', '.join(raw['hosts'])})"
+                + _a_host_of(group, host_groups)
             )
     check_each_host_once(key, groups, host_groups, problems)
     target_names = [spec["target"]] if isinstance(spec["target"], str) else list(spec["target"])

@@ -82,6 +82,11 @@ def test_valid_config_expands_host_ranges():
             "experiments.demo.hosts: unknown host group 'nosuchgroup'",
         ),
         (
+            lambda c: c["experiments"]["demo"].update(hosts="client02"),
+            "experiments.demo.hosts: unknown host group 'client02' (defined: localhost, clients);"
+            " client02 is a host of clients: an experiment names host groups",
+        ),
+        (
             lambda c: c["experiments"]["demo"].update(target="nvme9"),
             "experiments.demo.target: unknown target 'nvme9'",
         ),
