@@ -86,7 +86,9 @@ def _describe_schema_error(error) -> str:
         return f"{key_path(path)}: bad name {error.instance!r} ({rule})"
     if error.validator == "pattern" and error.validator_value in _NAME_RULES:
         rule = _NAME_RULES[error.validator_value]
-        return f"{key_path(path)}: {error.instance!r} is not a name ({rule})"
+        return f"{key_path(path)}: {error.instance!r} is not a name ({rule})" + _a_path_for(
+            path, error.instance
+        )
     if error.validator == "pattern" and error.validator_value in _VALUE_RULES:
         return f"{key_path(path)}: {error.instance!r} is not {_VALUE_RULES[error.validator_value]}"
     if error.validator == "pattern" and "description" in error.schema:
@@ -129,6 +131,14 @@ def _meant(key, known) -> str:
     synonym = KEY_SYNONYMS.get(key.lower())
     close = [synonym] if synonym in known else difflib.get_close_matches(key, sorted(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _a_path_for(path: list, value) -> str:
+    """A path where an experiment names its target: where the path goes."""
+    names_target = path[:1] == ["experiments"] and path[2:3] == ["target"]
+    if names_target and isinstance(value, str) and value.startswith("/"):
+        return "; name a target defined under targets: (a path goes in its path:)"
+    return ""
 
 
 def _a_sweep_of_one_value(error, path: list) -> bool:

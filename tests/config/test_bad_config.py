@@ -428,6 +428,13 @@ def test_each_schema_class_names_its_key(mutate, expected):
             lambda c: experiment(c).update(iteration=3),
             "experiments.demo.iteration: unknown key (did you mean 'iterations'?)",
         ),
+        # a path where the experiment names its target
+        (
+            lambda c: experiment(c).update(target="/mnt/nfs"),
+            "experiments.demo.target: '/mnt/nfs' is not a name (letters, digits, '_', '.', '-';"
+            " first a letter or digit); name a target defined under targets: (a path goes in"
+            " its path:)",
+        ),
         # a tool option beside the experiment's keys
         (
             lambda c: experiment(c).update(bs="4k"),
