@@ -171,8 +171,13 @@ def _without_value(error, path: list) -> str:
             " first a digit), not its value (the value is not shown: it may be a key)"
         )
     if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return f"{key_path(path + extra[:1])}: unknown key"
+        known = error.schema.get("properties", {})
+        extra = sorted(set(error.instance) - set(known))
+        return (
+            f"{key_path(path + extra[:1])}: unknown key{_meant(extra[0], known)}; a config"
+            " never holds a key itself, only the names of the environment variables (or the"
+            " file) holding them (the value is not shown)"
+        )
     if error.validator == "oneOf":
         return f"{where}: either access_key_env and secret_key_env, or file (and a profile)"
     if error.validator == "type":

@@ -440,6 +440,20 @@ def test_each_schema_class_names_its_key(mutate, expected):
             lambda c: experiment(c).update(bs="4k"),
             "experiments.demo.bs: unknown key (the tool's own options go under job: or sweep:)",
         ),
+        # a key pasted into the config: the key it may mean, and never the value
+        (
+            lambda c: c["targets"].update(
+                s3={
+                    "type": "s3",
+                    "endpoint": "http://127.0.0.1:9000",
+                    "bucket_prefix": "bench",
+                    "credentials": {"access_key": "AKIAEXAMPLE", "secret_key_env": "S"},
+                }
+            ),
+            "targets.s3.credentials.access_key: unknown key (did you mean 'access_key_env'?); a"
+            " config never holds a key itself, only the names of the environment variables (or"
+            " the file) holding them (the value is not shown)",
+        ),
         # no key close to it: nothing guessed
         (
             lambda c: c["hosts"]["clients"].update(password="x"),
