@@ -74,6 +74,7 @@ A target set standalone: one SD per member on each host (``sd*``).
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from storbench.core.addresses import bare
@@ -206,6 +207,10 @@ class VdbenchAdapter(ToolAdapter):
         """Lists storbench splits itself (for-loops, vdbench_hosts) are checked per item."""
         if option in DERIVED_OPTIONS:
             problem = None
+        elif option in ("seekpct", "forseekpct"):
+            items = [text] if option == "seekpct" else _loop_items(text)
+            problem = next(filter(None, map(_seekpct_problem, items)), None)
+            problem = problem or _items_problem(items)
         elif option in FOR_LOOPS:
             problem = _items_problem(_loop_items(text))
         elif option == "vdbench_hosts":
@@ -856,6 +861,23 @@ def _list_problem(text: str) -> str | None:
             )
     if depth:
         return "vdbench reads the rest of the line into an unclosed '(' (parameters lost)"
+    return None
+
+
+SEEKPCT_WORDS = ("eof", "seq", "sequential", "random")
+
+
+def _seekpct_problem(text: str) -> str | None:
+    """A seekpct vdbench would refuse: a percentage out of 0..100, or a misspelt word."""
+    try:
+        percent = float(text)
+    except ValueError:
+        near = difflib.get_close_matches(text.lower(), SEEKPCT_WORDS, n=1, cutoff=0.6)
+        if text.lower() in SEEKPCT_WORDS or not near:
+            return None  # another word is vdbench's to judge
+        return f"vdbench has no seekpct={text} (did you mean {near[0]!r}?)"
+    if not 0 <= percent <= 100:
+        return f"seekpct is a percentage of random seeks (0 to 100), not {text}"
     return None
 
 

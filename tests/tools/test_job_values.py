@@ -123,6 +123,18 @@ COMMA = "vdbench reads ',' outside parentheses as the start of another parameter
             {"zip": {"iodepth": [1, 2], "rd_pause": ["1", "2 3"]}},
             f"experiments.e.sweep.zip.rd_pause[1]: {BLANK}",
         ),
+        # seekpct: a percentage, or one of vdbench's words
+        ({"seekpct": "eofx"}, None, "experiments.e.job.seekpct: vdbench has no seekpct=eofx (d"),
+        (
+            {"forseekpct": "0,sequental"},
+            None,
+            "experiments.e.job.forseekpct: vdbench has no seekpct=sequental (did you mean 'seq",
+        ),
+        (
+            {},
+            {"seekpct": [0, 150]},
+            "experiments.e.sweep.seekpct[1]: seekpct is a percentage of random seeks (0 to 100)",
+        ),
         # host expressions stand as numbers: the text around them is what counts
         ({"rd_pause": "{cores},warmup=2"}, None, f"experiments.e.job.rd_pause: {COMMA}"),
         (
@@ -135,6 +147,12 @@ COMMA = "vdbench reads ',' outside parentheses as the start of another parameter
 def test_vdbench_values_that_break_a_parameter_line_are_refused(job, sweep, expected):
     problems = problems_of(campaign("vdbench", job, sweep=sweep))
     assert any(problem.startswith(expected) for problem in problems), problems
+
+
+@pytest.mark.parametrize("value", ["eof", "sequential", "seq", "random", "100", "0", "37.5"])
+def test_vdbench_takes_seekpcts_words_and_percentages(value):
+    loaded = config.load_campaign(campaign("vdbench", {"seekpct": value}))
+    assert loaded.experiments["e"].job["seekpct"] == value
 
 
 @pytest.mark.parametrize(
