@@ -390,7 +390,11 @@ def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
         phases = [part.strip() for part in str(params["phases"]).split(",") if part.strip()]
         unknown = [phase for phase in phases if phase not in PHASE_OPTIONS]
         if unknown or not phases:
-            raise ValueError(f"phases {params['phases']!r}: known are {', '.join(PHASE_OPTIONS)}")
+            near = difflib.get_close_matches(unknown[0], PHASE_OPTIONS, n=1) if unknown else []
+            meant = f" ({unknown[0]!r}: did you mean {near[0]!r}?)" if near else ""
+            raise ValueError(
+                f"phases {params['phases']!r}{meant}: known are {', '.join(PHASE_OPTIONS)}"
+            )
         return phases
     if kind is None or (target_type, kind) not in DEFAULT_PHASES:
         raise ValueError(
