@@ -426,6 +426,11 @@ def weights(params: dict) -> dict:
     elif str(params.get("rw", "")).lower() in _MIXED_RW:
         reads = int(params.get("rwmixread", 50))
         chosen = {**dict.fromkeys(WEIGHTS, 0), "read_weight": reads, "write_weight": 100 - reads}
+    elif "rw" in params:
+        rw, known = str(params["rw"]), [*_WEIGHTS_OF_RW, *_MIXED_RW]
+        near = difflib.get_close_matches(rw.lower(), known, n=1)
+        meant = f" (did you mean {near[0]!r}?)" if near else ""
+        raise _render_error(f"rw {rw!r}{meant}: gosbench does {', '.join(known)}")
     else:
         raise _render_error("set rw (read, write, rw, randrw) or the *_weight options")
     if not any(chosen.values()):

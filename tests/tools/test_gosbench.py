@@ -345,7 +345,9 @@ def test_object_sizes_in_gosbench_units():
     [
         ({"rw": "write", "runtime": "8s"}, TARGET, "set bs"),
         ({"rw": "write", "bs": "4k"}, TARGET, "set runtime or stop_with_ops"),
-        ({"rw": "trim", "bs": "4k", "runtime": "8s"}, TARGET, "set rw"),
+        ({"rw": "trim", "bs": "4k", "runtime": "8s"}, TARGET, "rw 'trim': gosbench does read,"),
+        ({"rw": "writ", "bs": "4k", "runtime": "8s"}, TARGET, "rw 'writ' (did you mean 'write'?)"),
+        ({"bs": "4k", "runtime": "8s"}, TARGET, "set rw"),
         ({"read_weight": 0, "bs": "4k", "runtime": "8s"}, TARGET, "every operation weight is 0"),
         ({"rw": "write", "bs": "4k", "runtime": "8s", "part_size": "1000"}, TARGET, "part_size"),
         ({"rw": "read"}, {"name": "s", "type": "directory", "path": "/x"}, "not an s3 target"),
