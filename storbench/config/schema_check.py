@@ -100,7 +100,7 @@ def _describe_schema_error(error) -> str:
     return f"{key_path(path)}: {error.message}"
 
 
-# keys other tools (clush, ssh_config, fio-plot, elbencho's host files) name otherwise
+# keys as other tools name them (Ansible's inventories, ssh_config, other benchmark harnesses)
 KEY_SYNONYMS = {
     "hosts": "nodes",
     "nodeset": "nodes",
