@@ -522,6 +522,9 @@ def ssh_loop(lab, records: list[dict], work: Path, excluded: set[int]) -> dict:
     config = lab_bench.ssh_config(lab, work / "ssh_config")
     outputs = work / "anchor-standalone"
     outputs.mkdir()
+    # a folder per host for fio: the job's exec_prerun leaves its output there, not in the home
+    for server in lab.servers:
+        (outputs / server.address).mkdir()
     walls, runtimes, skews = [], [], []
     with ControllerCost(excluded) as cost:
         for record in records:
@@ -529,11 +532,8 @@ def ssh_loop(lab, records: list[dict], work: Path, excluded: set[int]) -> dict:
             processes = []
             try:
                 for server in lab.servers:
-                    # the job's exec_prerun leaves its output in fio's folder, not the home's
-                    folder = outputs / server.address
-                    folder.mkdir(exist_ok=True)
                     remote = (
-                        f"cd {shlex.quote(str(folder))} && "
+                        f"cd {shlex.quote(str(outputs / server.address))} && "
                         f'echo "{STAMP_PREFIX}$(date +%s.%N)" >&2; '
                         f"exec env STORBENCH_HOST={server.address} fio --output-format=json+ "
                         f"{shlex.quote(record['job_file'])}"

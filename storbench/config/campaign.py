@@ -7,7 +7,6 @@ size: '4kk'``) before any job starts; nothing is written.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 import sys
@@ -38,6 +37,7 @@ from storbench.core.options import (
 )
 from storbench.core.schema_names import PIVOT_DIMENSIONS
 from storbench.core.secrets import Credentials, SecretError, target_credentials
+from storbench.core.suggest import did_you_mean
 from storbench.tools import get_tool, known_tools, preparation_tool
 from storbench.tools.base import SECRET_PLACEHOLDERS, job_file_text
 
@@ -310,9 +310,7 @@ DIMENSION_SYNONYMS = {
 
 
 def _did_you_mean(name: str, known) -> str:
-    synonym = DIMENSION_SYNONYMS.get(name.lower())
-    close = [synonym] if synonym in known else difflib.get_close_matches(name, sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(name, known, synonyms=DIMENSION_SYNONYMS)
 
 
 def _count_values(value, limit: int) -> int:

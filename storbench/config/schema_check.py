@@ -5,13 +5,13 @@ and address patterns spelled out.
 
 from __future__ import annotations
 
-import difflib
 from functools import cache
 
 import yaml
 
 from storbench.config.source import FAST_SAFE_LOADER, key_path
 from storbench.core import paths
+from storbench.core.suggest import did_you_mean
 
 SCHEMA_PATH = paths.SCHEMA_PATH
 
@@ -126,11 +126,7 @@ KEY_SYNONYMS = {
 
 def _meant(key, known) -> str:
     """' (did you mean 'x'?)' for a key the schema knows under a close or other tools' name."""
-    if not isinstance(key, str):
-        return ""
-    synonym = KEY_SYNONYMS.get(key.lower())
-    close = [synonym] if synonym in known else difflib.get_close_matches(key, sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(key, known, synonyms=KEY_SYNONYMS) if isinstance(key, str) else ""
 
 
 def _a_path_for(path: list, value) -> str:

@@ -53,6 +53,7 @@ from pathlib import Path
 from storbench.core import units
 from storbench.core.options import normalized_options
 from storbench.core.specs import Manifest
+from storbench.core.suggest import closest
 from storbench.tools.base import Capabilities, RenderError, ToolAdapter, pinned_lines
 
 RESULT_FOLDER_SUFFIX = "-elbencho"
@@ -390,8 +391,8 @@ def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
         phases = [part.strip() for part in str(params["phases"]).split(",") if part.strip()]
         unknown = [phase for phase in phases if phase not in PHASE_OPTIONS]
         if unknown or not phases:
-            near = difflib.get_close_matches(unknown[0], PHASE_OPTIONS, n=1) if unknown else []
-            meant = f" ({unknown[0]!r}: did you mean {near[0]!r}?)" if near else ""
+            near = closest(unknown[0], PHASE_OPTIONS) if unknown else None
+            meant = f" ({unknown[0]!r}: did you mean {near!r}?)" if near else ""
             raise ValueError(
                 f"phases {params['phases']!r}{meant}: known are {', '.join(PHASE_OPTIONS)}"
             )

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from storbench.core import hostfacts
 from storbench.core.atomic import write_text
+from storbench.core.suggest import did_you_mean
 from storbench.tools.base import pinned_lines
 
 OPTION_LIST = "fio-3.33-options.txt"  # in tools/data
@@ -171,9 +172,8 @@ def _engine_problems(sections: list[dict]) -> dict[str, str]:
         name = engine.split(":")[0].strip()  # external:/path/to/engine.so
         if name in ENGINES:
             continue
-        near = difflib.get_close_matches(name, sorted(ENGINES), n=1, cutoff=0.8)
-        if near:
-            return {"ioengine": f"fio has no ioengine {engine!r} (did you mean {near[0]!r}?)"}
+        if meant := did_you_mean(name, ENGINES, cutoff=0.8):
+            return {"ioengine": f"fio has no ioengine {engine!r}{meant}"}
     return {}
 
 

@@ -58,6 +58,7 @@ from storbench.core.addresses import with_port
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, joined, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
+from storbench.core.suggest import did_you_mean
 from storbench.tools.base import (
     SECRET_PLACEHOLDERS,
     Capabilities,
@@ -428,8 +429,7 @@ def weights(params: dict) -> dict:
         chosen = {**dict.fromkeys(WEIGHTS, 0), "read_weight": reads, "write_weight": 100 - reads}
     elif "rw" in params:
         rw, known = str(params["rw"]), [*_WEIGHTS_OF_RW, *_MIXED_RW]
-        near = difflib.get_close_matches(rw.lower(), known, n=1)
-        meant = f" (did you mean {near[0]!r}?)" if near else ""
+        meant = did_you_mean(rw.lower(), known)
         raise _render_error(f"rw {rw!r}{meant}: gosbench does {', '.join(known)}")
     else:
         raise _render_error("set rw (read, write, rw, randrw) or the *_weight options")

@@ -74,7 +74,6 @@ A target set standalone: one SD per member on each host (``sd*``).
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
 from storbench.core.addresses import bare
@@ -82,6 +81,7 @@ from storbench.core.aggregate import aggregate_hosts
 from storbench.core.options import normalized_options
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
+from storbench.core.suggest import did_you_mean
 from storbench.core.units import UnitError, job_size, parse_duration
 from storbench.tools.base import Capabilities, RenderError, ToolAdapter, whole_rate
 
@@ -209,8 +209,8 @@ class VdbenchAdapter(ToolAdapter):
             problem = None
         elif option in ("seekpct", "forseekpct"):
             items = [text] if option == "seekpct" else _loop_items(text)
-            problem = next(filter(None, map(_seekpct_problem, items)), None)
-            problem = problem or _items_problem(items)
+            seek = (found for found in map(_seekpct_problem, items) if found)
+            problem = next(seek, None) or _items_problem(items)
         elif option in FOR_LOOPS:
             problem = _items_problem(_loop_items(text))
         elif option == "vdbench_hosts":
@@ -872,10 +872,9 @@ def _seekpct_problem(text: str) -> str | None:
     try:
         percent = float(text)
     except ValueError:
-        near = difflib.get_close_matches(text.lower(), SEEKPCT_WORDS, n=1, cutoff=0.6)
-        if text.lower() in SEEKPCT_WORDS or not near:
-            return None  # another word is vdbench's to judge
-        return f"vdbench has no seekpct={text} (did you mean {near[0]!r}?)"
+        meant = "" if text.lower() in SEEKPCT_WORDS else did_you_mean(text.lower(), SEEKPCT_WORDS)
+        # a word far from vdbench's is vdbench's to judge
+        return f"vdbench has no seekpct={text}{meant}" if meant else None
     if not 0 <= percent <= 100:
         return f"seekpct is a percentage of random seeks (0 to 100), not {text}"
     return None
