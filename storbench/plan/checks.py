@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from storbench.core import hostfacts
-from storbench.core.model import Campaign
+from storbench.core.model import Campaign, Experiment
 from storbench.core.specs import RenderSpec
 from storbench.plan import specs
 from storbench.tools import get_tool
@@ -35,28 +35,46 @@ def adapter_problems(campaign: Campaign) -> list[str]:
             spec = specs.render_spec(campaign, name, run)
             if experiment.uses_host_facts:
                 reasons = [_sample_host_refusal(tool, spec, facts) for facts in SAMPLE_HOSTS]
-                refusal = f"{reasons[0]} ({_samples()})" if all(reasons) else None
+                why, option = reasons[0] or ("", None)
+                refusal = (f"{why} ({_samples()})", option) if all(reasons) else None
             else:
                 refusal = _refusal(tool, spec)
             if refusal:
                 refused.append((run.run_id, refusal))
         if refused:
-            run_id, reason = refused[0]
+            run_id, (reason, option) = refused[0]
             more = f" (and {len(refused) - 1} more runs)" if len(refused) > 1 else ""
-            problems.append(f"experiments.{name}: run {run_id}{more}: {reason}")
+            key = _option_key(f"experiments.{name}", experiment, option)
+            problems.append(f"{key}: run {run_id}{more}: {reason}")
     return problems
 
 
-def _refusal(tool: ToolAdapter, spec: RenderSpec) -> str | None:
+Refusal = tuple[str, str | None]  # why, and the job option refused where the adapter named one
+
+
+def _refusal(tool: ToolAdapter, spec: RenderSpec) -> Refusal | None:
     """Why the adapter cannot write this spec's job, or None."""
     try:
         tool.template_context(spec.mapping())
     except REFUSALS as error:
-        return refusal_text(error)
+        return refusal_text(error), getattr(error, "option", None)
     return None
 
 
-def _sample_host_refusal(tool: ToolAdapter, spec: RenderSpec, facts: dict) -> str | None:
+def _option_key(key: str, experiment: Experiment, option: str | None) -> str:
+    """The key of the option where the config sets it (so its line is named), else the
+    experiment's."""
+    zipped = experiment.sweep.get("zip") or {}
+    if option in zipped:
+        return f"{key}.sweep.zip.{option}"
+    if option in experiment.sweep and option != "zip":
+        return f"{key}.sweep.{option}"
+    if option in experiment.job:
+        return f"{key}.job.{option}"
+    return key
+
+
+def _sample_host_refusal(tool: ToolAdapter, spec: RenderSpec, facts: dict) -> Refusal | None:
     """_refusal of the spec with its host-fact values computed for a host of these facts."""
     names = {
         **hostfacts.expression_names(facts, hosts_in_run=len(spec.hosts), host_index=0),
@@ -65,7 +83,7 @@ def _sample_host_refusal(tool: ToolAdapter, spec: RenderSpec, facts: dict) -> st
     try:
         params = hostfacts.resolve(spec.params, names)
     except hostfacts.HostFactError as error:
-        return str(error)
+        return str(error), None
     return _refusal(tool, dataclasses.replace(spec, params=params))
 
 

@@ -110,7 +110,12 @@ class Capabilities:
 
 
 class RenderError(ValueError):
-    """A job file cannot be made: the message names the template, host or option."""
+    """A job file cannot be made: the message names the template, host or option; `option`
+    is the job option refused, where one is (`check` names its key and line)."""
+
+    def __init__(self, message: str, option: str | None = None):
+        super().__init__(message)
+        self.option = option
 
 
 # What an adapter's template_context raises for options it cannot write (a RenderError, or

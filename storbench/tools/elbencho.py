@@ -171,7 +171,10 @@ class ElbenchoAdapter(ToolAdapter):
             options = job_options(spec["params"], target, spec["run_id"])
             paths = [benchmark_path(member) for member in target.get("members") or [target]]
         except ValueError as error:
-            raise RenderError(f"elbencho experiment {spec['experiment']}: {error}") from None
+            option = getattr(error, "option", None)
+            raise RenderError(
+                f"elbencho experiment {spec['experiment']}: {error}", option
+            ) from None
         return {
             "experiment": spec["experiment"],
             "run_id": spec["run_id"],
@@ -331,7 +334,7 @@ def job_options(params: dict, target: dict, run_id: str) -> dict:
     normalized = normalized_options(params)
     random, kind = _workload(params)
     if kind == "mixed" and target["type"] == "s3":
-        raise ValueError("elbencho cannot mix reads and writes on S3 (--rwmixpct)")
+        raise RenderError("elbencho cannot mix reads and writes on S3 (--rwmixpct)", "rw")
     options: dict = {"label": run_id}
     for phase in _phases(params, target["type"], kind):
         options[PHASE_OPTIONS[phase]] = 1
@@ -347,7 +350,9 @@ def job_options(params: dict, target: dict, run_id: str) -> dict:
     if "runtime" in params:
         seconds = units.parse_duration(params["runtime"])
         if seconds != int(seconds) or seconds < 1:
-            raise ValueError(f"runtime {params['runtime']!r}: elbencho's timelimit is whole s")
+            raise RenderError(
+                f"runtime {params['runtime']!r}: elbencho's timelimit is whole s", "runtime"
+            )
         options["timelimit"] = int(seconds)
     if target["type"] == "s3":
         options["s3endpoints"] = target["endpoint"]
@@ -366,13 +371,17 @@ def job_options(params: dict, target: dict, run_id: str) -> dict:
 def _check_option_names(params: dict) -> None:
     for option in params:
         if option == "ramp_time":
-            raise ValueError("ramp_time: elbencho has no ramp time (no warm-up exclusion)")
+            raise RenderError("ramp_time: elbencho has no ramp time (no warm-up exclusion)", option)
         if option in SECRET_OPTIONS:
-            raise ValueError(f"{option}: keys come from the target's credentials, never a job")
+            raise RenderError(
+                f"{option}: keys come from the target's credentials, never a job", option
+            )
         if option in SET_BY_STORBENCH:
-            raise ValueError(f"{option}: set by storbench, not by a job option")
+            raise RenderError(f"{option}: set by storbench, not by a job option", option)
         if option in GENERIC_SPELLING:
-            raise ValueError(f"{option}: use storbench's option {GENERIC_SPELLING[option]!r}")
+            raise RenderError(
+                f"{option}: use storbench's option {GENERIC_SPELLING[option]!r}", option
+            )
 
 
 def _workload(params: dict) -> tuple[bool, str | None]:
@@ -382,7 +391,7 @@ def _workload(params: dict) -> tuple[bool, str | None]:
         return False, None
     rw = str(params["rw"])
     if rw not in RW_MODES:
-        raise ValueError(f"rw {rw!r}: elbencho does {', '.join(RW_MODES)}")
+        raise RenderError(f"rw {rw!r}: elbencho does {', '.join(RW_MODES)}", "rw")
     return RW_MODES[rw]
 
 
@@ -393,15 +402,17 @@ def _phases(params: dict, target_type: str, kind: str | None) -> list[str]:
         if unknown or not phases:
             near = closest(unknown[0], PHASE_OPTIONS) if unknown else None
             meant = f" ({unknown[0]!r}: did you mean {near!r}?)" if near else ""
-            raise ValueError(
-                f"phases {params['phases']!r}{meant}: known are {', '.join(PHASE_OPTIONS)}"
+            raise RenderError(
+                f"phases {params['phases']!r}{meant}: known are {', '.join(PHASE_OPTIONS)}",
+                "phases",
             )
         return phases
     if kind is None or (target_type, kind) not in DEFAULT_PHASES:
-        raise ValueError(
+        raise RenderError(
             f"rw {params['rw']!r} on a {target_type} target has no default phases: elbencho's "
             "rwmix reads need existing files; set phases (e.g. 'write' over files a previous "
-            "experiment left)"
+            "experiment left)",
+            "rw",
         )
     return DEFAULT_PHASES[(target_type, kind)].split(",")
 
@@ -445,9 +456,9 @@ def _check_value(option: str, value) -> None:
     """At render time too: a host-fact value is only known then."""
     text = str(value)
     if "\n" in text or "\r" in text:
-        raise ValueError(f"{option}: a newline in {text!r} would start another option")
+        raise RenderError(f"{option}: a newline in {text!r} would start another option", option)
     if problem := _config_value_problem(text):
-        raise ValueError(f"{option}: {problem}")
+        raise RenderError(f"{option}: {problem}", option)
 
 
 ADAPTER = ElbenchoAdapter()

@@ -348,9 +348,9 @@ def _server_argv(job_path: str, output_path: str, port: str, *, workers: int, wo
 # --- config --------------------------------------------------------------------------------
 
 
-def _render_error(message: str) -> Exception:
+def _render_error(message: str, option: str | None = None) -> Exception:
 
-    return RenderError(f"gosbench: {message}")
+    return RenderError(f"gosbench: {message}", option)
 
 
 def _yaml_bool(value) -> str:
@@ -371,7 +371,7 @@ def config_test(spec: dict) -> dict:
     if part:
         part_bytes = units.parse_size(part)
         if part_bytes % _UNIT_BYTES[unit]:
-            raise _render_error(f"part_size {part!r} is not a whole number of {unit}")
+            raise _render_error(f"part_size {part!r} is not a whole number of {unit}", "part_size")
         part_size = part_bytes // _UNIT_BYTES[unit]
     runtime = units.job_duration(params["runtime"]) if "runtime" in params else "0s"
     stop_with_ops = _count(params, "stop_with_ops", 0, least=0)
@@ -410,7 +410,7 @@ def _count(params: dict, option: str, default: int, *, least: int) -> int:
     """A whole-number option of the config (gosbench took objects: -1 and buckets: 0)."""
     value = int(params.get(option, default))
     if value < least:
-        raise _render_error(f"{option} must be a whole number >= {least}, not {value}")
+        raise _render_error(f"{option} must be a whole number >= {least}, not {value}", option)
     return value
 
 
@@ -430,7 +430,7 @@ def weights(params: dict) -> dict:
     elif "rw" in params:
         rw, known = str(params["rw"]), [*_WEIGHTS_OF_RW, *_MIXED_RW]
         meant = did_you_mean(rw.lower(), known)
-        raise _render_error(f"rw {rw!r}{meant}: gosbench does {', '.join(known)}")
+        raise _render_error(f"rw {rw!r}{meant}: gosbench does {', '.join(known)}", "rw")
     else:
         raise _render_error("set rw (read, write, rw, randrw) or the *_weight options")
     if not any(chosen.values()):
@@ -448,7 +448,7 @@ def _size_range(value) -> tuple[int, int]:
     low = units.parse_size(low_text if dash else value)
     high = units.parse_size(high_text) if dash else low
     if high < low:
-        raise _render_error(f"bs {text!r}: the range's end is below its start")
+        raise _render_error(f"bs {text!r}: the range's end is below its start", "bs")
     return low, high
 
 

@@ -54,7 +54,13 @@ from storbench.core.aggregate import aggregate_hosts
 from storbench.core.schema_names import CPU_PROCESS
 from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, parse_duration, parse_size
-from storbench.tools.base import ARGS_FILE_LOOP, Capabilities, ToolAdapter, ToolOutputError
+from storbench.tools.base import (
+    ARGS_FILE_LOOP,
+    Capabilities,
+    RenderError,
+    ToolAdapter,
+    ToolOutputError,
+)
 from storbench.tools.base import timeseries_columns as _timeseries_columns
 
 DEFAULT_PORT = 5201
@@ -85,9 +91,10 @@ def client_arguments(server: str, port: int | str, options: dict) -> list[str]:
     """iperf3 client arguments (no program name, no output options) for one test."""
     unknown = sorted(set(options) - _HANDLED)
     if unknown:
-        raise ValueError(
+        raise RenderError(
             f"iperf3 does not know option(s) {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(_HANDLED))})"
+            f"(known: {', '.join(sorted(_HANDLED))})",
+            unknown[0] if len(unknown) == 1 else None,
         )
     arguments = ["--client", str(server), "--port", str(int(port))]
     streams = _either(options, "streams")
@@ -125,7 +132,7 @@ def job_text(spec: dict) -> str:
 
 def _spec_arguments(params: dict) -> list[str]:
     if not params.get("server"):
-        raise ValueError("iperf3 needs option 'server' (the host running 'iperf3 --server')")
+        raise RenderError("iperf3 needs option 'server' (the host running 'iperf3 --server')")
     options = {k: v for k, v in params.items() if k not in ("server", "port")}
     return client_arguments(params["server"], params.get("port", DEFAULT_PORT), options)
 
@@ -136,19 +143,24 @@ def _either(options: dict, name: str):
 
 
 def _positive_int(name: str, value) -> int:
-    number = int(value)
-    if number < 1 or number != float(value):
-        raise ValueError(f"iperf3 option {name} must be a positive whole number, got {value!r}")
-    return number
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = 0.0
+    if number < 1 or not number.is_integer():
+        raise RenderError(
+            f"iperf3 option {name} must be a positive whole number, got {value!r}", name
+        )
+    return int(number)
 
 
 def _whole_seconds(name: str, value) -> int:
     try:
         seconds = parse_duration(value)
     except UnitError as error:
-        raise ValueError(f"iperf3 option {name}: {error}") from error
+        raise RenderError(f"iperf3 option {name}: {error}", name) from error
     if seconds != int(seconds):  # iperf3 reads -t and -O with atoi()
-        raise ValueError(f"iperf3 option {name} must be whole seconds, got {value!r}")
+        raise RenderError(f"iperf3 option {name} must be whole seconds, got {value!r}", name)
     return int(seconds)
 
 
@@ -158,7 +170,7 @@ def _flag(name: str, value) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise ValueError(f"iperf3 option {name} must be true or false, got {value!r}")
+    raise RenderError(f"iperf3 option {name} must be true or false, got {value!r}", name)
 
 
 def _reverse(options: dict) -> bool:
@@ -166,7 +178,7 @@ def _reverse(options: dict) -> bool:
         return _flag("reverse", options["reverse"])
     rw = str(options.get("rw", "write")).strip().lower()
     if rw not in ("read", "write"):
-        raise ValueError(f"iperf3 option rw must be read (reverse) or write, got {rw!r}")
+        raise RenderError(f"iperf3 option rw must be read (reverse) or write, got {rw!r}", "rw")
     return rw == "read"
 
 

@@ -454,7 +454,9 @@ def parameter_file(spec: dict) -> dict:
     params = dict(spec["params"])
     mode = str(params.get("workload", RAW))
     if mode not in (RAW, FILESYSTEM):
-        raise VdbenchJobError(f"vdbench: workload must be {RAW} or {FILESYSTEM}, got {mode!r}")
+        raise VdbenchJobError(
+            f"vdbench: workload must be {RAW} or {FILESYSTEM}, got {mode!r}", "workload"
+        )
     _check_options(params, mode)
     hosts = _hd_hosts(
         _driven_hosts(params, spec.get("hosts") or [], spec.get("execution") or "standalone"),
@@ -485,10 +487,13 @@ def _check_options(params: dict, mode: str) -> None:
     if unknown:
         raise VdbenchJobError(
             f"vdbench ({mode} workload): unknown option(s) {', '.join(sorted(unknown))}; "
-            "vdbench parameters go in as sd_/wd_/fsd_/fwd_/rd_/hd_<name>"
+            "vdbench parameters go in as sd_/wd_/fsd_/fwd_/rd_/hd_<name>",
+            unknown[0] if len(unknown) == 1 else None,
         )
     if mode == RAW and _integer(params.get("numjobs", 1), "numjobs") != 1:
-        raise VdbenchJobError("vdbench raw workloads have no numjobs; use iodepth (threads per SD)")
+        raise VdbenchJobError(
+            "vdbench raw workloads have no numjobs; use iodepth (threads per SD)", "numjobs"
+        )
 
 
 def _driven_hosts(params: dict, spec_hosts: list, execution: str = "standalone") -> list:
@@ -646,15 +651,19 @@ def _run_definition(params: dict, *workload: tuple) -> dict:
     elapsed = _seconds(params.get("runtime"), "runtime")
     warmup = _seconds(params.get("ramp_time"), "ramp_time")
     if interval < 1:
-        raise VdbenchJobError(f"vdbench: interval must be at least 1 second, got {interval}")
+        raise VdbenchJobError(
+            f"vdbench: interval must be at least 1 second, got {interval}", "interval"
+        )
     if elapsed is not None and (elapsed % interval or elapsed < 2 * interval):
         raise VdbenchJobError(
             f"vdbench: runtime ({elapsed} s) must be a multiple of interval ({interval} s) "
-            "and at least twice it"
+            "and at least twice it",
+            "runtime",
         )
     if warmup is not None and warmup % interval:
         raise VdbenchJobError(
-            f"vdbench: ramp_time ({warmup} s) must be a multiple of interval ({interval} s)"
+            f"vdbench: ramp_time ({warmup} s) must be a multiple of interval ({interval} s)",
+            "ramp_time",
         )
     loops = [
         (option, _loop_values(option, params[option])) for option in FOR_LOOPS if option in params
@@ -738,7 +747,7 @@ def _rw(params: dict) -> str | None:
         return None
     rw = str(rw)
     if rw not in READS | WRITES | MIXED:
-        raise VdbenchJobError(f"vdbench: unsupported rw {rw!r} (read, write, rw, rand...)")
+        raise VdbenchJobError(f"vdbench: unsupported rw {rw!r} (read, write, rw, rand...)", "rw")
     return rw
 
 
@@ -756,7 +765,9 @@ def _rdpct(params: dict) -> int | None:
 def _percent(value, option: str) -> int:
     number = _integer(value, option)
     if not 0 <= number <= 100:
-        raise VdbenchJobError(f"vdbench: {option} is a percentage of 0 to 100, got {value!r}")
+        raise VdbenchJobError(
+            f"vdbench: {option} is a percentage of 0 to 100, got {value!r}", option
+        )
     return number
 
 
@@ -795,9 +806,11 @@ def _integer(value, option: str) -> int:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise VdbenchJobError(f"vdbench: {option} must be a whole number, got {value!r}") from None
+        raise VdbenchJobError(
+            f"vdbench: {option} must be a whole number, got {value!r}", option
+        ) from None
     if not number.is_integer():
-        raise VdbenchJobError(f"vdbench: {option} must be a whole number, got {value!r}")
+        raise VdbenchJobError(f"vdbench: {option} must be a whole number, got {value!r}", option)
     return int(number)
 
 
@@ -807,7 +820,7 @@ def _seconds(value, option: str) -> int | None:
         return None
     seconds = parse_duration(value)
     if not seconds.is_integer():
-        raise VdbenchJobError(f"vdbench: {option} must be whole seconds, got {value!r}")
+        raise VdbenchJobError(f"vdbench: {option} must be whole seconds, got {value!r}", option)
     return int(seconds)
 
 

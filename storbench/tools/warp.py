@@ -251,9 +251,9 @@ ADAPTER = WarpAdapter()
 # --- job file ------------------------------------------------------------------------------
 
 
-def _render_error(message: str) -> Exception:
+def _render_error(message: str, option: str | None = None) -> Exception:
 
-    return RenderError(f"warp: {message}")
+    return RenderError(f"warp: {message}", option)
 
 
 def benchmark_of(params: dict) -> str:
@@ -261,12 +261,12 @@ def benchmark_of(params: dict) -> str:
     if "op" in params:
         benchmark = str(params["op"]).lower()
         if benchmark not in BENCHMARKS:
-            raise _render_error(f"op {params['op']!r} is not one of {', '.join(BENCHMARKS)}")
+            raise _render_error(f"op {params['op']!r} is not one of {', '.join(BENCHMARKS)}", "op")
         return benchmark
     if "rw" in params:
         rw = str(params["rw"]).lower()
         if rw not in _BENCHMARK_OF_RW:
-            raise _render_error(f"rw {params['rw']!r} has no warp benchmark; set op instead")
+            raise _render_error(f"rw {params['rw']!r} has no warp benchmark; set op instead", "rw")
         return _BENCHMARK_OF_RW[rw]
     raise _render_error(f"set op ({', '.join(BENCHMARKS)}) or rw")
 
@@ -338,7 +338,7 @@ def _passed_through(params: dict) -> list[str]:
         if option in _MAPPED or option in _WITHOUT_COUNTERPART:
             continue
         if option in _SET_BY_STORBENCH:
-            raise _render_error(f"option {option!r} is set by storbench from the target")
+            raise _render_error(f"option {option!r} is set by storbench from the target", option)
         flag = _flag_name(option)
         if isinstance(value, bool):
             if value:

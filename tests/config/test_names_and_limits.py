@@ -251,8 +251,8 @@ def test_check_asks_the_adapter_about_every_run(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 1  # ... but warp cannot run two of its runs
     assert (
-        f"invalid {path}:\n  - experiments.w: run bs4k_op-nonsense (and 1 more runs):"
-        " warp: op 'nonsense' is not one of get, put, mixed, delete, list, stat (line 2)\n"
+        f"invalid {path}:\n  - experiments.w.sweep.op: run bs4k_op-nonsense (and 1 more runs):"
+        " warp: op 'nonsense' is not one of get, put, mixed, delete, list, stat (line 8)\n"
     ) in err
 
 
@@ -280,9 +280,9 @@ def test_a_host_fact_value_the_adapter_refuses_on_any_host_is_refused_by_check(t
     path = _vdbench_raw_numjobs(tmp_path, "{cores // 2}")
     assert cli.main(["check", "--config", str(path)]) == 1
     assert (
-        "  - experiments.v: run randread_bs4k_njhost: vdbench raw workloads have no numjobs; use"
-        " iodepth (threads per SD) (with the host facts of clients of 4 cores, 16 GiB and 128"
-        " cores, 1024 GiB) (line 2)\n"
+        "  - experiments.v.job.numjobs: run randread_bs4k_njhost: vdbench raw workloads have no"
+        " numjobs; use iodepth (threads per SD) (with the host facts of clients of 4 cores, 16"
+        " GiB and 128 cores, 1024 GiB) (line 6)\n"
     ) in capsys.readouterr().err
 
 

@@ -317,8 +317,8 @@ def test_an_option_only_the_tools_adapter_refuses_stops_the_workflow_before_any_
     output = result.stdout + result.stderr
     assert result.returncode != 0
     assert (
-        "experiments.afa: run randread_bs4k_nj4: vdbench raw workloads have no numjobs; use"
-        " iodepth (threads per SD) (line 2)"
+        "experiments.afa.job.numjobs: run randread_bs4k_nj4: vdbench raw workloads have no"
+        " numjobs; use iodepth (threads per SD) (line 6)"
     ) in output
     assert not (tmp_path / "results").exists()
 
