@@ -83,6 +83,15 @@ MAX_BUCKET_NAME = 63  # S3's limit
 PROMETHEUS_PORT = 8888  # the worker's exporter (gosbench's default); one worker per host
 WEIGHTS = ("read_weight", "existing_read_weight", "write_weight", "delete_weight", "list_weight")
 # the job options config_test and the template read; any other is not in the config gosbench gets
+# gosbench config keys that storbench writes from its generic options (or from the target)
+GENERIC_OF_OWN = {
+    "parallel_clients": "numjobs",
+    "stop_with_runtime": "runtime",
+    "size_min": "bs",
+    "size_max": "bs",
+    "number_min": "objects",
+    "number_max": "objects",
+}
 OPTIONS = ("bs", "part_size", "runtime", "stop_with_ops", "objects", "buckets", "object_prefix",
            "workers_share_buckets", "numjobs", "clean_after", "use_path_style", "rw",
            "rwmixread", *WEIGHTS)  # fmt: skip
@@ -225,6 +234,8 @@ class GosbenchAdapter(ToolAdapter):
                 continue
             near = difflib.get_close_matches(option, OPTIONS, n=1)
             hint = f"did you mean {near[0]!r}?" if near else f"its options: {', '.join(OPTIONS)}"
+            if option in GENERIC_OF_OWN:
+                hint = f"its config's {option}: use storbench's option {GENERIC_OF_OWN[option]!r}"
             problems[option] = f"gosbench has no option {option!r} ({hint})"
         return problems
 

@@ -120,6 +120,14 @@ MODE_OPTIONS = {
         {"depth", "width", "files", "fileio", "fileselect", "operation", "format"}
     ),
 }
+# vdbench's own keywords that storbench writes from its generic options
+GENERIC_OF_OWN = {
+    "xfersize": "bs",
+    "elapsed": "runtime",
+    "warmup": "ramp_time",
+    "rdpct": "rwmixread",
+    "threads": "iodepth",
+}
 # options storbench turns into numbers or keywords of its own: their text never reaches the file
 DERIVED_OPTIONS = frozenset(
     {"workload", "multihost", "rw", "rwmixread", "numjobs", "interval", "runtime", "ramp_time",
@@ -484,6 +492,10 @@ def _check_options(params: dict, mode: str) -> None:
         for option in params
         if option not in known and not option.startswith(PASSTHROUGH_PREFIXES)
     ]
+    for option in unknown:
+        if generic := GENERIC_OF_OWN.get(option):
+            generic = "numjobs" if option == "threads" and mode == FILESYSTEM else generic
+            raise VdbenchJobError(f"vdbench: {option}: use storbench's option {generic!r}", option)
     if unknown:
         raise VdbenchJobError(
             f"vdbench ({mode} workload): unknown option(s) {', '.join(sorted(unknown))}; "

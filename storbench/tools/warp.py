@@ -89,6 +89,9 @@ _MAPPED = {
     *DISTRIB_OPTIONS,
 }
 _WITHOUT_COUNTERPART = {"iodepth", "size", "ramp_time"}  # generic options warp has no flag for
+# warp's flags that storbench's generic options write: `duration: 30s` beside runtime would
+# give warp two --duration, and without it storbench would not know the run's length
+_GENERIC_OF_FLAG = {"duration": "runtime", "concurrent": "numjobs", "obj.size": "bs"}
 _SET_BY_STORBENCH = {
     "access_key", "secret_key", "host", "bucket", "region", "tls", "insecure",
     "benchdata", "warp_client", "json", "no_color",
@@ -340,6 +343,9 @@ def _passed_through(params: dict) -> list[str]:
         if option in _SET_BY_STORBENCH:
             raise _render_error(f"option {option!r} is set by storbench from the target", option)
         flag = _flag_name(option)
+        if flag in _GENERIC_OF_FLAG:
+            generic = _GENERIC_OF_FLAG[flag]
+            raise _render_error(f"{option}: use storbench's option {generic!r} (--{flag})", option)
         if isinstance(value, bool):
             if value:
                 arguments.append(f"--{flag}")
