@@ -370,6 +370,7 @@ def _experiment(
             name, spec, job, datasets, recipes, target_names[0], problems
         )
     sweep = dict(spec.get("sweep") or {})
+    _check_swept_host_count(key, sweep, problems)
     tool = spec["tool"] if spec["tool"] in known_tools() else None
     for option, value in job.items():
         _check_option_value(_job_key(key, spec, option), option, value, problems, tool=tool)
@@ -432,7 +433,11 @@ def _experiment(
         job = _tool(spec).with_interval_series(job)
     target = dict(raw["targets"].get(target_names[0]) or {})
     steps = None
-    if "steps" in spec:
+    if "size" in spec.get("steps", {}) and "counts" in spec["steps"]:
+        problems.append(f"{key}.steps: give size (every size hosts more) or counts, not both")
+    if "steps" in spec and "counts" in spec["steps"]:
+        steps = {"mode": spec["steps"]["mode"], "counts": [int(n) for n in spec["steps"]["counts"]]}
+    elif "steps" in spec:
         steps = {"mode": spec["steps"]["mode"], "size": int(spec["steps"].get("size", 1))}
     return Experiment(
         name=name,
@@ -958,9 +963,12 @@ def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) 
     if experiment.steps is None:
         return
     hosts = sum(len(host_groups.get(group, [])) for group in experiment.host_groups)
-    size = experiment.steps["size"]
     if hosts == 0:
         return  # every group was refused, each named with its own problem
+    if "counts" in experiment.steps:
+        _check_step_counts(f"experiments.{name}.steps", experiment.steps, hosts, problems)
+        return
+    size = experiment.steps["size"]
     if size > hosts:
         problems.append(
             f"experiments.{name}.steps.size: {size} is more than the "
@@ -973,6 +981,44 @@ def _check_steps(name: str, experiment, host_groups: dict, problems: list[str]) 
             " others'",
             file=sys.stderr,
         )
+
+
+# what a sweep of the number of client hosts is called in other harnesses' files
+HOST_COUNT_NAMES = frozenset(
+    {"clients", "hosts", "nodes", "num_clients", "num_hosts", "client_count", "host_count"}
+)
+
+
+def _check_swept_host_count(key: str, sweep: dict, problems: list[str]) -> None:
+    """A swept number of hosts is client stepping, written under steps:."""
+    for option in HOST_COUNT_NAMES & set(sweep):
+        values = sweep[option]
+        counts = values if all(isinstance(n, int) and n > 0 for n in values) else [1, 2, 4]
+        listed = ", ".join(str(n) for n in counts)
+        problems.append(
+            f"{key}.sweep.{option}: the hosts of a run are not a tool option: step them with"
+            f" steps: {{mode: incremental, counts: [{listed}]}} (the runs on the first {listed}"
+            " hosts of the experiment's groups)"
+        )
+
+
+def _check_step_counts(key: str, steps: dict, hosts: int, problems: list[str]) -> None:
+    """Counts of an incremental stepping: each a number of the experiment's hosts, rising."""
+    counts = steps["counts"]
+    if steps["mode"] != "incremental":
+        problems.append(f"{key}.counts: host counts step incrementally (mode: incremental)")
+    for index, count in enumerate(counts):
+        if count > hosts:
+            problems.append(
+                f"{key}.counts[{index}]: {count} is more than the {hosts} host(s) of the experiment"
+            )
+            return
+        if index and count <= counts[index - 1]:
+            problems.append(
+                f"{key}.counts[{index}]: {count} after {counts[index - 1]}: the counts rise"
+                " (the runs go from the fewest hosts to the most)"
+            )
+            return
 
 
 def _check_target_type(key: str, tool: str, target_type: str, problems: list[str]) -> None:

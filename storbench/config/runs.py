@@ -28,13 +28,14 @@ def target_choices(
 
 
 def client_steps(steps: dict | None, hosts: list[str]) -> list[tuple[str | None, tuple[str, ...]]]:
-    """(label, hosts) per client step; incremental steps always end with every host."""
+    """(label, hosts) per client step; incremental steps of a size always end with every host,
+    those of counts are the counts written."""
     if not steps:
         return [(None, tuple(hosts))]
-    size = steps["size"]
+    size = steps.get("size", 1)
     if steps["mode"] == "incremental":
-        counts = list(range(size, len(hosts) + 1, size))
-        if counts[-1] != len(hosts):
+        counts = list(steps.get("counts") or range(size, len(hosts) + 1, size))
+        if "counts" not in steps and counts[-1] != len(hosts):
             counts.append(len(hosts))
         return [(f"h{n}", tuple(hosts[:n])) for n in counts]
     groups = [tuple(hosts[i : i + size]) for i in range(0, len(hosts), size)]

@@ -571,6 +571,11 @@ def _steps_text(steps: dict) -> str | None:
     if not steps:
         return None
     hosts = steps.get("hosts") or {}
-    listed = ", ".join(f"{label} ({len(members)} hosts)" for label, members in hosts.items())
+    listed = ", ".join(
+        f"{label} ({len(members)} host{'s' * (len(members) != 1)})"
+        for label, members in hosts.items()
+    )
     size = f", size {steps['size']}" if steps.get("size") else ""
+    if steps.get("counts"):
+        size = f", counts {', '.join(str(count) for count in steps['counts'])}"
     return f"{steps.get('mode')}{size}" + (f": {listed}" if listed else "")

@@ -306,6 +306,25 @@ def test_constant_groups_that_do_not_divide_the_hosts_are_warned_about(capsys):
     assert "groups of" not in capsys.readouterr().err
 
 
+def test_incremental_steps_of_counts_run_on_the_first_hosts_of_each_count():
+    """Doubling host counts (1, 2, 4 of 6): the counts as written, not ending with all hosts."""
+    raw = {
+        "hosts": {"clients": {"transport": "ssh", "nodes": "c[1-6]"}},
+        "targets": {"t": {"type": "directory", "path": "/mnt/t"}},
+        "experiments": {
+            "e": {"tool": "fio", "hosts": "clients", "target": "t", "job": {"rw": "read"},
+                  "steps": {"mode": "incremental", "counts": [1, 2, 4]}},
+        },
+    }  # fmt: skip
+    campaign = load_campaign(raw)
+    runs = campaign.experiment_runs("e")
+    assert [(run.run_id, run.step, run.hosts) for run in runs] == [
+        ("read_h1", "h1", ("c1",)),
+        ("read_h2", "h2", ("c1", "c2")),
+        ("read_h4", "h4", ("c1", "c2", "c3", "c4")),
+    ]
+
+
 def test_any_tool_runs_on_a_preconditioned_block_device():
     """The IDC plan: fio preconditions the LUN, vdbench (or elbencho) measures it."""
     raw = {

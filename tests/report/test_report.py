@@ -364,6 +364,16 @@ def steps_meta(counts=(2, 4)) -> dict:
     return {"mode": "incremental", "size": 2, "hosts": hosts}
 
 
+def test_the_methodology_names_the_host_counts_of_a_stepping():
+    from storbench.report.scale_out import scale_out_methodology
+
+    steps = {**steps_meta((1, 2, 4)), "counts": [1, 2, 4]}
+    del steps["size"]
+    assert dict(scale_out_methodology({"steps": steps}))["Client stepping"] == (
+        "incremental, counts 1, 2, 4: h1 (1 host), h2 (2 hosts), h4 (4 hosts)"
+    )
+
+
 @pytest.fixture(scope="module")
 def stepped(tmp_path_factory):
     path = tmp_path_factory.mktemp("stepped") / "summary.parquet"
