@@ -54,6 +54,17 @@ _VALUE_RULES = {  # the address patterns of config/schema.yaml, in words
     "^[A-Za-z0-9:\\[][A-Za-z0-9.:_\\[\\]-]*$": _ADDRESS,
     "^[A-Za-z0-9{:\\[][A-Za-z0-9.:_{}\\[\\]-]*$": f"{_ADDRESS}, with {{name}} and {{n}}",
 }
+_ENDPOINT = "^https?://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])(:[0-9]{1,5})?(/[^\\s,]*)?$"
+_PATTERN_WORDS = {  # the other value patterns of config/schema.yaml, in words
+    "^/": "an absolute path (from /)",
+    _ENDPOINT: "the S3 server's URL, http(s)://host[:port][/path] (no ',': the tools would read"
+    " two endpoints)",
+    "^[a-z0-9][a-z0-9.-]{1,40}$": "2 to 41 lowercase letters, digits, '.' or '-', first a letter"
+    " or digit (S3's bucket rules: buckets are named <bucket_prefix>-<experiment>)",
+    "^-[0-9]+(\\.[0-9]+)?%$": "a drop in percent, with its sign ('-5%')",
+    "^\\+[0-9]+(\\.[0-9]+)?%$": "a rise in percent, with its sign ('+10%')",
+}
+_SIGNED_PERCENT = {"^-[0-9]+(\\.[0-9]+)?%$": "-", "^\\+[0-9]+(\\.[0-9]+)?%$": "+"}
 
 
 def _describe_schema_error(error) -> str:
@@ -91,6 +102,11 @@ def _describe_schema_error(error) -> str:
         )
     if error.validator == "pattern" and error.validator_value in _VALUE_RULES:
         return f"{key_path(path)}: {error.instance!r} is not {_VALUE_RULES[error.validator_value]}"
+    if error.validator == "pattern" and error.validator_value in _PATTERN_WORDS:
+        words = _PATTERN_WORDS[error.validator_value]
+        return f"{key_path(path)}: {error.instance!r} is not {words}" + _pattern_hint(
+            error.validator_value, error.instance
+        )
     if error.validator == "pattern" and "description" in error.schema:
         return f"{key_path(path)}: {error.message} ({error.schema['description']})"
     if error.validator in ("oneOf", "anyOf") and error.context:
@@ -98,6 +114,19 @@ def _describe_schema_error(error) -> str:
     if error.validator == "required":
         return f"{key_path(path)}: {error.message}"
     return f"{key_path(path)}: {error.message}"
+
+
+def _pattern_hint(pattern: str, value: str) -> str:
+    """What was meant, where a value is close to the pattern's form."""
+    if pattern == "^/" and value.startswith("~"):
+        return "; '~' is not expanded: write the whole path"
+    if pattern == _ENDPOINT and "://" not in value:
+        return f"; with its scheme: 'http://{value}' or 'https://{value}'"
+    if pattern == _ENDPOINT and value.startswith("s3://"):
+        return "; s3:// names a bucket, not a server (the bucket comes from bucket_prefix)"
+    if pattern in _SIGNED_PERCENT and value[:1].isdigit():
+        return f" (did you mean '{_SIGNED_PERCENT[pattern]}{value}'?)"
+    return ""
 
 
 # keys as other tools name them (Ansible's inventories, ssh_config, other benchmark harnesses)

@@ -497,7 +497,17 @@ def test_bad_size_or_duration_names_the_option(option, value, expected):
     [
         ("connect_timeout", "0s", "hosts.clients.connect_timeout: must be more than 0s, got '0s'"),
         ("connect_timeout", "-1s", "hosts.clients.connect_timeout: not a duration: '-1s'"),
-        ("workdir", "relative/dir", "hosts.clients.workdir: 'relative/dir' does not match"),
+        (
+            "workdir",
+            "relative/dir",
+            "hosts.clients.workdir: 'relative/dir' is not an absolute path (from /)",
+        ),
+        (
+            "workdir",
+            "~/storbench",
+            "hosts.clients.workdir: '~/storbench' is not an absolute path (from /); '~' is not"
+            " expanded: write the whole path",
+        ),
     ],
 )
 def test_bad_host_settings_name_the_key(key, value, expected):
@@ -1187,3 +1197,18 @@ def test_a_schema_problem_outside_the_experiments_is_named_alone():
 
     problems = problems_of(two_mistakes)
     assert len(problems) == 1 and problems[0].startswith("targets.scratch.type:"), problems
+
+
+def test_a_threshold_without_its_sign_names_the_signed_one():
+    thresholds = {"p99_ns": "10%", "iops": "5%"}
+    problems = problems_of(
+        lambda c: c.update(compare=[{"a": "demo", "b": "demo", "thresholds": thresholds}])
+    )
+    assert (
+        "compare[0].thresholds.p99_ns: '10%' is not a rise in percent, with its sign ('+10%')"
+        " (did you mean '+10%'?)"
+    ) in problems
+    assert (
+        "compare[0].thresholds.iops: '5%' is not a drop in percent, with its sign ('-5%')"
+        " (did you mean '-5%'?)"
+    ) in problems

@@ -100,7 +100,7 @@ def test_valid_config_expands_host_ranges():
         ),
         (
             lambda c: c["targets"]["scratch"].update(path="relative/dir"),
-            "targets.scratch.path: 'relative/dir' does not match",
+            "targets.scratch.path: 'relative/dir' is not an absolute path (from /)",
         ),
         (
             lambda c: c["experiments"]["demo"]["job"].update(filename="a\n[evil]"),

@@ -349,8 +349,29 @@ def test_every_adapter_answers_the_same_interface():
 def test_an_s3_endpoint_that_would_read_as_two_is_refused(endpoint):
     raw = campaign("warp", {}, target={**S3, "endpoint": endpoint})
     (problem,) = problems_of(raw)
-    assert problem.startswith(f"targets.t.endpoint: '{endpoint}' does not match")
-    assert problem.endswith("a ',' would make the tools read two endpoints)")
+    assert problem == (
+        f"targets.t.endpoint: '{endpoint}' is not the S3 server's URL,"
+        " http(s)://host[:port][/path] (no ',': the tools would read two endpoints)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "hint"),
+    [
+        (
+            "127.0.0.1:9000",
+            "; with its scheme: 'http://127.0.0.1:9000' or 'https://127.0.0.1:9000'",
+        ),
+        (
+            "s3://bench",
+            "; s3:// names a bucket, not a server (the bucket comes from bucket_prefix)",
+        ),
+    ],
+)
+def test_an_s3_endpoint_without_its_http_scheme_names_what_was_meant(endpoint, hint):
+    raw = campaign("warp", {}, target={**S3, "endpoint": endpoint})
+    (problem,) = problems_of(raw)
+    assert problem.endswith(f"(no ',': the tools would read two endpoints){hint}")
 
 
 @pytest.mark.parametrize("endpoint", ["https://s3.example.com/base", "http://[::1]:9000"])
