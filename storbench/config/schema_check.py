@@ -109,11 +109,39 @@ def _describe_schema_error(error) -> str:
         )
     if error.validator == "pattern" and "description" in error.schema:
         return f"{key_path(path)}: {error.message} ({error.schema['description']})"
+    if error.validator == "enum" and all(isinstance(v, str) for v in error.validator_value):
+        return f"{key_path(path)}: {error.message}" + _value_meant(
+            error.instance, error.validator_value
+        )
     if error.validator in ("oneOf", "anyOf") and error.context:
         return _describe_alternatives(error, path)
     if error.validator == "required":
         return f"{key_path(path)}: {error.message}"
     return f"{key_path(path)}: {error.message}"
+
+
+# values as other tools or papers write them
+VALUE_SYNONYMS = {
+    "bw": "bandwidth",
+    "throughput": "bandwidth",
+    **dict.fromkeys(("dir", "fs", "filesystem", "file", "posix", "nfs", "mount"), "directory"),
+    **dict.fromkeys(("device", "disk", "bdev", "lun", "raw", "dev"), "block"),
+    **dict.fromkeys(("object", "objects", "minio", "bucket"), "s3"),
+    **dict.fromkeys(("si", "mb", "gb", "mb/s", "gb/s"), "decimal"),
+    **dict.fromkeys(("iec", "mib", "gib", "mib/s", "gib/s"), "binary"),
+}
+
+
+def _value_meant(value, allowed: list[str]) -> str:
+    """' (did you mean 'x'?)' for a value of the wrong case, another tool's word for one of
+    allowed, or one spelt close to it."""
+    if isinstance(value, (dict, list)) or value is None:
+        return ""
+    text = str(value)
+    same_but_case = [name for name in allowed if name.lower() == text.lower()]
+    if same_but_case:
+        return f" (did you mean {same_but_case[0]!r}?)"
+    return did_you_mean(text, allowed, synonyms=VALUE_SYNONYMS)
 
 
 def _pattern_hint(pattern: str, value: str) -> str:
@@ -232,7 +260,10 @@ def _describe_alternatives(error, path) -> str:
         return f"{key_path(path)}: needs {' or '.join(needs)}"
     consts = [e for e in error.context if e.validator == "const"]
     if not meant and consts:
-        allowed = ", ".join(str(e.validator_value) for e in consts)
-        return f"{key_path(list(consts[0].absolute_path))}: must be one of {allowed}"
+        allowed = [str(e.validator_value) for e in consts]
+        hint = _value_meant(consts[0].instance, allowed)
+        return (
+            f"{key_path(list(consts[0].absolute_path))}: must be one of {', '.join(allowed)}{hint}"
+        )
     best = min(error.context, key=lambda e: len(list(e.absolute_path)))
     return f"{key_path(path)}: {best.message}"

@@ -89,6 +89,16 @@ def _one_block_size(value) -> int | None:
         return None
 
 
+def _bare_positive_number(value) -> bool:
+    """A number without a unit (2, '2', 0.5): durations read it as seconds."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
 def _objective(key: str, search: dict, problems: list[str]) -> Objective | None:
     fields = {**search["objective"]}
     for name in ("tolerance", "min_achieved"):
@@ -161,6 +171,12 @@ class Objective:
         """``{metric: iops, latency: p99, limit: 2ms, tolerance: 2%}`` (limit is a duration)."""
         if "limit" not in spec:
             raise ValueError("Objective.limit: missing (e.g. limit: 2ms)")
+        if _bare_positive_number(spec["limit"]):
+            number = spec["limit"]
+            raise ValueError(
+                f"Objective.limit: give the latency's unit ({number}ms or {number}us):"
+                f" a bare {number} would read as {number} s"
+            )
         try:
             limit_ns = round(parse_duration(spec["limit"]) * 1e9, 3)
         except ValueError as error:

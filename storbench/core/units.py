@@ -91,7 +91,8 @@ def parse_duration(value) -> float:
         return float(value)
     match = _DURATION.match(str(value))
     if not match:
-        raise UnitError(f"not a duration: {value!r} (expected e.g. 500ms, 5s, 2m, 1h)")
+        micro = "; microseconds are us" if "µ" in str(value) or "μ" in str(value) else ""
+        raise UnitError(f"not a duration: {value!r} (expected e.g. 500ms, 5s, 2m, 1h{micro})")
     number, unit = match.groups()
     seconds = float(number) * _DURATION_SECONDS[unit]
     if not math.isfinite(seconds):

@@ -1102,6 +1102,40 @@ def test_a_search_objective_is_named_by_its_key_and_written_value():
     assert problems_of(search(tolerance="200%")) == [
         "experiments.demo.search.tolerance: must be in (0, 0.5], not '200%'"
     ]
+    assert problems_of(search(objective={"limit": 2})) == [
+        "experiments.demo.search.objective.limit: give the latency's unit (2ms or 2us): a bare"
+        " 2 would read as 2 s"
+    ]
+    assert problems_of(search(objective={"limit": "2000µs"})) == [
+        "experiments.demo.search.objective.limit: not a duration: '2000µs' (expected e.g."
+        " 500ms, 5s, 2m, 1h; microseconds are us)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda c: c["targets"]["scratch"].update(type="nfs"),
+            "targets.scratch.type: must be one of directory, block, s3 (did you mean 'directory'?)",
+        ),
+        (
+            lambda c: c["hosts"]["localhost"].update(transport="SSH"),
+            "hosts.localhost.transport: 'SSH' is not one of ['local', 'ssh'] (did you mean 'ssh'?)",
+        ),
+        (
+            lambda c: c.update(report={"units": "MiB"}),
+            "report.units: 'MiB' is not one of ['decimal', 'binary'] (did you mean 'binary'?)",
+        ),
+        (
+            lambda c: c["hosts"]["localhost"].update(transport="telnet"),
+            "hosts.localhost.transport: 'telnet' is not one of ['local', 'ssh']",
+        ),
+    ],
+    ids=["another-word", "case", "a-unit-for-its-system", "nothing-close"],
+)
+def test_a_value_not_allowed_names_the_one_it_may_mean(mutate, expected):
+    assert problems_of(mutate) == [expected]
 
 
 def test_a_size_below_the_block_size_is_refused_before_the_run():
