@@ -11,7 +11,7 @@ import yaml
 
 from storbench.config.source import FAST_SAFE_LOADER, key_path
 from storbench.core import paths
-from storbench.core.suggest import did_you_mean
+from storbench.core.suggest import closest, did_you_mean
 
 SCHEMA_PATH = paths.SCHEMA_PATH
 
@@ -34,7 +34,11 @@ def schema_findings(raw: dict) -> tuple[list[str], frozenset[str] | None]:
     problems: set[str] = set()
     experiments: set[str] = set()
     outside = False
-    for error in _validator().iter_errors(raw):
+    errors = list(_validator().iter_errors(raw))
+    misspelt = {found for error in errors for found in _misspelt_required(error)}
+    for error in errors:
+        if error.validator == "required" and _only_misspelt(error, misspelt):
+            continue  # the unknown key that names it says so: 'after: unknown key (... 'at'?)'
         problems.add(_describe_schema_error(error))
         path = list(error.absolute_path)
         if len(path) >= 2 and path[0] == "experiments":
@@ -42,6 +46,25 @@ def schema_findings(raw: dict) -> tuple[list[str], frozenset[str] | None]:
         else:
             outside = True
     return sorted(problems), None if outside else frozenset(experiments)
+
+
+def _misspelt_required(error) -> list[tuple]:
+    """(mapping's path, required key) where the unknown key its problem names is a missing
+    required key misspelt."""
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return []
+    known = error.schema.get("properties", {})
+    required = set(error.schema.get("required", ())) - set(error.instance)
+    path = tuple(error.absolute_path)
+    extra = sorted(key for key in error.instance if key not in known and isinstance(key, str))
+    meant = closest(extra[0], known, synonyms=KEY_SYNONYMS) if extra else None  # as described
+    return [(path, meant)] if meant in required else []
+
+
+def _only_misspelt(error, misspelt: set[tuple]) -> bool:
+    missing = [key for key in error.validator_value if key not in error.instance]
+    path = tuple(error.absolute_path)
+    return bool(missing) and all((path, key) in misspelt for key in missing)
 
 
 _NAME_RULES = {  # the name patterns of config/schema.yaml, in words
@@ -178,6 +201,9 @@ KEY_SYNONYMS = {
     "parameters": "job",
     "repeat": "iterations",
     "repeats": "iterations",
+    "after": "at",  # a fault's time
+    "when": "at",
+    "time": "at",
 }
 
 

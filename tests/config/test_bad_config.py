@@ -465,6 +465,24 @@ def test_an_unknown_key_names_the_key_it_may_mean(mutate, expected):
     assert expected in problems_of(mutate)
 
 
+def test_a_required_key_misspelt_is_one_problem_not_two():
+    """'after: 12s' for a fault's 'at': the unknown key names 'at', so "'at' is a required
+    property" is not said beside it; a key that names nothing close leaves it said."""
+    fault = {"name": "pause", "host": "localhost", "command": "true", "after": "1s"}
+
+    def with_fault(fault):
+        return lambda c: experiment(c).update(allow_faults=True, faults=[fault])
+
+    assert problems_of(with_fault(fault)) == [
+        "experiments.demo.faults[0].after: unknown key (did you mean 'at'?)"
+    ]
+    fault = {"name": "pause", "host": "localhost", "command": "true", "bogus": "1s"}
+    assert problems_of(with_fault(fault)) == [
+        "experiments.demo.faults[0].bogus: unknown key",
+        "experiments.demo.faults[0]: 'at' is a required property",
+    ]
+
+
 @pytest.mark.parametrize(
     ("option", "value", "expected"),
     [
