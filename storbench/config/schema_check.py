@@ -133,9 +133,9 @@ def _describe_schema_error(error) -> str:
     if error.validator == "pattern" and "description" in error.schema:
         return f"{key_path(path)}: {error.message} ({error.schema['description']})"
     if error.validator == "enum" and all(isinstance(v, str) for v in error.validator_value):
-        return f"{key_path(path)}: {error.message}" + _value_meant(
-            error.instance, error.validator_value
-        )
+        written = str(error.instance).lower() if isinstance(error.instance, bool) else None
+        message = f"{written} is not one of {error.validator_value}" if written else error.message
+        return f"{key_path(path)}: {message}" + _value_meant(error.instance, error.validator_value)
     if error.validator in ("oneOf", "anyOf") and error.context:
         return _describe_alternatives(error, path)
     if error.validator == "required":
@@ -146,6 +146,8 @@ def _describe_schema_error(error) -> str:
 # values as other tools or papers write them
 VALUE_SYNONYMS = {
     "bw": "bandwidth",
+    "seq": "sequential",
+    "rand": "random",
     "throughput": "bandwidth",
     **dict.fromkeys(("dir", "fs", "filesystem", "file", "posix", "nfs", "mount"), "directory"),
     **dict.fromkeys(("device", "disk", "bdev", "lun", "raw", "dev"), "block"),

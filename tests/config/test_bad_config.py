@@ -1156,6 +1156,11 @@ def test_a_value_not_allowed_names_the_one_it_may_mean(mutate, expected):
     assert problems_of(mutate) == [expected]
 
 
+def test_a_yes_or_no_where_a_word_goes_is_written_as_yaml_writes_it():
+    problems = problems_of(lambda c: experiment(c).update(flush=True))
+    assert "experiments.demo.flush: true is not one of ['before', 'after']" in problems
+
+
 def test_a_size_below_the_block_size_is_refused_before_the_run():
     """fio --parse-only takes it; the run stopped with 'size too small'."""
     problems = problems_of(
