@@ -108,6 +108,14 @@ def _describe_schema_error(error) -> str:
             f"{key_path(path)}: a sweep lists its values ([{error.instance}]), not"
             f" {error.instance!r}; one value for every run goes under job:"
         )
+    if _unquoted_braces(error):
+        written = "{" + ", ".join(map(str, error.instance)) + "}"
+        return (
+            f"{key_path(path)}: {written} unquoted is a YAML mapping, not a host-fact"
+            f' expression: quote it ("{written}")'
+        )
+    if _a_scalar_for_a_list(error):
+        return f"{key_path(path)}: a list goes here ([{error.instance}]), not {error.instance!r}"
     if error.validator == "propertyNames":
         return f"{key_path(path)}: bad name {error.instance!r} (letters, digits, '_', '.', '-')"
     if error.validator == "maxLength" and "propertyNames" in error.absolute_schema_path:
@@ -203,6 +211,9 @@ KEY_SYNONYMS = {
     "parameters": "job",
     "repeat": "iterations",
     "repeats": "iterations",
+    "test": "check",  # a set-up step's
+    "verify": "check",
+    "unless": "check",
     "after": "at",  # a fault's time
     "when": "at",
     "time": "at",
@@ -220,6 +231,26 @@ def _a_path_for(path: list, value) -> str:
     if names_target and isinstance(value, str) and value.startswith("/"):
         return "; name a target defined under targets: (a path goes in its path:)"
     return ""
+
+
+def _unquoted_braces(error) -> bool:
+    """numjobs: {cores} -- YAML reads it as the mapping {'cores': None}."""
+    instance = error.instance
+    return (
+        error.validator == "type"
+        and isinstance(instance, dict)
+        and bool(instance)
+        and all(value is None for value in instance.values())
+    )
+
+
+def _a_scalar_for_a_list(error) -> bool:
+    return (
+        error.validator == "type"
+        and error.validator_value == "array"
+        and isinstance(error.instance, str | int | float)
+        and not isinstance(error.instance, bool)
+    )
 
 
 def _a_sweep_of_one_value(error, path: list) -> bool:

@@ -1156,6 +1156,29 @@ def test_a_value_not_allowed_names_the_one_it_may_mean(mutate, expected):
     assert problems_of(mutate) == [expected]
 
 
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda c: experiment(c)["job"].update(numjobs={"cores": None}),
+            "experiments.demo.job.numjobs: {cores} unquoted is a YAML mapping, not a host-fact"
+            ' expression: quote it ("{cores}")',
+        ),
+        (
+            lambda c: c.update(network={"mesh": "clients", "port": 30001}),
+            "network.mesh: a list goes here ([clients]), not 'clients'",
+        ),
+        (
+            lambda c: c.update(setup={"mount": {"hosts": "clients", "command": "m", "test": "t"}}),
+            "setup.mount.test: unknown key (did you mean 'check'?)",
+        ),
+    ],
+    ids=["unquoted-braces", "a-scalar-for-a-list", "ansible-test"],
+)
+def test_what_yaml_made_of_a_value_is_named_with_how_to_write_it(mutate, expected):
+    assert expected in problems_of(mutate)
+
+
 def test_a_yes_or_no_where_a_word_goes_is_written_as_yaml_writes_it():
     problems = problems_of(lambda c: experiment(c).update(flush=True))
     assert "experiments.demo.flush: true is not one of ['before', 'after']" in problems
