@@ -141,8 +141,8 @@ def _describe_schema_error(error) -> str:
     if error.validator == "pattern" and "description" in error.schema:
         return f"{key_path(path)}: {error.message} ({error.schema['description']})"
     if error.validator == "enum" and all(isinstance(v, str) for v in error.validator_value):
-        written = str(error.instance).lower() if isinstance(error.instance, bool) else None
-        message = f"{written} is not one of {error.validator_value}" if written else error.message
+        as_yaml = str(error.instance).lower() if isinstance(error.instance, bool) else None
+        message = f"{as_yaml} is not one of {error.validator_value}" if as_yaml else error.message
         return f"{key_path(path)}: {message}" + _value_meant(error.instance, error.validator_value)
     if error.validator in ("oneOf", "anyOf") and error.context:
         return _describe_alternatives(error, path)
