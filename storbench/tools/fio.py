@@ -60,7 +60,7 @@ class FioAdapter(ToolAdapter):
         preparation=True,
         search_metrics=("iops",),
         interval_series=True,
-        import_formats=("json", "json+"),
+        import_formats=("json", "json+", "terse (--minimal)"),
     )
     preparation_template = "fio/prepare.fio.j2"
     # measured here: 0.27 s from exec to a null job's exec_prerun, 0.14 s of it CPU (fio's
@@ -409,16 +409,21 @@ class FioAdapter(ToolAdapter):
         return rows
 
     def recognizes(self, path: Path, head: bytes) -> bool:
-        return b'"fio version"' in head  # json, json+ or status-interval documents
+        # json, json+ or status-interval documents, or terse lines (parsing only: lazy)
+        from storbench.tools import fio_terse
+
+        return b'"fio version"' in head or fio_terse.is_terse(head)
 
     def import_series(self, paths: list[Path], base: dict) -> list[dict]:
         """The status-interval documents of each file (a run with --status-interval)."""
         # parsing only: render and run stay light
-        from storbench.tools import fio_timeseries
+        from storbench.tools import fio_terse, fio_timeseries
 
         rows = []
         for path in _json_files(paths):
             text = path.read_bytes().decode("utf-8", errors="replace")
+            if fio_terse.is_terse(text[:64].encode()):
+                continue  # terse lines carry no intervals storbench reads
             run_base = {**base, "run_id": path.stem}
             rows += fio_timeseries.rows_from_status_interval(
                 text, host=path.parent.name, base=run_base, source=str(path)
@@ -426,9 +431,10 @@ class FioAdapter(ToolAdapter):
         return rows
 
     def import_outputs(self, paths: list[Path], base: dict) -> list[dict]:
-        """Each json/json+ file is one run (run id = file stem) on one host (its folder name)."""
+        """Each json/json+ or terse file is one run (run id = file stem) on one host (its
+        folder name)."""
         # parsing only: render and run stay light
-        from storbench.tools import fio_json
+        from storbench.tools import fio_json, fio_terse
 
         rows = []
         for path in _json_files(paths):
@@ -436,8 +442,11 @@ class FioAdapter(ToolAdapter):
             if not text.strip():
                 raise fio_json.FioOutputError(f"{path}: empty file")
             run_base = {**base, "run_id": path.stem, "raw_path": str(path)}
+            host = path.absolute().parent.name  # a file named in its own folder too
+            if fio_terse.is_terse(text[:64].encode()):
+                rows += fio_terse.rows_from_terse(text, host=host, base=run_base, source=str(path))
+                continue
             try:
-                host = path.absolute().parent.name  # a file named in its own folder too
                 rows += fio_json.parse_outputs([(host, text)], base=run_base)
             except fio_json.FioOutputError as error:
                 raise fio_json.FioOutputError(f"{path}: not fio JSON output ({error})") from None

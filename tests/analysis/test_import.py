@@ -60,7 +60,8 @@ def test_a_file_no_tool_recognises_is_refused_with_what_the_tool_reads(tmp_path,
     output = tmp_path / "out.parquet"
     assert main(["import", "--tool", "fio", "-o", str(output), str(notes)]) == 1
     assert capsys.readouterr().err.strip() == (
-        f"storbench: error: {notes}: not fio output (recognised by content; fio reads json, json+)"
+        f"storbench: error: {notes}: not fio output (recognised by content; fio reads json, json+,"
+        " terse (--minimal))"
     )
     assert not output.exists()
 
