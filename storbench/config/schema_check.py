@@ -5,6 +5,7 @@ and address patterns spelled out.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import yaml
@@ -152,29 +153,35 @@ def _describe_schema_error(error) -> str:
 
 
 # values as other tools or papers write them
-VALUE_SYNONYMS = {
-    "bw": "bandwidth",
-    "seq": "sequential",
-    "rand": "random",
-    "throughput": "bandwidth",
-    **dict.fromkeys(("dir", "fs", "filesystem", "file", "posix", "nfs", "mount"), "directory"),
-    **dict.fromkeys(("device", "disk", "bdev", "lun", "raw", "dev"), "block"),
-    **dict.fromkeys(("object", "objects", "minio", "bucket"), "s3"),
-    **dict.fromkeys(("si", "mb", "gb", "mb/s", "gb/s"), "decimal"),
-    **dict.fromkeys(("iec", "mib", "gib", "mib/s", "gib/s"), "binary"),
+VALUE_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "bw": ("bandwidth",),
+    "bandwidth": ("bw",),
+    "throughput": ("bandwidth", "bw"),
+    "latency": ("lat_mean",),
+    "seq": ("sequential",),
+    "rand": ("random",),
+    **dict.fromkeys(("dir", "fs", "filesystem", "file", "posix", "nfs", "mount"), ("directory",)),
+    **dict.fromkeys(("device", "disk", "bdev", "lun", "raw", "dev"), ("block",)),
+    **dict.fromkeys(("object", "objects", "minio", "bucket"), ("s3",)),
+    **dict.fromkeys(("si", "mb", "gb", "mb/s", "gb/s"), ("decimal",)),
+    **dict.fromkeys(("iec", "mib", "gib", "mib/s", "gib/s"), ("binary",)),
 }
+PERCENTILE_NAME = re.compile(r"p[0-9]")
 
 
 def _value_meant(value, allowed: list[str]) -> str:
     """' (did you mean 'x'?)' for a value of the wrong case, another tool's word for one of
-    allowed, or one spelt close to it."""
+    allowed, or one spelt close to it; never another percentile for one not kept (p95)."""
     if isinstance(value, (dict, list)) or value is None:
         return ""
     text = str(value)
-    same_but_case = [name for name in allowed if name.lower() == text.lower()]
-    if same_but_case:
-        return f" (did you mean {same_but_case[0]!r}?)"
-    return did_you_mean(text, allowed, synonyms=VALUE_SYNONYMS)
+    meant = [name for name in allowed if name.lower() == text.lower()]
+    meant += [name for name in VALUE_SYNONYMS.get(text.lower(), ()) if name in allowed]
+    if meant:
+        return f" (did you mean {meant[0]!r}?)"
+    if PERCENTILE_NAME.match(text):
+        return ""
+    return did_you_mean(text, allowed)
 
 
 def _pattern_hint(pattern: str, value: str) -> str:

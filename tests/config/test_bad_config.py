@@ -1149,8 +1149,26 @@ def test_a_search_objective_is_named_by_its_key_and_written_value():
             lambda c: c["hosts"]["localhost"].update(transport="telnet"),
             "hosts.localhost.transport: 'telnet' is not one of ['local', 'ssh']",
         ),
+        (
+            lambda c: c.update(report={"tables": {"t": {"rows": ["bs"], "values": ["bandwidth"]}}}),
+            "report.tables.t.values[0]: 'bandwidth' is not one of ['bw', 'iops', 'lat_mean',"
+            " 'p50', 'p90', 'p99', 'p99.9', 'p99.99'] (did you mean 'bw'?)",
+        ),
+        # a percentile storbench does not keep is not another one misspelt
+        (
+            lambda c: c.update(report={"tables": {"t": {"rows": ["bs"], "values": ["p95"]}}}),
+            "report.tables.t.values[0]: 'p95' is not one of ['bw', 'iops', 'lat_mean', 'p50',"
+            " 'p90', 'p99', 'p99.9', 'p99.99']",
+        ),
     ],
-    ids=["another-word", "case", "a-unit-for-its-system", "nothing-close"],
+    ids=[
+        "another-word",
+        "case",
+        "a-unit-for-its-system",
+        "nothing-close",
+        "the-other-way-round",
+        "a-percentile-not-kept",
+    ],
 )
 def test_a_value_not_allowed_names_the_one_it_may_mean(mutate, expected):
     assert problems_of(mutate) == [expected]
