@@ -83,6 +83,7 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for name, experiment in experiments.items():
         if experiment is not None:
             _warn_short_runs(name, experiment)
+            _warn_tool_job(name, experiment)
             _warn_service_behind_jump(name, experiment, raw["hosts"])
             _warn_tool_logins(name, experiment, raw["hosts"])
             _check_shared_bucket(name, experiment, host_groups, problems)
@@ -783,6 +784,21 @@ def _warn_short_runs(name: str, experiment) -> None:
             "(fine for trying a config, short for a report)",
             file=sys.stderr,
         )
+
+
+def _warn_tool_job(name: str, experiment) -> None:
+    """The tool adapter's warnings on the options a config gives (not on a template's own)."""
+    if experiment.job_file or experiment.template or experiment.schedule:
+        return
+    sweep = experiment.sweep
+    if experiment.search:  # its probes climb a queue-depth ladder up to max_iodepth
+        sweep = {**sweep, "iodepth": [experiment.search["max_iodepth"]]}
+    zipped = sweep.get("zip") or {}
+    for option, why in get_tool(experiment.tool).job_warnings(experiment.job, sweep).items():
+        where = "sweep.zip" if option in zipped else "sweep" if option in sweep else "job"
+        if experiment.search and option == "iodepth":
+            where, option = "search", "max_iodepth"
+        print(f"storbench: warning: experiments.{name}.{where}.{option}: {why}", file=sys.stderr)
 
 
 def _warn_service_behind_jump(name: str, experiment, groups: dict) -> None:

@@ -30,7 +30,7 @@ class Experiment:
     target_set: tuple[str, ...] = ()  # several targets: runs on each alone and on all at once
     together_only: bool = False  # a target set's runs use all its targets at once, never one
     execution: str = "standalone"  # or "service": tool services driven by one controller
-    steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n}
+    steps: dict | None = None  # {"mode": "incremental" | "constant", "size": n} or "counts"
     rwmixreadhost: int | None = None  # percent of a run's hosts that read
     slow_host_percent: float = 10.0
     max_start_skew_s: float = 1.0

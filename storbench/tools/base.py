@@ -322,6 +322,12 @@ class ToolAdapter:
             problems.append("runtime: a search needs a runtime for each probe (e.g. 10s)")
         return problems
 
+    def job_warnings(self, job: dict, sweep: dict) -> dict[str, str]:
+        """{option: why} for options the tool takes but whose runs would not measure what
+        the options say (a queue depth a synchronous engine never reaches): warnings at
+        `check`; none by default."""
+        return {}
+
     def search_job_warnings(self, job: dict) -> list[str]:
         """Known tool faults a search's probes would meet with this job (warnings)."""
         return []

@@ -250,6 +250,34 @@ class FioAdapter(ToolAdapter):
             problems.append(f"numjobs: a search needs a whole number >= 1, not {numjobs!r}")
         return problems
 
+    def job_warnings(self, job: dict, sweep: dict) -> dict[str, str]:
+        zipped = sweep.get("zip") or {}
+
+        def values(option: str) -> list:
+            return [*([job[option]] if option in job else []), *sweep.get(option, ()),
+                    *zipped.get(option, ())]  # fmt: skip
+
+        engines = [str(engine) for engine in values("ioengine")] or ["psync"]
+        depths = [d for d in values("iodepth") if type(d) is int and d > 1]
+        synchronous = [engine for engine in engines if engine in SYNC_ENGINES]
+        warnings = {}
+        if synchronous and depths:
+            default = "" if values("ioengine") else " (fio's default)"
+            warnings["iodepth"] = (
+                f"{max(depths)} with ioengine {synchronous[0]}{default}: a synchronous engine"
+                " keeps one I/O in flight per job whatever iodepth says; set ioengine: libaio or"
+                " io_uring for a queue depth (numjobs for more jobs)"
+            )
+        unbuffered = [_truthy(v) for v in values("direct")] + [
+            not _truthy(v) for v in values("buffered")
+        ]
+        if "libaio" in engines and not any(unbuffered) and depths:
+            warnings["ioengine"] = (
+                "libaio without direct: 1: Linux queues native AIO only for direct I/O; buffered,"
+                " each I/O completes as it is submitted, so iodepth is not the I/Os in flight"
+            )
+        return warnings
+
     def search_job_warnings(self, job: dict) -> list[str]:
         writes = str(job.get("rw", "read")).partition(":")[0] in PATTERNS_WITH_WRITES
         files = job.get("nrfiles", 1)
@@ -655,6 +683,11 @@ def _job_directory(target: dict, host: str | None) -> str | None:
         return f"{directory}/{host}"
     # fio expands ${VAR} in job files; the runner sets it per host: hosts never share files
     return f"{directory}/${{{HOST_VARIABLE}}}"
+
+
+def _truthy(value) -> bool:
+    """A fio boolean option's value as fio reads it (1, true, yes, on)."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def _json_files(paths: list[Path]) -> list[Path]:

@@ -388,13 +388,19 @@ def test_any_tool_measures_before_and_after_a_flush_only_recipe_on_a_directory()
     ]
 
 
+def queued(raw: dict) -> dict:
+    """raw whose swept queue depths an engine reaches (fio's default psync is warned about)."""
+    raw["experiments"]["demo"]["job"]["ioengine"] = "io_uring"
+    return raw
+
+
 def test_runs_shorter_than_the_guides_minimums_are_warned_about(capsys):
-    load_campaign(copy.deepcopy(VALID))  # 5 s runs on a directory
+    load_campaign(queued(copy.deepcopy(VALID)))  # 5 s runs on a directory
     assert capsys.readouterr().err == (
         "storbench: warning: experiments.demo: runs of 5 s; the reference guides measure "
         "directory targets for at least 60 s (fine for trying a config, short for a report)\n"
     )
-    raw = copy.deepcopy(VALID)
+    raw = queued(copy.deepcopy(VALID))
     raw["experiments"]["demo"]["job"]["runtime"] = "2m"
     load_campaign(raw)
     assert capsys.readouterr().err == ""
@@ -483,7 +489,7 @@ def test_one_campaign_service_per_host_is_looked_for_at_one_address():
 
 
 def test_service_mode_on_hosts_behind_a_jump_host_is_warned_about(capsys):
-    raw = copy.deepcopy(VALID)
+    raw = queued(copy.deepcopy(VALID))
     raw["hosts"]["clients"]["jump"] = "ops@bastion:22"
     raw["experiments"]["demo"].update(hosts="clients", execution="service")
     raw["experiments"]["demo"]["job"]["runtime"] = "2m"
@@ -797,3 +803,31 @@ def test_a_gateway_comes_with_connection_tree(options, expected):
         "python3.11",
         "tree",
     )
+
+
+def test_a_queue_depth_the_engine_never_reaches_is_warned_about(capsys):
+    """fio's default psync keeps one I/O in flight per job; libaio queues only direct I/O."""
+    raw = {
+        "hosts": {"local": {"transport": "local"}},
+        "targets": {"t": {"type": "directory", "path": "/mnt/t"}},
+        "experiments": {
+            "e": {"tool": "fio", "hosts": "local", "target": "t", "job": {"rw": "randread"},
+                  "sweep": {"iodepth": [1, 8, 32]}},
+        },
+    }  # fmt: skip
+    load_campaign(raw)
+    assert (
+        "storbench: warning: experiments.e.sweep.iodepth: 32 with ioengine psync (fio's"
+        " default): a synchronous engine keeps one I/O in flight per job whatever iodepth"
+        " says; set ioengine: libaio or io_uring for a queue depth (numjobs for more jobs)"
+    ) in capsys.readouterr().err
+    raw["experiments"]["e"]["job"]["ioengine"] = "libaio"
+    load_campaign(raw)
+    assert (
+        "storbench: warning: experiments.e.job.ioengine: libaio without direct: 1: Linux queues"
+        " native AIO only for direct I/O; buffered, each I/O completes as it is submitted, so"
+        " iodepth is not the I/Os in flight"
+    ) in capsys.readouterr().err
+    raw["experiments"]["e"]["job"]["direct"] = 1
+    load_campaign(raw)
+    assert "warning" not in capsys.readouterr().err

@@ -195,6 +195,7 @@ def test_an_identity_file_others_can_read_is_warned_about(tmp_path, capsys):
     key.write_text("not really a key\n")
     key.chmod(0o644)
     raw = copy.deepcopy(VALID)
+    raw["experiments"]["demo"]["job"]["ioengine"] = "io_uring"  # no queue-depth warning
     raw["hosts"]["clients"] = ssh_group(key)
     raw["experiments"]["demo"]["hosts"] = "clients"
     config.load_campaign(raw)
