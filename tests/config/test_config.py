@@ -831,3 +831,21 @@ def test_a_queue_depth_the_engine_never_reaches_is_warned_about(capsys):
     raw["experiments"]["e"]["job"]["direct"] = 1
     load_campaign(raw)
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_searchs_queue_depth_ladder_through_a_synchronous_engine_is_warned_about(capsys):
+    raw = {
+        "hosts": {"local": {"transport": "local"}},
+        "targets": {"t": {"type": "directory", "path": "/mnt/t"}},
+        "experiments": {
+            "slo": {"tool": "fio", "hosts": "local", "target": "t",
+                    "job": {"rw": "randread", "runtime": "10s", "ioengine": "psync"},
+                    "search": {"objective": {"metric": "iops", "latency": "p99", "limit": "2ms"},
+                               "max_iodepth": 8}},
+        },
+    }  # fmt: skip
+    load_campaign(raw)
+    assert (
+        "storbench: warning: experiments.slo.search.max_iodepth: 8 with ioengine psync: a"
+        " synchronous engine keeps one I/O in flight per job"
+    ) in capsys.readouterr().err
