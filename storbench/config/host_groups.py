@@ -49,6 +49,30 @@ def check_hosts_in_several_groups(host_groups: dict, problems: list[str]) -> Non
                 )
 
 
+def _user_problem(user, nodes: list[str]) -> str | None:
+    """A login with a host of the group in it (root@client01), or with blanks, is no login;
+    'jdoe@corp.example.com' (a directory's login) is one."""
+    if not isinstance(user, str):
+        return None
+    if any(character.isspace() or not character.isprintable() for character in user):
+        return f"{user!r} is not a login name (blanks or control characters)"
+    login, at, host = user.rpartition("@")
+    if at and host in nodes:
+        return f"{user!r} holds a host of the group: the login alone ({login!r}) goes here"
+    return None
+
+
+def _login_in_name(name: str) -> str:
+    """What an ssh destination's parts in a host name mean here (root@client01:2222)."""
+    user, at, host = name.rpartition("@")
+    if at and user and host:
+        return f"; the login goes under user: ({user!r}), the host alone under nodes:"
+    host, colon, port = name.rpartition(":")
+    if colon and port.isdigit() and host and ":" not in host:
+        return f"; the port goes under port: ({port}), the host alone under nodes:"
+    return ""
+
+
 def _way_in(host: dict, key: str):
     return host.get(key, WAY_IN_DEFAULTS[key])
 
@@ -91,6 +115,9 @@ def expand_group(name: str, group: dict, problems: list[str]) -> list[dict]:
         f"{key}.unresponsive_after", group.get("unresponsive_after", 30), problems
     )
     if connect_timeout is None or unresponsive is None:
+        return []
+    if problem := _user_problem(group.get("user"), nodes):
+        problems.append(f"{key}.user: {problem}")
         return []
     specs: list[dict] = []
     for node in nodes:
@@ -236,6 +263,7 @@ def _expand_nodes(key: str, nodes_text: str, problems: list[str]) -> list[str]:
         problems.append(
             f"{key}: bad host name {bad[0]!r}{within} (up to 200 letters, digits, '.', '-', "
             "'_', first not '.' or '-'; ClusterShell groups such as '@rack1' are not resolved)"
+            + _login_in_name(bad[0])
         )
         return []
     reserved = [node for node in nodes if node in RESERVED_HOST_NAMES]

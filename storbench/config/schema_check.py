@@ -158,6 +158,8 @@ VALUE_SYNONYMS: dict[str, tuple[str, ...]] = {
     "bandwidth": ("bw",),
     "throughput": ("bandwidth", "bw"),
     "latency": ("lat_mean",),
+    **dict.fromkeys(("clush", "pdsh", "fabric", "paramiko", "openssh"), ("ssh",)),
+    "localhost": ("local",),
     "seq": ("sequential",),
     "rand": ("random",),
     **dict.fromkeys(("dir", "fs", "filesystem", "file", "posix", "nfs", "mount"), ("directory",)),

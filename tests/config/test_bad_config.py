@@ -1310,3 +1310,42 @@ def test_a_threshold_without_its_sign_names_the_signed_one():
         "compare[0].thresholds.iops: '5%' is not a drop in percent, with its sign ('-5%')"
         " (did you mean '-5%'?)"
     ) in problems
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (
+            lambda c: c["hosts"]["clients"].update(user="root@client01"),
+            "hosts.clients.user: 'root@client01' holds a host of the group: the login alone"
+            " ('root') goes here",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(nodes="root@client[01-02]"),
+            "hosts.clients.nodes: bad host name 'root@client01' in 'root@client[01-02]' (up to"
+            " 200 letters, digits, '.', '-', '_', first not '.' or '-'; ClusterShell groups such"
+            " as '@rack1' are not resolved); the login goes under user: ('root'), the host alone"
+            " under nodes:",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(nodes="client01:2222"),
+            "hosts.clients.nodes: bad host name 'client01:2222' (up to 200 letters, digits, '.',"
+            " '-', '_', first not '.' or '-'; ClusterShell groups such as '@rack1' are not"
+            " resolved); the port goes under port: (2222), the host alone under nodes:",
+        ),
+        (
+            lambda c: c["hosts"]["clients"].update(transport="clush"),
+            "hosts.clients.transport: 'clush' is not one of ['local', 'ssh'] (did you mean 'ssh'?)",
+        ),
+    ],
+    ids=["user-at-host", "user-in-nodes", "port-in-nodes", "clush"],
+)
+def test_an_ssh_destination_written_whole_names_where_its_parts_go(mutate, expected):
+    assert expected in problems_of(mutate)
+
+
+def test_a_directory_login_with_its_domain_is_a_login():
+    raw = copy.deepcopy(VALID)
+    raw["hosts"]["clients"]["user"] = "jdoe@corp.example.com"
+    raw["experiments"]["demo"]["hosts"] = "clients"
+    assert config.load_campaign(raw).hosts_of("demo")[0]["user"] == "jdoe@corp.example.com"
