@@ -165,7 +165,10 @@ def _min(values):
 
 
 def _weighted_mean(group: list[dict], column: str):
-    """The I/O-weighted mean of a per-row mean (None unless every row measured it)."""
+    """The I/O-weighted mean of a per-row mean (None unless every row measured it); a group
+    of one row has its mean, counted or not (fio's terse output prints no I/O count)."""
+    if len(group) == 1:
+        return group[0].get(column)
     if any(row.get(column) is None or not row.get("ios") for row in group):
         return None
     total = sum(row["ios"] for row in group)
@@ -177,6 +180,8 @@ def _pooled_latency(group: list[dict]) -> dict:
 
     fio's stddev is the sample one (divides by n-1), so the pooled value is too.
     """
+    if len(group) == 1:  # its own figures, counted or not
+        return {column: group[0].get(column) for column in LATENCY_SUMMARY}
     measured = [row for row in group if row.get("lat_mean_ns") is not None and row.get("ios")]
     if len(measured) == 1:  # keep fio's own figures rather than re-derive them with rounding
         return {column: measured[0].get(column) for column in LATENCY_SUMMARY}

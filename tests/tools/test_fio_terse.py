@@ -54,6 +54,7 @@ def test_a_terse_line_imports_with_fios_own_figures(tmp_path, capsys):
     assert row["rw"] is None and row["bs"] is None  # terse prints no options
     (total,) = [row for row in rows if row["host"] == "all"]
     assert (total["bytes"], total["iops"], total["p99_ns"]) == (row["bytes"], 31740, 199000)
+    assert total["lat_mean_ns"] == row["lat_mean_ns"]  # one job: its own figures
 
 
 def test_numjobs_clones_are_told_apart_and_a_cut_line_is_named(tmp_path):
@@ -65,6 +66,7 @@ def test_numjobs_clones_are_told_apart_and_a_cut_line_is_named(tmp_path):
     ]
     (total,) = [row for row in rows if row["host"] == "all"]
     assert total["bytes"] == 2 * 634928 * 1024
+    assert total["lat_mean_ns"] is None  # two jobs, no I/O counts to weigh their means
     cut = ";".join(line.split(";")[:50])
     with pytest.raises(ToolOutputError) as error:
         rows_from_terse(f"{line}\n{cut}\n", host="h", base={}, source="f")
