@@ -83,7 +83,8 @@ def load_campaign(raw: dict, source: str = "config") -> Campaign:
     for name, experiment in experiments.items():
         if experiment is not None:
             _warn_short_runs(name, experiment)
-            _warn_tool_job(name, experiment)
+            if not problems:  # after the errors: an option refused would be warned about too
+                _warn_tool_job(name, experiment)
             _warn_service_behind_jump(name, experiment, raw["hosts"])
             _warn_tool_logins(name, experiment, raw["hosts"])
             _check_shared_bucket(name, experiment, host_groups, problems)

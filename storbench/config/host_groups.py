@@ -50,12 +50,12 @@ def check_hosts_in_several_groups(host_groups: dict, problems: list[str]) -> Non
 
 
 def _user_problem(user, nodes: list[str]) -> str | None:
-    """A login with a host of the group in it (root@client01), or with blanks, is no login;
-    'jdoe@corp.example.com' (a directory's login) is one."""
+    """A login with a host of the group in it (root@client01), or a line break, is no login;
+    'jdoe@corp.example.com' (a directory's login) is one, and so, quoted, is one with blanks."""
     if not isinstance(user, str):
         return None
-    if any(character.isspace() or not character.isprintable() for character in user):
-        return f"{user!r} is not a login name (blanks or control characters)"
+    if not user.isprintable():
+        return f"{user!r} is not a login name (control characters)"
     login, at, host = user.rpartition("@")
     if at and host in nodes:
         return f"{user!r} holds a host of the group: the login alone ({login!r}) goes here"

@@ -45,7 +45,6 @@ Outputs: a folder per host (``<host>-elbencho``) with results.json/.csv/.txt and
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from pathlib import Path
@@ -192,8 +191,8 @@ class ElbenchoAdapter(ToolAdapter):
         for option in dict.fromkeys(option for section in sections for option in section):
             if option in HANDLED_OPTIONS or option in known or option == "ramp_time":
                 continue
-            near = difflib.get_close_matches(option, [*known, *HANDLED_OPTIONS], n=1)
-            meant = GENERIC_SPELLING.get(near[0], near[0]) if near else None  # block -> bs
+            near = closest(option, [*known, *HANDLED_OPTIONS])
+            meant = GENERIC_SPELLING.get(near, near) if near else None  # block -> bs
             hint = f" (did you mean {meant!r}?)" if meant else ""
             problems[option] = f"elbencho has no option {option!r}{hint}"
         return problems

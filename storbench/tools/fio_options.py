@@ -16,7 +16,6 @@ each fio experiment of the config, at every dry run and resume.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import hashlib
 import json
@@ -156,8 +155,7 @@ def _ask_fio(fio: str, text: str) -> tuple[tuple[str, str], ...] | None:
 
 def _value_problem(option: str, value: str) -> str:
     if option in ("rw", "readwrite"):
-        near = difflib.get_close_matches(value.split(":")[0], RW_VALUES, n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        hint = did_you_mean(value.split(":")[0], RW_VALUES)
         return f"fio does not take {option}={value!r}{hint}; valid: {', '.join(RW_VALUES)}"
     return f"fio does not take {option}={value!r} (fio --parse-only)"
 
@@ -189,10 +187,8 @@ def _by_list(sections: list[dict], skip: frozenset[str]) -> dict[str, str]:
         for option in options:
             if option in skip or option in known:
                 continue
-            near = difflib.get_close_matches(option, known, n=1, cutoff=0.8)
-            if near:
-                problems.setdefault(option, f"fio has no option {option!r} (did you mean "
-                                            f"{near[0]!r}?)")  # fmt: skip
+            if hint := did_you_mean(option, known, cutoff=0.8):
+                problems.setdefault(option, f"fio has no option {option!r}{hint}")
         rw = options.get("rw")
         rw_text = rw if isinstance(rw, str) and not hostfacts.has_expression(rw) else None
         if rw_text is not None and rw_text.split(":")[0] not in RW_VALUES:

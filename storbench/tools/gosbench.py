@@ -47,7 +47,6 @@ weights: gosbench's numbers are the mix's total, never one operation's.
 from __future__ import annotations
 
 import csv
-import difflib
 import io
 import json
 import re
@@ -58,7 +57,7 @@ from storbench.core.addresses import with_port
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, joined, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
-from storbench.core.suggest import did_you_mean
+from storbench.core.suggest import closest, did_you_mean
 from storbench.tools.base import (
     SECRET_PLACEHOLDERS,
     Capabilities,
@@ -232,8 +231,8 @@ class GosbenchAdapter(ToolAdapter):
         for option in dict.fromkeys(option for section in sections for option in section):
             if option in OPTIONS or option == "ramp_time":
                 continue
-            near = difflib.get_close_matches(option, OPTIONS, n=1)
-            hint = f"did you mean {near[0]!r}?" if near else f"its options: {', '.join(OPTIONS)}"
+            near = closest(option, OPTIONS)
+            hint = f"did you mean {near!r}?" if near else f"its options: {', '.join(OPTIONS)}"
             if option in GENERIC_OF_OWN:
                 hint = f"its config's {option}: use storbench's option {GENERIC_OF_OWN[option]!r}"
             problems[option] = f"gosbench has no option {option!r} ({hint})"

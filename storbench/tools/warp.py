@@ -44,7 +44,6 @@ the output of a distributed run (several clients) gives a row per warp client an
 from __future__ import annotations
 
 import datetime
-import difflib
 import functools
 import json
 import math
@@ -56,6 +55,7 @@ from storbench.core import units
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
 from storbench.core.schema_names import ALL_HOSTS, CONTROLLER, normalize_op
 from storbench.core.specs import Manifest
+from storbench.core.suggest import closest
 from storbench.tools.base import (
     ARGS_FILE_LOOP,
     ZSTD_MAGIC,
@@ -188,8 +188,8 @@ class WarpAdapter(ToolAdapter):
                 flag = _flag_name(option)
                 if option in _SET_BY_STORBENCH or flag in known:
                     continue
-                near = difflib.get_close_matches(flag, known, n=1)
-                hint = f" (did you mean {_option_name(near[0])!r}?)" if near else ""
+                near = closest(flag, known)
+                hint = f" (did you mean {_option_name(near)!r}?)" if near else ""
                 problems.setdefault(option, f"warp {benchmark} has no flag --{flag}{hint}")
         return problems
 
