@@ -53,6 +53,7 @@ from storbench.core import (
     results,
 )
 from storbench.core.numbers import NS_PER_US, format_number, is_missing
+from storbench.core.suggest import did_you_mean
 from storbench.core.units import size_label
 from storbench.tools import UnknownToolError, get_tool
 
@@ -430,6 +431,8 @@ def _typed(changes: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 # Thresholds
 
+THRESHOLD_SYNONYMS = {"bw": "bw_bytes_s", "bandwidth": "bw_bytes_s", "p99": "p99_ns",
+                      "lat_mean": "lat_mean_ns", "latency": "lat_mean_ns"}  # fmt: skip
 _THRESHOLD = re.compile(r"^\s*([+-])\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -438,12 +441,18 @@ def parse_thresholds(thresholds: dict) -> dict[str, float]:
     limits = {}
     for metric, text in thresholds.items():
         if metric not in METRICS:
-            raise ValueError(f"thresholds.{metric}: unknown metric; known: {', '.join(METRICS)}")
+            meant = did_you_mean(str(metric), METRICS, synonyms=THRESHOLD_SYNONYMS)
+            raise ValueError(
+                f"thresholds.{metric}: unknown metric{meant}; known: {', '.join(METRICS)}"
+            )
         match = _THRESHOLD.match(text) if isinstance(text, str) else None
         if match is None:
+            unsigned = isinstance(text, str) and _THRESHOLD.match(f"+{text}")
+            sign = "-" if HIGHER_IS_BETTER[metric] else "+"
+            meant = f" (did you mean '{sign}{text.strip()}'?)" if unsigned else ""
             raise ValueError(
                 f"thresholds.{metric}: expected a signed percentage such as '-5%' or '+10%', "
-                f"got {text!r}"
+                f"got {text!r}{meant}"
             )
         sign, number = match.groups()
         if (sign == "-") != HIGHER_IS_BETTER[metric]:

@@ -277,11 +277,18 @@ def test_check_thresholds_on_a_comparison_and_looser_limits(sources):
 @pytest.mark.parametrize(
     ("thresholds", "message"),
     [
-        ({"iops": "5%"}, "thresholds.iops: expected a signed percentage"),
+        (
+            {"iops": "5%"},
+            "thresholds.iops: expected a signed percentage such as '-5%' or '+10%', got '5%'"
+            " (did you mean '-5%'?)",
+        ),
+        ({"p99_ns": "10%"}, "got '10%' (did you mean '+10%'?)"),
         ({"iops": -5}, "thresholds.iops: expected a signed percentage"),
         ({"iops": "+5%"}, "thresholds.iops: a regression of iops is a drop"),
         ({"p99_ns": "-10%"}, "thresholds.p99_ns: a regression of p99_ns is a rise"),
         ({"p999": "+10%"}, "thresholds.p999: unknown metric"),
+        ({"p99": "+10%"}, "thresholds.p99: unknown metric (did you mean 'p99_ns'?); known:"),
+        ({"bw": "-5%"}, "thresholds.bw: unknown metric (did you mean 'bw_bytes_s'?)"),
     ],
 )
 def test_bad_thresholds_are_named(thresholds, message):
