@@ -794,12 +794,12 @@ def _warn_tool_job(name: str, experiment) -> None:
     sweep = experiment.sweep
     if experiment.search:  # its probes climb a queue-depth ladder up to max_iodepth
         sweep = {**sweep, "iodepth": [experiment.search["max_iodepth"]]}
-    zipped = sweep.get("zip") or {}
     for option, why in get_tool(experiment.tool).job_warnings(experiment.job, sweep).items():
-        where = "sweep.zip" if option in zipped else "sweep" if option in sweep else "job"
-        if experiment.search and option == "iodepth":
-            where, option = "search", "max_iodepth"
-        print(f"storbench: warning: experiments.{name}.{where}.{option}: {why}", file=sys.stderr)
+        searched = experiment.search and option == "iodepth"
+        key = (
+            f"experiments.{name}.search.max_iodepth" if searched else experiment.option_key(option)
+        )
+        print(f"storbench: warning: {key}: {why}", file=sys.stderr)
 
 
 def _warn_service_behind_jump(name: str, experiment, groups: dict) -> None:

@@ -60,6 +60,18 @@ class Experiment:
             values += [value for values_ in lists for value in values_]
         return any(hostfacts.has_expression(value) for value in values)
 
+    def option_key(self, option: str | None) -> str:
+        """The config key that sets a job option (experiments.x.sweep.zip.rw, .sweep.bs,
+        .job.phases), so that a problem with it names its line; else the experiment's."""
+        key = f"experiments.{self.name}"
+        if option is None or option == "zip":
+            return key
+        if option in (self.sweep.get("zip") or {}):
+            return f"{key}.sweep.zip.{option}"
+        if option in self.sweep:
+            return f"{key}.sweep.{option}"
+        return f"{key}.job.{option}" if option in self.job else key
+
 
 @dataclass(frozen=True)
 class Campaign:

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from storbench.core import hostfacts
-from storbench.core.model import Campaign, Experiment
+from storbench.core.model import Campaign
 from storbench.core.specs import RenderSpec
 from storbench.plan import specs
 from storbench.tools import get_tool
@@ -44,8 +44,7 @@ def adapter_problems(campaign: Campaign) -> list[str]:
         if refused:
             run_id, (reason, option) = refused[0]
             more = f" (and {len(refused) - 1} more runs)" if len(refused) > 1 else ""
-            key = _option_key(f"experiments.{name}", experiment, option)
-            problems.append(f"{key}: run {run_id}{more}: {reason}")
+            problems.append(f"{experiment.option_key(option)}: run {run_id}{more}: {reason}")
     return problems
 
 
@@ -59,19 +58,6 @@ def _refusal(tool: ToolAdapter, spec: RenderSpec) -> Refusal | None:
     except REFUSALS as error:
         return refusal_text(error), getattr(error, "option", None)
     return None
-
-
-def _option_key(key: str, experiment: Experiment, option: str | None) -> str:
-    """The key of the option where the config sets it (so its line is named), else the
-    experiment's."""
-    zipped = experiment.sweep.get("zip") or {}
-    if option in zipped:
-        return f"{key}.sweep.zip.{option}"
-    if option in experiment.sweep and option != "zip":
-        return f"{key}.sweep.{option}"
-    if option in experiment.job:
-        return f"{key}.job.{option}"
-    return key
 
 
 def _sample_host_refusal(tool: ToolAdapter, spec: RenderSpec, facts: dict) -> Refusal | None:
