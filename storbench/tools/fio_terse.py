@@ -8,7 +8,9 @@ mean/stdev), then CPU, I/O depths, latency buckets and disk use.
 
 What it lacks is left empty, not guessed: the I/O count (fio prints only IOPS, rounded
 down), the options (block size, queue depth: the run id is the file's name), latency
-histograms (its percentiles are fio's own, whole µs, and a host aggregate has none).
+histograms (its percentiles are fio's own, whole µs: a run's 'all' row has them only for a
+run of one job line). The reports of ``--status-interval`` are refused: terse does not
+mark where one ends.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from storbench.tools.base import ToolOutputError, result_columns
 from storbench.tools.fio_json import ParameterCache
 
 TERSE_VERSION = "3"
-TERSE_LINE = re.compile(rb"^(?:\xef\xbb\xbf)?3;fio-[0-9]", re.MULTILINE)
+TERSE_LINE = re.compile(rb"^(?:\xef\xbb\xbf)?3;fio-[0-9]")
 GENERAL_FIELDS = 5  # terse version, fio version, job name, group id, error
 DIRECTION_FIELDS = 4 + 4 + 4 + 20 + 4 + 5  # status, slat, clat, percentiles, lat, bw
 CPU_FIELDS = 5
@@ -42,8 +44,10 @@ def rows_from_terse(text: str, *, host: str, base: dict, source: str) -> list[di
     inherited.update(ParameterCache(base).of({}))  # the base's, as terse prints no options
     rows: list[dict] = []
     seen: dict[str, int] = {}
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in text.removeprefix("\ufeff").splitlines() if line.strip()]
     names = [line.split(";", 3)[2] if line.count(";") >= 3 else "" for line in lines]
+    if interim := _interim_reports(lines, names):
+        raise ToolOutputError(f"{source}: {interim}")
     for number, line in enumerate(lines, start=1):
         fields = line.split(";")
         where = f"{source}: line {number}"
@@ -64,6 +68,31 @@ def rows_from_terse(text: str, *, host: str, base: dict, source: str) -> list[di
     if not lines:
         raise ToolOutputError(f"{source}: empty file")
     return rows + aggregate_hosts(rows)
+
+
+STATUS_INTERVAL_MIN_MS = 500  # fio's --status-interval is whole seconds or more
+
+
+def _interim_reports(lines: list[str], names: list[str]) -> str | None:
+    """A job repeated with its runtime growing by a status interval each time: the reports
+    of --status-interval, which terse prints without saying where one ends (numjobs clones
+    repeat too, with near-equal runtimes)."""
+    runtimes: dict[str, list[int]] = {}
+    for line, name in zip(lines, names, strict=True):
+        fields = line.split(";")
+        read, write = (GENERAL_FIELDS + i * DIRECTION_FIELDS + 3 for i in range(2))
+        if len(fields) >= FIELDS and fields[read].isdigit() and fields[write].isdigit():
+            runtimes.setdefault(name, []).append(max(int(fields[read]), int(fields[write])))
+    for name, times in runtimes.items():
+        steps = [later - earlier for earlier, later in zip(times, times[1:], strict=False)]
+        if steps and all(step >= STATUS_INTERVAL_MIN_MS for step in steps):
+            return (
+                f"job {name!r} is reported {len(times)} times, its runtime growing"
+                f" ({', '.join(map(str, times))} ms): the reports of --status-interval, which"
+                " terse output does not tell apart; import the JSON output, or the last"
+                " report's lines alone"
+            )
+    return None
 
 
 def _job_rows(fields: list[str], *, host: str, job: str, base: dict) -> list[dict]:

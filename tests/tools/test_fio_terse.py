@@ -75,3 +75,20 @@ def test_numjobs_clones_are_told_apart_and_a_cut_line_is_named(tmp_path):
         " terse version 3, at least 92 fields)"
     )
     assert is_terse(line.encode()) and not is_terse(b"4;fio-3.33;job;0;0")
+
+
+def test_the_reports_of_a_status_interval_are_refused_not_summed():
+    """terse prints every --status-interval report without marking where one ends: a job
+    repeated with its runtime growing by the interval is refused, not read as clones."""
+    fields = TERSE.read_text().strip().split(";")
+    reports = []
+    for runtime in (1000, 2001, 3001):
+        fields[8] = str(runtime)  # the read direction's runtime, ms
+        reports.append(";".join(fields))
+    with pytest.raises(ToolOutputError) as error:
+        rows_from_terse("\n".join(reports), host="h", base={}, source="f")
+    assert str(error.value) == (
+        "f: job 'randread-4k' is reported 3 times, its runtime growing (1000, 2001, 3001 ms):"
+        " the reports of --status-interval, which terse output does not tell apart; import the"
+        " JSON output, or the last report's lines alone"
+    )
