@@ -258,18 +258,12 @@ def _a_scalar_for_a_list(error) -> bool:
         error.validator == "type"
         and error.validator_value == "array"
         and isinstance(error.instance, str | int | float)
-        and not isinstance(error.instance, bool)
     )
 
 
 def _a_sweep_of_one_value(error, path: list) -> bool:
     in_sweep = path[:1] == ["experiments"] and path[2:3] == ["sweep"] and len(path) in (4, 5)
-    return (
-        in_sweep
-        and error.validator == "type"
-        and error.validator_value == "array"
-        and isinstance(error.instance, str | int | float)
-    )
+    return in_sweep and _a_scalar_for_a_list(error)
 
 
 def _may_hold_a_key(path: list, instance) -> bool:
