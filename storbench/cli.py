@@ -28,7 +28,12 @@ def _check(args) -> int:
     from storbench.plan import checks
     from storbench.run.render import own_job_problems
 
-    campaign = config.load_campaign_file(args.config)
+    warnings = WarningCount(sys.stderr)
+    sys.stderr = warnings
+    try:
+        campaign = config.load_campaign_file(args.config)
+    finally:
+        sys.stderr = warnings.stream
     paths.use_campaign(campaign.name)
     problems = checks.adapter_problems(campaign) + own_job_problems(campaign)
     if problems:
@@ -49,7 +54,25 @@ def _check(args) -> int:
         if args.runs:
             for run in runs:
                 print(f"  {run.run_id}")
+    if args.strict and warnings.count:
+        print(f"storbench: error: --strict: {warnings.count} warning(s) above", file=sys.stderr)
+        return 1
     return 0
+
+
+class WarningCount:
+    """stderr, counting storbench's warnings written through it (check --strict)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.count = 0
+
+    def write(self, text: str) -> int:
+        self.count += text.count("storbench: warning:")
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def _render(args) -> int:
@@ -612,6 +635,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = steps.add_parser("check", help="validate a config and show the planned runs")
     check.add_argument("--config", default="config/config.yaml", help="the campaign config (YAML)")
     check.add_argument("--runs", action="store_true", help="list every run id")
+    check.add_argument(
+        "--strict", action="store_true", help="exit 1 on a warning too (a CI reviewing configs)"
+    )
     check.set_defaults(handler=_check)
 
     render = steps.add_parser("render", help="render one run's job file")

@@ -116,3 +116,30 @@ def test_check_names_the_line_of_the_option_the_adapter_refuses(
     path.write_text(HOSTS_AND_TARGETS + experiment)
     assert cli.main(["check", "--config", str(path)]) == 1
     assert f"  - {expected}\n" in capsys.readouterr().err
+
+
+def test_check_strict_fails_on_a_warning_and_passes_without(tmp_path, capsys, monkeypatch):
+    """--strict, for a CI that reviews configs: a warning is a failure too."""
+    monkeypatch.setenv("A", "access")  # the s3 target's credentials: set, not warned about
+    monkeypatch.setenv("B", "secret")
+    experiment = """\
+  qd:
+    tool: fio
+    hosts: localhost
+    target: scratch
+    job: {rw: randread, runtime: 2m}
+    sweep: {iodepth: [1, 32]}
+"""
+    path = tmp_path / "campaign.yaml"
+    path.write_text(HOSTS_AND_TARGETS + experiment)
+    assert cli.main(["check", "--config", str(path)]) == 0
+    assert cli.main(["check", "--config", str(path), "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err.count("storbench: warning: experiments.qd.sweep.iodepth: 32 with ioengine psync") == 2
+    )
+    assert err.endswith("storbench: error: --strict: 1 warning(s) above\n")
+    path.write_text(
+        HOSTS_AND_TARGETS + experiment.replace("runtime: 2m", "runtime: 2m, ioengine: io_uring")
+    )
+    assert cli.main(["check", "--config", str(path), "--strict"]) == 0
