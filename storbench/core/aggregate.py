@@ -166,8 +166,8 @@ def _min(values):
 
 def _weighted_mean(group: list[dict], column: str):
     """The I/O-weighted mean of a per-row mean (None unless every row measured it); a group
-    of one row has its mean, counted or not (fio's terse output prints no I/O count)."""
-    if len(group) == 1:
+    of one row without an I/O count (fio's terse output prints none) has its own mean."""
+    if len(group) == 1 and not group[0].get("ios"):
         return group[0].get(column)
     if any(row.get(column) is None or not row.get("ios") for row in group):
         return None
