@@ -33,5 +33,10 @@ def normalized_options(params: dict) -> dict[str, object]:
     return options
 
 
+def truthy(value) -> bool:
+    """A yes/no job option as the tools read it: 1, true, yes or on (any case) is yes."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
 # counts every tool reads the same way: a queue depth and a number of jobs (threads) per host
 COUNT_OPTIONS = frozenset({"iodepth", "numjobs"})

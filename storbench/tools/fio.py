@@ -11,7 +11,7 @@ from pathlib import Path
 from storbench.core import start_hook
 from storbench.core.addresses import bare, is_ipv6, split_endpoint
 from storbench.core.hostfacts import has_expression
-from storbench.core.options import normalized_options
+from storbench.core.options import normalized_options, truthy
 from storbench.core.specs import Manifest
 from storbench.core.units import UnitError, parse_duration, parse_size
 from storbench.tools.base import Capabilities, ToolAdapter, whole_rate
@@ -268,8 +268,8 @@ class FioAdapter(ToolAdapter):
                 " keeps one I/O in flight per job whatever iodepth says; set ioengine: libaio or"
                 " io_uring for a queue depth (numjobs for more jobs)"
             )
-        unbuffered = [_truthy(v) for v in values("direct")] + [
-            not _truthy(v) for v in values("buffered")
+        unbuffered = [truthy(v) for v in values("direct")] + [
+            not truthy(v) for v in values("buffered")
         ]
         if "libaio" in engines and not any(unbuffered) and depths:
             warnings["ioengine"] = (
@@ -683,11 +683,6 @@ def _job_directory(target: dict, host: str | None) -> str | None:
         return f"{directory}/{host}"
     # fio expands ${VAR} in job files; the runner sets it per host: hosts never share files
     return f"{directory}/${{{HOST_VARIABLE}}}"
-
-
-def _truthy(value) -> bool:
-    """A fio boolean option's value as fio reads it (1, true, yes, on)."""
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def _json_files(paths: list[Path]) -> list[Path]:

@@ -55,6 +55,7 @@ from pathlib import Path
 from storbench.core import units
 from storbench.core.addresses import with_port
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, joined, no_percentiles
+from storbench.core.options import truthy
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
 from storbench.core.suggest import closest, did_you_mean
@@ -364,7 +365,7 @@ def _render_error(message: str, option: str | None = None) -> Exception:
 
 
 def _yaml_bool(value) -> str:
-    return "true" if value is True or str(value).lower() in ("1", "true", "yes", "on") else "false"
+    return "true" if truthy(value) else "false"
 
 
 def config_test(spec: dict) -> dict:

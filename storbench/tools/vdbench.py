@@ -78,7 +78,7 @@ from pathlib import Path
 
 from storbench.core.addresses import bare
 from storbench.core.aggregate import aggregate_hosts
-from storbench.core.options import normalized_options
+from storbench.core.options import normalized_options, truthy
 from storbench.core.schema_names import ALL_HOSTS
 from storbench.core.specs import Manifest
 from storbench.core.suggest import did_you_mean
@@ -517,15 +517,11 @@ def _driven_hosts(params: dict, spec_hosts: list, execution: str = "standalone")
 
 
 def _drives_spec_hosts(params: dict, execution: str) -> bool:
-    return execution == "service" or _truthy(params.get("multihost", False))
+    return execution == "service" or truthy(params.get("multihost", False))
 
 
 def _host_names(value) -> list[str]:
     return [host.strip() for host in str(value).split(",") if host.strip()]
-
-
-def _truthy(value) -> bool:
-    return str(value).lower() in ("1", "true", "yes")
 
 
 def _hd_hosts(hosts: list[str], addresses: dict, users: dict) -> list[dict]:
@@ -750,7 +746,7 @@ def _size(value) -> str | None:
 def _openflags(params: dict) -> str | None:
     if "openflags" in params:
         return str(params["openflags"])
-    return "o_direct" if _truthy(params.get("direct", 0)) else None
+    return "o_direct" if truthy(params.get("direct", 0)) else None
 
 
 def _rw(params: dict) -> str | None:

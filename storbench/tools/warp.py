@@ -53,6 +53,7 @@ from urllib.parse import urlsplit
 
 from storbench.core import units
 from storbench.core.aggregate import LATENCY_SUMMARY, aggregate_hosts, no_percentiles
+from storbench.core.options import truthy
 from storbench.core.schema_names import ALL_HOSTS, CONTROLLER, normalize_op
 from storbench.core.specs import Manifest
 from storbench.core.suggest import closest
@@ -303,7 +304,7 @@ def warp_arguments(spec: dict) -> list[str]:
         arguments.append(f"--objects={int(params['objects'])}")
     if benchmark == "mixed":
         arguments += _distribution(params)
-    if _true(params.get("noclear")):
+    if truthy(params.get("noclear")):
         arguments.append("--noclear")
     arguments += _passed_through(params)
     arguments.append("--no-color")
@@ -388,10 +389,6 @@ _INFLUXDB_TOKEN_PROBLEM = (
 
 def _influxdb_token(value) -> bool:
     return isinstance(value, str) and bool(urlsplit(value).username)
-
-
-def _true(value) -> bool:
-    return value is True or str(value).lower() in ("1", "true", "yes", "on")
 
 
 # --- reading warp's output -----------------------------------------------------------------
